@@ -1,0 +1,170 @@
+//! The asymmetric barrier pair: a *light* barrier on the read side and a *heavy* one in grace
+//! periods.
+//!
+//! # Why a pair
+//!
+//! The reader protocol (see [`reader`](crate::reader)) needs a full memory barrier between a
+//! reader publishing "I am reading" and the reader's first access to shared data, and the grace
+//! period needs one between the updater's removal and its scan of the reader records. This is
+//! the store-buffering pattern: without a barrier on *both* sides, each side can miss the
+//! other's store.
+//!
+//! A full fence on the read side costs tens of cycles on every read. Linux's `membarrier(2)`
+//! moves that cost to the writer: `MEMBARRIER_CMD_PRIVATE_EXPEDITED` interrupts every CPU that
+//! currently runs a thread of this process and makes it execute a full barrier, so a mere
+//! compiler fence on the read side behaves as a full fence *whenever it matters*. Concretely,
+//! for a reader's compiler fence `C` and the updater's membarrier call `M`, either every access
+//! the reader made before `C` is visible to the updater after `M` returns, or every access the
+//! updater made before `M` is visible to the reader after `C`. That is exactly the guarantee a
+//! pair of `fence(SeqCst)` would give, and it is all the protocol uses.
+//!
+//! # The kinds
+//!
+//! * [`FenceKind::Membarrier`]: readers use a compiler fence; grace periods call membarrier.
+//!   Expedited grace periods use the private expedited command (IPIs to the CPUs running this
+//!   process, a few microseconds). Normal grace periods use `MEMBARRIER_CMD_GLOBAL` where the
+//!   kernel offers it: it waits for the kernel's own RCU grace period and sends no IPIs at all,
+//!   which is the user-space image of the kernel's IPI-free normal grace period (it takes
+//!   around ten milliseconds).
+//! * [`FenceKind::SeqCst`]: `fence(SeqCst)` on both sides. This is the automatic fallback when
+//!   the kernel lacks membarrier, and the only mode under loom and miri (neither can model a
+//!   system call that reaches into other threads).
+
+use std::fmt;
+#[cfg(not(any(loom, miri)))]
+use std::sync::OnceLock;
+
+/// Which barrier pair a domain uses between its readers and its grace periods.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum FenceKind {
+    /// Compiler fence in readers, `membarrier(2)` in grace periods. Readers execute no fence
+    /// instruction at all.
+    Membarrier,
+    /// `fence(SeqCst)` on both sides. Portable; costs a full fence per outermost read.
+    SeqCst,
+}
+
+impl fmt::Display for FenceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FenceKind::Membarrier => "membarrier",
+            FenceKind::SeqCst => "seqcst",
+        })
+    }
+}
+
+impl std::str::FromStr for FenceKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "membarrier" => Ok(FenceKind::Membarrier),
+            "seqcst" | "seq-cst" | "fence" => Ok(FenceKind::SeqCst),
+            other => Err(format!(
+                "unknown fence kind {other:?}: expected \"membarrier\" or \"seqcst\""
+            )),
+        }
+    }
+}
+
+/// What the running kernel offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Support {
+    /// `MEMBARRIER_CMD_PRIVATE_EXPEDITED` is available and this process is registered for it.
+    pub(crate) private_expedited: bool,
+    /// `MEMBARRIER_CMD_GLOBAL` is available.
+    pub(crate) global: bool,
+}
+
+/// Query (once per process) which membarrier commands work here, registering this process for
+/// the private expedited command on the way.
+pub(crate) fn support() -> Support {
+    #[cfg(not(any(loom, miri)))]
+    {
+        static SUPPORT: OnceLock<Support> = OnceLock::new();
+        *SUPPORT.get_or_init(detect)
+    }
+    #[cfg(any(loom, miri))]
+    {
+        Support {
+            private_expedited: false,
+            global: false,
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", not(any(loom, miri))))]
+fn detect() -> Support {
+    use rustix::thread::{membarrier, membarrier_query, MembarrierCommand, MembarrierQuery};
+    if std::env::var_os("RCUKIT_NO_MEMBARRIER").is_some() {
+        return Support {
+            private_expedited: false,
+            global: false,
+        };
+    }
+    let q = membarrier_query();
+    let private_expedited = q.contains(MembarrierQuery::PRIVATE_EXPEDITED)
+        && q.contains(MembarrierQuery::REGISTER_PRIVATE_EXPEDITED)
+        && membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok()
+        // A first call proves the registration took.
+        && membarrier(MembarrierCommand::PrivateExpedited).is_ok();
+    let global = q.contains(MembarrierQuery::GLOBAL);
+    Support {
+        private_expedited,
+        global,
+    }
+}
+
+#[cfg(all(not(target_os = "linux"), not(any(loom, miri))))]
+fn detect() -> Support {
+    Support {
+        private_expedited: false,
+        global: false,
+    }
+}
+
+/// The read-side half of the pair.
+#[inline(always)]
+pub(crate) fn light(kind: FenceKind) {
+    match kind {
+        FenceKind::Membarrier => crate::sync::compiler_fence(std::sync::atomic::Ordering::SeqCst),
+        FenceKind::SeqCst => crate::sync::fence(std::sync::atomic::Ordering::SeqCst),
+    }
+}
+
+/// Which heavy barrier a grace period issues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Heavy {
+    /// For expedited grace periods: IPIs the CPUs running this process.
+    Expedited,
+    /// For normal grace periods: no IPIs where the kernel can avoid them.
+    Normal,
+}
+
+/// The grace-period half of the pair. Also a full fence for the calling thread.
+pub(crate) fn heavy(kind: FenceKind, which: Heavy) {
+    crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+    if kind == FenceKind::Membarrier {
+        membarrier(which);
+    }
+}
+
+#[cfg(all(target_os = "linux", not(any(loom, miri))))]
+fn membarrier(which: Heavy) {
+    use rustix::thread::{membarrier, MembarrierCommand};
+    let cmd = if which == Heavy::Normal && support().global {
+        MembarrierCommand::Global
+    } else {
+        MembarrierCommand::PrivateExpedited
+    };
+    if let Err(err) = membarrier(cmd) {
+        // The domain was only built in membarrier mode after this very command worked, and
+        // readers rely on it for correctness: continuing would risk use-after-free.
+        panic!("rcukit: membarrier({cmd:?}) failed after working before: {err}");
+    }
+    crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+#[cfg(not(all(target_os = "linux", not(any(loom, miri)))))]
+fn membarrier(_which: Heavy) {
+    unreachable!("membarrier mode is never selected where membarrier is unavailable");
+}

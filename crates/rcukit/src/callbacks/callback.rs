@@ -1,0 +1,129 @@
+//! The type-erased callback: a function pointer, a data pointer and the bytes it accounts for.
+//!
+//! `retire(Box<T>)` needs no allocation beyond the box itself: the data pointer *is* the box and
+//! the function pointer drops it. `call(f)` boxes the closure (a zero-sized closure allocates
+//! nothing).
+//!
+//! A [`Callback`] dropped without being invoked leaks its data rather than running it: running
+//! it could free memory that readers still use. The domain makes sure that never happens in
+//! normal operation (dropping a domain runs every pending callback first); only a crash of the
+//! callback machinery itself could leak.
+
+use std::sync::Arc;
+
+/// A queued unit of deferred work.
+pub(crate) struct Callback {
+    run: unsafe fn(*mut ()),
+    data: *mut (),
+    bytes: usize,
+}
+
+// SAFETY: a Callback is only ever built from `Send` closures and `Send` boxes (see the
+// constructors), or by `from_raw`, whose contract requires the data to be sendable.
+unsafe impl Send for Callback {}
+
+unsafe fn call_boxed<F: FnOnce()>(data: *mut ()) {
+    // SAFETY: `data` came from `Box::into_raw(Box<F>)` in `Callback::from_fn`, and each
+    // callback is run at most once (`invoke` consumes it).
+    let f = unsafe { Box::from_raw(data.cast::<F>()) };
+    f();
+}
+
+unsafe fn drop_boxed<T>(data: *mut ()) {
+    // SAFETY: `data` came from `Box::into_raw(Box<T>)` in `Callback::from_box` or from a caller
+    // of `retire_raw` who promised the same, and is dropped exactly once.
+    drop(unsafe { Box::from_raw(data.cast::<T>()) });
+}
+
+impl Callback {
+    /// A callback that runs `f`.
+    pub(crate) fn from_fn<F: FnOnce() + Send + 'static>(f: F) -> Callback {
+        let bytes = std::mem::size_of::<F>();
+        Callback {
+            run: call_boxed::<F>,
+            data: Box::into_raw(Box::new(f)).cast(),
+            bytes,
+        }
+    }
+
+    /// A callback that drops `value`.
+    pub(crate) fn from_box<T: Send + 'static>(value: Box<T>) -> Callback {
+        Callback {
+            run: drop_boxed::<T>,
+            data: Box::into_raw(value).cast(),
+            bytes: std::mem::size_of::<T>(),
+        }
+    }
+
+    /// A callback that drops the box behind `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must come from `Box::<T>::into_raw`, must not be used by anyone else afterwards
+    /// (other than readers that started before the grace period), and `T` must be `Send`.
+    pub(crate) unsafe fn from_raw_box<T: Send + 'static>(ptr: *mut T) -> Callback {
+        Callback {
+            run: drop_boxed::<T>,
+            data: ptr.cast(),
+            bytes: std::mem::size_of::<T>(),
+        }
+    }
+
+    /// A callback that calls `run(data)`.
+    ///
+    /// # Safety
+    ///
+    /// Calling `run(data)` once, on any thread, after a grace period, must be sound.
+    pub(crate) unsafe fn from_raw(run: unsafe fn(*mut ()), data: *mut (), bytes: usize) -> Self {
+        Callback { run, data, bytes }
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Run the callback, consuming it.
+    pub(crate) fn invoke(self) {
+        // SAFETY: the constructors pair `run` with a `data` it accepts, and `self` is consumed,
+        // so this is the only time `run` sees `data`.
+        unsafe { (self.run)(self.data) };
+    }
+}
+
+/// Completion count of one `barrier()` call: one marker per shard plus a bias of one held by
+/// the caller until every marker is queued.
+pub(crate) struct BarrierCount {
+    remaining: parking_lot::Mutex<usize>,
+    cond: parking_lot::Condvar,
+}
+
+impl BarrierCount {
+    pub(crate) fn new(count: usize) -> Arc<BarrierCount> {
+        Arc::new(BarrierCount {
+            remaining: parking_lot::Mutex::new(count),
+            cond: parking_lot::Condvar::new(),
+        })
+    }
+
+    pub(crate) fn arrive(&self) {
+        let mut remaining = self.remaining.lock();
+        *remaining -= 1;
+        if *remaining == 0 {
+            self.cond.notify_all();
+        }
+    }
+
+    pub(crate) fn wait(&self) {
+        let mut remaining = self.remaining.lock();
+        while *remaining > 0 {
+            self.cond.wait(&mut remaining);
+        }
+    }
+}
+
+/// What flows through a shard's intake and its segmented list.
+pub(crate) enum Work {
+    Callback(Callback),
+    /// A `barrier()` marker: ready once everything queued before it on this shard has run.
+    Barrier(Arc<BarrierCount>),
+}

@@ -1,0 +1,374 @@
+//! The segmented callback list: a pure, single-threaded data structure.
+//!
+//! Callbacks wait in one FIFO divided into four segments (the kernel's `rcu_segcblist`):
+//!
+//! ```text
+//!   front                                                        back
+//!   [ DONE        | WAIT          | NEXT_READY    | NEXT          ]
+//!     ready to run  waiting for     waiting for     not yet
+//!                   cookie gp[W]    cookie gp[NR]   stamped
+//! ```
+//!
+//! * [`enqueue`](SegCbList::enqueue) appends to NEXT.
+//! * [`accelerate`](SegCbList::accelerate) stamps NEXT with a fresh cookie: it merges NEXT
+//!   into the newest segment whose cookie asks for the same normal grace period, or into the
+//!   first free one. The caller then requests that grace period.
+//! * [`advance`](SegCbList::advance) moves WAIT, then NEXT_READY, to DONE while their cookies
+//!   poll complete (normal *or* expedited half, as the caller's poll function decides), and
+//!   stops at the first that does not.
+//! * [`pop_done`](SegCbList::pop_done) hands out DONE callbacks in FIFO order.
+//! * [`entrain`](SegCbList::entrain) (for barriers) appends behind the last non-empty segment so
+//!   the entry waits for everything queued before it, and for no extra grace period.
+//!
+//! # Why it is correct
+//!
+//! *Nothing runs early.* A callback reaches DONE only through `advance`, and only when the
+//! cookie of its segment polls complete. Its cookie was stamped by `accelerate` *after* it was
+//! enqueued, and a cookie is a snapshot taken after the stamp was requested, so a grace period
+//! that completes it started after the callback was queued. Merging never weakens a stamp: a
+//! segment is only re-stamped with a newer cookie (a later target in both halves).
+//!
+//! *FIFO.* Segments are contiguous and ordered; `advance` only ever moves a prefix of the
+//! WAIT/NEXT_READY segments, because it stops at the first incomplete one. Stamps are monotonic
+//! from WAIT to NEXT_READY in both halves (later snapshots are never smaller), so if NEXT_READY
+//! is complete then WAIT is too, under either counter.
+//!
+//! *Everything runs eventually.* Every non-empty NEXT is stamped by the next `accelerate` that
+//! finds a free segment, and a segment frees up whenever `advance` releases WAIT; the caller
+//! requests a grace period for every stamp it makes, and grace periods complete.
+//!
+//! Keeping this module free of threads and atomics lets the property tests and the loom model
+//! exercise it exhaustively.
+
+use crate::seq::{self, GpCookie};
+use std::collections::VecDeque;
+
+/// Segment indices.
+pub(crate) const DONE: usize = 0;
+pub(crate) const WAIT: usize = 1;
+pub(crate) const NEXT_READY: usize = 2;
+pub(crate) const NEXT: usize = 3;
+
+/// Which counter released a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReleasedBy {
+    Normal,
+    Expedited,
+}
+
+/// Counts of entries moved to DONE by one [`SegCbList::advance`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Released {
+    pub(crate) by_normal: u64,
+    pub(crate) by_expedited: u64,
+    pub(crate) segments: u32,
+}
+
+/// The segmented list. `T` is the entry type (callbacks, barrier markers, test values).
+pub(crate) struct SegCbList<T> {
+    items: VecDeque<T>,
+    /// `ends[i]` is one past the last item of segment `i` for DONE, WAIT and NEXT_READY; NEXT
+    /// always ends at `items.len()`. Non-decreasing.
+    ends: [usize; 3],
+    /// The cookies of WAIT and NEXT_READY (indices 1 and 2); meaningless when the segment is
+    /// empty and for DONE.
+    gp: [GpCookie; 3],
+}
+
+impl<T> Default for SegCbList<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> SegCbList<T> {
+    pub(crate) fn new() -> Self {
+        SegCbList {
+            items: VecDeque::new(),
+            ends: [0; 3],
+            gp: [GpCookie::completed(); 3],
+        }
+    }
+
+    fn start(&self, seg: usize) -> usize {
+        if seg == DONE {
+            0
+        } else {
+            self.ends[seg - 1]
+        }
+    }
+
+    fn end(&self, seg: usize) -> usize {
+        if seg == NEXT {
+            self.items.len()
+        } else {
+            self.ends[seg]
+        }
+    }
+
+    /// Number of entries in segment `seg`.
+    pub(crate) fn seg_len(&self, seg: usize) -> usize {
+        self.end(seg) - self.start(seg)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The cookie of segment `seg` (WAIT or NEXT_READY) if it holds entries.
+    pub(crate) fn cookie(&self, seg: usize) -> Option<GpCookie> {
+        debug_assert!(seg == WAIT || seg == NEXT_READY);
+        (self.seg_len(seg) > 0).then_some(self.gp[seg])
+    }
+
+    /// Append an entry to NEXT.
+    pub(crate) fn enqueue(&mut self, item: T) {
+        self.items.push_back(item);
+    }
+
+    /// Stamp the entries of NEXT with `cookie`. Returns true when a segment was stamped, in
+    /// which case the caller must make sure a normal grace period reaching `cookie.normal` is
+    /// requested.
+    pub(crate) fn accelerate(&mut self, cookie: GpCookie) -> bool {
+        if self.seg_len(NEXT) == 0 {
+            return false;
+        }
+        // The newest segment whose cookie is strictly older than the new one keeps its stamp;
+        // everything after it merges under the new stamp.
+        let mut keep = DONE;
+        for seg in [NEXT_READY, WAIT] {
+            if self.seg_len(seg) > 0 && seq::cmp_lt(self.gp[seg].normal, cookie.normal) {
+                keep = seg;
+                break;
+            }
+        }
+        let into = keep + 1;
+        if into >= NEXT {
+            // WAIT and NEXT_READY both hold older stamps: NEXT waits for a free segment.
+            return false;
+        }
+        let len = self.items.len();
+        for seg in into..NEXT {
+            self.ends[seg] = len;
+            self.gp[seg] = cookie;
+        }
+        true
+    }
+
+    /// Move to DONE every leading WAIT/NEXT_READY segment whose cookie `poll` reports
+    /// complete, stopping at the first that is not. `poll` says which counter completed it.
+    pub(crate) fn advance(
+        &mut self,
+        mut poll: impl FnMut(&GpCookie) -> Option<ReleasedBy>,
+    ) -> Released {
+        let mut released = Released::default();
+        let mut moved_to = DONE;
+        for seg in [WAIT, NEXT_READY] {
+            let n = self.seg_len(seg);
+            if n == 0 {
+                break;
+            }
+            match poll(&self.gp[seg]) {
+                None => break,
+                Some(by) => {
+                    match by {
+                        ReleasedBy::Normal => released.by_normal += n as u64,
+                        ReleasedBy::Expedited => released.by_expedited += n as u64,
+                    }
+                    released.segments += 1;
+                    moved_to = seg;
+                }
+            }
+        }
+        if moved_to == DONE {
+            return released;
+        }
+        let done_end = self.ends[moved_to];
+        self.ends[DONE] = done_end;
+        // Compact: the segments that did not move slide down to WAIT.
+        if moved_to == WAIT && self.ends[NEXT_READY] > done_end {
+            self.ends[WAIT] = self.ends[NEXT_READY];
+            self.gp[WAIT] = self.gp[NEXT_READY];
+        } else {
+            self.ends[WAIT] = done_end;
+        }
+        self.ends[NEXT_READY] = self.ends[WAIT];
+        released
+    }
+
+    /// Remove and return the oldest DONE entry.
+    pub(crate) fn pop_done(&mut self) -> Option<T> {
+        if self.ends[DONE] == 0 {
+            return None;
+        }
+        let item = self.items.pop_front();
+        for end in &mut self.ends {
+            *end -= 1;
+        }
+        item
+    }
+
+    /// Number of DONE entries.
+    pub(crate) fn done_len(&self) -> usize {
+        self.ends[DONE]
+    }
+
+    /// Append `item` behind the last non-empty segment so that it becomes ready exactly when
+    /// everything queued before it is. Returns the item back if the list is empty (it then
+    /// depends on nothing and the caller may complete it at once).
+    pub(crate) fn entrain(&mut self, item: T) -> Result<(), T> {
+        if self.items.is_empty() {
+            return Err(item);
+        }
+        let last = (DONE..=NEXT)
+            .rev()
+            .find(|&seg| self.seg_len(seg) > 0)
+            .expect("non-empty list has a non-empty segment");
+        self.items.push_back(item);
+        let len = self.items.len();
+        for seg in last..NEXT {
+            self.ends[seg] = len;
+        }
+        Ok(())
+    }
+
+    /// Check the structural invariants (tests and debug assertions).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        assert!(self.ends[DONE] <= self.ends[WAIT]);
+        assert!(self.ends[WAIT] <= self.ends[NEXT_READY]);
+        assert!(self.ends[NEXT_READY] <= self.items.len());
+        if self.seg_len(WAIT) == 0 {
+            assert_eq!(
+                self.seg_len(NEXT_READY),
+                0,
+                "WAIT empty implies NEXT_READY empty"
+            );
+        }
+        if self.seg_len(WAIT) > 0 && self.seg_len(NEXT_READY) > 0 {
+            let (w, r) = (self.gp[WAIT], self.gp[NEXT_READY]);
+            assert!(seq::cmp_ge(r.normal, w.normal), "normal stamps go forward");
+            assert!(
+                seq::cmp_ge(r.expedited, w.expedited),
+                "expedited stamps go forward"
+            );
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn cookie(normal: u64, expedited: u64) -> GpCookie {
+        GpCookie {
+            normal,
+            expedited,
+            domain: 1,
+        }
+    }
+
+    /// Poll against fixed counter values, normal first.
+    fn poller(norm: u64, exp: u64) -> impl FnMut(&GpCookie) -> Option<ReleasedBy> {
+        move |c| {
+            if seq::half_done(norm, c.normal) {
+                Some(ReleasedBy::Normal)
+            } else if seq::half_done(exp, c.expedited) {
+                Some(ReleasedBy::Expedited)
+            } else {
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn pipeline_wait_then_next_ready() {
+        // Realistic values: the normal counter idles at 4, the expedited one at 96, and every
+        // cookie is a snapshot of them (at most two grace periods ahead).
+        let mut l = SegCbList::new();
+        l.enqueue(1);
+        l.enqueue(2);
+        assert!(l.accelerate(cookie(8, 100)));
+        assert_eq!(l.seg_len(WAIT), 2);
+        l.enqueue(3);
+        // Same normal target: merges into WAIT, restamped with the newer cookie.
+        assert!(l.accelerate(cookie(8, 104)));
+        assert_eq!(l.seg_len(WAIT), 3);
+        assert_eq!(l.cookie(WAIT), Some(cookie(8, 104)));
+        l.enqueue(4);
+        // Later target: NEXT_READY.
+        assert!(l.accelerate(cookie(12, 108)));
+        assert_eq!(l.seg_len(NEXT_READY), 1);
+        l.enqueue(5);
+        // Still later target, but no free segment.
+        assert!(!l.accelerate(cookie(16, 112)));
+        assert_eq!(l.seg_len(NEXT), 1);
+        l.check_invariants();
+
+        // Normal counter reaches 8: WAIT completes by normal, NEXT_READY does not.
+        let r = l.advance(poller(8, 101));
+        assert_eq!((r.by_normal, r.by_expedited), (3, 0));
+        assert_eq!(l.done_len(), 3);
+        assert_eq!(
+            l.cookie(WAIT),
+            Some(cookie(12, 108)),
+            "NEXT_READY slid down"
+        );
+        assert_eq!(l.seg_len(NEXT_READY), 0);
+        l.check_invariants();
+        // Now NEXT can be stamped.
+        assert!(l.accelerate(cookie(16, 112)));
+        l.check_invariants();
+        // The expedited counter passes both: released by expedited.
+        let r = l.advance(poller(8, 112));
+        assert_eq!((r.by_normal, r.by_expedited, r.segments), (0, 2, 2));
+        let order: Vec<_> = std::iter::from_fn(|| l.pop_done()).collect();
+        assert_eq!(order, vec![1, 2, 3, 4, 5]);
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn advance_stops_at_first_incomplete_segment() {
+        let mut l = SegCbList::new();
+        l.enqueue('a');
+        l.accelerate(cookie(8, 100));
+        l.enqueue('b');
+        l.accelerate(cookie(12, 104));
+        // Only NEXT_READY's cookie would poll complete (cannot happen with monotonic stamps,
+        // but advance must still not reorder).
+        let r = l.advance(|c| (c.normal == 12).then_some(ReleasedBy::Normal));
+        assert_eq!(r, Released::default());
+        assert_eq!(l.done_len(), 0);
+    }
+
+    #[test]
+    fn entrain_waits_for_the_last_segment_only() {
+        let mut l: SegCbList<u32> = SegCbList::new();
+        assert_eq!(l.entrain(9), Err(9));
+        l.enqueue(1);
+        l.accelerate(cookie(8, 100));
+        l.entrain(99).unwrap();
+        assert_eq!(l.seg_len(WAIT), 2, "the marker joins WAIT, not NEXT");
+        l.advance(poller(8, 0));
+        assert_eq!(
+            std::iter::from_fn(|| l.pop_done()).collect::<Vec<_>>(),
+            [1, 99]
+        );
+        // Behind DONE only: ready at once.
+        l.enqueue(2);
+        l.accelerate(cookie(12, 104));
+        l.advance(poller(12, 0));
+        l.entrain(98).unwrap();
+        assert_eq!(l.done_len(), 2);
+    }
+
+    #[test]
+    fn completed_and_not_tracked_halves() {
+        let mut l = SegCbList::new();
+        l.enqueue(1);
+        l.accelerate(cookie(8, seq::NOT_TRACKED));
+        // Expedited counter far ahead, but the half is not tracked.
+        assert_eq!(l.advance(poller(4, u64::MAX / 4)), Released::default());
+        assert_eq!(l.advance(poller(8, 0)).by_normal, 1);
+    }
+}

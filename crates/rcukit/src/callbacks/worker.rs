@@ -1,0 +1,212 @@
+//! The callback worker: one thread per shard, the user-space image of the kernel's offloaded
+//! ("NOCB") callback kthreads.
+//!
+//! Each pass of the loop:
+//!
+//! 1. moves up to `batch` entries from the shard's lock-free intake into its segmented list
+//!    (callbacks to NEXT, barrier markers entrained behind the last non-empty segment);
+//! 2. *accelerates*: stamps NEXT with a fresh full cookie and requests the normal grace period
+//!    it needs;
+//! 3. *advances*: moves every leading segment whose cookie polls complete, by the normal or,
+//!    with `expedited_callbacks` on, the expedited counter, to DONE, counting which released it;
+//! 4. runs up to `batch` DONE callbacks, each under `catch_unwind`;
+//! 5. asks for an expedited grace period if the shard's backlog is past a threshold;
+//! 6. parks when there is nothing to do.
+//!
+//! The worker is subscribed to the domain's grace-period event, so the end of a grace period of
+//! *either* kind unparks it (seed 004's first notification gap), and producers unpark it when
+//! they queue into an empty intake while it sleeps. A periodic tick is only a safety net.
+//!
+//! On shutdown (the domain is being dropped) the worker keeps going until its intake and list
+//! are empty, running expedited grace periods itself for whatever is still waiting, so nothing
+//! queued is ever lost.
+
+use super::callback::Work;
+use super::segcblist::{ReleasedBy, SegCbList, NEXT, NEXT_READY, WAIT};
+use super::{Shard, SHARD_HINT, WORKER_OF};
+use crate::domain::Inner;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::Duration;
+
+/// How long a parked worker sleeps before looking around on its own.
+const TICK: Duration = Duration::from_millis(10);
+
+/// The body of worker thread `index` of the domain `inner`.
+pub(crate) fn run(inner: &Inner, index: usize) {
+    SHARD_HINT.with(|h| h.set(index));
+    WORKER_OF.with(|w| w.set(inner.id));
+    let shard = inner.callbacks.shard(index);
+    let me = std::thread::current();
+    let _ = shard.worker.thread.set(me.clone());
+    inner.event.subscribe(me);
+
+    let mut list: SegCbList<Work> = SegCbList::new();
+    loop {
+        let shutting_down = inner.callbacks.is_shutting_down();
+        let took = take_intake(inner, shard, &mut list);
+        stamp(inner, &mut list);
+        advance(inner, &mut list, shutting_down);
+        let ran = run_done(inner, shard, &mut list);
+        hurry(inner, shard, &list);
+        if took > 0 || ran > 0 || list.done_len() > 0 {
+            continue;
+        }
+        if shutting_down {
+            if list.is_empty() && shard.intake.is_empty() {
+                return;
+            }
+            drain_step(inner, &list);
+            continue;
+        }
+        park(inner, shard);
+    }
+}
+
+fn take_intake(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>) -> usize {
+    let mut took = 0;
+    while took < inner.callbacks.config.batch {
+        let Some(work) = shard.intake.pop() else {
+            break;
+        };
+        took += 1;
+        match work {
+            Work::Callback(cb) => list.enqueue(Work::Callback(cb)),
+            Work::Barrier(count) => {
+                if let Err(Work::Barrier(count)) = list.entrain(Work::Barrier(count)) {
+                    // Nothing queued before it on this shard: complete at once.
+                    count.arrive();
+                }
+            }
+        }
+    }
+    took
+}
+
+fn stamp(inner: &Inner, list: &mut SegCbList<Work>) {
+    if list.seg_len(NEXT) == 0 {
+        return;
+    }
+    let cookie = inner.get_state();
+    if list.accelerate(cookie) {
+        inner.normal.request(cookie.normal);
+    }
+}
+
+fn advance(inner: &Inner, list: &mut SegCbList<Work>, draining: bool) {
+    let by_expedited = inner.callbacks.config.expedited || draining;
+    let released = list.advance(|cookie| {
+        if inner.normal.seq.poll(cookie.normal) {
+            Some(ReleasedBy::Normal)
+        } else if by_expedited && inner.exp.seq.poll(cookie.expedited) {
+            Some(ReleasedBy::Expedited)
+        } else {
+            None
+        }
+    });
+    if released.by_normal > 0 {
+        inner
+            .callbacks
+            .released_by_normal
+            .fetch_add(released.by_normal, Relaxed);
+    }
+    if released.by_expedited > 0 {
+        inner
+            .callbacks
+            .released_by_expedited
+            .fetch_add(released.by_expedited, Relaxed);
+    }
+}
+
+/// Run up to `batch` DONE entries. Returns how many entries (callbacks and markers) it took.
+fn run_done(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>) -> usize {
+    let batch = inner.callbacks.config.batch;
+    let mut taken = 0usize;
+    let mut invoked = 0u64;
+    let mut bytes = 0u64;
+    let flush = |invoked: &mut u64, bytes: &mut u64| {
+        if *invoked > 0 {
+            shard.worker.invoked.fetch_add(*invoked, Relaxed);
+            shard.worker.invoked_bytes.fetch_add(*bytes, Relaxed);
+            *invoked = 0;
+            *bytes = 0;
+        }
+    };
+    loop {
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            while taken < batch {
+                match list.pop_done() {
+                    None => return,
+                    Some(Work::Callback(cb)) => {
+                        taken += 1;
+                        invoked += 1;
+                        bytes += cb.bytes() as u64;
+                        cb.invoke();
+                    }
+                    Some(Work::Barrier(count)) => {
+                        taken += 1;
+                        // Everything before the marker has run: make the counters say so
+                        // before the barrier returns.
+                        flush(&mut invoked, &mut bytes);
+                        count.arrive();
+                    }
+                }
+            }
+        }));
+        match outcome {
+            Ok(()) => break,
+            Err(payload) => report_panic(inner, payload),
+        }
+    }
+    flush(&mut invoked, &mut bytes);
+    taken
+}
+
+fn report_panic(inner: &Inner, payload: Box<dyn std::any::Any + Send>) {
+    let n = inner.callbacks.panics.fetch_add(1, Relaxed) + 1;
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic payload>".to_string());
+    eprintln!(
+        "rcukit: a callback of domain '{}' panicked ({msg}); caught, counted ({n} so far), \
+         the remaining callbacks still run",
+        inner.name
+    );
+}
+
+/// Past the backlog thresholds, ask for an expedited grace period covering the newest stamp.
+fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
+    let config = &inner.callbacks.config;
+    if !config.expedited {
+        return;
+    }
+    let (pending, bytes) = shard.pending();
+    if pending <= config.backlog_callbacks && bytes <= config.backlog_bytes {
+        return;
+    }
+    if let Some(cookie) = list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
+        inner.exp.request(cookie.expedited);
+    }
+}
+
+/// During shutdown: make the oldest waiting entries ready by running an expedited grace period
+/// in this thread (the grace-period threads may already be gone).
+fn drain_step(inner: &Inner, list: &SegCbList<Work>) {
+    let target = match list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
+        Some(cookie) => cookie.expedited,
+        None => inner.exp.seq.snap(),
+    };
+    inner.exp.run_until(target, &inner.core, &inner.event);
+}
+
+fn park(inner: &Inner, shard: &Shard) {
+    shard.worker.sleeping.store(true, SeqCst);
+    if !shard.intake.is_empty() || inner.callbacks.is_shutting_down() {
+        shard.worker.sleeping.store(false, Relaxed);
+        return;
+    }
+    std::thread::park_timeout(TICK);
+    shard.worker.sleeping.store(false, Relaxed);
+}

@@ -1,0 +1,657 @@
+//! [`Rcu`]: a domain that ties readers, both grace-period engines and callbacks together.
+//!
+//! A domain owns:
+//!
+//! * a reader registry and epoch ([`reader`](crate::reader), [`gp`](crate::gp));
+//! * the normal grace-period engine and its thread ([`gp::normal`](crate::gp::normal));
+//! * the expedited engine and its helper thread for polled requests
+//!   ([`gp::expedited`](crate::gp::expedited));
+//! * the callback shards and their workers ([`callbacks`](crate::callbacks)).
+//!
+//! Domains are independent: a grace period of one domain never waits for readers of another,
+//! and a guard of one domain protects nothing in another.
+//!
+//! # Lifetime
+//!
+//! Threads are started when the domain is built. Dropping a domain (other than the global one,
+//! which lives until the process exits) first runs every pending callback, including chains of
+//! callbacks queued by callbacks, then stops and joins its threads. The global domain's pending
+//! callbacks are *not* run at process exit, exactly like memory that is still allocated when a
+//! process exits; call `Rcu::global().barrier()` before exiting if their side effects matter.
+
+use crate::barrier::{self, FenceKind};
+use crate::callbacks::callback::Callback;
+use crate::callbacks::{self, CallbackConfig, Callbacks};
+use crate::error::Error;
+use crate::gp::expedited::ExpeditedGp;
+use crate::gp::normal::NormalGp;
+use crate::gp::{GpCore, GpEvent};
+use crate::reader::{self, Guard};
+use crate::seq::GpCookie;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Everything a domain's threads share.
+pub(crate) struct Inner {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) core: GpCore,
+    pub(crate) normal: NormalGp,
+    pub(crate) exp: ExpeditedGp,
+    pub(crate) event: GpEvent,
+    pub(crate) callbacks: Callbacks,
+    pub(crate) expedited_callbacks: bool,
+}
+
+impl Inner {
+    /// Snapshot both counters (`get_state_synchronize_rcu_full`).
+    pub(crate) fn get_state(&self) -> GpCookie {
+        GpCookie {
+            normal: self.normal.seq.snap(),
+            expedited: self.exp.seq.snap(),
+            domain: self.id,
+        }
+    }
+
+    fn check_cookie(&self, cookie: &GpCookie) {
+        assert!(
+            cookie.domain == self.id || cookie.domain == 0,
+            "rcukit: a GpCookie from domain #{} was used with domain #{} ('{}'); cookies are \
+             only meaningful for the domain that produced them",
+            cookie.domain,
+            self.id,
+            self.name
+        );
+    }
+
+    /// Has a normal grace period, or, if `either`, an expedited one, covered `cookie`?
+    fn poll(&self, cookie: &GpCookie, either: bool) -> bool {
+        self.check_cookie(cookie);
+        self.normal.seq.poll(cookie.normal) || (either && self.exp.seq.poll(cookie.expedited))
+    }
+}
+
+static NEXT_DOMAIN_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Statistics of a domain, from [`Rcu::stats`]. A snapshot: fields are read one by one while
+/// the domain runs, so they may be mutually off by a few events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Normal grace periods completed.
+    pub normal_gps: u64,
+    /// Expedited grace periods run (callers that piggybacked on another's ran none).
+    pub expedited_gps: u64,
+    /// Reader records held by live threads (one per thread that has read this domain).
+    pub readers: usize,
+    /// Stall reports issued (a reader held a grace period past the stall timeout).
+    pub stalls: u64,
+    /// Callbacks queued with `call`, `retire` and the raw variants.
+    pub callbacks_queued: u64,
+    /// Callbacks that have run (including ones that panicked).
+    pub callbacks_invoked: u64,
+    /// Callbacks queued but not yet run.
+    pub callbacks_pending: u64,
+    /// Bytes held by pending callbacks: `size_of::<T>()` for `retire(Box<T>)`, the closure's
+    /// size for `call`, what the caller declared for raw callbacks.
+    pub pending_bytes: u64,
+    /// Callbacks moved to the ready list because a *normal* grace period covered them
+    /// (counted in callbacks, not segments).
+    pub released_by_normal: u64,
+    /// Callbacks moved to the ready list because an *expedited* grace period covered them
+    /// before a normal one did (counted in callbacks, not segments).
+    pub released_by_expedited: u64,
+    /// Callbacks that panicked (caught; the others still ran).
+    pub callback_panics: u64,
+}
+
+/// Builder for [`Rcu`] domains; see [`Rcu::builder`].
+#[derive(Clone, Debug)]
+pub struct RcuBuilder {
+    name: Option<String>,
+    normal_gp_delay: Duration,
+    stall_timeout: Duration,
+    fence: Option<FenceKind>,
+    callback_workers: usize,
+    expedited_callbacks: bool,
+    backlog_callbacks: u64,
+    backlog_bytes: u64,
+    callback_batch: usize,
+}
+
+impl Default for RcuBuilder {
+    fn default() -> Self {
+        RcuBuilder {
+            name: None,
+            normal_gp_delay: Duration::from_millis(1),
+            stall_timeout: Duration::from_secs(10),
+            fence: None,
+            callback_workers: 1,
+            expedited_callbacks: true,
+            backlog_callbacks: 10_000,
+            backlog_bytes: 16 << 20,
+            callback_batch: 1024,
+        }
+    }
+}
+
+/// Limits the builder enforces.
+const MAX_NORMAL_GP_DELAY: Duration = Duration::from_secs(10);
+const MIN_STALL_TIMEOUT: Duration = Duration::from_millis(1);
+const MAX_CALLBACK_WORKERS: usize = 256;
+
+impl RcuBuilder {
+    /// A name for the domain's threads and its stall and panic reports.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// How long the normal grace-period thread waits, once woken by a request, for more
+    /// requests to batch into the same grace period (default 1 ms; at most 10 s).
+    pub fn normal_gp_delay(mut self, delay: Duration) -> Self {
+        self.normal_gp_delay = delay;
+        self
+    }
+
+    /// How long a grace period may wait for one reader before a stall report is printed to
+    /// stderr and counted in [`Stats::stalls`] (default 10 s; at least 1 ms). The grace period
+    /// keeps waiting after the report.
+    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
+        self.stall_timeout = timeout;
+        self
+    }
+
+    /// Force a barrier pair. By default the domain uses [`FenceKind::Membarrier`] where the
+    /// kernel supports it and [`FenceKind::SeqCst`] otherwise; asking for `Membarrier` where it
+    /// is unsupported is an error.
+    pub fn fence(mut self, fence: FenceKind) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// Number of callback worker threads, each with its own intake shard (default 1; 1 to 256).
+    pub fn callback_workers(mut self, workers: usize) -> Self {
+        self.callback_workers = workers;
+        self
+    }
+
+    /// Let expedited grace periods release callbacks and `synchronize()` callers (default
+    /// true, seed 004). With `false`, both wait for a normal grace period only: the behaviour
+    /// before seed 004, for A/B measurements on one build.
+    pub fn expedited_callbacks(mut self, enabled: bool) -> Self {
+        self.expedited_callbacks = enabled;
+        self
+    }
+
+    /// Pending callbacks per worker shard past which the worker asks for expedited grace
+    /// periods (default 10,000, the kernel's `qhimark`; at least 1).
+    pub fn backlog_callbacks(mut self, callbacks: u64) -> Self {
+        self.backlog_callbacks = callbacks;
+        self
+    }
+
+    /// Pending bytes per worker shard past which the worker asks for expedited grace periods
+    /// (default 16 MiB; at least 1).
+    pub fn backlog_bytes(mut self, bytes: u64) -> Self {
+        self.backlog_bytes = bytes;
+        self
+    }
+
+    /// Most callbacks a worker runs before it looks at its intake and the grace periods again
+    /// (default 1,024; 1 to 1,000,000).
+    pub fn callback_batch(mut self, batch: usize) -> Self {
+        self.callback_batch = batch;
+        self
+    }
+
+    fn validate(&self) -> Result<FenceKind, Error> {
+        if self.normal_gp_delay > MAX_NORMAL_GP_DELAY {
+            return Err(Error::invalid(
+                "normal_gp_delay",
+                format!(
+                    "{:?} is longer than the maximum of {:?}; a longer batching window would \
+                     make every synchronize() look hung",
+                    self.normal_gp_delay, MAX_NORMAL_GP_DELAY
+                ),
+            ));
+        }
+        if self.stall_timeout < MIN_STALL_TIMEOUT {
+            return Err(Error::invalid(
+                "stall_timeout",
+                format!(
+                    "{:?} is shorter than the minimum of {:?}; every grace period would report \
+                     a stall",
+                    self.stall_timeout, MIN_STALL_TIMEOUT
+                ),
+            ));
+        }
+        if !(1..=MAX_CALLBACK_WORKERS).contains(&self.callback_workers) {
+            return Err(Error::invalid(
+                "callback_workers",
+                format!(
+                    "{} is outside 1..={MAX_CALLBACK_WORKERS}",
+                    self.callback_workers
+                ),
+            ));
+        }
+        if self.backlog_callbacks == 0 {
+            return Err(Error::invalid("backlog_callbacks", "must be at least 1"));
+        }
+        if self.backlog_bytes == 0 {
+            return Err(Error::invalid("backlog_bytes", "must be at least 1"));
+        }
+        if !(1..=1_000_000).contains(&self.callback_batch) {
+            return Err(Error::invalid(
+                "callback_batch",
+                format!("{} is outside 1..=1000000", self.callback_batch),
+            ));
+        }
+        if let Some(name) = &self.name {
+            if name.is_empty() || name.contains('\0') {
+                return Err(Error::invalid(
+                    "name",
+                    "must be non-empty and contain no NUL byte",
+                ));
+            }
+        }
+        let supported = barrier::support().private_expedited;
+        match self.fence {
+            Some(FenceKind::Membarrier) if !supported => Err(Error::invalid(
+                "fence",
+                "FenceKind::Membarrier needs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which \
+                 this kernel (or loom/miri, or RCUKIT_NO_MEMBARRIER) does not provide; use \
+                 FenceKind::SeqCst or leave the fence unset to fall back automatically",
+            )),
+            Some(kind) => Ok(kind),
+            None if supported => Ok(FenceKind::Membarrier),
+            None => Ok(FenceKind::SeqCst),
+        }
+    }
+
+    /// Build the domain and start its threads.
+    pub fn build(self) -> Result<Rcu, Error> {
+        let fence = self.validate()?;
+        let id = NEXT_DOMAIN_ID.fetch_add(1, Relaxed);
+        let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));
+        let inner = Arc::new(Inner {
+            id,
+            name: name.clone(),
+            core: GpCore::new(fence, self.stall_timeout, name.clone()),
+            normal: NormalGp::new(self.normal_gp_delay),
+            exp: ExpeditedGp::new(),
+            event: GpEvent::new(),
+            callbacks: Callbacks::new(
+                CallbackConfig {
+                    workers: self.callback_workers,
+                    expedited: self.expedited_callbacks,
+                    backlog_callbacks: self.backlog_callbacks,
+                    backlog_bytes: self.backlog_bytes,
+                    batch: self.callback_batch,
+                },
+                id,
+            ),
+            expedited_callbacks: self.expedited_callbacks,
+        });
+        let mut rcu = Rcu {
+            inner,
+            threads: Vec::new(),
+        };
+        rcu.spawn("normal grace-period", format!("{name}-gp"), |inner| {
+            inner.normal.run(&inner.core, &inner.event)
+        })?;
+        rcu.spawn("expedited helper", format!("{name}-exp"), |inner| {
+            inner.exp.run_helper(&inner.core, &inner.event)
+        })?;
+        for index in 0..self.callback_workers {
+            rcu.spawn(
+                "callback worker",
+                format!("{name}-cb{index}"),
+                move |inner| callbacks::worker::run(inner, index),
+            )?;
+        }
+        Ok(rcu)
+    }
+}
+
+/// An RCU domain: readers, normal and expedited grace periods, polling cookies and callbacks.
+///
+/// Most programs use the process-wide [`Rcu::global`] domain. Build separate domains with
+/// [`Rcu::new`] or [`Rcu::builder`] when grace periods of one subsystem must not wait for the
+/// readers of another, or to run with different settings.
+pub struct Rcu {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Rcu {
+    /// The process-wide domain (built with default settings on first use; never dropped).
+    ///
+    /// # Panics
+    ///
+    /// If the operating system refuses to start the domain's threads on first use.
+    pub fn global() -> &'static Rcu {
+        static GLOBAL: OnceLock<Rcu> = OnceLock::new();
+        GLOBAL.get_or_init(|| {
+            Rcu::builder()
+                .name("rcu-global")
+                .build()
+                .unwrap_or_else(|e| panic!("rcukit: cannot start the global domain: {e}"))
+        })
+    }
+
+    /// A new domain with default settings.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system refuses to start the domain's threads; use [`Rcu::builder`] to
+    /// get that as an error instead.
+    pub fn new() -> Rcu {
+        Rcu::builder()
+            .build()
+            .unwrap_or_else(|e| panic!("rcukit: cannot start a domain: {e}"))
+    }
+
+    /// A builder for a domain with custom settings.
+    pub fn builder() -> RcuBuilder {
+        RcuBuilder::default()
+    }
+
+    fn spawn(
+        &mut self,
+        what: &str,
+        thread_name: String,
+        body: impl FnOnce(&Inner) + Send + 'static,
+    ) -> Result<(), Error> {
+        let inner = self.inner.clone();
+        let handle = std::thread::Builder::new()
+            .name(thread_name)
+            .spawn(move || body(&inner))
+            .map_err(|source| Error::Spawn {
+                thread: what.to_string(),
+                source,
+            })?;
+        self.threads.push(handle);
+        Ok(())
+    }
+
+    /// A unique, never reused identifier of this domain.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The domain's name (from [`RcuBuilder::name`], else `rcu#<id>`).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The barrier pair this domain's readers and grace periods use.
+    pub fn fence_kind(&self) -> FenceKind {
+        self.inner.core.fence()
+    }
+
+    /// Whether expedited grace periods release callbacks and `synchronize()` callers.
+    pub fn expedited_callbacks(&self) -> bool {
+        self.inner.expedited_callbacks
+    }
+
+    /// Enter a read-side critical section. Nestable; ends when the returned guard drops.
+    ///
+    /// The first read of a thread registers its reader record (a short lock); after that the
+    /// outermost `read()` is a load of the domain's epoch, a store to the thread's own record
+    /// and the light barrier (a compiler fence with membarrier), and dropping the guard is one
+    /// store.
+    #[inline]
+    pub fn read(&self) -> Guard<'_> {
+        let inner = &*self.inner;
+        let record = reader::local_record(inner.id, &inner.core.registry);
+        // SAFETY: `local_record` returns the calling thread's live record for this domain; it
+        // stays valid while any guard on it exists (see `reader`).
+        unsafe {
+            (*record).enter(&inner.core.read_side.epoch, inner.core.read_side.fence);
+            Guard::new(self, record)
+        }
+    }
+
+    /// Is the calling thread inside a read-side critical section of this domain?
+    pub fn is_reading(&self) -> bool {
+        reader::is_reading(self.inner.id)
+    }
+
+    #[track_caller]
+    fn assert_not_reading(&self, what: &str) {
+        if self.is_reading() {
+            panic!(
+                "rcukit: {what} called inside a read-side critical section of the same domain \
+                 ('{}'); the grace period would wait for this very reader and never end. Drop \
+                 the Guard first, or defer the work with call()/retire().",
+                self.inner.name
+            );
+        }
+    }
+
+    /// Wait for a grace period: returns once every read-side critical section that was running
+    /// when it was called has ended.
+    ///
+    /// It requests a normal grace period (batched with every other request, costing readers
+    /// nothing) and returns as soon as a normal *or* an expedited grace period that started
+    /// after the call has completed (with `expedited_callbacks(false)`: a normal one only).
+    ///
+    /// # Panics
+    ///
+    /// If called inside a read-side critical section of this domain (it would deadlock).
+    #[track_caller]
+    pub fn synchronize(&self) {
+        self.assert_not_reading("synchronize()");
+        let cookie = self.inner.get_state();
+        self.wait_for_cookie(&cookie);
+    }
+
+    fn wait_for_cookie(&self, cookie: &GpCookie) {
+        let inner = &*self.inner;
+        let either = inner.expedited_callbacks;
+        if inner.poll(cookie, either) {
+            return;
+        }
+        inner.normal.request(cookie.normal);
+        inner.event.wait_until(|| inner.poll(cookie, either));
+    }
+
+    /// Run (or piggyback on) an expedited grace period: fast (microseconds without long
+    /// readers) at the price of interrupting the CPUs that run this process's threads.
+    ///
+    /// # Panics
+    ///
+    /// If called inside a read-side critical section of this domain (it would deadlock).
+    #[track_caller]
+    pub fn synchronize_expedited(&self) {
+        self.assert_not_reading("synchronize_expedited()");
+        let inner = &*self.inner;
+        inner.exp.synchronize(&inner.core, &inner.event);
+    }
+
+    /// Snapshot both grace-period counters without starting anything
+    /// (`get_state_synchronize_rcu_full`).
+    pub fn get_state(&self) -> GpCookie {
+        self.inner.get_state()
+    }
+
+    /// Like [`get_state`](Rcu::get_state), and also request a normal grace period so that the
+    /// cookie will expire without anybody waiting on it.
+    pub fn start_poll(&self) -> GpCookie {
+        let cookie = self.inner.get_state();
+        self.inner.normal.request(cookie.normal);
+        cookie
+    }
+
+    /// Like [`get_state`](Rcu::get_state), and also have the domain's helper thread run an
+    /// expedited grace period for the cookie, without blocking the caller.
+    pub fn start_poll_expedited(&self) -> GpCookie {
+        let cookie = self.inner.get_state();
+        self.inner.exp.request(cookie.expedited);
+        cookie
+    }
+
+    /// Has a grace period covering `cookie` (normal or expedited) completed? A true answer
+    /// orders everything the covered readers did before the caller's next accesses.
+    ///
+    /// # Panics
+    ///
+    /// If `cookie` came from another domain.
+    pub fn poll(&self, cookie: &GpCookie) -> bool {
+        self.inner.poll(cookie, true)
+    }
+
+    /// Wait, like [`synchronize`](Rcu::synchronize), unless `cookie` has already expired.
+    ///
+    /// # Panics
+    ///
+    /// Inside a read-side critical section of this domain, or if `cookie` came from another
+    /// domain.
+    #[track_caller]
+    pub fn cond_synchronize(&self, cookie: &GpCookie) {
+        self.inner.check_cookie(cookie);
+        if self.poll(cookie) {
+            return;
+        }
+        self.assert_not_reading("cond_synchronize()");
+        self.wait_for_cookie(cookie);
+    }
+
+    /// Run an expedited grace period, like
+    /// [`synchronize_expedited`](Rcu::synchronize_expedited), unless `cookie` has already
+    /// expired.
+    ///
+    /// # Panics
+    ///
+    /// Inside a read-side critical section of this domain, or if `cookie` came from another
+    /// domain.
+    #[track_caller]
+    pub fn cond_synchronize_expedited(&self, cookie: &GpCookie) {
+        self.inner.check_cookie(cookie);
+        if self.poll(cookie) {
+            return;
+        }
+        self.assert_not_reading("cond_synchronize_expedited()");
+        let inner = &*self.inner;
+        inner
+            .exp
+            .run_until(cookie.expedited, &inner.core, &inner.event);
+    }
+
+    /// Run `f` on a callback worker after a grace period. Never blocks and never waits for a
+    /// grace period; `f` runs once every reader that might see what the caller removed before
+    /// this call has finished.
+    pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
+        self.inner.callbacks.push(Callback::from_fn(f));
+    }
+
+    /// Drop `value` after a grace period (the kernel's `kfree_rcu`). Never blocks.
+    pub fn retire<T: Send + 'static>(&self, value: Box<T>) {
+        self.inner.callbacks.push(Callback::from_box(value));
+    }
+
+    /// Drop the box behind `ptr` after a grace period, for data structures that hold raw
+    /// pointers (the unsafe counterpart of [`retire`](Rcu::retire)).
+    ///
+    /// # Safety
+    ///
+    /// * `ptr` came from [`Box::into_raw`] (of a `Box<T>`) and is retired only once;
+    /// * it has already been made unreachable for *new* readers of this domain (unlinked from
+    ///   every RCU-protected structure before this call), so that only readers that are in a
+    ///   critical section now may still use it;
+    /// * nothing but such readers uses it after this call.
+    pub unsafe fn retire_raw<T: Send + 'static>(&self, ptr: *mut T) {
+        // SAFETY: forwarded to the caller: `ptr` is an owned, unreachable `Box<T>`.
+        let callback = unsafe { Callback::from_raw_box(ptr) };
+        self.inner.callbacks.push(callback);
+    }
+
+    /// Call `run(data)` on a callback worker after a grace period, accounting `bytes` to the
+    /// pending-bytes statistics: the fully type-erased variant of [`call`](Rcu::call).
+    ///
+    /// # Safety
+    ///
+    /// Calling `run(data)` exactly once, from another thread, after a grace period, must be
+    /// sound: `data` must be `Send` in spirit and not be used by the caller after this call
+    /// other than by readers already in a critical section.
+    pub unsafe fn call_raw(&self, run: unsafe fn(*mut ()), data: *mut (), bytes: usize) {
+        // SAFETY: forwarded to the caller.
+        let callback = unsafe { Callback::from_raw(run, data, bytes) };
+        self.inner.callbacks.push(callback);
+    }
+
+    /// Wait until every callback queued before this call has run (`rcu_barrier`). It is not a
+    /// grace period and does not wait for one beyond what those callbacks need; callbacks queued
+    /// later, even by those callbacks, are not waited for.
+    ///
+    /// # Panics
+    ///
+    /// Inside a read-side critical section of this domain, or from one of its callbacks.
+    #[track_caller]
+    pub fn barrier(&self) {
+        self.assert_not_reading("barrier()");
+        self.inner.callbacks.barrier();
+    }
+
+    /// Statistics for this domain.
+    pub fn stats(&self) -> Stats {
+        let inner = &*self.inner;
+        let cb = inner.callbacks.stats();
+        Stats {
+            normal_gps: inner.normal.completed(),
+            expedited_gps: inner.exp.completed(),
+            readers: inner.core.registry.len(),
+            stalls: inner.core.stalls(),
+            callbacks_queued: cb.queued,
+            callbacks_invoked: cb.invoked,
+            callbacks_pending: cb.pending,
+            pending_bytes: cb.pending_bytes,
+            released_by_normal: cb.released_by_normal,
+            released_by_expedited: cb.released_by_expedited,
+            callback_panics: cb.panics,
+        }
+    }
+}
+
+impl Default for Rcu {
+    fn default() -> Self {
+        Rcu::new()
+    }
+}
+
+impl std::fmt::Debug for Rcu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rcu")
+            .field("id", &self.inner.id)
+            .field("name", &self.inner.name)
+            .field("fence", &self.fence_kind())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Rcu {
+    fn drop(&mut self) {
+        let inner = &*self.inner;
+        let on_worker = inner.callbacks.on_worker_thread();
+        if !on_worker {
+            // Run everything pending, chains included.
+            while inner.callbacks.pending() > 0 {
+                inner.callbacks.barrier();
+            }
+        }
+        // Workers drain whatever is left (a drop from inside a callback leaves the rest to the
+        // worker running it) and exit; then the grace-period threads stop.
+        inner.callbacks.shutdown();
+        inner.normal.shutdown();
+        inner.exp.shutdown();
+        let me = std::thread::current().id();
+        for handle in self.threads.drain(..) {
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Grace periods: the reader scan both kinds share, and the completion event everybody waits on.
+//!
+//! A grace period of either kind is the same three steps (see [`reader`](crate::reader) for why
+//! they are enough): the heavy barrier, one increment of the reader epoch, and a scan of the
+//! registered reader records that waits until each is idle or has moved to the new epoch. The
+//! two engines differ only in who runs those steps and how requests are batched:
+//!
+//! * [`normal`]: one background thread per domain runs grace periods on demand, batching every
+//!   request that arrives before it starts, with the IPI-free heavy barrier.
+//! * [`expedited`]: the caller runs the grace period itself, with the IPI-ing heavy barrier;
+//!   concurrent callers piggyback on each other.
+//!
+//! Both end by bumping their sequence counter and firing [`GpEvent`], which wakes *everything*
+//! that waits for a grace period of either kind: `synchronize` callers, cookie waiters and the
+//! callback workers. Waking on either kind is what lets a callback or a `synchronize()` finish
+//! on whichever grace period ends first (seed 004's three "notification gaps" closed by
+//! construction).
+
+pub mod expedited;
+pub mod normal;
+
+use crate::barrier::{self, FenceKind, Heavy};
+use crate::reader::{ReaderRecord, Registry};
+use crate::sync::{AtomicU64, Backoff};
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::Arc;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// Which kind of grace period is running (for stall reports and statistics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GpKind {
+    Normal,
+    Expedited,
+}
+
+impl std::fmt::Display for GpKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GpKind::Normal => "normal",
+            GpKind::Expedited => "expedited",
+        })
+    }
+}
+
+/// What readers touch: the epoch and the fence kind, on a cache line of their own so that
+/// updates to other domain state never invalidate the readers' copy.
+pub(crate) struct ReadSide {
+    pub(crate) epoch: AtomicU64,
+    pub(crate) fence: FenceKind,
+}
+
+/// The state a grace period needs to wait for readers.
+pub(crate) struct GpCore {
+    pub(crate) read_side: crossbeam_utils::CachePadded<ReadSide>,
+    pub(crate) registry: Arc<Registry>,
+    stall_timeout: Duration,
+    stalls: std::sync::atomic::AtomicU64,
+    name: String,
+}
+
+impl GpCore {
+    pub(crate) fn new(fence: FenceKind, stall_timeout: Duration, name: String) -> GpCore {
+        GpCore {
+            read_side: crossbeam_utils::CachePadded::new(ReadSide {
+                // Starts at 1: 0 in a record means "not reading".
+                epoch: AtomicU64::new(1),
+                fence,
+            }),
+            registry: Arc::new(Registry::new()),
+            stall_timeout,
+            stalls: std::sync::atomic::AtomicU64::new(0),
+            name,
+        }
+    }
+
+    pub(crate) fn fence(&self) -> FenceKind {
+        self.read_side.fence
+    }
+
+    pub(crate) fn stalls(&self) -> u64 {
+        self.stalls.load(Relaxed)
+    }
+
+    /// Wait until every reader that was in a critical section when this call started has left
+    /// it (G1-G3 in the [`reader`](crate::reader) docs).
+    pub(crate) fn wait_for_readers(&self, kind: GpKind) {
+        let heavy = match kind {
+            GpKind::Normal => Heavy::Normal,
+            GpKind::Expedited => Heavy::Expedited,
+        };
+        barrier::heavy(self.fence(), heavy);
+        let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
+        let records = self.registry.snapshot();
+        let mut stall = StallWatch::new(self.stall_timeout);
+        for record in records.iter() {
+            self.wait_for_record(record, target, kind, &mut stall);
+        }
+    }
+
+    fn wait_for_record(
+        &self,
+        record: &ReaderRecord,
+        target: u64,
+        kind: GpKind,
+        stall: &mut StallWatch,
+    ) {
+        let mut backoff = Backoff::new();
+        loop {
+            let v = record.ctr.load(Acquire);
+            if v == 0 || v >= target {
+                return;
+            }
+            if backoff.is_sleeping() {
+                if let Some(held) = stall.check() {
+                    self.stalls.fetch_add(1, Relaxed);
+                    eprintln!(
+                        "rcukit: stall: {} grace period of domain '{}' has waited {:.1?} for the \
+                         read-side critical section of {} (stall timeout {:?}); still waiting",
+                        kind, self.name, held, record.thread, self.stall_timeout
+                    );
+                }
+            }
+            backoff.snooze();
+        }
+    }
+}
+
+/// Tracks how long one grace period has waited, and says once when it passes the timeout.
+struct StallWatch {
+    timeout: Duration,
+    started: Option<Instant>,
+    reported: bool,
+}
+
+impl StallWatch {
+    fn new(timeout: Duration) -> StallWatch {
+        StallWatch {
+            timeout,
+            started: None,
+            reported: false,
+        }
+    }
+
+    /// Returns how long the grace period has been held, the first time it exceeds the timeout.
+    fn check(&mut self) -> Option<Duration> {
+        if self.reported {
+            return None;
+        }
+        let started = *self.started.get_or_insert_with(Instant::now);
+        let held = started.elapsed();
+        if held >= self.timeout {
+            self.reported = true;
+            Some(held)
+        } else {
+            None
+        }
+    }
+}
+
+/// "A grace period of some kind just ended": a generation counter, a condition variable for
+/// blocked waiters and a list of worker threads to unpark.
+pub(crate) struct GpEvent {
+    generation: Mutex<u64>,
+    cond: Condvar,
+    listeners: Mutex<Vec<Thread>>,
+}
+
+impl GpEvent {
+    pub(crate) fn new() -> GpEvent {
+        GpEvent {
+            generation: Mutex::new(0),
+            cond: Condvar::new(),
+            listeners: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Add a thread to unpark whenever a grace period ends.
+    pub(crate) fn subscribe(&self, thread: Thread) {
+        self.listeners.lock().push(thread);
+    }
+
+    /// Announce the end of a grace period. Call after the sequence counter has been ended, so a
+    /// waiter that checks its condition under the lock cannot miss the change.
+    pub(crate) fn notify(&self) {
+        {
+            let mut generation = self.generation.lock();
+            *generation = generation.wrapping_add(1);
+        }
+        self.cond.notify_all();
+        for thread in self.listeners.lock().iter() {
+            thread.unpark();
+        }
+    }
+
+    /// Block until `done()` is true; `done` is re-evaluated after every grace period.
+    pub(crate) fn wait_until(&self, mut done: impl FnMut() -> bool) {
+        if done() {
+            return;
+        }
+        let mut generation = self.generation.lock();
+        while !done() {
+            self.cond.wait(&mut generation);
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! # rcukit: read-copy-update with kernel-grade grace periods
+//!
+//! RCU lets many threads read shared data with almost no cost while a writer replaces it: the
+//! writer publishes a new version, and frees the old one only after a *grace period*, once
+//! every reader that might still hold it has finished.
+//!
+//! ```
+//! use rcukit::Rcu;
+//! use std::sync::atomic::{AtomicPtr, Ordering};
+//!
+//! let rcu = Rcu::global();
+//! let table = AtomicPtr::new(Box::into_raw(Box::new(vec![1, 2, 3])));
+//!
+//! // Reader: no locks, no atomic read-modify-write, no fence instruction.
+//! {
+//!     let _guard = rcu.read();
+//!     // SAFETY: the pointer is only freed after a grace period, and we are in a reader.
+//!     let rules = unsafe { &*table.load(Ordering::Acquire) };
+//!     assert_eq!(rules.len(), 3);
+//! }
+//!
+//! // Writer: publish a copy, then reclaim the old version after a grace period.
+//! let new = Box::into_raw(Box::new(vec![1, 2, 3, 4]));
+//! let old = table.swap(new, Ordering::AcqRel);
+//! rcu.synchronize(); // or synchronize_expedited(), or retire() without waiting
+//! // SAFETY: no reader can still see `old` after the grace period.
+//! drop(unsafe { Box::from_raw(old) });
+//! # drop(unsafe { Box::from_raw(table.load(Ordering::Relaxed)) });
+//! ```
+//!
+//! ## The model
+//!
+//! * **Readers** ([`Rcu::read`] → [`Guard`]) publish "reading since epoch *e*" in a per-thread
+//!   record: one load, one store and a compiler fence when the kernel has `membarrier`
+//!   ([`FenceKind::Membarrier`]), or a full fence otherwise ([`FenceKind::SeqCst`]).
+//! * **Normal grace periods** ([`Rcu::synchronize`]) run on a background thread that batches
+//!   every request arriving before it starts, with a heavy barrier that interrupts nobody
+//!   (`MEMBARRIER_CMD_GLOBAL`). Cheap for the system, milliseconds for the caller.
+//! * **Expedited grace periods** ([`Rcu::synchronize_expedited`]) run in the caller with
+//!   `MEMBARRIER_CMD_PRIVATE_EXPEDITED`: microseconds, at the price of IPIs. Concurrent callers
+//!   share them.
+//! * **Polling cookies** ([`Rcu::get_state`], [`Rcu::start_poll`], [`Rcu::poll`],
+//!   [`Rcu::cond_synchronize`], ...) let an updater do other work instead of blocking. A
+//!   [`GpCookie`] holds a target for both kinds and expires when *either* is reached.
+//! * **Callbacks** ([`Rcu::call`], [`Rcu::retire`], [`Rcu::barrier`]) run on worker threads once
+//!   a grace period of *either* kind covers them (seed 004): expedited grace periods that other
+//!   threads run anyway release memory early.
+//!
+//! ## The guarantees
+//!
+//! * **Grace period:** when `synchronize*()` returns, a cookie polls complete, or a callback
+//!   runs, every read-side critical section that was running when the call (or the cookie, or
+//!   the `call`) was made has ended, and everything it did happens-before what follows.
+//! * **Publish/subscribe** is the data structure's business: store new versions with
+//!   `Release`, load them with `Acquire` inside a guard. [`RcuCell`] and [`RcuList`] do this for
+//!   you, and tie every reference to its guard's lifetime.
+//! * **Misuse is loud:** waiting for a grace period inside a read-side critical section of the
+//!   same domain panics with an explanation instead of deadlocking; a reader that holds a grace
+//!   period longer than the stall timeout is reported on stderr and counted in [`Stats`].
+//!
+//! ## Architecture
+//!
+//! One module per concept, each with an essay on why it is correct:
+//! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
+//! [`reader`] (records, registry, guard), [`gp`] (the scan, [`gp::normal`],
+//! [`gp::expedited`]), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
+//! `cell` and `list` (RCU-protected data), `qsbr` and [`locks`] (the alternatives).
+
+#![warn(missing_docs)]
+
+pub mod barrier;
+pub mod callbacks;
+pub mod domain;
+mod error;
+pub mod gp;
+pub mod reader;
+pub mod seq;
+mod sync;
+
+#[cfg(all(test, loom))]
+mod loom_models;
+
+pub use barrier::FenceKind;
+pub use domain::{Rcu, RcuBuilder, Stats};
+pub use error::Error;
+pub use reader::Guard;
+pub use seq::GpCookie;

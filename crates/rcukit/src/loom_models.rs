@@ -1,0 +1,143 @@
+//! loom models of the grace-period protocol (run with `RUSTFLAGS="--cfg loom"`; see README).
+//!
+//! The models drive the real reader records, registry, sequence counters and expedited engine
+//! (their atomics and locks come from `sync.rs`, which switches to loom), in
+//! [`FenceKind::SeqCst`] mode: loom cannot model membarrier.
+
+use crate::barrier::FenceKind;
+use crate::gp::expedited::ExpeditedGp;
+use crate::gp::{GpCore, GpEvent};
+use crate::reader::{ReaderRecord, ThreadInfo};
+use crate::sync::AtomicU64;
+use loom::thread;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Domain {
+    core: GpCore,
+    exp: ExpeditedGp,
+    event: GpEvent,
+}
+
+fn domain() -> Arc<Domain> {
+    Arc::new(Domain {
+        core: GpCore::new(FenceKind::SeqCst, Duration::from_secs(3600), "loom".into()),
+        exp: ExpeditedGp::new(),
+        event: GpEvent::new(),
+    })
+}
+
+fn reader_record(d: &Domain) -> Arc<ReaderRecord> {
+    let record = Arc::new(ReaderRecord::new(
+        ThreadInfo {
+            name: "loom-reader".into(),
+            tid: 0,
+        },
+        Arc::downgrade(&d.core.registry),
+    ));
+    d.core.registry.register(record.clone());
+    record
+}
+
+/// The litmus test of the grace-period guarantee: reader `r1 = x; r2 = y`, updater
+/// `x = 1; synchronize; y = 1`. Seeing the second write but not the first would mean the
+/// reader's critical section overlapped the whole grace period.
+fn litmus(run_grace_period: bool) {
+    loom::model(move || {
+        let d = domain();
+        let x = Arc::new(AtomicU64::new(0));
+        let y = Arc::new(AtomicU64::new(0));
+        let record = reader_record(&d);
+        let reader = {
+            let (d, x, y) = (d.clone(), x.clone(), y.clone());
+            thread::spawn(move || {
+                record.enter(&d.core.read_side.epoch, d.core.fence());
+                let r1 = x.load(Relaxed);
+                let r2 = y.load(Relaxed);
+                record.exit();
+                (r1, r2)
+            })
+        };
+        x.store(1, Relaxed);
+        if run_grace_period {
+            d.exp.synchronize(&d.core, &d.event);
+        }
+        y.store(1, Relaxed);
+        let (r1, r2) = reader.join().unwrap();
+        assert!(
+            !(r1 == 0 && r2 == 1),
+            "grace period ended before a pre-existing reader"
+        );
+    });
+}
+
+#[test]
+fn grace_period_litmus() {
+    litmus(true);
+}
+
+/// The checker must be able to fail: without the grace period the forbidden outcome appears.
+#[test]
+#[should_panic(expected = "grace period ended before a pre-existing reader")]
+fn grace_period_litmus_busted() {
+    litmus(false);
+}
+
+/// A cookie taken inside a reader does not poll complete before that reader ends, even while
+/// another thread runs expedited grace periods.
+#[test]
+fn cookie_inside_reader_does_not_expire_early() {
+    loom::model(|| {
+        let d = domain();
+        let record = reader_record(&d);
+        let updater = {
+            let d = d.clone();
+            thread::spawn(move || d.exp.synchronize(&d.core, &d.event))
+        };
+        record.enter(&d.core.read_side.epoch, d.core.fence());
+        let cookie = d.exp.seq.snap();
+        assert!(!d.exp.seq.poll(cookie), "cookie expired at once");
+        thread::yield_now();
+        assert!(
+            !d.exp.seq.poll(cookie),
+            "cookie taken inside a reader expired before the reader ended"
+        );
+        record.exit();
+        updater.join().unwrap();
+    });
+}
+
+/// Two concurrent expedited callers: each returns only after a grace period that started
+/// after its snapshot, and together they run at most two.
+#[test]
+fn expedited_piggyback_is_sound() {
+    loom::model(|| {
+        let d = domain();
+        let record = reader_record(&d);
+        let flag = Arc::new(AtomicU64::new(0));
+        let reader = {
+            let (d, flag) = (d.clone(), flag.clone());
+            thread::spawn(move || {
+                record.enter(&d.core.read_side.epoch, d.core.fence());
+                let seen = flag.load(Relaxed);
+                thread::yield_now();
+                let again = flag.load(Relaxed);
+                record.exit();
+                (seen, again)
+            })
+        };
+        let other = {
+            let d = d.clone();
+            thread::spawn(move || d.exp.synchronize(&d.core, &d.event))
+        };
+        flag.store(1, Relaxed);
+        d.exp.synchronize(&d.core, &d.event);
+        flag.store(2, Relaxed);
+        let (seen, again) = reader.join().unwrap();
+        other.join().unwrap();
+        // A reader that saw 2 started after our grace period, so it must not have seen 0.
+        assert!(!(seen == 0 && again == 2));
+        assert!(d.exp.completed() <= 2);
+    });
+}

@@ -1,0 +1,430 @@
+//! Read-side critical sections: per-thread reader records, the registry grace periods scan, and
+//! [`Guard`].
+//!
+//! # The protocol
+//!
+//! Every domain has a 64-bit *reader epoch* that every grace period increments, and every
+//! (thread, domain) pair has a *reader record* whose `ctr` word is 0 while the thread is outside
+//! a read-side critical section. The outermost [`Rcu::read`](crate::Rcu::read) does
+//!
+//! ```text
+//! R1  e = epoch.load(Acquire)
+//! R2  record.ctr.store(e, Relaxed)
+//! R3  light barrier (compiler fence with membarrier, fence(SeqCst) otherwise)
+//!     ... the critical section: loads of RCU-protected pointers ...
+//! R4  record.ctr.store(0, Release)            (when the outermost guard drops)
+//! ```
+//!
+//! Nested reads only bump a thread-private nesting count. There is no atomic read-modify-write
+//! and, with membarrier, no fence instruction on this path.
+//!
+//! A grace period (see [`gp`](crate::gp)) does
+//!
+//! ```text
+//! G1  heavy barrier (membarrier, or fence(SeqCst))
+//! G2  t = epoch.fetch_add(1, AcqRel) + 1
+//! G3  for every registered record: wait until record.ctr.load(Acquire) is 0 or >= t
+//! ```
+//!
+//! # Why it is correct
+//!
+//! The claim: when G3 finishes, every reader that could have obtained a pointer to data the
+//! updater removed *before G1* has left its critical section, and that critical section
+//! happens-before everything the updater does after G3 (so it may free the data).
+//!
+//! Take any outermost critical section of any thread and let `B` be its barrier R3. The barrier
+//! pair (see [`barrier`](crate::barrier)) orders `B` and G1 one way or the other:
+//!
+//! 1. **G1 first.** Everything the updater did before G1, including the removal, is visible to
+//!    the reader's accesses after `B`: the critical section cannot find the removed data. The
+//!    grace period need not wait for it, and whether G3 waits or not only affects latency.
+//! 2. **`B` first.** The reader's store R2 is visible to the scan G3, which therefore reads R2's
+//!    value, or a later value of the same word: 0 from R4 (or from a later section). Reading a
+//!    later value through the `Acquire` load synchronizes with the `Release` store R4, so the
+//!    whole critical section happens-before the rest of the grace period. If G3 reads R2's value
+//!    `e`, then `e < t`: R1 happens before `B`, which comes before G1, which is sequenced before
+//!    G2, so R1 cannot have read G2's increment or any later one (with `Acquire`/`AcqRel` on
+//!    the epoch, reading it would make G1 happen-before `B`, contradicting this case). So G3
+//!    keeps waiting until the reader stores 0 (R4), and again the critical section
+//!    happens-before the end of the grace period.
+//!
+//! A reader G3 sees with `ctr >= t` read the epoch after G2; then G1 happens-before its
+//! critical section (the `Acquire` load of the epoch synchronizes with G2's `AcqRel` increment,
+//! or with the release sequence that continues it), which is case 1. A reader that read an old
+//! epoch and stored it late (preempted between R1 and R2) is either case 1 or makes G3 wait:
+//! both safe, at worst slower.
+//!
+//! One scan suffices because the epoch is 64 bits wide and never wraps in practice (2^64 grace
+//! periods). Counter-flipping schemes with narrow counters (classic liburcu) need two phases
+//! so that a reader which loaded a stale phase cannot be confused with a current one.
+//!
+//! Concurrent grace periods (normal and expedited, or several expedited callers) each take
+//! their own `t` and each argument above holds for each of them independently.
+//!
+//! # Registration
+//!
+//! A thread's record for a domain is created on its first read and added to the domain's
+//! registry under the registry lock; grace periods scan a snapshot of the registry taken under
+//! that lock *after* G2. A record missing from the snapshot was registered after the snapshot,
+//! so its thread's first R1 happens after G1 and G2 (through the lock): case 1. When the thread
+//! exits, a thread-local destructor removes its records (10,000 short-lived threads leave
+//! nothing behind). If a guard outlives the thread-local storage (a guard kept in another
+//! thread-local), the record is *orphaned* instead: it stays registered until that guard drops.
+
+use crate::barrier::{self, FenceKind};
+use crate::sync::{AtomicU64, Mutex};
+use crossbeam_utils::CachePadded;
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::{Arc, Weak};
+
+/// Nesting bit set on a record whose owning thread's thread-local storage is gone while a guard
+/// still references it; the last guard to drop unregisters it.
+const ORPHAN: u32 = 1 << 31;
+const COUNT_MASK: u32 = ORPHAN - 1;
+
+/// Name and id of the thread that owns a record, for stall reports.
+#[derive(Clone, Debug)]
+pub(crate) struct ThreadInfo {
+    pub(crate) name: String,
+    pub(crate) tid: i64,
+}
+
+impl ThreadInfo {
+    fn current() -> ThreadInfo {
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("<unnamed>")
+            .to_string();
+        ThreadInfo {
+            name,
+            tid: os_tid(),
+        }
+    }
+
+    fn exiting() -> ThreadInfo {
+        ThreadInfo {
+            name: "<exiting thread>".to_string(),
+            tid: os_tid(),
+        }
+    }
+}
+
+impl std::fmt::Display for ThreadInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "thread '{}' (tid {})", self.name, self.tid)
+    }
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn os_tid() -> i64 {
+    i64::from(rustix::thread::gettid().as_raw_nonzero().get())
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn os_tid() -> i64 {
+    -1
+}
+
+/// One thread's reader state for one domain.
+pub(crate) struct ReaderRecord {
+    /// 0 outside a critical section, else the epoch read at the outermost `read()`.
+    /// Written only by the owner; read by grace periods. On its own cache line.
+    pub(crate) ctr: CachePadded<AtomicU64>,
+    /// Nesting depth plus the `ORPHAN` bit. Touched only by the owning thread, so a std atomic
+    /// with relaxed loads and stores (no read-modify-write) is enough and loom need not see it.
+    nesting: AtomicU32,
+    pub(crate) thread: ThreadInfo,
+    registry: Weak<Registry>,
+}
+
+impl ReaderRecord {
+    pub(crate) fn new(thread: ThreadInfo, registry: Weak<Registry>) -> ReaderRecord {
+        ReaderRecord {
+            ctr: CachePadded::new(AtomicU64::new(0)),
+            nesting: AtomicU32::new(0),
+            thread,
+            registry,
+        }
+    }
+
+    /// Enter a read-side critical section (R1-R3 of the module docs, or a nested entry).
+    #[inline]
+    pub(crate) fn enter(&self, epoch: &AtomicU64, fence: FenceKind) {
+        let n = self.nesting.load(Relaxed);
+        if n & COUNT_MASK == 0 {
+            self.nesting.store(n + 1, Relaxed);
+            let e = epoch.load(Acquire);
+            self.ctr.store(e, Relaxed);
+            barrier::light(fence);
+        } else {
+            assert!(
+                n & COUNT_MASK != COUNT_MASK,
+                "rcukit: read-side critical sections nested 2^31 deep"
+            );
+            self.nesting.store(n + 1, Relaxed);
+        }
+    }
+
+    /// Leave a critical section (R4 for the outermost one). Returns true when the record was
+    /// orphaned and this was its last guard: the caller must then call [`release_orphan`].
+    #[inline]
+    pub(crate) fn exit(&self) -> bool {
+        let n = self.nesting.load(Relaxed).wrapping_sub(1);
+        self.nesting.store(n, Relaxed);
+        if n & COUNT_MASK == 0 {
+            self.ctr.store(0, Release);
+            return n == ORPHAN;
+        }
+        false
+    }
+
+    /// True while the owning thread is inside a critical section of this record's domain.
+    pub(crate) fn is_reading(&self) -> bool {
+        self.nesting.load(Relaxed) & COUNT_MASK != 0
+    }
+}
+
+/// The set of reader records a domain's grace periods must scan.
+///
+/// The list is copy-on-write: registering or unregistering (once per thread and domain) builds
+/// a new vector, and a grace period takes a snapshot by cloning one `Arc`, so no thread ever
+/// waits for a grace period to register or exit.
+pub(crate) struct Registry {
+    records: Mutex<Arc<Vec<Arc<ReaderRecord>>>>,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
+        Registry {
+            records: Mutex::new(Arc::new(Vec::new())),
+        }
+    }
+
+    pub(crate) fn register(&self, record: Arc<ReaderRecord>) {
+        let mut records = self.records.lock();
+        let mut next = Vec::with_capacity(records.len() + 1);
+        next.extend(records.iter().cloned());
+        next.push(record);
+        *records = Arc::new(next);
+    }
+
+    pub(crate) fn unregister(&self, record: *const ReaderRecord) {
+        let mut records = self.records.lock();
+        if records.iter().any(|r| std::ptr::eq(Arc::as_ptr(r), record)) {
+            let next: Vec<_> = records
+                .iter()
+                .filter(|r| !std::ptr::eq(Arc::as_ptr(r), record))
+                .cloned()
+                .collect();
+            *records = Arc::new(next);
+        }
+    }
+
+    /// The records registered now.
+    pub(crate) fn snapshot(&self) -> Arc<Vec<Arc<ReaderRecord>>> {
+        self.records.lock().clone()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.records.lock().len()
+    }
+}
+
+/// Unregister an orphaned record once its last guard has dropped, and free it.
+///
+/// # Safety
+///
+/// `record` must come from a record whose owning `Arc` was leaked with `Arc::into_raw` when the
+/// record was orphaned, and this must be the one call made for it (its last guard just exited).
+#[cold]
+pub(crate) unsafe fn release_orphan(record: *const ReaderRecord) {
+    // SAFETY: the caller guarantees `record` is the pointer leaked by `Arc::into_raw` when the
+    // record was orphaned and that nobody else reconstitutes it.
+    let owned = unsafe { Arc::from_raw(record) };
+    if let Some(registry) = owned.registry.upgrade() {
+        registry.unregister(record);
+    }
+}
+
+/// One entry of a thread's record table.
+struct LocalEntry {
+    domain: u64,
+    record: Arc<ReaderRecord>,
+}
+
+/// The calling thread's reader records, one per domain it has read.
+struct LocalRecords {
+    /// One-entry cache: the domain read last and its record. A thread that reads one domain
+    /// (the usual case) finds its record with one compare.
+    last_domain: Cell<u64>,
+    last_record: Cell<*const ReaderRecord>,
+    entries: RefCell<Vec<LocalEntry>>,
+}
+
+impl Drop for LocalRecords {
+    fn drop(&mut self) {
+        self.last_domain.set(0);
+        for entry in self.entries.get_mut().drain(..) {
+            if entry.record.is_reading() {
+                // A guard outlives this thread-local (it lives in another thread-local that is
+                // destroyed later). Hand the record over to that guard.
+                let n = entry.record.nesting.load(Relaxed);
+                entry.record.nesting.store(n | ORPHAN, Relaxed);
+                let _ = Arc::into_raw(entry.record);
+            } else if let Some(registry) = entry.record.registry.upgrade() {
+                registry.unregister(Arc::as_ptr(&entry.record));
+            }
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: LocalRecords = const {
+        LocalRecords {
+            last_domain: Cell::new(0),
+            last_record: Cell::new(std::ptr::null()),
+            entries: RefCell::new(Vec::new()),
+        }
+    };
+}
+
+/// The calling thread's record for `domain`, registering one on first use.
+///
+/// The returned pointer stays valid until the thread exits, or, if the record is orphaned,
+/// until its last guard exits.
+#[inline]
+pub(crate) fn local_record(domain: u64, registry: &Arc<Registry>) -> *const ReaderRecord {
+    LOCAL
+        .try_with(|local| {
+            if local.last_domain.get() == domain {
+                local.last_record.get()
+            } else {
+                local_record_slow(local, domain, registry)
+            }
+        })
+        .unwrap_or_else(|_| orphan_record(registry))
+}
+
+#[cold]
+fn local_record_slow(
+    local: &LocalRecords,
+    domain: u64,
+    registry: &Arc<Registry>,
+) -> *const ReaderRecord {
+    let mut entries = local.entries.borrow_mut();
+    // Forget records of domains that no longer exist.
+    entries.retain(|e| e.record.registry.strong_count() > 0);
+    let ptr = match entries.iter().find(|e| e.domain == domain) {
+        Some(e) => Arc::as_ptr(&e.record),
+        None => {
+            let record = Arc::new(ReaderRecord::new(
+                ThreadInfo::current(),
+                Arc::downgrade(registry),
+            ));
+            registry.register(record.clone());
+            let ptr = Arc::as_ptr(&record);
+            entries.push(LocalEntry { domain, record });
+            ptr
+        }
+    };
+    local.last_domain.set(domain);
+    local.last_record.set(ptr);
+    ptr
+}
+
+/// A record for a thread whose thread-local storage is already destroyed: registered now,
+/// orphaned from the start, released when its guard drops.
+#[cold]
+fn orphan_record(registry: &Arc<Registry>) -> *const ReaderRecord {
+    let record = Arc::new(ReaderRecord::new(
+        ThreadInfo::exiting(),
+        Arc::downgrade(registry),
+    ));
+    record.nesting.store(ORPHAN, Relaxed);
+    registry.register(record.clone());
+    Arc::into_raw(record)
+}
+
+/// Is the calling thread inside a read-side critical section of `domain`?
+pub(crate) fn is_reading(domain: u64) -> bool {
+    LOCAL
+        .try_with(|local| {
+            local
+                .entries
+                .try_borrow()
+                .map(|entries| {
+                    entries
+                        .iter()
+                        .any(|e| e.domain == domain && e.record.is_reading())
+                })
+                .unwrap_or(false)
+        })
+        .unwrap_or(false)
+}
+
+/// A read-side critical section of an [`Rcu`](crate::Rcu) domain.
+///
+/// While a `Guard` lives, no grace period of its domain that starts after the guard was taken
+/// can complete, so data read from RCU-protected pointers stays valid. Guards nest: only the
+/// outermost one costs anything, and the critical section ends when the outermost guard drops.
+///
+/// A guard is tied to its thread (`!Send`, `!Sync`): the thread's reader record is what grace
+/// periods watch. Data borrowed under a guard (for example through
+/// [`RcuCell::load`](crate::RcuCell::load)) carries the guard's lifetime, so the borrow checker
+/// refuses to let it escape the critical section.
+///
+/// ```compile_fail
+/// let guard = rcukit::Rcu::global().read();
+/// std::thread::spawn(move || drop(guard)); // a guard cannot move to another thread
+/// ```
+#[must_use = "the read-side critical section ends when the guard is dropped"]
+pub struct Guard<'a> {
+    pub(crate) domain: &'a crate::Rcu,
+    record: *const ReaderRecord,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> Guard<'a> {
+    /// # Safety
+    ///
+    /// `record` must be the calling thread's record for `domain`, already entered.
+    #[inline]
+    pub(crate) unsafe fn new(domain: &'a crate::Rcu, record: *const ReaderRecord) -> Guard<'a> {
+        Guard {
+            domain,
+            record,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The domain this critical section belongs to.
+    pub fn domain(&self) -> &'a crate::Rcu {
+        self.domain
+    }
+}
+
+impl Drop for Guard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the record outlives every guard on it: the thread-local table keeps it alive
+        // until the thread exits, and an orphaned record is kept alive until this very exit
+        // reports that its last guard is gone.
+        let last_orphan_guard = unsafe { (*self.record).exit() };
+        if last_orphan_guard {
+            // SAFETY: `exit` returned true exactly once, for the last guard of an orphaned
+            // record, whose owning Arc was leaked when it was orphaned.
+            unsafe { release_orphan(self.record) };
+        }
+    }
+}
+
+impl std::fmt::Debug for Guard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("domain", &self.domain.id())
+            .finish()
+    }
+}

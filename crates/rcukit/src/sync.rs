@@ -1,0 +1,109 @@
+//! The one place that chooses between `std` and [loom] primitives.
+//!
+//! Everything the grace-period protocol is made of (the reader records, the sequence counters,
+//! the registry and the expedited mutex) imports its atomics, fences and locks from here.
+//! Under `RUSTFLAGS="--cfg loom"` these become loom's model-checked versions, so the loom
+//! models in `loom_models.rs` explore every interleaving of the real code rather than of a
+//! copy of it.
+//!
+//! Background machinery that loom cannot model (the normal grace-period thread, callback
+//! workers, timed waits) uses `parking_lot` and `std` directly; the loom models drive the
+//! protocol through the caller-run paths instead.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicU64};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicU64};
+
+/// A compiler-only fence. Loom has no notion of compiler reordering, and under loom the crate
+/// always runs in [`FenceKind::SeqCst`](crate::FenceKind::SeqCst) mode, so this is never the
+/// only ordering a model relies on.
+#[inline(always)]
+pub(crate) fn compiler_fence(order: std::sync::atomic::Ordering) {
+    std::sync::atomic::compiler_fence(order);
+}
+
+/// A mutex with one API under both std and loom: `lock()` returns the guard directly.
+pub(crate) struct Mutex<T>(
+    #[cfg(loom)] loom::sync::Mutex<T>,
+    #[cfg(not(loom))] parking_lot::Mutex<T>,
+);
+
+#[cfg(loom)]
+pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+#[cfg(not(loom))]
+pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        #[cfg(loom)]
+        {
+            Mutex(loom::sync::Mutex::new(value))
+        }
+        #[cfg(not(loom))]
+        {
+            Mutex(parking_lot::Mutex::new(value))
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        #[cfg(loom)]
+        {
+            self.0.lock().unwrap_or_else(|e| e.into_inner())
+        }
+        #[cfg(not(loom))]
+        {
+            self.0.lock()
+        }
+    }
+}
+
+/// Backoff for a thread that waits for another thread to change a shared word.
+///
+/// Spins briefly (the common case: a reader leaves its critical section within a few hundred
+/// nanoseconds), then yields the CPU, then sleeps with exponentially growing naps capped at one
+/// millisecond, so that a waiter on a long reader costs almost nothing on a 2-core machine.
+/// Under loom every step is a `yield_now`, which is what loom needs to make progress.
+pub(crate) struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    #[cfg(not(loom))]
+    const SPIN_STEPS: u32 = 64;
+    const YIELD_STEPS: u32 = 64 + 16;
+
+    pub(crate) fn new() -> Self {
+        Backoff { step: 0 }
+    }
+
+    /// True once the backoff has moved past spinning; callers use it to decide when to start
+    /// looking at the clock (stall detection) without paying for `Instant::now` on fast waits.
+    pub(crate) fn is_sleeping(&self) -> bool {
+        self.step >= Self::YIELD_STEPS
+    }
+
+    pub(crate) fn snooze(&mut self) {
+        #[cfg(loom)]
+        {
+            loom::thread::yield_now();
+        }
+        #[cfg(not(loom))]
+        {
+            if self.step < Self::SPIN_STEPS {
+                std::hint::spin_loop();
+            } else if self.step < Self::YIELD_STEPS {
+                std::thread::yield_now();
+            } else {
+                let exp = (self.step - Self::YIELD_STEPS).min(7);
+                // 10 µs, 20 µs, ... capped at 1 ms.
+                let nap = std::time::Duration::from_micros((10u64 << exp).min(1000));
+                std::thread::sleep(nap);
+            }
+        }
+        self.step = self.step.saturating_add(1);
+    }
+}
