@@ -41,16 +41,17 @@
 //! [`Stats::callbacks_pending`](crate::Stats::callbacks_pending) is non-zero to drain chains.
 
 pub mod callback;
+pub mod intake;
 pub mod segcblist;
 pub mod worker;
 
 use callback::{BarrierCount, Callback, Work};
-use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
+use intake::Intake;
 use std::cell::Cell;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
 /// Settings of the callback machinery (validated by the domain builder).
@@ -82,7 +83,7 @@ struct WorkerSide {
 
 /// One intake queue and its worker's state.
 pub(crate) struct Shard {
-    intake: SegQueue<Work>,
+    intake: Intake<Work>,
     producer: CachePadded<ProducerSide>,
     worker: CachePadded<WorkerSide>,
 }
@@ -90,7 +91,7 @@ pub(crate) struct Shard {
 impl Shard {
     fn new() -> Shard {
         Shard {
-            intake: SegQueue::new(),
+            intake: Intake::new(),
             producer: CachePadded::new(ProducerSide::default()),
             worker: CachePadded::new(WorkerSide::default()),
         }
@@ -222,13 +223,19 @@ impl Callbacks {
             "rcukit: barrier() called from a callback of the same domain; the barrier would \
              wait for the very worker that runs it. Queue another callback instead."
         );
+        self.start_barrier().wait();
+    }
+
+    /// Queue a barrier marker on every shard; the returned count reaches zero once every
+    /// callback queued before this call has run.
+    pub(crate) fn start_barrier(&self) -> Arc<BarrierCount> {
         let count = BarrierCount::new(self.shards.len() + 1);
         for shard in self.shards.iter() {
             shard.push(Work::Barrier(count.clone()));
             shard.wake();
         }
         count.arrive();
-        count.wait();
+        count
     }
 
     pub(crate) fn stats(&self) -> CallbackStats {

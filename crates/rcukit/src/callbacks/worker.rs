@@ -43,23 +43,44 @@ pub(crate) fn run(inner: &Inner, index: usize) {
 
     let mut list: SegCbList<Work> = SegCbList::new();
     loop {
-        let shutting_down = inner.callbacks.is_shutting_down();
-        let took = take_intake(inner, shard, &mut list);
-        stamp(inner, &mut list);
-        advance(inner, &mut list, shutting_down);
-        let ran = run_done(inner, shard, &mut list);
-        hurry(inner, shard, &list);
-        if took > 0 || ran > 0 || list.done_len() > 0 {
-            continue;
+        match step(inner, shard, &mut list) {
+            Step::Busy => {}
+            Step::Idle => park(inner, shard),
+            Step::Drain => drain_step(inner, &list),
+            Step::Exit => return,
         }
-        if shutting_down {
-            if list.is_empty() && shard.intake.is_empty() {
-                return;
-            }
-            drain_step(inner, &list);
-            continue;
-        }
-        park(inner, shard);
+    }
+}
+
+/// What the worker should do after one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// It did something; go again.
+    Busy,
+    /// Nothing to do until a grace period ends or work arrives.
+    Idle,
+    /// Shutting down with entries still waiting: run a grace period, then go again.
+    Drain,
+    /// Shutting down and empty.
+    Exit,
+}
+
+/// One pass of the worker loop (steps 1-5 of the module docs).
+pub(crate) fn step(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>) -> Step {
+    let shutting_down = inner.callbacks.is_shutting_down();
+    let took = take_intake(inner, shard, list);
+    stamp(inner, list);
+    advance(inner, list, shutting_down);
+    let ran = run_done(inner, shard, list);
+    hurry(inner, shard, list);
+    if took > 0 || ran > 0 || list.done_len() > 0 {
+        Step::Busy
+    } else if !shutting_down {
+        Step::Idle
+    } else if list.is_empty() && shard.intake.is_empty() {
+        Step::Exit
+    } else {
+        Step::Drain
     }
 }
 
@@ -95,15 +116,18 @@ fn stamp(inner: &Inner, list: &mut SegCbList<Work>) {
 
 fn advance(inner: &Inner, list: &mut SegCbList<Work>, draining: bool) {
     let by_expedited = inner.callbacks.config.expedited || draining;
-    let released = list.advance(|cookie| {
-        if inner.normal.seq.poll(cookie.normal) {
-            Some(ReleasedBy::Normal)
-        } else if by_expedited && inner.exp.seq.poll(cookie.expedited) {
-            Some(ReleasedBy::Expedited)
-        } else {
-            None
-        }
-    });
+    let released = list.advance(
+        |cookie| {
+            if inner.normal.seq.poll(cookie.normal) {
+                Some(ReleasedBy::Normal)
+            } else if by_expedited && inner.exp.seq.poll(cookie.expedited) {
+                Some(ReleasedBy::Expedited)
+            } else {
+                None
+            }
+        },
+        |work| matches!(work, Work::Callback(_)),
+    );
     if released.by_normal > 0 {
         inner
             .callbacks
@@ -193,7 +217,7 @@ fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
 
 /// During shutdown: make the oldest waiting entries ready by running an expedited grace period
 /// in this thread (the grace-period threads may already be gone).
-fn drain_step(inner: &Inner, list: &SegCbList<Work>) {
+pub(crate) fn drain_step(inner: &Inner, list: &SegCbList<Work>) {
     let target = match list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
         Some(cookie) => cookie.expedited,
         None => inner.exp.seq.snap(),
