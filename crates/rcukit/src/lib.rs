@@ -67,6 +67,8 @@
 //! `cell` and `list` (RCU-protected data), `qsbr` and [`locks`] (the alternatives).
 
 #![warn(missing_docs)]
+// Under loom the thread-local fast paths are compiled out (see `callbacks::Callbacks::push`).
+#![cfg_attr(loom, allow(dead_code))]
 
 pub mod barrier;
 pub mod callbacks;

@@ -147,6 +147,7 @@ fn expedited_piggyback_is_sound() {
 mod callbacks_model {
     use super::*;
     use crate::callbacks::callback::{Callback, Work};
+    use crate::callbacks::intake::{Consumer, Producer};
     use crate::callbacks::segcblist::SegCbList;
     use crate::callbacks::worker::{drain_step, step, Step};
     use crate::callbacks::{CallbackConfig, Callbacks};
@@ -216,18 +217,21 @@ mod callbacks_model {
 
             published.store(0, Release);
             let f = freed.clone();
-            inner
-                .callbacks
-                .push(Callback::from_fn(move || f.store(1, Relaxed)));
+            let mut producer = Producer::new();
+            producer.push(
+                &inner.callbacks.shard(0).intake,
+                Work::Callback(Callback::from_fn(move || f.store(1, Relaxed))),
+            );
             let count = inner.callbacks.start_barrier();
 
             let worker = {
                 let (inner, count) = (inner.clone(), count.clone());
                 thread::spawn(move || {
                     let shard = inner.callbacks.shard(0);
+                    let mut consumer = Consumer::new();
                     let mut list: SegCbList<Work> = SegCbList::new();
                     while !count.is_done() {
-                        match step(&inner, shard, &mut list) {
+                        match step(&inner, shard, &mut consumer, &mut list) {
                             Step::Busy => {}
                             Step::Idle | Step::Drain => {
                                 if list.is_empty() {
@@ -242,6 +246,7 @@ mod callbacks_model {
                 })
             };
             worker.join().unwrap();
+            producer.seal();
             assert!(count.is_done());
             assert_eq!(
                 freed.load(Relaxed),

@@ -178,15 +178,30 @@ fn barrier_racing_with_producers() {
         for p in 0..PRODUCERS {
             let (rcu, queued, ran, stop) = (&rcu, &queued, &ran, &stop);
             s.spawn(move || {
+                let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let ran = ran.clone();
                     rcu.call(move || {
                         ran[p].fetch_add(1, Ordering::Relaxed);
                     });
                     queued[p].fetch_add(1, Ordering::Release);
+                    n += 1;
+                    // Three unthrottled producers would outrun the one worker on two cores
+                    // (a flood: correct, but every barrier would wait behind millions).
+                    if n % 64 == 0 {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
                 }
             });
         }
+        // Stop the producers even if an assertion below fails, so the scope can end.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&stop);
         let deadline = Instant::now() + Duration::from_millis(1500);
         while Instant::now() < deadline {
             let before: Vec<u64> = queued.iter().map(|q| q.load(Ordering::Acquire)).collect();
