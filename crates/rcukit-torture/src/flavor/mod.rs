@@ -158,7 +158,9 @@ pub trait Flavor: Send + Sync + 'static {
     /// Called by a reader thread just before it exits (a QSBR flavor goes offline).
     fn reader_exit(&self) {}
 
-    /// Whether the flavor implements `kind`.
+    /// Whether the flavor implements `kind`. [`UpdateKind::Barrier`] also uses `call`, and the
+    /// callback faults need [`UpdateKind::Call`]: a flavor without callbacks denies `Call`,
+    /// `Retire` and `Barrier`.
     fn supports(&self, kind: UpdateKind) -> bool;
 
     /// Whether the cookie functions (`get_state`, `poll`, `gps_between`) work. The cookie
