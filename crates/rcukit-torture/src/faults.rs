@@ -109,7 +109,10 @@ fn stall<F: Flavor>(shared: &Shared<F>, timeout: Duration) {
     let flavor = &shared.flavor;
     let faults = &shared.faults;
     let before = flavor.stats().stalls;
-    let guard = flavor.read();
+    // Registered only for the length of the stall: the injector also waits (barrier()), which
+    // a registered QSBR thread could not do.
+    let registration = flavor.register_reader();
+    let guard = flavor.read(&registration);
     let index = shared.pool.current();
     // Make sure a grace period waits for this reader: one that starts now must.
     if flavor.supports(UpdateKind::PollExp) {
@@ -135,6 +138,7 @@ fn stall<F: Flavor>(shared: &Shared<F>, timeout: Duration) {
         shared.counters.failed.store(true, Relaxed);
     }
     drop(guard);
+    drop(registration);
     if !reported && shared.stop.load(Relaxed) {
         return; // interrupted by the end of the run: neither a success nor a failure
     }

@@ -47,7 +47,8 @@
 //!
 //! The engine is generic over [`Flavor`] (rcutorture's `rcu_torture_ops`). This build has
 //! [`FlavorName::Rcu`] and [`FlavorName::Busted`]; [`FlavorName::Qsbr`] is recognised and
-//! refused with [`TortureError::Unavailable`] until `rcukit::Qsbr` exists.
+//! refused with [`TortureError::Unavailable`] until `rcukit::Qsbr` exists. [`run_flavor`]
+//! tortures any other implementation of the trait.
 //!
 //! ## From another binary
 //!
@@ -136,6 +137,15 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
         }
         FlavorName::Qsbr => Err(TortureError::Unavailable(FlavorName::Qsbr)),
     }
+}
+
+/// Torture a flavor built by the caller, for example an implementation outside rcukit or a
+/// flavor still under development. `config.flavor` and `config.fence` are ignored (the flavor
+/// is already built; its own settings, such as its stall timeout, are what count).
+pub fn run_flavor<F: Flavor>(flavor: F, config: &Config) -> Result<Report, TortureError> {
+    config.validate()?;
+    let seed = config.seed.unwrap_or_else(clock_seed);
+    Ok(engine::run(flavor, config, seed))
 }
 
 /// Run with command-line arguments: print the report on stdout (last line `SUCCESS` or

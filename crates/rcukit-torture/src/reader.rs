@@ -60,9 +60,10 @@ pub(crate) fn run<F: Flavor>(shared: &Shared<F>, seed: u64, lifetime: Option<Dur
     let mut local = Local::default();
     let deadline = lifetime.map(|d| Instant::now() + d);
     let mut n: u64 = 0;
+    let mut registration = shared.flavor.register_reader();
     while !shared.stop.load(Relaxed) {
-        one_read(shared, &mut rng, &mut local);
-        shared.flavor.quiescent_state();
+        one_read(shared, &registration, &mut rng, &mut local);
+        shared.flavor.quiescent_state(&mut registration);
         n += 1;
         if n % 64 == 0 {
             if n % 512 == 0 {
@@ -75,8 +76,8 @@ pub(crate) fn run<F: Flavor>(shared: &Shared<F>, seed: u64, lifetime: Option<Dur
             std::thread::yield_now();
         }
     }
+    drop(registration);
     local.flush(shared);
-    shared.flavor.reader_exit();
 }
 
 /// A random delay inside a critical section (rcutorture's `rcu_read_delay`).
@@ -113,10 +114,15 @@ impl Seen {
     }
 }
 
-fn one_read<F: Flavor>(shared: &Shared<F>, rng: &mut Rng, local: &mut Local) {
+fn one_read<F: Flavor>(
+    shared: &Shared<F>,
+    registration: &F::Reader<'_>,
+    rng: &mut Rng,
+    local: &mut Local,
+) {
     let flavor = &shared.flavor;
     let sampled = flavor.has_cookies() && rng.u32(0..4) == 0;
-    let guard = flavor.read();
+    let guard = flavor.read(registration);
     let cookie = sampled.then(|| match rng.u32(0..512) {
         0 if flavor.supports(UpdateKind::PollExp) => flavor.start_poll_expedited(),
         1..=4 if flavor.supports(UpdateKind::Poll) => flavor.start_poll(),
@@ -130,7 +136,7 @@ fn one_read<F: Flavor>(shared: &Shared<F>, rng: &mut Rng, local: &mut Local) {
     delay(rng);
     let depth = rng.u32(0..MAX_DEPTH as u32);
     if depth > 0 {
-        nested(shared, rng, local, &mut seen, depth);
+        nested(shared, registration, rng, local, &mut seen, depth);
     }
     if rng.u32(0..1024) == 0 && flavor.supports(UpdateKind::Call) {
         flavor.call(|| {
@@ -167,15 +173,16 @@ fn one_read<F: Flavor>(shared: &Shared<F>, rng: &mut Rng, local: &mut Local) {
 
 fn nested<F: Flavor>(
     shared: &Shared<F>,
+    registration: &F::Reader<'_>,
     rng: &mut Rng,
     local: &mut Local,
     seen: &mut Seen,
     depth: u32,
 ) {
-    let _guard = shared.flavor.read();
+    let _guard = shared.flavor.read(registration);
     seen.load(shared, local);
     delay(rng);
     if depth > 1 && rng.bool() {
-        nested(shared, rng, local, seen, depth - 1);
+        nested(shared, registration, rng, local, seen, depth - 1);
     }
 }

@@ -188,3 +188,91 @@ fn the_binary_exits_non_zero_on_failure_and_on_bad_usage() {
     let out = Command::new(bin).args(["--readers", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A QSBR-shaped flavor emulated on an rcukit domain: a registered reader is "online" and holds
+/// a guard all the time, and a quiescent state drops it and takes a new one. It checks that the
+/// trait's registration path (`register_reader`, `quiescent_state`) works, with a correct
+/// flavor that must pass.
+mod qsbr_shaped {
+    use rcukit::Rcu;
+    use rcukit_torture::flavor::{Flavor, FlavorStats, UpdateKind};
+    use std::cell::RefCell;
+    use std::time::Duration;
+
+    pub struct Emulated(pub Rcu);
+
+    pub struct Online<'a> {
+        rcu: &'a Rcu,
+        guard: RefCell<Option<rcukit::Guard<'a>>>,
+    }
+
+    impl Flavor for Emulated {
+        type Reader<'a> = Online<'a>;
+        type Guard<'a> = ();
+        type Cookie = ();
+
+        fn name(&self) -> &'static str {
+            "qsbr-emulated"
+        }
+        fn describe(&self) -> String {
+            "online readers hold an rcukit guard between quiescent states".into()
+        }
+        fn register_reader(&self) -> Online<'_> {
+            Online {
+                rcu: &self.0,
+                guard: RefCell::new(Some(self.0.read())),
+            }
+        }
+        fn read<'r>(&'r self, reader: &'r Online<'_>) {
+            assert!(reader.guard.borrow().is_some(), "reading while offline");
+        }
+        fn quiescent_state(&self, reader: &mut Online<'_>) {
+            let guard = reader.guard.get_mut();
+            *guard = None;
+            *guard = Some(reader.rcu.read());
+        }
+        fn supports(&self, kind: UpdateKind) -> bool {
+            matches!(kind, UpdateKind::Sync | UpdateKind::SyncExp)
+        }
+        fn has_cookies(&self) -> bool {
+            false
+        }
+        fn synchronize(&self) {
+            self.0.synchronize()
+        }
+        fn synchronize_expedited(&self) {
+            self.0.synchronize_expedited()
+        }
+        fn stats(&self) -> FlavorStats {
+            let s = self.0.stats();
+            FlavorStats {
+                normal_gps: s.normal_gps,
+                expedited_gps: s.expedited_gps,
+                stalls: s.stalls,
+                ..FlavorStats::default()
+            }
+        }
+        fn stall_timeout(&self) -> Option<Duration> {
+            Some(Duration::from_millis(200))
+        }
+    }
+}
+
+#[test]
+fn a_registration_based_flavor_runs_through_the_same_engine() {
+    let rcu = rcukit::Rcu::builder()
+        .stall_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let report = rcukit_torture::run_flavor(
+        qsbr_shaped::Emulated(rcu),
+        &config(FlavorName::Rcu, None, 3),
+    )
+    .unwrap();
+    println!("{report}");
+    assert!(report.passed(), "{report}");
+    assert!(report.flavor == "qsbr-emulated");
+    assert!(report.writer_updates[UpdateKind::Sync.index()] > 0);
+    assert!(report.writer_updates[UpdateKind::Call.index()] == 0);
+    assert!(report.faults.stalls_reported > 0, "{report}");
+}

@@ -41,6 +41,7 @@ impl BustedFlavor {
 }
 
 impl Flavor for BustedFlavor {
+    type Reader<'a> = ();
     type Guard<'a> = rcukit::Guard<'a>;
     type Cookie = u64;
 
@@ -55,8 +56,10 @@ impl Flavor for BustedFlavor {
         )
     }
 
+    fn register_reader(&self) {}
+
     #[inline]
-    fn read(&self) -> rcukit::Guard<'_> {
+    fn read<'r>(&'r self, _reader: &'r ()) -> rcukit::Guard<'r> {
         self.rcu.read()
     }
 

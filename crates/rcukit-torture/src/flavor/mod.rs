@@ -9,9 +9,19 @@
 //! # Adding a flavor
 //!
 //! Implement [`Flavor`] in a module next to [`rcu`] and [`busted`], list the [`UpdateKind`]s it
-//! supports, and add an arm to [`crate::run`]. A QSBR flavor maps [`Flavor::read`] to a
-//! guard that does nothing, [`Flavor::quiescent_state`] to the thread's quiescent-state report
-//! and [`Flavor::reader_exit`] to going offline; readers call both at the right places.
+//! supports, and add an arm to [`crate::run`]. Two shapes the trait is made to fit:
+//!
+//! * **QSBR** (`rcukit::Qsbr`): [`Flavor::Reader`] is the thread's registration
+//!   (`QsbrThread`, online while it lives), [`Flavor::read`] returns `()` (an online thread is
+//!   always reading), and [`Flavor::quiescent_state`] announces a quiescent state. Readers call
+//!   it between critical sections, where the borrow checker proves that no guard is alive.
+//!   Only reader threads (and the stalling fault, for the length of its stall) register, so
+//!   the writer and the updaters are never online while they wait.
+//! * **A cell that waits on replace** (`rcukit::RecSeq`): `read` is the cell's read guard and
+//!   `synchronize` replaces a dummy value (`RecSeq<()>::replace(())` waits for every reader
+//!   section running at the swap, which is a grace period for that cell's readers). It supports
+//!   only [`UpdateKind::Sync`] and has no cookies; the pipe, nesting, reader exits and the stall
+//!   fault still apply.
 //!
 //! # The batch bound
 //!
@@ -136,6 +146,10 @@ pub struct GpsBetween {
 /// Methods for update kinds that [`supports`](Flavor::supports) denies are never called; their
 /// default bodies panic.
 pub trait Flavor: Send + Sync + 'static {
+    /// A reader thread's registration (`()` for flavors whose readers need none).
+    type Reader<'a>
+    where
+        Self: 'a;
     /// A read-side critical section; it ends when the guard drops. Must nest.
     type Guard<'a>
     where
@@ -149,14 +163,16 @@ pub trait Flavor: Send + Sync + 'static {
     /// A description of the settings (fence kind, thresholds), for the report header.
     fn describe(&self) -> String;
 
-    /// Enter a read-side critical section.
-    fn read(&self) -> Self::Guard<'_>;
+    /// Register the calling thread as a reader. A reader thread calls it once, before its
+    /// first critical section, and drops the registration before it exits.
+    fn register_reader(&self) -> Self::Reader<'_>;
 
-    /// Called by readers between critical sections (a QSBR flavor reports a quiescent state).
-    fn quiescent_state(&self) {}
+    /// Enter a read-side critical section on the calling thread's registration.
+    fn read<'r>(&'r self, reader: &'r Self::Reader<'_>) -> Self::Guard<'r>;
 
-    /// Called by a reader thread just before it exits (a QSBR flavor goes offline).
-    fn reader_exit(&self) {}
+    /// Called by readers between critical sections, with no guard alive (a QSBR flavor
+    /// announces a quiescent state).
+    fn quiescent_state(&self, _reader: &mut Self::Reader<'_>) {}
 
     /// Whether the flavor implements `kind`. [`UpdateKind::Barrier`] also uses `call`, and the
     /// callback faults need [`UpdateKind::Call`]: a flavor without callbacks denies `Call`,

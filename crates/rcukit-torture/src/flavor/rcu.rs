@@ -38,6 +38,7 @@ impl RcuFlavor {
 }
 
 impl Flavor for RcuFlavor {
+    type Reader<'a> = ();
     type Guard<'a> = rcukit::Guard<'a>;
     type Cookie = GpCookie;
 
@@ -55,8 +56,10 @@ impl Flavor for RcuFlavor {
         )
     }
 
+    fn register_reader(&self) {}
+
     #[inline]
-    fn read(&self) -> rcukit::Guard<'_> {
+    fn read<'r>(&'r self, _reader: &'r ()) -> rcukit::Guard<'r> {
         self.rcu.read()
     }
 
