@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 /// Torture rcukit the way rcutorture tortures the kernel's RCU.
 #[derive(Parser, Debug)]
-#[command(name = "rcukit-torture", version, about)]
+#[command(name = "rcukit-torture", version)]
 struct Cli {
     #[command(flatten)]
     args: rcukit_torture::TortureArgs,
