@@ -64,15 +64,19 @@
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
 //! [`reader`] (records, registry, guard), [`gp`] (the scan, [`gp::normal`],
 //! [`gp::expedited`]), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
-//! `cell` and `list` (RCU-protected data), `qsbr` and [`locks`] (the alternatives).
+//! [`cell`] and [`list`] (RCU-protected data; [`domain_ref`] ties them to a domain), `qsbr`
+//! and [`locks`] (the alternatives).
 
 #![warn(missing_docs)]
 
 pub mod barrier;
 pub mod callbacks;
+pub mod cell;
 pub mod domain;
+pub mod domain_ref;
 mod error;
 pub mod gp;
+pub mod list;
 pub mod reader;
 pub mod seq;
 mod sync;
@@ -81,7 +85,10 @@ mod sync;
 mod loom_models;
 
 pub use barrier::FenceKind;
+pub use cell::{RcuCell, RcuRef, Reclaim, Unpublished};
 pub use domain::{Rcu, RcuBuilder, Stats};
+pub use domain_ref::DomainRef;
 pub use error::Error;
+pub use list::{Iter as ListIter, RcuList};
 pub use reader::Guard;
 pub use seq::GpCookie;
