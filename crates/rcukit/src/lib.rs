@@ -28,6 +28,26 @@
 //! # drop(unsafe { Box::from_raw(table.load(Ordering::Relaxed)) });
 //! ```
 //!
+//! Most programs need no raw pointers: [`RcuCell`] (one value, netfilter's `table->private`)
+//! and [`RcuList`] (a list, `list_add_rcu`/CK_LIST) publish, reclaim after a grace period, and
+//! let the borrow checker keep every reference inside its guard:
+//!
+//! ```
+//! use rcukit::{RcuCell, RcuList};
+//!
+//! let table = RcuCell::new(vec![1, 2, 3]);
+//! let rules = RcuList::new();
+//! rules.push_back("allow ssh");
+//! {
+//!     let guard = table.domain().read();
+//!     assert_eq!(table.load(&guard).len(), 3);
+//!     assert_eq!(rules.iter(&guard).count(), 1);
+//! }
+//! table.update(|old| [old.as_slice(), &[4]].concat()); // copy-update, old table retired
+//! rules.remove_first(|rule| rule.ends_with("ssh")); // node retired after a grace period
+//! assert_eq!(*table.read(), [1, 2, 3, 4]);
+//! ```
+//!
 //! ## The model
 //!
 //! * **Readers** ([`Rcu::read`] → [`Guard`]) publish "reading since epoch *e*" in a per-thread
