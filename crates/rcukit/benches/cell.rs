@@ -5,6 +5,8 @@
 //!   unprotected read costs), `RcuCell::read` (guard + load, per read), `RcuCell::load` under a
 //!   guard held for 1,024 reads, arc-swap's `load`, and `RwLock<Arc<T>>` (std and parking_lot)
 //!   read-and-dereference.
+//! * List walks, 1 and 2 reader threads: 16 elements in an `RcuList` (guard per walk), in a
+//!   `Vec` behind arc-swap and behind a std `RwLock`, and in a plain `Vec` (the floor).
 //! * Update throughput: `RcuCell::update_with` with `Reclaim::Deferred`, `Expedited` and
 //!   `Synchronize`, no readers.
 //!
@@ -16,7 +18,7 @@
 
 use arc_swap::ArcSwap;
 use criterion::Criterion;
-use rcukit::{Rcu, RcuCell, Reclaim};
+use rcukit::{Rcu, RcuCell, RcuList, Reclaim};
 use std::hint::black_box;
 use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::Acquire;
@@ -142,6 +144,49 @@ fn reads(c: &mut Criterion) {
     drop(unsafe { Box::from_raw(raw.into_inner()) });
 }
 
+/// Walk 16 elements and sum a field: `RcuList` beside the same data in a `Vec` behind
+/// arc-swap and behind a `RwLock`, and a plain `Vec` (the floor: contiguous and unprotected,
+/// so the list's pointer chasing shows too).
+fn walks(c: &mut Criterion) {
+    const N: u64 = 16;
+    let items: Vec<Payload> = (0..N).map(|a| Payload { a, b: 0 }).collect();
+    let list: RcuList<Payload> = items.iter().cloned().collect();
+    let plain = items.clone();
+    let swap = ArcSwap::from_pointee(items.clone());
+    let std_lock = std::sync::RwLock::new(items);
+    for threads in [1, 2] {
+        bench_read(c, threads, "walk 16: floor: Vec", |n| {
+            let mut sum = 0;
+            for _ in 0..n {
+                sum += black_box(&plain).iter().map(|p| p.a).sum::<u64>();
+            }
+            sum
+        });
+        bench_read(c, threads, "walk 16: RcuList::iter (guard per walk)", |n| {
+            let mut sum = 0;
+            for _ in 0..n {
+                let guard = list.domain().read();
+                sum += list.iter(&guard).map(|p| p.a).sum::<u64>();
+            }
+            sum
+        });
+        bench_read(c, threads, "walk 16: arc-swap<Vec> load", |n| {
+            let mut sum = 0;
+            for _ in 0..n {
+                sum += swap.load().iter().map(|p| p.a).sum::<u64>();
+            }
+            sum
+        });
+        bench_read(c, threads, "walk 16: std RwLock<Vec> read", |n| {
+            let mut sum = 0;
+            for _ in 0..n {
+                sum += std_lock.read().unwrap().iter().map(|p| p.a).sum::<u64>();
+            }
+            sum
+        });
+    }
+}
+
 fn updates(c: &mut Criterion) {
     let mut group = c.benchmark_group("update");
     group.sample_size(10);
@@ -187,8 +232,17 @@ fn summary() {
         let Some(ns) = per_op(name) else { continue };
         if let Some(rest) = name.strip_prefix("read/") {
             let threads = rest.split('/').next().unwrap_or("1");
-            let floor = per_op(&format!("read/{threads}/floor: AtomicPtr load"));
-            let arc_swap = per_op(&format!("read/{threads}/arc-swap load"));
+            let (floor, arc_swap) = if rest.contains("walk 16") {
+                (
+                    per_op(&format!("read/{threads}/walk 16: floor: Vec")),
+                    per_op(&format!("read/{threads}/walk 16: arc-swap<Vec> load")),
+                )
+            } else {
+                (
+                    per_op(&format!("read/{threads}/floor: AtomicPtr load")),
+                    per_op(&format!("read/{threads}/arc-swap load")),
+                )
+            };
             let ratio = |base: Option<f64>, f: fn(f64, f64) -> f64| {
                 base.map_or("-".to_string(), |b| format!("{:.2}", f(ns, b)))
             };
@@ -209,6 +263,7 @@ fn main() {
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
     reads(&mut c);
+    walks(&mut c);
     updates(&mut c);
     c.final_summary();
     summary();
