@@ -67,6 +67,9 @@
 //! * Methods that may retire a value through a callback (`store`, `swap`, `update`,
 //!   [`Reclaim::Deferred`]) also need `T: Send + 'static`: the callback runs on a worker thread
 //!   at some later time, possibly after the cell is gone.
+//! * The cell is *invariant* in `T`, like `Cell<T>`: it is written through `&self`, so an
+//!   `RcuCell<&'static str>` must not pass for an `RcuCell<&'a str>` into which a short-lived
+//!   string could be stored for `'static` readers to find.
 //!
 //! # No empty state
 //!
