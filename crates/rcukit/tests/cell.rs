@@ -85,7 +85,7 @@ fn readers_never_see_freed_or_torn_values_on_any_write_path() {
             s.spawn(move || {
                 let mut rng = XorShift(0x1234 + r);
                 let mut n = 0u64;
-                while !stop.load(Relaxed) {
+                loop {
                     if n % 2 == 0 {
                         let guard = cell.domain().read();
                         let first = cell.load(&guard);
@@ -103,6 +103,10 @@ fn readers_never_see_freed_or_torn_values_on_any_write_path() {
                     n += 1;
                     if cfg!(miri) {
                         std::thread::yield_now();
+                    }
+                    // At least one pass, however late this thread starts.
+                    if stop.load(Relaxed) {
+                        break;
                     }
                 }
                 reads.fetch_add(n, Relaxed);
@@ -175,11 +179,15 @@ fn updates_are_atomic_and_readers_see_them_in_order() {
         let reader = s.spawn(|| {
             let mut last = 0;
             let mut reads = 0u64;
-            while !stop.load(Relaxed) {
+            loop {
                 let now = *cell.read();
                 assert!(now >= last, "a reader saw {now} after {last}");
                 last = now;
                 reads += 1;
+                // At least one pass, however late this thread starts.
+                if stop.load(Relaxed) {
+                    break;
+                }
             }
             reads
         });
@@ -210,9 +218,13 @@ fn global_domain_cell_drops_every_value_once() {
     let deadline = Instant::now() + run_for / 2;
     std::thread::scope(|s| {
         s.spawn(|| {
-            while !stop.load(Relaxed) {
+            loop {
                 let guard = Rcu::global().read();
                 cell.load(&guard).check();
+                // At least one pass, however late this thread starts.
+                if stop.load(Relaxed) {
+                    break;
+                }
             }
         });
         s.spawn(|| {

@@ -49,7 +49,7 @@ fn readers_walk_safely_while_writers_edit() {
             s.spawn(move || {
                 let mut rng = XorShift(0x77 + r);
                 let mut n = 0;
-                while !stop.load(Relaxed) {
+                loop {
                     let guard = list.domain().read();
                     let mut sentinels_seen = 0;
                     let mut held = Vec::new();
@@ -74,6 +74,10 @@ fn readers_walk_safely_while_writers_edit() {
                     n += 1;
                     if cfg!(miri) {
                         std::thread::yield_now();
+                    }
+                    // At least one pass, however late this thread starts.
+                    if stop.load(Relaxed) {
+                        break;
                     }
                 }
                 walks.fetch_add(n, Relaxed);
@@ -277,9 +281,13 @@ fn global_domain_list_drops_every_element_once() {
     let rounds = if cfg!(miri) { 3 } else { 2_000 };
     std::thread::scope(|s| {
         s.spawn(|| {
-            while !stop.load(Relaxed) {
+            loop {
                 let guard = Rcu::global().read();
                 list.iter(&guard).for_each(Tracked::check);
+                // At least one pass, however late this thread starts.
+                if stop.load(Relaxed) {
+                    break;
+                }
             }
         });
         s.spawn(|| {
