@@ -45,11 +45,17 @@ mod c_peers {
         ("ck_epoch.h", "libck-dev"),
     ];
 
-    const INCLUDE_DIRS: &[&str] = &["/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/local/include"];
+    const INCLUDE_DIRS: &[&str] = &[
+        "/usr/include",
+        "/usr/include/x86_64-linux-gnu",
+        "/usr/local/include",
+    ];
 
     pub fn build() {
         for (header, package) in HEADERS {
-            let found = INCLUDE_DIRS.iter().any(|dir| Path::new(dir).join(header).exists());
+            let found = INCLUDE_DIRS
+                .iter()
+                .any(|dir| Path::new(dir).join(header).exists());
             if !found {
                 panic!(
                     "the c-peers feature needs <{header}> from Debian's {package}; install the C \
@@ -58,7 +64,12 @@ mod c_peers {
                 );
             }
         }
-        for file in ["csrc/urcu_memb.c", "csrc/urcu_qsbr.c", "csrc/ck.c", "csrc/lab_c_peers.h"] {
+        for file in [
+            "csrc/urcu_memb.c",
+            "csrc/urcu_qsbr.c",
+            "csrc/ck.c",
+            "csrc/lab_c_peers.h",
+        ] {
             println!("cargo:rerun-if-changed={file}");
         }
         cc::Build::new()

@@ -156,7 +156,14 @@ fn padded_range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64
         return (lo - 0.5, hi + 0.5);
     }
     let pad = (hi - lo) * 0.05;
-    (if from_zero && lo == 0.0 { 0.0 } else { lo - pad }, hi + pad)
+    (
+        if from_zero && lo == 0.0 {
+            0.0
+        } else {
+            lo - pad
+        },
+        hi + pad,
+    )
 }
 
 fn lines(
@@ -201,7 +208,9 @@ fn lines(
             .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
             .map_err(|e| anyhow!("plot: {e}"))?
             .label(s.name.as_str())
-            .legend(move |(lx, ly)| PathElement::new(vec![(lx, ly), (lx + 20, ly)], c.stroke_width(2)));
+            .legend(move |(lx, ly)| {
+                PathElement::new(vec![(lx, ly), (lx + 20, ly)], c.stroke_width(2))
+            });
         if pts.len() <= 64 {
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
@@ -280,7 +289,10 @@ fn bars(
                 let v = (*v)?;
                 let y_center = (n - 1 - i) as f64;
                 let top = y_center + 0.4 - j as f64 * band;
-                Some(Rectangle::new([(base, top), (v, top - band * 0.9)], c.filled()))
+                Some(Rectangle::new(
+                    [(base, top), (v, top - band * 0.9)],
+                    c.filled(),
+                ))
             })
             .collect();
         chart

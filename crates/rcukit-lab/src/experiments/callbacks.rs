@@ -92,10 +92,7 @@ fn ser_us<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok
     s.serialize_f64(measure::us(*d))
 }
 
-fn ser_us_list<S: serde::Serializer>(
-    d: &[Duration],
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
+fn ser_us_list<S: serde::Serializer>(d: &[Duration], s: S) -> std::result::Result<S::Ok, S::Error> {
     use serde::ser::SerializeSeq;
     let mut seq = s.serialize_seq(Some(d.len()))?;
     for x in d {
@@ -113,7 +110,10 @@ impl Config {
             churn_batch: 16,
             churn_pause: Duration::from_micros(200),
             exp_threads: 1,
-            delays: common.pick(vec![ms(0), ms(2), ms(10)], vec![ms(0), ms(1), ms(2), ms(5), ms(10)]),
+            delays: common.pick(
+                vec![ms(0), ms(2), ms(10)],
+                vec![ms(0), ms(1), ms(2), ms(5), ms(10)],
+            ),
             point: common.pick(ms(500), ms(2000)),
             sample: Duration::from_millis(1),
             writers: common.threads,
@@ -316,20 +316,24 @@ fn pending_point(cfg: &Config, on: bool, delay: Duration) -> Result<PendingPoint
         let mut handles = Vec::new();
         for (t, count) in retired.iter().enumerate() {
             let (rcu, stop, freed) = (&rcu, &stop, &freed);
-            handles.push(super::spawn_scoped(s, &format!("cb-churn{t}"), move || {
-                let mut n = 0;
-                while !stop.stopped() {
-                    for _ in 0..cfg.churn_batch {
-                        rcu.retire(Box::new(Sock {
-                            _payload: [0; OBJECT_BYTES - std::mem::size_of::<Arc<AtomicU64>>()],
-                            freed: freed.clone(),
-                        }));
+            handles.push(super::spawn_scoped(
+                s,
+                &format!("cb-churn{t}"),
+                move || {
+                    let mut n = 0;
+                    while !stop.stopped() {
+                        for _ in 0..cfg.churn_batch {
+                            rcu.retire(Box::new(Sock {
+                                _payload: [0; OBJECT_BYTES - std::mem::size_of::<Arc<AtomicU64>>()],
+                                freed: freed.clone(),
+                            }));
+                        }
+                        n += cfg.churn_batch as u64;
+                        count.publish(n);
+                        std::thread::sleep(cfg.churn_pause);
                     }
-                    n += cfg.churn_batch as u64;
-                    count.publish(n);
-                    std::thread::sleep(cfg.churn_pause);
-                }
-            })?);
+                },
+            )?);
         }
         for t in 0..cfg.exp_threads {
             let (rcu, stop) = (&rcu, &stop);
@@ -443,15 +447,19 @@ fn latency_point(cfg: &Config, on: bool, interval: Duration) -> Result<Latency> 
         let mut writers = Vec::new();
         for t in 0..cfg.writers {
             let rcu = &rcu;
-            writers.push(super::spawn_scoped(s, &format!("cb-writer{t}"), move || {
-                (0..cfg.runs)
-                    .map(|_| {
-                        let t = Instant::now();
-                        rcu.synchronize();
-                        measure::us(t.elapsed())
-                    })
-                    .collect::<Vec<f64>>()
-            })?);
+            writers.push(super::spawn_scoped(
+                s,
+                &format!("cb-writer{t}"),
+                move || {
+                    (0..cfg.runs)
+                        .map(|_| {
+                            let t = Instant::now();
+                            rcu.synchronize();
+                            measure::us(t.elapsed())
+                        })
+                        .collect::<Vec<f64>>()
+                },
+            )?);
         }
         let mut all = Vec::new();
         for h in writers {

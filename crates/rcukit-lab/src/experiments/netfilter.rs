@@ -660,7 +660,10 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
                 s.reader_lookups_per_s.during_writer,
                 base.reader_lookups_per_s.during_writer,
             ),
-            lookups_alone: ratio(s.reader_lookups_per_s.alone, base.reader_lookups_per_s.alone),
+            lookups_alone: ratio(
+                s.reader_lookups_per_s.alone,
+                base.reader_lookups_per_s.alone,
+            ),
         };
     }
     Ok(Report {
@@ -690,9 +693,11 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
         for (t, counter) in counters.iter().enumerate() {
             let packets = packets(cfg.rules, t);
             let (stop, wrong) = (&stop, &wrong);
-            handles.push(super::spawn_scoped(s, &format!("nf-reader{t}"), move || {
-                reader(table, &packets, counter, stop, wrong)
-            })?);
+            handles.push(super::spawn_scoped(
+                s,
+                &format!("nf-reader{t}"),
+                move || reader(table, &packets, counter, stop, wrong),
+            )?);
         }
         std::thread::sleep(cfg.warmup);
         // Phase 1: the seed's timed additions.
@@ -876,7 +881,11 @@ pub fn render(r: &Report) -> Result<Outcome> {
     ));
     md.push_str(&super::unavailable_note(&r.not_available));
 
-    let cats: Vec<String> = r.schemes.iter().map(|s| s.scheme.id().to_string()).collect();
+    let cats: Vec<String> = r
+        .schemes
+        .iter()
+        .map(|s| s.scheme.id().to_string())
+        .collect();
     let svg = plot::render(&[
         Panel::Bars {
             title: format!("{} rule additions: total time", r.config.additions),

@@ -393,9 +393,11 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
         let mut creators = Vec::new();
         for c in 0..cfg.creators {
             let stop = &stop_creators;
-            creators.push(super::spawn_scoped(s, &format!("netns-create{c}"), move || {
-                creator(w, cfg, stop)
-            })?);
+            creators.push(super::spawn_scoped(
+                s,
+                &format!("netns-create{c}"),
+                move || creator(w, cfg, stop),
+            )?);
         }
         measure::sleep_until(start + cfg.duration);
         stop_creators.stop();

@@ -533,9 +533,8 @@ fn measure_gp(cfg: &Config, peer: GpPeer) -> Result<Summary> {
             let c_stop = std::sync::atomic::AtomicI32::new(0);
             std::thread::scope(|s| -> Result<()> {
                 let c_stop = &c_stop;
-                let reader = super::spawn_scoped(s, "peers-busy", move || {
-                    busy_reader(flavor, c_stop)
-                })?;
+                let reader =
+                    super::spawn_scoped(s, "peers-busy", move || busy_reader(flavor, c_stop))?;
                 // Let the reader register before the first grace period.
                 std::thread::sleep(Duration::from_millis(5));
                 time(&mut || synchronize(flavor));

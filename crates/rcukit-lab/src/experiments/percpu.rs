@@ -164,10 +164,7 @@ trait ReadSide: Send + Sync {
 
 #[inline]
 fn scan(table: &[u32], key: u32) -> u32 {
-    table
-        .iter()
-        .position(|&v| v == key)
-        .unwrap_or(table.len()) as u32
+    table.iter().position(|&v| v == key).unwrap_or(table.len()) as u32
 }
 
 impl ReadSide for parking_lot::RwLock<Vec<u32>> {
@@ -270,10 +267,7 @@ impl Report {
 pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
     cfg.validate()?;
     let env = Environment::collect(cfg.quick);
-    let task = progress.task(
-        NAME,
-        (SchemeId::ALL.len() * cfg.thread_counts.len()) as u64,
-    );
+    let task = progress.task(NAME, (SchemeId::ALL.len() * cfg.thread_counts.len()) as u64);
     let table: Vec<u32> = (0..cfg.work as u32).map(|i| i * 7 + 1).collect();
     let schemes_built = SchemeId::ALL
         .iter()
@@ -330,26 +324,35 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
     })
 }
 
-fn measure_point(scheme: &dyn ReadSide, threads: usize, point: Duration, work: usize) -> Result<f64> {
+fn measure_point(
+    scheme: &dyn ReadSide,
+    threads: usize,
+    point: Duration,
+    work: usize,
+) -> Result<f64> {
     let counters: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
     let stop = StopFlag::new();
     std::thread::scope(|s| -> Result<f64> {
         let mut handles = Vec::new();
         for (t, counter) in counters.iter().enumerate() {
             let stop = &stop;
-            handles.push(super::spawn_scoped(s, &format!("percpu-r{t}"), move || {
-                let mut key = t as u32;
-                let (mut n, mut acc) = (0u64, 0u32);
-                while !stop.stopped() {
-                    for _ in 0..64 {
-                        key = key.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                        acc = acc.wrapping_add(scheme.read(key % (work as u32 * 7 + 8)));
+            handles.push(super::spawn_scoped(
+                s,
+                &format!("percpu-r{t}"),
+                move || {
+                    let mut key = t as u32;
+                    let (mut n, mut acc) = (0u64, 0u32);
+                    while !stop.stopped() {
+                        for _ in 0..64 {
+                            key = key.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                            acc = acc.wrapping_add(scheme.read(key % (work as u32 * 7 + 8)));
+                        }
+                        n += 64;
+                        counter.publish(n);
                     }
-                    n += 64;
-                    counter.publish(n);
-                }
-                black_box(acc);
-            })?);
+                    black_box(acc);
+                },
+            )?);
         }
         std::thread::sleep(Duration::from_millis(20));
         let (c0, t0) = (measure::sum(&counters), Instant::now());
