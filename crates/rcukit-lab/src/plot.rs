@@ -53,11 +53,33 @@ impl Axis {
         }
     }
 
-    fn label_of(&self, v: f64) -> String {
-        if self.log {
-            crate::report::num(10f64.powf(v))
+    /// The tick label at plotted value `v` on an axis spanning `span` plotted units. A log
+    /// axis spanning two decades or more is labelled at powers of ten only.
+    fn label_of(&self, v: f64, span: f64) -> String {
+        if !self.log {
+            return crate::report::num(v);
+        }
+        if (v - v.round()).abs() < 1e-6 {
+            let k = v.round() as i32;
+            return if k < 0 {
+                format!("{}", 10f64.powi(k))
+            } else {
+                crate::report::num(10f64.powi(k))
+            };
+        }
+        if span >= 2.0 {
+            return String::new();
+        }
+        crate::report::num(10f64.powf(v))
+    }
+
+    /// How many ticks to ask plotters for: enough that a log axis gets one at every power of
+    /// ten.
+    fn ticks(&self, span: f64) -> usize {
+        if self.log && span >= 2.0 {
+            (span.ceil() as usize * 5).clamp(10, 60)
         } else {
-            crate::report::num(v)
+            10
         }
     }
 }
@@ -191,12 +213,15 @@ fn lines(
         .y_label_area_size(80)
         .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
         .map_err(|e| anyhow!("plot: {e}"))?;
-    let fx = |v: &f64| x.label_of(*v);
-    let fy = |v: &f64| y.label_of(*v);
+    let (xs, ys) = (xr.1 - xr.0, yr.1 - yr.0);
+    let fx = |v: &f64| x.label_of(*v, xs);
+    let fy = |v: &f64| y.label_of(*v, ys);
     chart
         .configure_mesh()
         .x_desc(x.label.as_str())
         .y_desc(y.label.as_str())
+        .x_labels(x.ticks(xs))
+        .y_labels(y.ticks(ys))
         .x_label_formatter(&fx)
         .y_label_formatter(&fy)
         .light_line_style(RGBColor(235, 235, 235))
@@ -240,7 +265,11 @@ fn bars(
         .iter()
         .map(|(_, vals)| vals.iter().map(|&v| value.map(v)).collect())
         .collect();
-    let vr = padded_range(mapped.iter().flatten().flatten().copied(), !value.log);
+    let mut vr = padded_range(mapped.iter().flatten().flatten().copied(), !value.log);
+    if k > 1 {
+        // Room on the right for the legend.
+        vr.1 += (vr.1 - vr.0) * 0.3;
+    }
     // Bars start at the left edge of the value axis (zero on a linear axis).
     let base = if value.log { vr.0 } else { 0.0 };
     let label_width = categories
@@ -257,7 +286,8 @@ fn bars(
         .y_label_area_size(label_width.min(360))
         .build_cartesian_2d(vr.0..vr.1, -0.5..(n as f64 - 0.5))
         .map_err(|e| anyhow!("plot: {e}"))?;
-    let fx = |v: &f64| value.label_of(*v);
+    let vs = vr.1 - vr.0;
+    let fx = |v: &f64| value.label_of(*v, vs);
     // Row i (top to bottom) sits at y = n - 1 - i.
     let fy = |v: &f64| {
         let r = v.round();
@@ -272,6 +302,7 @@ fn bars(
     chart
         .configure_mesh()
         .x_desc(value.label.as_str())
+        .x_labels(value.ticks(vs))
         .x_label_formatter(&fx)
         .y_label_formatter(&fy)
         .y_labels(n + 1)
@@ -306,7 +337,7 @@ fn bars(
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperRight)
             .draw()
             .map_err(|e| anyhow!("plot: {e}"))?;
     }
