@@ -26,6 +26,9 @@ pub struct Environment {
     pub kernel: Option<String>,
     /// CPU model (`/proc/cpuinfo`).
     pub cpu_model: Option<String>,
+    /// One-minute load average when the facts were collected (`/proc/loadavg`): above the core
+    /// count, other work shared the machine and the figures are noisier.
+    pub load_average_1m: Option<f64>,
     /// Whether the liburcu / Concurrency Kit peers are compiled in.
     pub c_peers: bool,
     /// Whether this is an optimised build (figures from debug builds mean little).
@@ -49,6 +52,9 @@ impl Environment {
                 .ok()
                 .map(|s| s.trim().to_string()),
             cpu_model: cpu_model(),
+            load_average_1m: std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok()),
             c_peers: cfg!(feature = "c-peers"),
             release_build: !cfg!(debug_assertions),
             command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -58,12 +64,14 @@ impl Environment {
     /// A short Markdown block describing the run.
     pub fn markdown(&self) -> String {
         format!(
-            "Run: {} · {} mode · {} cores ({}) · kernel {} · fence `{}` · rcukit {} · lab {}{} · \
-             C peers {}{}\n",
+            "Run: {} · {} mode · {} cores ({}) · load {} · kernel {} · fence `{}` · rcukit {} · \
+             lab {}{} · C peers {}{}{}\n",
             self.date,
             self.mode,
             self.cores,
             self.cpu_model.as_deref().unwrap_or("unknown CPU"),
+            self.load_average_1m
+                .map_or("unknown".to_string(), |l| format!("{l:.2}")),
             self.kernel.as_deref().unwrap_or("unknown"),
             self.fence,
             self.rcukit_version,
@@ -73,6 +81,12 @@ impl Environment {
                 .map(|c| format!(" ({c})"))
                 .unwrap_or_default(),
             if self.c_peers { "on" } else { "off" },
+            match self.load_average_1m {
+                Some(l) if l > self.cores as f64 => {
+                    " · **the machine was busy with other work: figures are noisier**"
+                }
+                _ => "",
+            },
             if self.release_build {
                 ""
             } else {
