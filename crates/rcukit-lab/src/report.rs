@@ -171,13 +171,12 @@ pub fn write_report(dir: &Path, env: &Environment, outcomes: &[Outcome]) -> Resu
     md.push_str(&headlines(outcomes));
     md.push_str("\n## Contents\n\n");
     for o in outcomes {
-        let _ = writeln!(
-            md,
-            "* [{}](#{}) (seed {})",
-            o.title,
-            anchor(&o.title),
-            o.seeds
-        );
+        let seeds = if o.seeds.is_empty() {
+            String::new()
+        } else {
+            format!(" (seed {})", o.seeds)
+        };
+        let _ = writeln!(md, "* [{}](#{}){seeds}", o.title, anchor(&o.title));
     }
     for o in outcomes {
         let _ = writeln!(md, "\n## {}\n", o.title);

@@ -43,7 +43,7 @@ pub struct Outcome {
     pub name: &'static str,
     /// Section title.
     pub title: String,
-    /// The seeds it reproduces, e.g. `000, 002`.
+    /// The seeds it reproduces, e.g. `000, 002` (empty for the peers comparison).
     pub seeds: &'static str,
     /// The full result (environment, config, figures).
     pub json: serde_json::Value,

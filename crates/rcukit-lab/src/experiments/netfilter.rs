@@ -791,10 +791,10 @@ pub fn render(r: &Report) -> Result<Outcome> {
         get(id)
             .map(|s| {
                 format!(
-                    "{} / {base} = {:.0} / {:.0} ms = {}",
+                    "{} / {base} = {} / {} ms = {}",
                     id.id(),
-                    s.update_ms_total,
-                    get(r.baseline).map_or(f64::NAN, |b| b.update_ms_total),
+                    report::num(s.update_ms_total),
+                    report::num(get(r.baseline).map_or(f64::NAN, |b| b.update_ms_total)),
                     report::ratio(s.vs_baseline.update_time)
                 )
             })

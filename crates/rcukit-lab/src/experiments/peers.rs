@@ -963,7 +963,7 @@ pub fn render(r: &Report) -> Result<Outcome> {
         name: NAME,
         title: "Peers: rcukit beside crossbeam-epoch, arc-swap, seize, locks (and liburcu, ck)"
             .into(),
-        seeds: "all",
+        seeds: "",
         json: serde_json::to_value(r)?,
         markdown: md,
         svg: Some(svg),
