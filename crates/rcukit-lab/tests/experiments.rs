@@ -84,7 +84,10 @@ fn netfilter_tiny() {
         finite(&json, &at("vs_baseline/update_time"));
         finite(&json, &at("vs_baseline/lookups_alone"));
         assert_eq!(s["tables_freed"], s["tables_replaced"], "{s}");
-        assert!(s["tables_replaced"].as_u64().unwrap() >= cfg.additions as u64);
+        if s["scheme"] != "rwlock" {
+            // Every scheme but the in-place one replaces the table at every update.
+            assert!(s["tables_replaced"].as_u64().unwrap() >= cfg.additions as u64);
+        }
         assert_eq!(s["final_rules"].as_u64().unwrap(), 110);
         assert_eq!(s["wrong_verdicts"].as_u64().unwrap(), 0);
         assert_eq!(s["update_us"]["count"].as_u64().unwrap(), 10);

@@ -95,8 +95,8 @@ impl Config {
         Config {
             packet_threads: common.threads,
             rates: common.pick(
-                vec![500e3, 2e6, 8e6],
-                vec![250e3, 500e3, 1e6, 2e6, 4e6, 8e6],
+                vec![1e6, 8e6, 32e6],
+                vec![500e3, 1e6, 2e6, 4e6, 8e6, 16e6, 32e6],
             ),
             ring: 4096,
             filter_len: 16,

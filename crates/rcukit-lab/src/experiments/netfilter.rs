@@ -33,7 +33,8 @@
 //!
 //! | id | replacement | before freeing the old table |
 //! |---|---|---|
-//! | `rwlock` | under a parking_lot write lock, in place | nothing (readers are excluded) |
+//! | `rwlock` | in place under a parking_lot write lock (no copy) | nothing (readers excluded) |
+//! | `rwlock-copy` | copy outside, swap under the write lock (2.6.29) | nothing |
 //! | `rcu-sync` | pointer swap | `synchronize()` |
 //! | `rcu-expedited` | pointer swap | `synchronize_expedited()` |
 //! | `rcu-retire` | pointer swap | nothing: `retire()` frees it after a grace period |
@@ -312,8 +313,11 @@ impl Drop for RuleSet {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SchemeId {
-    /// parking_lot RwLock, replaced in place under the write lock.
+    /// parking_lot RwLock, the rule added (or removed) in place under the write lock.
     Rwlock,
+    /// parking_lot RwLock, a copy built outside and swapped in under the write lock (the
+    /// 2.6.29 kernel's scheme: `iptables` hands the kernel a whole new table).
+    RwlockCopy,
     /// RCU, `synchronize()` before freeing.
     RcuSync,
     /// RCU, `synchronize_expedited()` before freeing.
@@ -326,10 +330,11 @@ impl SchemeId {
     /// Every scheme this build runs, baseline first.
     ///
     /// PENDING(issue 5): add `RecSeq` first (it becomes the baseline, the seed's "current")
-    /// and `PerCpuRwLock` after `Rwlock`, with a `Table` impl each below, and remove them from
-    /// [`UNAVAILABLE`].
-    pub const ALL: [SchemeId; 4] = [
+    /// and `PerCpuRwLock` after `RwlockCopy`, with a `RuleTable` impl each below, and remove
+    /// them from [`UNAVAILABLE`].
+    pub const ALL: [SchemeId; 5] = [
         SchemeId::Rwlock,
+        SchemeId::RwlockCopy,
         SchemeId::RcuSync,
         SchemeId::RcuExpedited,
         SchemeId::RcuRetire,
@@ -339,6 +344,7 @@ impl SchemeId {
     pub fn id(self) -> &'static str {
         match self {
             SchemeId::Rwlock => "rwlock",
+            SchemeId::RwlockCopy => "rwlock-copy",
             SchemeId::RcuSync => "rcu-sync",
             SchemeId::RcuExpedited => "rcu-expedited",
             SchemeId::RcuRetire => "rcu-retire",
@@ -348,7 +354,8 @@ impl SchemeId {
     /// What the writer does, for the table.
     pub fn describe(self) -> &'static str {
         match self {
-            SchemeId::Rwlock => "copy, replace under parking_lot write lock",
+            SchemeId::Rwlock => "in place under parking_lot write lock (no copy)",
+            SchemeId::RwlockCopy => "copy, swap under parking_lot write lock",
             SchemeId::RcuSync => "copy, swap pointer, synchronize(), free",
             SchemeId::RcuExpedited => "copy, swap pointer, synchronize_expedited(), free",
             SchemeId::RcuRetire => "copy, swap pointer, retire() (no wait)",
@@ -357,7 +364,8 @@ impl SchemeId {
 
     fn build(self, rules: Vec<Rule>) -> Result<Box<dyn RuleTable>> {
         Ok(match self {
-            SchemeId::Rwlock => Box::new(RwLockTable::new(rules)),
+            SchemeId::Rwlock => Box::new(RwLockTable::new(rules, true)),
+            SchemeId::RwlockCopy => Box::new(RwLockTable::new(rules, false)),
             SchemeId::RcuSync => Box::new(RcuTable::new(rules, Wait::Synchronize)?),
             SchemeId::RcuExpedited => Box::new(RcuTable::new(rules, Wait::Expedited)?),
             SchemeId::RcuRetire => Box::new(RcuTable::new(rules, Wait::Retire)?),
@@ -379,21 +387,27 @@ trait RuleTable: Send + Sync {
     fn finish(&self) -> usize;
     /// Tables freed so far.
     fn freed(&self) -> u64;
+    /// Tables replaced so far (0 for in-place updates).
+    fn replaced(&self) -> u64;
 }
 
 struct RwLockTable {
     lock: parking_lot::RwLock<RuleSet>,
+    in_place: bool,
+    replaced: AtomicU64,
     freed: Arc<AtomicU64>,
 }
 
 impl RwLockTable {
-    fn new(rules: Vec<Rule>) -> RwLockTable {
+    fn new(rules: Vec<Rule>, in_place: bool) -> RwLockTable {
         let freed = Arc::new(AtomicU64::new(0));
         RwLockTable {
             lock: parking_lot::RwLock::new(RuleSet {
                 rules,
                 freed: freed.clone(),
             }),
+            in_place,
+            replaced: AtomicU64::new(0),
             freed,
         }
     }
@@ -405,6 +419,16 @@ impl RuleTable for RwLockTable {
     }
 
     fn update(&self, op: Op) {
+        if self.in_place {
+            let mut table = self.lock.write();
+            match op {
+                Op::Append(rule) => table.rules.push(rule),
+                Op::RemoveLast => {
+                    table.rules.pop();
+                }
+            }
+            return;
+        }
         let rules = op.apply(&self.lock.read().rules);
         let new = RuleSet {
             rules,
@@ -412,6 +436,7 @@ impl RuleTable for RwLockTable {
         };
         let old = std::mem::replace(&mut *self.lock.write(), new);
         drop(old);
+        self.replaced.fetch_add(1, Relaxed);
     }
 
     fn finish(&self) -> usize {
@@ -420,6 +445,10 @@ impl RuleTable for RwLockTable {
 
     fn freed(&self) -> u64 {
         self.freed.load(Relaxed)
+    }
+
+    fn replaced(&self) -> u64 {
+        self.replaced.load(Relaxed)
     }
 }
 
@@ -437,6 +466,7 @@ struct RcuTable {
     current: AtomicPtr<RuleSet>,
     writer: parking_lot::Mutex<()>,
     wait: Wait,
+    replaced: AtomicU64,
     freed: Arc<AtomicU64>,
 }
 
@@ -452,6 +482,7 @@ impl RcuTable {
             current: AtomicPtr::new(Box::into_raw(set)),
             writer: parking_lot::Mutex::new(()),
             wait,
+            replaced: AtomicU64::new(0),
             freed,
         })
     }
@@ -479,6 +510,7 @@ impl RuleTable for RcuTable {
         }));
         let old = self.current.swap(new, AcqRel);
         drop(writer);
+        self.replaced.fetch_add(1, Relaxed);
         match self.wait {
             Wait::Synchronize | Wait::Expedited => {
                 if self.wait == Wait::Synchronize {
@@ -510,6 +542,10 @@ impl RuleTable for RcuTable {
 
     fn freed(&self) -> u64 {
         self.freed.load(Relaxed)
+    }
+
+    fn replaced(&self) -> u64 {
+        self.replaced.load(Relaxed)
     }
 }
 
@@ -565,7 +601,8 @@ pub struct SchemeResult {
     pub sustained_updates_per_s: f64,
     /// Ratios to the baseline scheme.
     pub vs_baseline: Ratios,
-    /// Tables replaced by the writer (additions and sustained updates).
+    /// Tables replaced by the writer (additions and sustained updates; 0 when updated in
+    /// place).
     pub tables_replaced: u64,
     /// Replaced tables freed by the end of the run (must equal `tables_replaced`).
     pub tables_freed: u64,
@@ -749,7 +786,7 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
             lookups_during_writer: None,
             lookups_alone: None,
         },
-        tables_replaced: cfg.additions as u64 + sustained_updates,
+        tables_replaced: table.replaced(),
         tables_freed: table.freed(),
         final_rules,
         wrong_verdicts: wrong.load(Relaxed),
@@ -851,7 +888,15 @@ pub fn render(r: &Report) -> Result<Outcome> {
     side.row(vec![
         "RCU (2.6.30-rc1) / rwlock (2.6.29)".into(),
         format!("6.0 / 0.2 s = {:.0}x", seed.history_rcu_vs_rwlock_ratio),
-        ours(SchemeId::RcuSync),
+        match (get(SchemeId::RcuSync), get(SchemeId::RwlockCopy)) {
+            (Some(s), Some(c)) => format!(
+                "rcu-sync / rwlock-copy = {} / {} ms = {}",
+                report::num(s.update_ms_total),
+                report::num(c.update_ms_total),
+                report::ratio(ratio(s.update_ms_total, c.update_ms_total))
+            ),
+            _ => "not run".into(),
+        },
     ]);
     md.push_str(&side.to_markdown());
     md.push_str(&format!(
