@@ -524,13 +524,12 @@ impl Tap for EpochTap {
         ReaderState::Epoch(self.collector.register())
     }
     fn finish(&self) -> (u64, u64) {
-        // Deferred lists run when epochs advance; drive them with pins from this thread. What
-        // is left when the collector drops is freed then (counted after the drop).
+        // Deferred lists run when epochs advance; drive them with pins from this thread (no
+        // packet thread is pinned any more). Anything left after the deadline is freed when
+        // the collector drops, but would show here as retired and not freed.
         let handle = self.collector.register();
-        for _ in 0..256 {
-            if self.freed.load(Relaxed) >= self.retired.load(Relaxed) {
-                break;
-            }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.freed.load(Relaxed) < self.retired.load(Relaxed) && Instant::now() < deadline {
             handle.pin().flush();
         }
         (self.retired.load(Relaxed), self.freed.load(Relaxed))
