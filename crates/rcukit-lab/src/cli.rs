@@ -16,6 +16,28 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// Print a line on stdout. A closed stdout (`rcukit-lab reproduce | head`) is not an error:
+/// the run goes on and still writes its files; only the printing stops.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::say_line(&format!($($arg)*))
+    };
+}
+
+/// See `say!`: print one line, and stop printing (silently) once stdout is closed.
+pub fn say_line(line: &str) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    if CLOSED.load(Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        CLOSED.store(true, Relaxed);
+    }
+}
+
 /// rcukit-lab: reproduce the seeds' kernel experiments in user space, rcukit beside its peers.
 #[derive(Debug, Parser)]
 #[command(name = "rcukit-lab", version, about, long_about = None)]
@@ -176,7 +198,7 @@ fn single(args: &CommonArgs, f: impl FnOnce(&Common, &Progress) -> Result<Outcom
     let outcome = f(&common, &progress)?;
     print_outcome(&outcome);
     report::write_outcome(&args.out, &env, &outcome)?;
-    println!(
+    say!(
         "\nWrote {dir}/{n}.json, {dir}/{n}.md{svg}.",
         dir = args.out.display(),
         n = outcome.name,
@@ -190,7 +212,7 @@ fn single(args: &CommonArgs, f: impl FnOnce(&Common, &Progress) -> Result<Outcom
 }
 
 fn print_outcome(o: &Outcome) {
-    println!("\n## {}\n\n{}", o.title, o.markdown);
+    say!("\n## {}\n\n{}", o.title, o.markdown);
 }
 
 fn reproduce(args: &CommonArgs, only: &[Experiment]) -> Result<()> {
@@ -202,7 +224,7 @@ fn reproduce(args: &CommonArgs, only: &[Experiment]) -> Result<()> {
         .into_iter()
         .filter(|e| only.is_empty() || only.contains(e))
         .collect();
-    println!(
+    say!(
         "# rcukit-lab reproduce ({} mode, {} experiment(s), {} threads by default)\n\n{}",
         env.mode,
         list.len(),
@@ -217,7 +239,7 @@ fn reproduce(args: &CommonArgs, only: &[Experiment]) -> Result<()> {
         match exp.run_default(&common, &progress) {
             Ok(outcome) => {
                 print_outcome(&outcome);
-                println!("({} took {:.1} s)", exp.name(), t.elapsed().as_secs_f64());
+                say!("({} took {:.1} s)", exp.name(), t.elapsed().as_secs_f64());
                 report::write_outcome(&args.out, &env, &outcome)?;
                 outcomes.push(outcome);
             }
@@ -228,7 +250,7 @@ fn reproduce(args: &CommonArgs, only: &[Experiment]) -> Result<()> {
         }
     }
     report::write_report(&args.out, &env, &outcomes)?;
-    println!(
+    say!(
         "\n## Summary ({:.0} s)\n\n{}\nReport: {}/REPORT.md",
         start.elapsed().as_secs_f64(),
         report::headlines(&outcomes),
