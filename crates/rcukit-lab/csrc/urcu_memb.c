@@ -1,0 +1,65 @@
+/* liburcu, memb flavor (membarrier-based readers): see lab_c_peers.h. */
+#define _LGPL_SOURCE
+#include <urcu/urcu-memb.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include "lab_c_peers.h"
+
+uint64_t lab_urcu_memb_read_loop(uint64_t *const *pp, uint64_t iters)
+{
+	uint64_t sum = 0;
+
+	urcu_memb_register_thread();
+	for (uint64_t i = 0; i < iters; i++) {
+		urcu_memb_read_lock();
+		sum += *rcu_dereference(*(uint64_t **)pp);
+		urcu_memb_read_unlock();
+	}
+	urcu_memb_unregister_thread();
+	return sum;
+}
+
+void lab_urcu_memb_busy_reader(const volatile int *stop)
+{
+	urcu_memb_register_thread();
+	while (!*stop) {
+		urcu_memb_read_lock();
+		urcu_memb_read_unlock();
+	}
+	urcu_memb_unregister_thread();
+}
+
+void lab_urcu_memb_synchronize(void)
+{
+	urcu_memb_synchronize_rcu();
+}
+
+struct lab_obj {
+	struct rcu_head head;
+	uint64_t payload[6];
+};
+
+static _Atomic uint64_t memb_freed;
+
+static void lab_memb_free(struct rcu_head *head)
+{
+	free(caa_container_of(head, struct lab_obj, head));
+	atomic_fetch_add_explicit(&memb_freed, 1, memory_order_relaxed);
+}
+
+uint64_t lab_urcu_memb_retire(uint64_t n)
+{
+	uint64_t before = atomic_load(&memb_freed);
+
+	urcu_memb_register_thread();
+	for (uint64_t i = 0; i < n; i++) {
+		struct lab_obj *o = malloc(sizeof(*o));
+		if (!o)
+			break;
+		o->payload[0] = i;
+		urcu_memb_call_rcu(&o->head, lab_memb_free);
+	}
+	urcu_memb_unregister_thread();
+	urcu_memb_barrier();
+	return atomic_load(&memb_freed) - before;
+}

@@ -1,0 +1,275 @@
+//! The command line: `reproduce` and one subcommand per experiment.
+//!
+//! Every subcommand takes the shared flags (`--quick`, `--out DIR`, `--threads N`,
+//! `--no-progress`); each experiment's subcommand adds its own. Flag values are checked by clap
+//! (syntax) and by the experiment's `Config::validate` (meaning); either way a bad value ends
+//! the program with a message and a non-zero exit status, never a panic.
+
+use crate::env::Environment;
+use crate::experiments::{
+    self, callbacks, capture, netfilter, netns, peers, percpu, Common, Experiment, Outcome,
+};
+use crate::progress::Progress;
+use crate::report;
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Print a line on stdout. A closed stdout (`rcukit-lab reproduce | head`) is not an error:
+/// the run goes on and still writes its files; only the printing stops.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::say_line(&format!($($arg)*))
+    };
+}
+
+/// See `say!`: print one line, and stop printing (silently) once stdout is closed.
+pub fn say_line(line: &str) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    if CLOSED.load(Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        CLOSED.store(true, Relaxed);
+    }
+}
+
+/// rcukit-lab: reproduce the seeds' kernel experiments in user space, rcukit beside its peers.
+#[derive(Debug, Parser)]
+#[command(name = "rcukit-lab", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Flags every subcommand takes.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CommonArgs {
+    /// Short runs: the whole `reproduce --quick` finishes within 3 minutes on 2 cores
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory for NAME.json, NAME.md, NAME.svg and REPORT.md
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// Thread count that every "one per core" default uses [default: the machine's cores]
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
+    /// Never draw progress bars (they are also hidden when output is not a terminal)
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl CommonArgs {
+    fn common(&self) -> Common {
+        let mut c = Common::new(self.quick);
+        if let Some(t) = self.threads {
+            c.threads = t;
+        }
+        c
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run every experiment, print its tables and write DIR/NAME.{json,md,svg} and DIR/REPORT.md
+    Reproduce {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Run only these experiments (comma-separated)
+        #[arg(long, value_delimiter = ',', value_name = "LIST")]
+        only: Vec<Experiment>,
+    },
+    /// Seeds 000/002: rule-table updates under rwlock and RCU (synchronize, expedited, retire)
+    Netfilter {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        args: netfilter::Args,
+    },
+    /// Seed 001: packet drops while a "tcpdump" thread attaches and detaches filters
+    Capture {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        args: capture::Args,
+    },
+    /// Seed 002: read throughput by thread count, central rwlock vs RCU
+    Percpu {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        args: percpu::Args,
+    },
+    /// Seed 003: netns create/destroy with net_mutex vs a reader-writer semaphore
+    Netns {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        args: netns::Args,
+    },
+    /// Seed 004: callbacks released by expedited grace periods (pending bytes, synchronize latency)
+    Callbacks {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        args: callbacks::Args,
+    },
+    /// Read-side cost, grace-period latency and retire throughput, rcukit beside its peers
+    Peers {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        args: peers::Args,
+    },
+}
+
+/// Parse a thread count (at least 1).
+pub fn parse_threads(s: &str) -> std::result::Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a thread count (a whole number such as 2)"))?;
+    if n == 0 {
+        return Err("a thread count must be at least 1".into());
+    }
+    if n > 1024 {
+        return Err(format!("{n} threads is more than the 1024 the lab allows"));
+    }
+    Ok(n)
+}
+
+/// Parse a duration such as `500ms`, `2s` or `1m`.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("'{s}' is not a duration ({e}); use e.g. 500ms, 2s or 1m"))
+}
+
+/// Parse the command line from the process arguments and run it.
+pub fn main() -> Result<()> {
+    run(Cli::parse())
+}
+
+/// Run a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Reproduce { common, only } => reproduce(&common, &only),
+        Command::Netfilter { common, args } => single(&common, |c, p| {
+            let mut cfg = netfilter::Config::new(c);
+            args.apply(&mut cfg);
+            netfilter::render(&netfilter::run(&cfg, p)?)
+        }),
+        Command::Capture { common, args } => single(&common, |c, p| {
+            let mut cfg = capture::Config::new(c);
+            args.apply(&mut cfg);
+            capture::render(&capture::run(&cfg, p)?)
+        }),
+        Command::Percpu { common, args } => single(&common, |c, p| {
+            let mut cfg = percpu::Config::new(c);
+            args.apply(&mut cfg);
+            percpu::render(&percpu::run(&cfg, p)?)
+        }),
+        Command::Netns { common, args } => single(&common, |c, p| {
+            let mut cfg = netns::Config::new(c);
+            args.apply(&mut cfg);
+            netns::render(&netns::run(&cfg, p)?)
+        }),
+        Command::Callbacks { common, args } => single(&common, |c, p| {
+            let mut cfg = callbacks::Config::new(c);
+            args.apply(&mut cfg);
+            callbacks::render(&callbacks::run(&cfg, p)?)
+        }),
+        Command::Peers { common, args } => single(&common, |c, p| {
+            let mut cfg = peers::Config::new(c);
+            args.apply(&mut cfg);
+            peers::render(&peers::run(&cfg, p)?)
+        }),
+    }
+}
+
+fn single(args: &CommonArgs, f: impl FnOnce(&Common, &Progress) -> Result<Outcome>) -> Result<()> {
+    report::prepare_out_dir(&args.out)?;
+    let common = args.common();
+    let progress = Progress::new(!args.no_progress);
+    let env = Environment::collect(common.quick);
+    let outcome = f(&common, &progress)?;
+    print_outcome(&outcome);
+    report::write_outcome(&args.out, &env, &outcome)?;
+    say!(
+        "\nWrote {dir}/{n}.json, {dir}/{n}.md{svg}.",
+        dir = args.out.display(),
+        n = outcome.name,
+        svg = if outcome.svg.is_some() {
+            format!(" and {}/{}.svg", args.out.display(), outcome.name)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+fn print_outcome(o: &Outcome) {
+    say!("\n## {}\n\n{}", o.title, o.markdown);
+}
+
+fn reproduce(args: &CommonArgs, only: &[Experiment]) -> Result<()> {
+    report::prepare_out_dir(&args.out)?;
+    let common = args.common();
+    let progress = Progress::new(!args.no_progress);
+    let env = Environment::collect(common.quick);
+    let list: Vec<Experiment> = Experiment::ALL
+        .into_iter()
+        .filter(|e| only.is_empty() || only.contains(e))
+        .collect();
+    say!(
+        "# rcukit-lab reproduce ({} mode, {} experiment(s), {} threads by default)\n\n{}",
+        env.mode,
+        list.len(),
+        common.threads,
+        env.markdown()
+    );
+    let start = Instant::now();
+    let mut outcomes = Vec::new();
+    let mut failures = Vec::new();
+    for exp in list {
+        let t = Instant::now();
+        match exp.run_default(&common, &progress) {
+            Ok(outcome) => {
+                print_outcome(&outcome);
+                say!("({} took {:.1} s)", exp.name(), t.elapsed().as_secs_f64());
+                report::write_outcome(&args.out, &env, &outcome)?;
+                outcomes.push(outcome);
+            }
+            Err(e) => {
+                eprintln!("rcukit-lab: experiment {} failed: {e:#}", exp.name());
+                failures.push(format!("{}: {e:#}", exp.name()));
+            }
+        }
+    }
+    report::write_report(&args.out, &env, &outcomes)?;
+    say!(
+        "\n## Summary ({:.0} s)\n\n{}\nReport: {}/REPORT.md",
+        start.elapsed().as_secs_f64(),
+        report::headlines(&outcomes),
+        args.out.display()
+    );
+    if !failures.is_empty() {
+        bail!(
+            "{} experiment(s) failed: {}",
+            failures.len(),
+            failures.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// Names of all experiments (for messages and tests).
+pub fn experiment_names() -> Vec<&'static str> {
+    experiments::Experiment::ALL
+        .iter()
+        .map(|e| e.name())
+        .collect()
+}

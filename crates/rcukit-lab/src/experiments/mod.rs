@@ -1,0 +1,250 @@
+//! The experiments, one module per seed experiment, and what they share.
+//!
+//! # Shape of an experiment
+//!
+//! Each module has:
+//!
+//! * a `Config` with every setting, built from [`Common`] (quick or full, thread count) by
+//!   `Config::new` and checked by `Config::validate` (bad settings are errors, never panics);
+//! * an `Args` (clap) whose flags override the config when the experiment runs alone;
+//! * a list of *schemes*: the ways to do the seed's job (a lock, RCU with one kind of wait, an
+//!   epoch peer ...), each behind a small trait or enum, so that a scheme is one `impl` and one
+//!   list entry;
+//! * `run(&Config, &Progress) -> Result<Report>`: measures, returns a serde `Serialize` report
+//!   that records the environment, the config and every figure;
+//! * `render(&Report) -> Result<Outcome>`: the Markdown tables (ours and the seed's figures
+//!   side by side), the SVG plot and the headline lines.
+//!
+//! # Schemes that this build does not have
+//!
+//! Some schemes need primitives that are built on other branches (`RecSeq`, `PerCpuRwLock`,
+//! `Qsbr`, `RcuCell`, `RcuList`). Each module lists them in an `UNAVAILABLE` constant of
+//! [`Unavailable`] entries; the JSON and the report list them under "not available in this
+//! build", and nothing is ever measured or claimed for them. Each module marks the exact place
+//! where such a scheme plugs in with a comment starting `PENDING(`.
+
+pub mod callbacks;
+pub mod capture;
+pub mod netfilter;
+pub mod netns;
+pub mod peers;
+pub mod percpu;
+
+use crate::env::available_cores;
+use crate::progress::Progress;
+use anyhow::{bail, Result};
+use serde::Serialize;
+use std::time::Duration;
+
+/// What an experiment hands to the report writer.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// File stem (`netfilter` → `netfilter.json`, `.md`, `.svg`).
+    pub name: &'static str,
+    /// Section title.
+    pub title: String,
+    /// The seeds it reproduces, e.g. `000, 002` (empty for the peers comparison).
+    pub seeds: &'static str,
+    /// The full result (environment, config, figures).
+    pub json: serde_json::Value,
+    /// Markdown: the seed's figures beside ours, our tables, notes.
+    pub markdown: String,
+    /// The plot, if any.
+    pub svg: Option<String>,
+    /// One-line headline figures for the summary.
+    pub headlines: Vec<String>,
+}
+
+/// A scheme the experiment knows about but this build cannot run yet.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct Unavailable {
+    /// The scheme's name as it will appear once available.
+    pub scheme: &'static str,
+    /// What it needs (the missing primitive and its issue).
+    pub needs: &'static str,
+}
+
+/// Markdown note listing the schemes not available in this build.
+pub fn unavailable_note(list: &[Unavailable]) -> String {
+    if list.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\nNot available in this build (nothing is measured for them):\n\n");
+    for u in list {
+        s.push_str(&format!("* `{}`: needs {}\n", u.scheme, u.needs));
+    }
+    s
+}
+
+/// Settings every experiment takes.
+#[derive(Clone, Copy, Debug)]
+pub struct Common {
+    /// Short runs (the whole `reproduce --quick` within 3 minutes on 2 cores).
+    pub quick: bool,
+    /// Thread count that "as many as the machine has" defaults to.
+    pub threads: usize,
+}
+
+impl Common {
+    /// Quick or full, with the machine's core count.
+    pub fn new(quick: bool) -> Common {
+        Common {
+            quick,
+            threads: available_cores(),
+        }
+    }
+
+    /// Pick the quick or the full value.
+    pub fn pick<T>(&self, quick: T, full: T) -> T {
+        if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+}
+
+/// The experiments, in the order `reproduce` runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Experiment {
+    /// Seeds 000 and 002: rule-table updates under rwlock, RCU and friends.
+    Netfilter,
+    /// Seed 001: packet drops while tcpdump changes filters.
+    Capture,
+    /// Seed 002: read throughput by thread count.
+    Percpu,
+    /// Seed 003: netns create/destroy, mutex vs rwsem.
+    Netns,
+    /// Seed 004: callbacks released by expedited grace periods.
+    Callbacks,
+    /// Read-side cost, grace-period latency and retire throughput against the peers.
+    Peers,
+}
+
+impl Experiment {
+    /// All experiments in run order.
+    pub const ALL: [Experiment; 6] = [
+        Experiment::Netfilter,
+        Experiment::Capture,
+        Experiment::Percpu,
+        Experiment::Netns,
+        Experiment::Callbacks,
+        Experiment::Peers,
+    ];
+
+    /// The file stem and subcommand name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Netfilter => netfilter::NAME,
+            Experiment::Capture => capture::NAME,
+            Experiment::Percpu => percpu::NAME,
+            Experiment::Netns => netns::NAME,
+            Experiment::Callbacks => callbacks::NAME,
+            Experiment::Peers => peers::NAME,
+        }
+    }
+
+    /// Run with the default configuration for `common` and render.
+    pub fn run_default(self, common: &Common, progress: &Progress) -> Result<Outcome> {
+        match self {
+            Experiment::Netfilter => {
+                let cfg = netfilter::Config::new(common);
+                netfilter::render(&netfilter::run(&cfg, progress)?)
+            }
+            Experiment::Capture => {
+                let cfg = capture::Config::new(common);
+                capture::render(&capture::run(&cfg, progress)?)
+            }
+            Experiment::Percpu => {
+                let cfg = percpu::Config::new(common);
+                percpu::render(&percpu::run(&cfg, progress)?)
+            }
+            Experiment::Netns => {
+                let cfg = netns::Config::new(common);
+                netns::render(&netns::run(&cfg, progress)?)
+            }
+            Experiment::Callbacks => {
+                let cfg = callbacks::Config::new(common);
+                callbacks::render(&callbacks::run(&cfg, progress)?)
+            }
+            Experiment::Peers => {
+                let cfg = peers::Config::new(common);
+                peers::render(&peers::run(&cfg, progress)?)
+            }
+        }
+    }
+}
+
+/// Longest duration any single phase may be given on the command line.
+pub const MAX_PHASE: Duration = Duration::from_secs(600);
+
+/// Check a thread count.
+pub fn check_threads(what: &str, n: usize) -> Result<()> {
+    if n == 0 {
+        bail!("{what} must be at least 1");
+    }
+    if n > 1024 {
+        bail!("{what} = {n} is more than the 1024 threads the lab allows");
+    }
+    Ok(())
+}
+
+/// Check a duration is positive and at most [`MAX_PHASE`].
+pub fn check_duration(what: &str, d: Duration) -> Result<()> {
+    if d.is_zero() {
+        bail!("{what} must be longer than zero");
+    }
+    if d > MAX_PHASE {
+        bail!("{what} = {d:?} is longer than the maximum of {MAX_PHASE:?}");
+    }
+    Ok(())
+}
+
+/// Check a count lies in `lo..=hi`.
+pub fn check_range(what: &str, n: u64, lo: u64, hi: u64) -> Result<()> {
+    if n < lo || n > hi {
+        bail!("{what} = {n} is outside {lo}..={hi}");
+    }
+    Ok(())
+}
+
+/// Serialize a [`Duration`] as milliseconds (f64).
+pub fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(crate::measure::ms(*d))
+}
+
+/// Serialize a list of [`Duration`]s as milliseconds.
+pub fn ser_ms_list<S: serde::Serializer>(
+    d: &[Duration],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(d.len()))?;
+    for x in d {
+        seq.serialize_element(&crate::measure::ms(*x))?;
+    }
+    seq.end()
+}
+
+/// Spawn a named scoped thread, turning a spawn failure into an error instead of a panic.
+pub fn spawn_scoped<'scope, 'env, T, F>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    name: &str,
+    f: F,
+) -> Result<std::thread::ScopedJoinHandle<'scope, T>>
+where
+    F: FnOnce() -> T + Send + 'scope,
+    T: Send + 'scope,
+{
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn_scoped(scope, f)
+        .map_err(|e| anyhow::anyhow!("cannot start thread {name}: {e}"))
+}
+
+/// Join a scoped thread, turning a panic in it into an error.
+pub fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> Result<T> {
+    handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("a measurement thread panicked (see stderr)"))
+}

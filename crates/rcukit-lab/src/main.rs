@@ -1,0 +1,13 @@
+//! `rcukit-lab`: see the library crate's documentation and `crates/rcukit-lab/README.md`.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match rcukit_lab::cli::main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("rcukit-lab: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
