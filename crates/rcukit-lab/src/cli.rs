@@ -14,6 +14,7 @@ use crate::report;
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// Print a line on stdout. A closed stdout (`rcukit-lab reproduce | head`) is not an error:
@@ -125,6 +126,9 @@ enum Command {
         #[command(flatten)]
         args: peers::Args,
     },
+    /// rcutorture's method on rcukit: last line SUCCESS or FAILURE, exit status 1 on failure
+    /// (the same as the `rcukit-torture` binary)
+    Torture(rcukit_torture::TortureArgs),
 }
 
 /// Parse a thread count (at least 1).
@@ -149,13 +153,22 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// Parse the command line from the process arguments and run it.
-pub fn main() -> Result<()> {
+pub fn main() -> Result<ExitCode> {
     run(Cli::parse())
 }
 
-/// Run a parsed command line.
-pub fn run(cli: Cli) -> Result<()> {
+/// Run a parsed command line. `Ok` carries the exit status of commands that set their own
+/// (`torture`); the others succeed or return an error.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::Torture(args) = &cli.command {
+        return Ok(rcukit_torture::cli(args));
+    }
+    run_experiments(cli).map(|()| ExitCode::SUCCESS)
+}
+
+fn run_experiments(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Torture(_) => unreachable!("handled by run"),
         Command::Reproduce { common, only } => reproduce(&common, &only),
         Command::Netfilter { common, args } => single(&common, |c, p| {
             let mut cfg = netfilter::Config::new(c);

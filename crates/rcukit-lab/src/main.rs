@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     match rcukit_lab::cli::main() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("rcukit-lab: error: {error:#}");
             ExitCode::FAILURE
