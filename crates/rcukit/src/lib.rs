@@ -64,7 +64,8 @@
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
 //! [`reader`] (records, registry, guard), [`gp`] (the scan, [`gp::normal`],
 //! [`gp::expedited`]), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
-//! `cell` and `list` (RCU-protected data), `qsbr` and [`locks`] (the alternatives).
+//! `cell` and `list` (RCU-protected data), [`qsbr`] and [`locks`] (the alternatives:
+//! [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]).
 
 #![warn(missing_docs)]
 
@@ -73,6 +74,8 @@ pub mod callbacks;
 pub mod domain;
 mod error;
 pub mod gp;
+pub mod locks;
+pub mod qsbr;
 pub mod reader;
 pub mod seq;
 mod sync;
@@ -83,5 +86,10 @@ mod loom_models;
 pub use barrier::FenceKind;
 pub use domain::{Rcu, RcuBuilder, Stats};
 pub use error::Error;
+pub use locks::percpu_rwlock::RawPerCpuRwLock;
+#[cfg(not(loom))]
+pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLockWriteGuard};
+pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
+pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
 pub use reader::Guard;
 pub use seq::GpCookie;

@@ -13,10 +13,10 @@
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU64};
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU64};
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
 
 /// A compiler-only fence. Loom has no notion of compiler reordering, and under loom the crate
 /// always runs in [`FenceKind::SeqCst`](crate::FenceKind::SeqCst) mode, so this is never the
