@@ -182,16 +182,19 @@ unsafe impl<T: Send> Send for RecSeq<T> {}
 // moves values in and out from any thread (needs `T: Send`).
 unsafe impl<T: Send + Sync> Sync for RecSeq<T> {}
 
+impl RecSeq<()> {
+    /// A builder for other settings; the value's type comes from
+    /// [`RecSeqBuilder::build`]'s argument.
+    pub fn builder() -> RecSeqBuilder {
+        RecSeqBuilder::default()
+    }
+}
+
 impl<T> RecSeq<T> {
     /// A `RecSeq` holding `value`, with the default settings (fence per read, 10 s stall
     /// timeout).
     pub fn new(value: T) -> RecSeq<T> {
         RecSeq::with_settings(Box::new(value), FenceKind::SeqCst, Duration::from_secs(10))
-    }
-
-    /// A builder for other settings.
-    pub fn builder() -> RecSeqBuilder {
-        RecSeqBuilder::default()
     }
 
     pub(crate) fn with_settings(
