@@ -171,9 +171,7 @@ fn churn(lock: Arc<PerCpuRwLock<Pair>>) {
             std::thread::spawn(move || reader(None))
         })
         .collect();
-    let writers: Vec<_> = (0..2)
-        .map(|_| std::thread::spawn(writer.clone()))
-        .collect();
+    let writers: Vec<_> = (0..2).map(|_| std::thread::spawn(writer.clone())).collect();
     // Thread churn: waves of short-lived readers get fresh thread indices (and slots).
     let deadline = Instant::now() + Duration::from_millis(700);
     let mut waves = 0;

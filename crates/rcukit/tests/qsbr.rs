@@ -88,10 +88,7 @@ fn waiting_while_online_panics_with_an_explanation() {
     ];
     for (what, attempt) in attempts {
         let err = catch_unwind(AssertUnwindSafe(attempt)).expect_err(what);
-        let msg = err
-            .downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_default();
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
         assert!(
             msg.contains(what) && msg.contains("online in QSBR domain 'misuse'"),
             "{what}: unexpected message {msg:?}"
@@ -177,7 +174,11 @@ fn stall_child() {
     release.store(true, Release);
     waiter.join().unwrap();
     silent.join().unwrap();
-    assert_eq!(qsbr.stats().stalls, 1, "one report per stalled grace period");
+    assert_eq!(
+        qsbr.stats().stalls,
+        1,
+        "one report per stalled grace period"
+    );
 }
 
 #[test]

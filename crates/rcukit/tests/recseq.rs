@@ -113,7 +113,10 @@ fn a_reader_stuck_past_the_timeout_is_reported() {
         assert!(Instant::now() < deadline, "no stall was reported");
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert!(!writer.is_finished(), "the writer keeps waiting after the report");
+    assert!(
+        !writer.is_finished(),
+        "the writer keeps waiting after the report"
+    );
     release.store(true, Relaxed);
     writer.join().unwrap();
     reader.join().unwrap();
@@ -200,10 +203,11 @@ fn stress(fence: FenceKind) {
     let mut generation = 0;
     while Instant::now() < deadline {
         generation += 1;
-        let old = r.replace(Table {
+        // `replace_box`, so the old table stays at the address readers might hold.
+        let old = r.replace_box(Box::new(Table {
             poisoned: AtomicBool::new(false),
             rows: vec![generation; 8],
-        });
+        }));
         old.poisoned.store(true, Relaxed);
         graveyard.push(old);
     }
@@ -212,7 +216,11 @@ fn stress(fence: FenceKind) {
         h.join().unwrap();
     }
     assert!(churn.join().unwrap() > 0);
-    assert_eq!(violations.load(SeqCst), 0, "a reader saw a table after replace returned it");
+    assert_eq!(
+        violations.load(SeqCst),
+        0,
+        "a reader saw a table after replace returned it"
+    );
     assert!(reads.load(Relaxed) > 0 && generation > 0);
     assert_eq!(r.stalls(), 0);
     assert!(r.readers() <= 1, "exited threads released their counters");

@@ -209,6 +209,7 @@ impl RawPerCpuRwLock {
         }
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     #[inline]
     pub(crate) fn try_lock_shared_on(&self, slot: usize) -> bool {
         let word = &self.slots()[slot];

@@ -165,9 +165,9 @@ impl RecSeqBuilder {
 /// A value that readers use without locks and a writer replaces by waiting for every reader's
 /// sequence counter (netfilter's `xt_recseq`). See the [module documentation](self).
 pub struct RecSeq<T> {
-    ptr: AtomicPtr<T>,
+    pub(crate) ptr: AtomicPtr<T>,
     id: u64,
-    registry: Arc<Registry>,
+    pub(crate) registry: Arc<Registry>,
     fence: FenceKind,
     stall_timeout: Duration,
     stalls: AtomicU64,
