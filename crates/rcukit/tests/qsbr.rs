@@ -70,7 +70,8 @@ fn waiting_while_online_panics_with_an_explanation() {
     let qsbr = Qsbr::builder().name("misuse").build().unwrap();
     let me = qsbr.register();
     let fresh = qsbr.get_state();
-    let attempts: Vec<(&str, Box<dyn Fn()>)> = vec![
+    type Attempt<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let attempts: Vec<Attempt<'_>> = vec![
         ("synchronize()", Box::new(|| qsbr.synchronize())),
         (
             "synchronize_expedited()",
@@ -279,7 +280,7 @@ fn stress_with_churn_and_every_wait_path() {
                 }
                 reads.fetch_add(1, Relaxed);
                 match rng % 97 {
-                    0 => me.offline_while(|| std::thread::yield_now()),
+                    0 => me.offline_while(std::thread::yield_now),
                     1 => {
                         me.offline();
                         std::thread::sleep(Duration::from_micros(50));

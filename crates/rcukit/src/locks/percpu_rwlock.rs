@@ -28,11 +28,18 @@
 //! The kernel indexes by CPU with preemption disabled. A user thread can migrate between
 //! `lock` and `unlock`, and `lock_api`'s `unlock_shared` takes no argument, so a CPU number
 //! read at lock time could not be found again at unlock time. Instead every thread gets a
-//! *thread index* on its first lock operation (round robin from a global counter, in a
-//! thread-local that never changes for the thread's lifetime and has no destructor, so it is
-//! readable even during thread exit), and uses slot `index % slots`. Read guards are `!Send`
-//! (`GuardNoSend`), so a guard is released on the thread that took it, on the same slot.
-//! Threads that share a slot share its lock word: still correct, only contended.
+//! *thread index* on its first lock operation and uses slot `index % slots`. The index lives
+//! in a thread-local that never changes for the thread's lifetime and has no destructor, so it
+//! is readable even while the thread exits; read guards are `!Send` (`GuardNoSend`), so a
+//! guard is released on the thread that took it, on the same slot.
+//!
+//! Indices are dense: a thread takes the smallest index an exited thread gave back (a second,
+//! destructor-carrying thread-local returns it at thread exit), else a new one. So the live
+//! threads hold the smallest indices, and up to `slots` live threads have a slot each, however
+//! many threads came and went before. Threads that share a slot share its lock word: still
+//! correct, only contended. (A thread whose index was given back while one of its guards is
+//! still alive in a later thread-local destructor shares its slot with the next thread that
+//! takes the index, which is again merely sharing.)
 //!
 //! The slot count is fixed per lock: by default `4 × available_parallelism` rounded up to a
 //! power of two (at least 4, at most 1024), chosen on first use; or exactly what
@@ -97,23 +104,54 @@ type Slot = CachePadded<AtomicUsize>;
 
 thread_local! {
     /// This thread's index, `usize::MAX` until its first lock operation. No destructor, so it
-    /// stays readable during thread exit.
+    /// stays readable (and unchanged) until the thread is gone.
     static THREAD_INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// Returns the thread's index to the free list when thread-local storage is torn down.
+    static INDEX_RELEASER: IndexReleaser = const { IndexReleaser };
 }
 
+/// Indices of exited threads, handed out again smallest first, so that the live threads hold
+/// the smallest indices and, up to the slot count, distinct slots.
+static FREE_INDICES: parking_lot::Mutex<Vec<usize>> = parking_lot::Mutex::new(Vec::new());
 static NEXT_THREAD_INDEX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+struct IndexReleaser;
+
+impl Drop for IndexReleaser {
+    fn drop(&mut self) {
+        // The thread keeps using its index until it is gone (a guard may still be released
+        // by a later destructor): a new thread that gets it shares the slot, which is correct.
+        let index = THREAD_INDEX.with(Cell::get);
+        if index != usize::MAX {
+            FREE_INDICES.lock().push(index);
+        }
+    }
+}
+
+#[cfg_attr(loom, allow(dead_code))]
 #[inline]
 fn thread_index() -> usize {
-    THREAD_INDEX.with(|index| {
-        let i = index.get();
-        if i != usize::MAX {
-            return i;
-        }
-        let i = NEXT_THREAD_INDEX.fetch_add(1, Relaxed) & (usize::MAX >> 1);
-        index.set(i);
-        i
-    })
+    let index = THREAD_INDEX.with(Cell::get);
+    if index != usize::MAX {
+        index
+    } else {
+        assign_thread_index()
+    }
+}
+
+#[cold]
+#[cfg_attr(loom, allow(dead_code))]
+fn assign_thread_index() -> usize {
+    // Only recycle an index if this thread can give it back at exit.
+    let recycled = INDEX_RELEASER.try_with(|_| ()).ok().and_then(|()| {
+        let mut free = FREE_INDICES.lock();
+        let (at, _) = free.iter().enumerate().min_by_key(|&(_, &i)| i)?;
+        Some(free.swap_remove(at))
+    });
+    let index =
+        recycled.unwrap_or_else(|| NEXT_THREAD_INDEX.fetch_add(1, Relaxed) & (usize::MAX >> 1));
+    THREAD_INDEX.with(|cell| cell.set(index));
+    index
 }
 
 /// The default slot count: `4 × available_parallelism`, a power of two in `4..=MAX_SLOTS`.
