@@ -60,7 +60,7 @@
 //! ```
 //!
 //! The grace period is exactly the RCU one ([`reader`](crate::reader) explains G1-G3), run in
-//! [`FenceKind::SeqCst`](crate::FenceKind::SeqCst) mode so its heavy barrier is one fence. An
+//! [`FenceKind::SeqCst`] mode so its heavy barrier is one fence. An
 //! online thread is always inside a read-side critical section; a quiescent state ends the
 //! current one and starts the next in a single store.
 //!
@@ -115,7 +115,7 @@
 //!
 //! # Normal and expedited
 //!
-//! Both engines of the inner domain are available with the same API as [`Rcu`](crate::Rcu).
+//! Both engines of the inner domain are available with the same API as [`Rcu`].
 //! Neither interrupts readers here: a QSBR grace period only ever *waits* for quiescent
 //! states. A normal grace period runs on the domain's thread and batches requests (good for
 //! many updaters and for callbacks); an expedited one runs in the caller at once (lowest
@@ -497,7 +497,7 @@ impl std::fmt::Debug for Qsbr {
 /// Dropping the handle unregisters the thread.
 ///
 /// ```compile_fail
-/// let qsbr = rcukit::Qsbr::new();
+/// let qsbr: &'static rcukit::Qsbr = Box::leak(Box::new(rcukit::Qsbr::new()));
 /// let me = qsbr.register();
 /// std::thread::spawn(move || drop(me)); // a registration cannot move to another thread
 /// ```

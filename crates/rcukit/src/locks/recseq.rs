@@ -45,7 +45,7 @@
 //! Claim: no reader uses `old` after W3 finishes, and every use happens-before W4.
 //!
 //! Take any read section and its barrier R3. The barrier pair (see
-//! [`barrier`](crate::barrier)) orders R3 and W2 one way or the other:
+//! [`barrier`]) orders R3 and W2 one way or the other:
 //!
 //! 1. **W2 first.** W1 is visible to R4, which reads `new` (or a later pointer): the section
 //!    never sees `old`.
@@ -387,7 +387,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for RecSeq<T> {
 /// thread (`!Send`).
 ///
 /// ```compile_fail
-/// let r = rcukit::RecSeq::new(1);
+/// let r: &'static rcukit::RecSeq<i32> = Box::leak(Box::new(rcukit::RecSeq::new(1)));
 /// let g = r.read();
 /// std::thread::spawn(move || drop(g));
 /// ```
