@@ -2,8 +2,8 @@
 //!
 //! * `read_cost/<scheme>/<threads>`: one read-side access (enter, load the shared pointer, read
 //!   one field, leave) per iteration, on 1 and 2 threads that all read the same object.
-//! * `writer_cost/<scheme>`: one replacement (or one grace period, or one write lock) while two
-//!   reader threads read as fast as they can.
+//! * `writer_cost/<scheme>/<readers>`: one replacement (or one grace period, or one write lock)
+//!   while 2 (the setting) or 1 reader threads read as fast as they can.
 //!
 //! Run with `cargo bench -p rcukit --bench alternatives`. Besides criterion's own report, the
 //! run ends with a summary table (median over criterion's samples of the time per operation,
@@ -171,29 +171,29 @@ fn read_cost(c: &mut Criterion) {
     drop(unsafe { Box::from_raw(raw.load(Relaxed)) });
 }
 
-/// Run `writer` under criterion while two threads run `reader` in a loop.
-fn with_busy_readers<R, W>(c: &mut Criterion, name: &str, reader: R, mut writer: W)
+/// Run `writer` under criterion while `readers` threads run `reader` in a loop.
+fn with_busy_readers<R, W>(c: &mut Criterion, name: &str, readers: usize, reader: R, mut writer: W)
 where
     R: Fn(&AtomicBool) + Sync,
     W: FnMut(),
 {
     let stop = AtomicBool::new(false);
-    let started = Barrier::new(3);
+    let started = Barrier::new(readers + 1);
     std::thread::scope(|s| {
-        for _ in 0..2 {
+        for _ in 0..readers {
             s.spawn(|| {
                 started.wait();
                 reader(&stop);
             });
         }
         started.wait();
-        let id = format!("writer_cost/{name}");
+        let id = format!("writer_cost/{name}/{readers}");
         let mut group = c.benchmark_group("writer_cost");
         group
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(2))
             .sample_size(10);
-        group.bench_function(name, |b| {
+        group.bench_function(BenchmarkId::new(name, readers), |b| {
             b.iter_custom(|iters| {
                 let t = Instant::now();
                 for _ in 0..iters {
@@ -210,28 +210,25 @@ where
 }
 
 fn writer_cost(c: &mut Criterion) {
-    // RecSeq, default (fence per read, no IPI on replace).
     let recseq = RecSeq::new(Table { x: 1 });
-    with_busy_readers(
-        c,
-        "recseq_replace_seqcst",
-        |stop| {
-            while !stop.load(Relaxed) {
-                black_box(recseq.read().x);
-            }
-        },
-        || {
-            black_box(recseq.replace(Table { x: 2 }));
-        },
-    );
-    // RecSeq with membarrier (no fence per read; an IPI per replace).
-    if let Ok(recseq) = RecSeq::builder()
+    let recseq_mb = RecSeq::builder()
         .fence(FenceKind::Membarrier)
         .build(Table { x: 1 })
-    {
+        .ok();
+    let rcu = Rcu::builder().name("bench-rcu").build().unwrap();
+    let qsbr = Qsbr::builder().name("bench-qsbr-w").build().unwrap();
+    let raw = AtomicPtr::new(Box::into_raw(Box::new(Table { x: 1 })));
+    let percpu = PerCpuRwLock::new(Table { x: 1 });
+    let pl = parking_lot::RwLock::new(Table { x: 1 });
+
+    // 2 busy readers is the setting; 1 busy reader leaves the writer a CPU of its own
+    // on this 2-core machine, so it shows the algorithms rather than the scheduler.
+    for readers in [2, 1] {
+        // RecSeq, default (fence per read, no IPI on replace).
         with_busy_readers(
             c,
-            "recseq_replace_membarrier",
+            "recseq_replace_seqcst",
+            readers,
             |stop| {
                 while !stop.load(Relaxed) {
                     black_box(recseq.read().x);
@@ -241,64 +238,79 @@ fn writer_cost(c: &mut Criterion) {
                 black_box(recseq.replace(Table { x: 2 }));
             },
         );
-    }
-    // RCU expedited grace period with two busy readers of the same domain.
-    let rcu = Rcu::builder().name("bench-rcu").build().unwrap();
-    let raw = AtomicPtr::new(Box::into_raw(Box::new(Table { x: 1 })));
-    with_busy_readers(
-        c,
-        "rcu_synchronize_expedited",
-        |stop| {
-            while !stop.load(Relaxed) {
-                let _guard = rcu.read();
-                // SAFETY: the table is never freed while readers run.
-                black_box(unsafe { &*raw.load(Acquire) }.x);
-            }
-        },
-        || rcu.synchronize_expedited(),
-    );
-    // QSBR expedited grace period, readers announcing a quiescent state every 64 reads.
-    let qsbr = Qsbr::builder().name("bench-qsbr-w").build().unwrap();
-    with_busy_readers(
-        c,
-        "qsbr_synchronize_expedited",
-        |stop| {
-            let mut me = qsbr.register();
-            let mut i = 0u64;
-            while !stop.load(Relaxed) {
-                // SAFETY: as above.
-                black_box(unsafe { &*raw.load(Acquire) }.x);
-                i += 1;
-                if i % 64 == 0 {
-                    me.quiescent_state();
+        // RecSeq with membarrier (no fence per read; an IPI per replace).
+        if let Some(recseq) = &recseq_mb {
+            with_busy_readers(
+                c,
+                "recseq_replace_membarrier",
+                readers,
+                |stop| {
+                    while !stop.load(Relaxed) {
+                        black_box(recseq.read().x);
+                    }
+                },
+                || {
+                    black_box(recseq.replace(Table { x: 2 }));
+                },
+            );
+        }
+        // RCU expedited grace period with busy readers of the same domain.
+        with_busy_readers(
+            c,
+            "rcu_synchronize_expedited",
+            readers,
+            |stop| {
+                while !stop.load(Relaxed) {
+                    let _guard = rcu.read();
+                    // SAFETY: the table is never freed while readers run.
+                    black_box(unsafe { &*raw.load(Acquire) }.x);
                 }
-            }
-        },
-        || qsbr.synchronize_expedited(),
-    );
-    // Write locks among busy readers.
-    let percpu = PerCpuRwLock::new(Table { x: 1 });
-    with_busy_readers(
-        c,
-        "percpu_rwlock_write",
-        |stop| {
-            while !stop.load(Relaxed) {
-                black_box(percpu.read().x);
-            }
-        },
-        || percpu.write().x += 1,
-    );
-    let pl = parking_lot::RwLock::new(Table { x: 1 });
-    with_busy_readers(
-        c,
-        "parking_lot_rwlock_write",
-        |stop| {
-            while !stop.load(Relaxed) {
-                black_box(pl.read().x);
-            }
-        },
-        || pl.write().x += 1,
-    );
+            },
+            || rcu.synchronize_expedited(),
+        );
+        // QSBR expedited grace period, readers announcing a quiescent state every 64 reads.
+        with_busy_readers(
+            c,
+            "qsbr_synchronize_expedited",
+            readers,
+            |stop| {
+                let mut me = qsbr.register();
+                let mut i = 0u64;
+                while !stop.load(Relaxed) {
+                    // SAFETY: as above.
+                    black_box(unsafe { &*raw.load(Acquire) }.x);
+                    i += 1;
+                    if i % 64 == 0 {
+                        me.quiescent_state();
+                    }
+                }
+            },
+            || qsbr.synchronize_expedited(),
+        );
+        // Write locks among busy readers.
+        with_busy_readers(
+            c,
+            "percpu_rwlock_write",
+            readers,
+            |stop| {
+                while !stop.load(Relaxed) {
+                    black_box(percpu.read().x);
+                }
+            },
+            || percpu.write().x += 1,
+        );
+        with_busy_readers(
+            c,
+            "parking_lot_rwlock_write",
+            readers,
+            |stop| {
+                while !stop.load(Relaxed) {
+                    black_box(pl.read().x);
+                }
+            },
+            || pl.write().x += 1,
+        );
+    }
     // SAFETY: the reader threads have stopped.
     drop(unsafe { Box::from_raw(raw.load(Relaxed)) });
 }
@@ -341,10 +353,10 @@ fn summary() {
         );
     }
     println!(
-        "\n{:<28} {:>10} {:>22}",
-        "writer_cost (2 busy readers)", "µs/op", "vs synchronize_expedited"
+        "\n{:<28} {:>12} {:>12} {:>14} {:>14}",
+        "writer_cost", "2 rdrs µs", "1 rdr µs", "vs sync_exp 2", "vs sync_exp 1"
     );
-    let exp = median_ns("writer_cost/rcu_synchronize_expedited");
+    let exp = |r: usize| median_ns(&format!("writer_cost/rcu_synchronize_expedited/{r}"));
     for name in [
         "recseq_replace_seqcst",
         "recseq_replace_membarrier",
@@ -353,10 +365,20 @@ fn summary() {
         "percpu_rwlock_write",
         "parking_lot_rwlock_write",
     ] {
-        if let Some(ns) = median_ns(&format!("writer_cost/{name}")) {
-            let ratio = exp.map_or(f64::NAN, |e| ns / e);
-            println!("{name:<28} {:>10.2} {ratio:>21.2}x", ns / 1000.0);
-        }
+        let (Some(two), Some(one)) = (
+            median_ns(&format!("writer_cost/{name}/2")),
+            median_ns(&format!("writer_cost/{name}/1")),
+        ) else {
+            continue;
+        };
+        let ratio = |x: f64, r| exp(r).map_or(f64::NAN, |e| x / e);
+        println!(
+            "{name:<28} {:>12.2} {:>12.2} {:>13.2}x {:>13.2}x",
+            two / 1000.0,
+            one / 1000.0,
+            ratio(two, 2),
+            ratio(one, 1)
+        );
     }
 }
 

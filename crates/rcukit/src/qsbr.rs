@@ -113,6 +113,16 @@
 //!   thread-local destructor unregisters it); until then it holds grace periods and is
 //!   reported as a stall.
 //!
+//! # Preemption
+//!
+//! The kernel announces a quiescent state for a CPU at every context switch; user space cannot
+//! see its threads being preempted. A registered thread that is online when the scheduler
+//! takes its CPU holds every grace period until it runs again and reaches its next quiescent
+//! state: a scheduler time slice, milliseconds. QSBR therefore suits threads that own a CPU
+//! (pinned packet loops, DPDK style) and that go offline around anything that blocks. With
+//! more runnable threads than CPUs, prefer [`Rcu`](crate::Rcu), whose preempted readers only
+//! hold a grace period when they are preempted *inside* a short read-side section.
+//!
 //! # Normal and expedited
 //!
 //! Both engines of the inner domain are available with the same API as [`Rcu`].
@@ -329,6 +339,7 @@ impl Qsbr {
         registry.register(record.clone());
         let mut thread = QsbrThread {
             qsbr: self,
+            epoch: &inner.core.read_side.epoch,
             record,
             online: false,
             _not_send: PhantomData,
@@ -503,6 +514,8 @@ impl std::fmt::Debug for Qsbr {
 /// ```
 pub struct QsbrThread<'a> {
     qsbr: &'a Qsbr,
+    /// The domain's epoch, cached so that a quiescent state chases no pointers.
+    epoch: &'a crate::sync::AtomicU64,
     record: Arc<ReaderRecord>,
     online: bool,
     _not_send: PhantomData<*const ()>,
@@ -515,7 +528,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
-            let epoch = self.qsbr.inner().core.read_side.epoch.load(Acquire);
+            let epoch = self.epoch.load(Acquire);
             self.record.ctr.store(epoch, Release);
         }
     }
@@ -534,7 +547,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn online(&mut self) {
         if !self.online {
-            let epoch = self.qsbr.inner().core.read_side.epoch.load(Acquire);
+            let epoch = self.epoch.load(Acquire);
             self.record.ctr.store(epoch, Release);
             fence(SeqCst);
             self.online = true;
