@@ -1,7 +1,9 @@
 //! The seeds' alternatives to RCU side by side, in one process (issue 5's benchmark).
 //!
 //! * `read_cost/<scheme>/<threads>`: one read-side access (enter, load the shared pointer, read
-//!   one field, leave) per iteration, on 1 and 2 threads that all read the same object.
+//!   one field, leave) per iteration, on 1 and 2 threads that all read the same object. The
+//!   floor (`plain_load`) and `qsbr_qs_every_64` run the same loop of bursts of 64 reads, QSBR
+//!   announcing a quiescent state after each burst, like a packet loop.
 //! * `writer_cost/<scheme>/<readers>`: one replacement (or one grace period, or one write lock)
 //!   while 2 (the issue's setting) or 1 reader threads read as fast as they can.
 //!
@@ -76,6 +78,26 @@ fn timed(iters: u64, start: &Barrier, mut op: impl FnMut(u64)) -> Duration {
     t.elapsed()
 }
 
+/// Time `iters` reads (rounded up to whole bursts of 64) after `start`, calling `after_burst`
+/// after every 64: the shape of a packet loop that announces a quiescent state per burst.
+#[inline(always)]
+fn timed_bursts(
+    iters: u64,
+    start: &Barrier,
+    mut read: impl FnMut() -> u64,
+    mut after_burst: impl FnMut(),
+) -> Duration {
+    start.wait();
+    let t = Instant::now();
+    for _ in 0..iters.div_ceil(64) {
+        for _ in 0..64 {
+            black_box(read());
+        }
+        after_burst();
+    }
+    t.elapsed()
+}
+
 fn read_cost(c: &mut Criterion) {
     let mut group = c.benchmark_group("read_cost");
     group
@@ -108,20 +130,23 @@ fn read_cost(c: &mut Criterion) {
         };
 
         bench("plain_load", &|iters, start| {
-            timed(iters, start, |_| {
+            timed_bursts(
+                iters,
+                start,
                 // SAFETY: the table is never freed during the benchmark.
-                black_box(unsafe { &*raw.load(Acquire) }.x);
-            })
+                || unsafe { &*raw.load(Acquire) }.x,
+                || {},
+            )
         });
         bench("qsbr_qs_every_64", &|iters, start| {
             let mut me = qsbr.register();
-            timed(iters, start, |i| {
+            timed_bursts(
+                iters,
+                start,
                 // SAFETY: as above (and QSBR would protect it).
-                black_box(unsafe { &*raw.load(Acquire) }.x);
-                if i % 64 == 63 {
-                    me.quiescent_state();
-                }
-            })
+                || unsafe { &*raw.load(Acquire) }.x,
+                || me.quiescent_state(),
+            )
         });
         bench("qsbr_qs_every_read", &|iters, start| {
             let mut me = qsbr.register();
