@@ -68,6 +68,8 @@
 //! [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]).
 
 #![warn(missing_docs)]
+// Under loom the thread-local fast paths are compiled out (see `callbacks::Callbacks::push`).
+#![cfg_attr(loom, allow(dead_code))]
 
 pub mod barrier;
 pub mod callbacks;

@@ -279,3 +279,119 @@ fn percpu_rwlock_writers_exclude_each_other() {
         assert_eq!(data.with(|p| unsafe { *p }), 2);
     });
 }
+
+// --- callbacks: intake, accelerate/advance and barrier ----------------------------------------
+
+mod callbacks_model {
+    use super::*;
+    use crate::callbacks::callback::{Callback, Work};
+    use crate::callbacks::intake::{Consumer, Producer};
+    use crate::callbacks::segcblist::SegCbList;
+    use crate::callbacks::worker::{drain_step, step, Step};
+    use crate::callbacks::{CallbackConfig, Callbacks};
+    use crate::domain::Inner;
+    use crate::gp::normal::NormalGp;
+    use crate::sync::AtomicUsize;
+    use std::sync::atomic::Ordering::{Acquire, Release};
+
+    fn inner() -> Arc<Inner> {
+        Arc::new(Inner {
+            id: 7,
+            name: "loom".into(),
+            core: GpCore::new(FenceKind::SeqCst, Duration::from_secs(3600), "loom".into()),
+            normal: NormalGp::new(Duration::ZERO),
+            exp: ExpeditedGp::new(),
+            event: GpEvent::new(),
+            callbacks: Callbacks::new(
+                CallbackConfig {
+                    workers: 1,
+                    expedited: true,
+                    backlog_callbacks: 1_000,
+                    backlog_bytes: 1 << 20,
+                    batch: 16,
+                },
+                7,
+            ),
+            expedited_callbacks: true,
+        })
+    }
+
+    /// An updater unpublishes an object, queues its "free" with `call`, and runs `barrier`,
+    /// while a reader may hold the object and the worker runs its loop (making grace periods
+    /// itself, as it does when draining). The callback must not run while a reader that saw the
+    /// object is still inside its critical section, and it must have run when the barrier
+    /// completes.
+    #[test]
+    fn intake_advance_barrier() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(|| {
+            let inner = inner();
+            let record = Arc::new(ReaderRecord::new(
+                ThreadInfo {
+                    name: "loom-reader".into(),
+                    tid: 0,
+                },
+                Arc::downgrade(&inner.core.registry),
+            ));
+            inner.core.registry.register(record.clone());
+            let published = Arc::new(AtomicUsize::new(1));
+            let freed = Arc::new(AtomicUsize::new(0));
+
+            let reader = {
+                let (inner, published, freed) = (inner.clone(), published.clone(), freed.clone());
+                thread::spawn(move || {
+                    record.enter(&inner.core.read_side.epoch, inner.core.fence());
+                    if published.load(Acquire) == 1 {
+                        assert_eq!(
+                            freed.load(Relaxed),
+                            0,
+                            "callback ran during a pre-existing reader"
+                        );
+                    }
+                    record.exit();
+                })
+            };
+
+            published.store(0, Release);
+            let f = freed.clone();
+            let mut producer = Producer::new();
+            producer.push(
+                &inner.callbacks.shard(0).intake,
+                Work::Callback(Callback::from_fn(move || f.store(1, Relaxed))),
+            );
+            let count = inner.callbacks.start_barrier();
+
+            let worker = {
+                let (inner, count) = (inner.clone(), count.clone());
+                thread::spawn(move || {
+                    let shard = inner.callbacks.shard(0);
+                    let mut consumer = Consumer::new();
+                    let mut list: SegCbList<Work> = SegCbList::new();
+                    while !count.is_done() {
+                        match step(&inner, shard, &mut consumer, &mut list) {
+                            Step::Busy => {}
+                            Step::Idle | Step::Drain => {
+                                if list.is_empty() {
+                                    thread::yield_now();
+                                } else {
+                                    drain_step(&inner, &list);
+                                }
+                            }
+                            Step::Exit => unreachable!("not shutting down"),
+                        }
+                    }
+                })
+            };
+            worker.join().unwrap();
+            producer.seal();
+            assert!(count.is_done());
+            assert_eq!(
+                freed.load(Relaxed),
+                1,
+                "barrier returned before the callback ran"
+            );
+            reader.join().unwrap();
+        });
+    }
+}

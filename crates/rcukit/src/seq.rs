@@ -190,7 +190,7 @@ impl SeqCounter {
     }
 
     /// Number of grace periods between two counter values (for statistics only).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn gps_between(old: u64, new: u64) -> u64 {
         new.wrapping_sub(old) >> CTR_SHIFT
     }

@@ -13,10 +13,30 @@
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `std::cell::UnsafeCell` with loom's closure-based API, so that loom can check accesses.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
 
 /// A compiler-only fence. Loom has no notion of compiler reordering, and under loom the crate
 /// always runs in [`FenceKind::SeqCst`](crate::FenceKind::SeqCst) mode, so this is never the

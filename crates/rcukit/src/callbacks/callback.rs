@@ -9,6 +9,8 @@
 //! normal operation (dropping a domain runs every pending callback first); only a crash of the
 //! callback machinery itself could leak.
 
+use crate::sync::AtomicUsize;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::Arc;
 
 /// A queued unit of deferred work.
@@ -91,32 +93,41 @@ impl Callback {
 }
 
 /// Completion count of one `barrier()` call: one marker per shard plus a bias of one held by
-/// the caller until every marker is queued.
+/// the caller until every marker is queued (so the count cannot reach zero early).
 pub(crate) struct BarrierCount {
-    remaining: parking_lot::Mutex<usize>,
+    remaining: AtomicUsize,
+    lock: parking_lot::Mutex<()>,
     cond: parking_lot::Condvar,
 }
 
 impl BarrierCount {
     pub(crate) fn new(count: usize) -> Arc<BarrierCount> {
         Arc::new(BarrierCount {
-            remaining: parking_lot::Mutex::new(count),
+            remaining: AtomicUsize::new(count),
+            lock: parking_lot::Mutex::new(()),
             cond: parking_lot::Condvar::new(),
         })
     }
 
+    /// One marker (or the bias) is done. The `AcqRel` decrement makes everything that ran
+    /// before each arrival happen-before the waiter's return.
     pub(crate) fn arrive(&self) {
-        let mut remaining = self.remaining.lock();
-        *remaining -= 1;
-        if *remaining == 0 {
+        if self.remaining.fetch_sub(1, AcqRel) == 1 {
+            // Taking the lock orders this wake-up after a waiter's check-then-wait.
+            let _guard = self.lock.lock();
             self.cond.notify_all();
         }
     }
 
+    pub(crate) fn is_done(&self) -> bool {
+        self.remaining.load(Acquire) == 0
+    }
+
+    /// Block until every marker has arrived.
     pub(crate) fn wait(&self) {
-        let mut remaining = self.remaining.lock();
-        while *remaining > 0 {
-            self.cond.wait(&mut remaining);
+        let mut guard = self.lock.lock();
+        while !self.is_done() {
+            self.cond.wait(&mut guard);
         }
     }
 }

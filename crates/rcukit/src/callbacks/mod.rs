@@ -41,16 +41,18 @@
 //! [`Stats::callbacks_pending`](crate::Stats::callbacks_pending) is non-zero to drain chains.
 
 pub mod callback;
+pub mod intake;
 pub mod segcblist;
 pub mod worker;
 
 use callback::{BarrierCount, Callback, Work};
-use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
-use std::cell::Cell;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use intake::{Intake, Producer};
+use parking_lot::Mutex;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, Weak};
 use std::thread::Thread;
 
 /// Settings of the callback machinery (validated by the domain builder).
@@ -63,67 +65,165 @@ pub(crate) struct CallbackConfig {
     pub(crate) batch: usize,
 }
 
-/// Counters written by producers.
+/// Queue counters of one producer thread on one shard. Written only by that thread (plain
+/// load and store, no read-modify-write), read by `stats()`.
 #[derive(Default)]
-struct ProducerSide {
+struct ProducerCounters {
     queued: AtomicU64,
     queued_bytes: AtomicU64,
 }
 
-/// Counters and wake-up state written by the shard's worker.
-#[derive(Default)]
-struct WorkerSide {
-    invoked: AtomicU64,
-    invoked_bytes: AtomicU64,
-    /// Set by the worker just before it parks; producers that see it wake the worker.
-    sleeping: AtomicBool,
-    thread: OnceLock<Thread>,
+impl ProducerCounters {
+    #[inline]
+    fn add(&self, bytes: u64) {
+        self.queued.store(self.queued.load(Relaxed) + 1, Relaxed);
+        self.queued_bytes
+            .store(self.queued_bytes.load(Relaxed) + bytes, Relaxed);
+    }
 }
 
-/// One intake queue and its worker's state.
+/// Counters of every producer that ever queued to a shard.
+#[derive(Default)]
+struct ProducerRegistry {
+    live: Vec<Arc<ProducerCounters>>,
+    /// Totals of producers whose threads have exited.
+    exited_queued: u64,
+    exited_bytes: u64,
+}
+
+/// Counters and wake-up state written by the shard's worker.
+#[derive(Default)]
+pub(crate) struct WorkerSide {
+    /// Callbacks (and their bytes) the worker has taken from the intake.
+    pub(crate) taken: AtomicU64,
+    pub(crate) taken_bytes: AtomicU64,
+    pub(crate) invoked: AtomicU64,
+    pub(crate) invoked_bytes: AtomicU64,
+    /// Set by the worker just before it parks; producers that see it wake the worker.
+    pub(crate) sleeping: AtomicBool,
+    pub(crate) thread: OnceLock<Thread>,
+}
+
+impl WorkerSide {
+    /// Callbacks and bytes the worker holds (taken, not yet run): what the backlog control
+    /// looks at, without touching the producers' counters.
+    pub(crate) fn backlog(&self) -> (u64, u64) {
+        let taken = self.taken.load(Relaxed);
+        let bytes = self.taken_bytes.load(Relaxed);
+        (
+            taken.saturating_sub(self.invoked.load(Relaxed)),
+            bytes.saturating_sub(self.invoked_bytes.load(Relaxed)),
+        )
+    }
+}
+
+/// One intake and its worker's state.
 pub(crate) struct Shard {
-    intake: SegQueue<Work>,
-    producer: CachePadded<ProducerSide>,
-    worker: CachePadded<WorkerSide>,
+    pub(crate) intake: Intake,
+    producers: Mutex<ProducerRegistry>,
+    pub(crate) worker: CachePadded<WorkerSide>,
 }
 
 impl Shard {
     fn new() -> Shard {
         Shard {
-            intake: SegQueue::new(),
-            producer: CachePadded::new(ProducerSide::default()),
+            intake: Intake::new(),
+            producers: Mutex::new(ProducerRegistry::default()),
             worker: CachePadded::new(WorkerSide::default()),
         }
     }
 
-    fn push(&self, work: Work) {
-        self.intake.push(work);
-        // Pairs with the worker's `sleeping.store(true, SeqCst)` followed by its SeqCst check
-        // of the queue: one of the two sides sees the other (the queue's push is a SeqCst
-        // read-modify-write).
+    /// Wake the worker if it is parked. Called after publishing with a sequentially consistent
+    /// store; pairs with the worker's `sleeping.store(true, SeqCst)` followed by its SeqCst
+    /// check of the intake, so one side always sees the other.
+    #[inline]
+    fn wake_if_sleeping(&self) {
         if self.worker.sleeping.load(SeqCst) {
             self.wake();
         }
     }
 
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.worker.sleeping.store(false, Relaxed);
         if let Some(thread) = self.worker.thread.get() {
             thread.unpark();
         }
     }
 
-    fn pending(&self) -> (u64, u64) {
-        // Read the worker's counters first: they never exceed the producers'.
-        let invoked = self.worker.invoked.load(Relaxed);
-        let invoked_bytes = self.worker.invoked_bytes.load(Relaxed);
-        let queued = self.producer.queued.load(Relaxed);
-        let queued_bytes = self.producer.queued_bytes.load(Relaxed);
-        (
-            queued.saturating_sub(invoked),
-            queued_bytes.saturating_sub(invoked_bytes),
-        )
+    fn queued(&self) -> (u64, u64) {
+        let producers = self.producers.lock();
+        let mut queued = producers.exited_queued;
+        let mut bytes = producers.exited_bytes;
+        for p in &producers.live {
+            queued += p.queued.load(Relaxed);
+            bytes += p.queued_bytes.load(Relaxed);
+        }
+        (queued, bytes)
     }
+
+    fn counts(&self) -> ShardCounts {
+        // Read the worker's counters first: producers count before they publish, so the
+        // producers' totals read afterwards are never below them.
+        let invoked = self.worker.invoked.load(Acquire);
+        let invoked_bytes = self.worker.invoked_bytes.load(Acquire);
+        let (queued, queued_bytes) = self.queued();
+        ShardCounts {
+            queued,
+            invoked,
+            pending: queued.saturating_sub(invoked),
+            pending_bytes: queued_bytes.saturating_sub(invoked_bytes),
+        }
+    }
+}
+
+struct ShardCounts {
+    queued: u64,
+    invoked: u64,
+    pending: u64,
+    pending_bytes: u64,
+}
+
+/// A thread's producer state for one domain: its shard, its chunk, its counters.
+struct ProducerSlot {
+    domain: u64,
+    /// Valid while the domain lives, which is whenever `call()` can reach this slot.
+    shard: *const Shard,
+    /// For the thread-exit destructor, which may run after the domain is gone.
+    shard_weak: Weak<Shard>,
+    producer: Producer,
+    counters: Arc<ProducerCounters>,
+}
+
+impl Drop for ProducerSlot {
+    fn drop(&mut self) {
+        // The chunk has a share of its own: sealing it is safe even if the domain is gone.
+        self.producer.seal();
+        if let Some(shard) = self.shard_weak.upgrade() {
+            let mut producers = shard.producers.lock();
+            producers.exited_queued += self.counters.queued.load(Relaxed);
+            producers.exited_bytes += self.counters.queued_bytes.load(Relaxed);
+            producers.live.retain(|p| !Arc::ptr_eq(p, &self.counters));
+        }
+    }
+}
+
+/// The calling thread's producer slots, one per domain it has queued to.
+struct ProducerSlots {
+    last_domain: Cell<u64>,
+    last: Cell<*mut ProducerSlot>,
+    /// Boxed so that `last` stays valid while the vector grows.
+    #[allow(clippy::vec_box)]
+    slots: RefCell<Vec<Box<ProducerSlot>>>,
+}
+
+thread_local! {
+    static PRODUCERS: ProducerSlots = const {
+        ProducerSlots {
+            last_domain: Cell::new(0),
+            last: Cell::new(std::ptr::null_mut()),
+            slots: RefCell::new(Vec::new()),
+        }
+    };
 }
 
 /// Snapshot of the callback counters, merged into [`Stats`](crate::Stats).
@@ -141,10 +241,10 @@ pub(crate) struct CallbackStats {
 /// The callback machinery of one domain.
 pub(crate) struct Callbacks {
     pub(crate) config: CallbackConfig,
-    shards: Box<[Shard]>,
-    released_by_normal: AtomicU64,
-    released_by_expedited: AtomicU64,
-    panics: AtomicU64,
+    shards: Box<[Arc<Shard>]>,
+    pub(crate) released_by_normal: AtomicU64,
+    pub(crate) released_by_expedited: AtomicU64,
+    pub(crate) panics: AtomicU64,
     shutdown: AtomicBool,
     domain: u64,
 }
@@ -161,7 +261,9 @@ static NEXT_SHARD_HINT: AtomicUsize = AtomicUsize::new(0);
 
 impl Callbacks {
     pub(crate) fn new(config: CallbackConfig, domain: u64) -> Callbacks {
-        let shards = (0..config.workers).map(|_| Shard::new()).collect();
+        let shards = (0..config.workers)
+            .map(|_| Arc::new(Shard::new()))
+            .collect();
         Callbacks {
             config,
             shards,
@@ -177,10 +279,9 @@ impl Callbacks {
         &self.shards[index]
     }
 
-    #[inline]
-    fn current_shard(&self) -> &Shard {
+    fn shard_index_for_current_thread(&self) -> usize {
         if self.shards.len() == 1 {
-            return &self.shards[0];
+            return 0;
         }
         let hint = SHARD_HINT
             .try_with(|h| {
@@ -192,20 +293,90 @@ impl Callbacks {
                 v
             })
             .unwrap_or(0);
-        &self.shards[hint % self.shards.len()]
+        hint % self.shards.len()
     }
 
     /// Queue a callback. Never blocks, never waits for a grace period.
     #[inline]
     pub(crate) fn push(&self, callback: Callback) {
-        let shard = self.current_shard();
-        // Count before queuing, so `pending` never under-counts what a worker already sees.
-        shard.producer.queued.fetch_add(1, Relaxed);
-        shard
-            .producer
-            .queued_bytes
-            .fetch_add(callback.bytes() as u64, Relaxed);
-        shard.push(Work::Callback(callback));
+        // Loom runs every execution of a model on one OS thread, so a thread-local would carry
+        // loom objects from one execution into the next: models drive `Producer` directly.
+        #[cfg(loom)]
+        {
+            self.push_without_thread_local(callback);
+        }
+        #[cfg(not(loom))]
+        self.push_with_thread_local(callback);
+    }
+
+    #[cfg(not(loom))]
+    #[inline]
+    fn push_with_thread_local(&self, callback: Callback) {
+        let mut callback = Some(callback);
+        let _ = PRODUCERS.try_with(|p| {
+            let slot = if p.last_domain.get() == self.domain {
+                p.last.get()
+            } else {
+                self.producer_slot(p)
+            };
+            // SAFETY: slots are boxed and owned by this thread's table, which drops them only
+            // at thread exit or (in `producer_slot`) once their domain is gone. This domain is
+            // alive (we are borrowed from it), so `slot` is valid, and no other reference to
+            // it exists while we use it (nothing below re-enters the table).
+            let slot = unsafe { &mut *slot };
+            // SAFETY: the shard belongs to this domain, which is alive.
+            let shard = unsafe { &*slot.shard };
+            let callback = callback.take().expect("taken once");
+            // Count before publishing, so `pending` never under-counts.
+            slot.counters.add(callback.bytes() as u64);
+            slot.producer.push(&shard.intake, Work::Callback(callback));
+            shard.wake_if_sleeping();
+        });
+        if let Some(callback) = callback {
+            self.push_without_thread_local(callback);
+        }
+    }
+
+    /// The calling thread's producer slot for this domain, created on first use.
+    #[cfg(not(loom))]
+    #[cold]
+    fn producer_slot(&self, p: &ProducerSlots) -> *mut ProducerSlot {
+        let mut slots = p.slots.borrow_mut();
+        // Forget (and seal) the slots of domains that are gone.
+        slots.retain(|slot| slot.shard_weak.strong_count() > 0);
+        let ptr: *mut ProducerSlot = match slots.iter_mut().find(|s| s.domain == self.domain) {
+            Some(slot) => &mut **slot,
+            None => {
+                let shard = &self.shards[self.shard_index_for_current_thread()];
+                let counters = Arc::new(ProducerCounters::default());
+                shard.producers.lock().live.push(counters.clone());
+                slots.push(Box::new(ProducerSlot {
+                    domain: self.domain,
+                    shard: Arc::as_ptr(shard),
+                    shard_weak: Arc::downgrade(shard),
+                    producer: Producer::new(),
+                    counters,
+                }));
+                &mut **slots.last_mut().expect("just pushed")
+            }
+        };
+        p.last_domain.set(self.domain);
+        p.last.set(ptr);
+        ptr
+    }
+
+    /// Queue from a thread whose thread-local storage is already destroyed (a callback queued
+    /// by another thread-local's destructor): a chunk of its own.
+    #[cold]
+    fn push_without_thread_local(&self, callback: Callback) {
+        let shard = &self.shards[0];
+        {
+            let mut producers = shard.producers.lock();
+            producers.exited_queued += 1;
+            producers.exited_bytes += callback.bytes() as u64;
+        }
+        shard.intake.push_single(Work::Callback(callback));
+        shard.wake_if_sleeping();
     }
 
     /// Is the calling thread one of this domain's callback workers?
@@ -222,13 +393,19 @@ impl Callbacks {
             "rcukit: barrier() called from a callback of the same domain; the barrier would \
              wait for the very worker that runs it. Queue another callback instead."
         );
+        self.start_barrier().wait();
+    }
+
+    /// Queue a barrier marker on every shard; the returned count reaches zero once every
+    /// callback queued before this call has run.
+    pub(crate) fn start_barrier(&self) -> Arc<BarrierCount> {
         let count = BarrierCount::new(self.shards.len() + 1);
         for shard in self.shards.iter() {
-            shard.push(Work::Barrier(count.clone()));
+            shard.intake.push_single(Work::Barrier(count.clone()));
             shard.wake();
         }
         count.arrive();
-        count.wait();
+        count
     }
 
     pub(crate) fn stats(&self) -> CallbackStats {
@@ -239,17 +416,17 @@ impl Callbacks {
             ..CallbackStats::default()
         };
         for shard in self.shards.iter() {
-            let (pending, bytes) = shard.pending();
-            s.pending += pending;
-            s.pending_bytes += bytes;
-            s.invoked += shard.worker.invoked.load(Relaxed);
-            s.queued += shard.producer.queued.load(Relaxed);
+            let c = shard.counts();
+            s.pending += c.pending;
+            s.pending_bytes += c.pending_bytes;
+            s.invoked += c.invoked;
+            s.queued += c.queued;
         }
         s
     }
 
     pub(crate) fn pending(&self) -> u64 {
-        self.shards.iter().map(|s| s.pending().0).sum()
+        self.shards.iter().map(|s| s.counts().pending).sum()
     }
 
     /// Tell the workers to finish what they hold and exit.
@@ -260,7 +437,7 @@ impl Callbacks {
         }
     }
 
-    fn is_shutting_down(&self) -> bool {
+    pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown.load(SeqCst)
     }
 }

@@ -156,21 +156,28 @@ impl<T> SegCbList<T> {
     }
 
     /// Move to DONE every leading WAIT/NEXT_READY segment whose cookie `poll` reports
-    /// complete, stopping at the first that is not. `poll` says which counter completed it.
+    /// complete, stopping at the first that is not. `poll` says which counter completed it;
+    /// `counts` says which entries the returned counts include (the worker leaves out barrier
+    /// markers).
     pub(crate) fn advance(
         &mut self,
         mut poll: impl FnMut(&GpCookie) -> Option<ReleasedBy>,
+        counts: impl Fn(&T) -> bool,
     ) -> Released {
         let mut released = Released::default();
         let mut moved_to = DONE;
         for seg in [WAIT, NEXT_READY] {
-            let n = self.seg_len(seg);
-            if n == 0 {
+            if self.seg_len(seg) == 0 {
                 break;
             }
             match poll(&self.gp[seg]) {
                 None => break,
                 Some(by) => {
+                    let n = self
+                        .items
+                        .range(self.start(seg)..self.end(seg))
+                        .filter(|item| counts(item))
+                        .count();
                     match by {
                         ReleasedBy::Normal => released.by_normal += n as u64,
                         ReleasedBy::Expedited => released.by_expedited += n as u64,
@@ -233,7 +240,7 @@ impl<T> SegCbList<T> {
     }
 
     /// Check the structural invariants (tests and debug assertions).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn check_invariants(&self) {
         assert!(self.ends[DONE] <= self.ends[WAIT]);
         assert!(self.ends[WAIT] <= self.ends[NEXT_READY]);
@@ -266,6 +273,10 @@ mod tests {
             expedited,
             domain: 1,
         }
+    }
+
+    fn all<T>(_: &T) -> bool {
+        true
     }
 
     /// Poll against fixed counter values, normal first.
@@ -306,7 +317,7 @@ mod tests {
         l.check_invariants();
 
         // Normal counter reaches 8: WAIT completes by normal, NEXT_READY does not.
-        let r = l.advance(poller(8, 101));
+        let r = l.advance(poller(8, 101), all);
         assert_eq!((r.by_normal, r.by_expedited), (3, 0));
         assert_eq!(l.done_len(), 3);
         assert_eq!(
@@ -320,7 +331,7 @@ mod tests {
         assert!(l.accelerate(cookie(16, 112)));
         l.check_invariants();
         // The expedited counter passes both: released by expedited.
-        let r = l.advance(poller(8, 112));
+        let r = l.advance(poller(8, 112), all);
         assert_eq!((r.by_normal, r.by_expedited, r.segments), (0, 2, 2));
         let order: Vec<_> = std::iter::from_fn(|| l.pop_done()).collect();
         assert_eq!(order, vec![1, 2, 3, 4, 5]);
@@ -336,7 +347,7 @@ mod tests {
         l.accelerate(cookie(12, 104));
         // Only NEXT_READY's cookie would poll complete (cannot happen with monotonic stamps,
         // but advance must still not reorder).
-        let r = l.advance(|c| (c.normal == 12).then_some(ReleasedBy::Normal));
+        let r = l.advance(|c| (c.normal == 12).then_some(ReleasedBy::Normal), all);
         assert_eq!(r, Released::default());
         assert_eq!(l.done_len(), 0);
     }
@@ -349,7 +360,7 @@ mod tests {
         l.accelerate(cookie(8, 100));
         l.entrain(99).unwrap();
         assert_eq!(l.seg_len(WAIT), 2, "the marker joins WAIT, not NEXT");
-        l.advance(poller(8, 0));
+        l.advance(poller(8, 0), all);
         assert_eq!(
             std::iter::from_fn(|| l.pop_done()).collect::<Vec<_>>(),
             [1, 99]
@@ -357,7 +368,7 @@ mod tests {
         // Behind DONE only: ready at once.
         l.enqueue(2);
         l.accelerate(cookie(12, 104));
-        l.advance(poller(12, 0));
+        l.advance(poller(12, 0), all);
         l.entrain(98).unwrap();
         assert_eq!(l.done_len(), 2);
     }
@@ -368,7 +379,196 @@ mod tests {
         l.enqueue(1);
         l.accelerate(cookie(8, seq::NOT_TRACKED));
         // Expedited counter far ahead, but the half is not tracked.
-        assert_eq!(l.advance(poller(4, u64::MAX / 4)), Released::default());
-        assert_eq!(l.advance(poller(8, 0)).by_normal, 1);
+        assert_eq!(l.advance(poller(4, u64::MAX / 4), all), Released::default());
+        assert_eq!(l.advance(poller(8, 0), all).by_normal, 1);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod proptests {
+    use super::*;
+    use crate::seq::{done, end_value, snap, state, INITIAL};
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Enqueue,
+        Entrain,
+        Accelerate,
+        StartNormal,
+        EndNormal,
+        StartExpedited,
+        EndExpedited,
+        Advance,
+        Pop(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::Enqueue),
+            1 => Just(Op::Entrain),
+            3 => Just(Op::Accelerate),
+            2 => Just(Op::StartNormal),
+            2 => Just(Op::EndNormal),
+            2 => Just(Op::StartExpedited),
+            2 => Just(Op::EndExpedited),
+            3 => Just(Op::Advance),
+            2 => (1usize..8).prop_map(Op::Pop),
+        ]
+    }
+
+    /// A reference model: two counters driven like the real engines, and for every entry the
+    /// counter values when it was queued.
+    struct Model {
+        norm: u64,
+        exp: u64,
+        expedited_releases: bool,
+        list: SegCbList<(u64, bool)>,
+        queued_at: std::collections::HashMap<u64, (u64, u64)>,
+        next_id: u64,
+        last_popped: Option<u64>,
+        popped: u64,
+        last_wait_cookie: Option<GpCookie>,
+    }
+
+    impl Model {
+        fn new(exp_offset: u64, expedited_releases: bool) -> Model {
+            Model {
+                norm: INITIAL,
+                exp: INITIAL.wrapping_sub(exp_offset * 4),
+                expedited_releases,
+                list: SegCbList::new(),
+                queued_at: Default::default(),
+                next_id: 0,
+                last_popped: None,
+                popped: 0,
+                last_wait_cookie: None,
+            }
+        }
+
+        fn cookie(&self) -> GpCookie {
+            GpCookie {
+                normal: snap(self.norm),
+                expedited: snap(self.exp),
+                domain: 1,
+            }
+        }
+
+        fn advance(&mut self) {
+            let (norm, exp, either) = (self.norm, self.exp, self.expedited_releases);
+            self.list.advance(
+                |c| {
+                    if seq::half_done(norm, c.normal) {
+                        Some(ReleasedBy::Normal)
+                    } else if either && seq::half_done(exp, c.expedited) {
+                        Some(ReleasedBy::Expedited)
+                    } else {
+                        None
+                    }
+                },
+                |&(_, marker)| !marker,
+            );
+        }
+
+        fn pop(&mut self, n: usize) {
+            for _ in 0..n {
+                let Some((id, marker)) = self.list.pop_done() else {
+                    return;
+                };
+                if let Some(last) = self.last_popped {
+                    assert!(id > last, "FIFO: {id} popped after {last}");
+                }
+                self.last_popped = Some(id);
+                self.popped += 1;
+                if !marker {
+                    let (n_at, e_at) = self.queued_at[&id];
+                    let by_normal = done(self.norm, snap(n_at));
+                    let by_exp = self.expedited_releases && done(self.exp, snap(e_at));
+                    assert!(
+                        by_normal || by_exp,
+                        "entry {id} ran before a grace period that started after it was queued"
+                    );
+                }
+            }
+        }
+
+        fn apply(&mut self, op: &Op) {
+            match *op {
+                Op::Enqueue => {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    self.queued_at.insert(id, (self.norm, self.exp));
+                    self.list.enqueue((id, false));
+                }
+                Op::Entrain => {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    if self.list.entrain((id, true)).is_err() {
+                        // Nothing before it: completes at once, in order.
+                        self.last_popped = Some(id);
+                        self.popped += 1;
+                    }
+                }
+                Op::Accelerate => {
+                    let cookie = self.cookie();
+                    self.list.accelerate(cookie);
+                }
+                Op::StartNormal if state(self.norm) == 0 => self.norm = self.norm.wrapping_add(1),
+                Op::EndNormal if state(self.norm) != 0 => self.norm = end_value(self.norm),
+                Op::StartExpedited if state(self.exp) == 0 => self.exp = self.exp.wrapping_add(1),
+                Op::EndExpedited if state(self.exp) != 0 => self.exp = end_value(self.exp),
+                Op::Advance => self.advance(),
+                Op::Pop(n) => self.pop(n),
+                _ => {}
+            }
+            self.list.check_invariants();
+            // Stamps never go backwards: WAIT's cookie only moves forward.
+            match (self.last_wait_cookie, self.list.cookie(WAIT)) {
+                (Some(old), Some(new)) => {
+                    assert!(
+                        seq::cmp_ge(new.normal, old.normal),
+                        "normal stamp went back"
+                    );
+                    assert!(
+                        seq::cmp_ge(new.expedited, old.expedited),
+                        "expedited stamp went back"
+                    );
+                    self.last_wait_cookie = Some(new);
+                }
+                (_, new) => self.last_wait_cookie = new,
+            }
+        }
+
+        /// Everything runs eventually: keep making normal grace periods.
+        fn drain(&mut self) {
+            for _ in 0..8 {
+                self.apply(&Op::Accelerate);
+                if state(self.norm) == 0 {
+                    self.apply(&Op::StartNormal);
+                }
+                self.apply(&Op::EndNormal);
+                self.apply(&Op::Advance);
+                self.apply(&Op::Pop(usize::MAX));
+            }
+            assert!(self.list.is_empty(), "entries left after 8 grace periods");
+            assert_eq!(self.popped, self.next_id, "every entry ran exactly once");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn segmented_list_model(
+            ops in proptest::collection::vec(op(), 1..300),
+            exp_offset in 0u64..400,
+            expedited_releases in any::<bool>(),
+        ) {
+            let mut m = Model::new(exp_offset, expedited_releases);
+            for op in &ops {
+                m.apply(op);
+            }
+            m.drain();
+        }
     }
 }

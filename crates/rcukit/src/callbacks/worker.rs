@@ -22,6 +22,7 @@
 //! queued is ever lost.
 
 use super::callback::Work;
+use super::intake::Consumer;
 use super::segcblist::{ReleasedBy, SegCbList, NEXT, NEXT_READY, WAIT};
 use super::{Shard, SHARD_HINT, WORKER_OF};
 use crate::domain::Inner;
@@ -41,43 +42,97 @@ pub(crate) fn run(inner: &Inner, index: usize) {
     let _ = shard.worker.thread.set(me.clone());
     inner.event.subscribe(me);
 
+    let mut consumer = Consumer::new();
     let mut list: SegCbList<Work> = SegCbList::new();
     loop {
-        let shutting_down = inner.callbacks.is_shutting_down();
-        let took = take_intake(inner, shard, &mut list);
-        stamp(inner, &mut list);
-        advance(inner, &mut list, shutting_down);
-        let ran = run_done(inner, shard, &mut list);
-        hurry(inner, shard, &list);
-        if took > 0 || ran > 0 || list.done_len() > 0 {
-            continue;
+        match step(inner, shard, &mut consumer, &mut list) {
+            Step::Busy => {}
+            Step::Idle => park(inner, shard, &consumer),
+            Step::Drain => drain_step(inner, &list),
+            Step::Exit => return,
         }
-        if shutting_down {
-            if list.is_empty() && shard.intake.is_empty() {
-                return;
-            }
-            drain_step(inner, &list);
-            continue;
-        }
-        park(inner, shard);
     }
 }
 
-fn take_intake(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>) -> usize {
-    let mut took = 0;
-    while took < inner.callbacks.config.batch {
-        let Some(work) = shard.intake.pop() else {
-            break;
-        };
-        took += 1;
-        match work {
-            Work::Callback(cb) => list.enqueue(Work::Callback(cb)),
-            Work::Barrier(count) => {
-                if let Err(Work::Barrier(count)) = list.entrain(Work::Barrier(count)) {
-                    // Nothing queued before it on this shard: complete at once.
-                    count.arrive();
-                }
+/// What the worker should do after one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// It did something; go again.
+    Busy,
+    /// Nothing to do until a grace period ends or work arrives.
+    Idle,
+    /// Shutting down with entries still waiting: run a grace period, then go again.
+    Drain,
+    /// Shutting down and empty.
+    Exit,
+}
+
+/// One pass of the worker loop (steps 1-5 of the module docs).
+pub(crate) fn step(
+    inner: &Inner,
+    shard: &Shard,
+    consumer: &mut Consumer,
+    list: &mut SegCbList<Work>,
+) -> Step {
+    let shutting_down = inner.callbacks.is_shutting_down();
+    let took = take_intake(inner, shard, consumer, list);
+    stamp(inner, list);
+    advance(inner, list, shutting_down);
+    let ran = run_done(inner, shard, list);
+    hurry(inner, shard, list);
+    if took > 0 || ran > 0 || list.done_len() > 0 {
+        Step::Busy
+    } else if !shutting_down {
+        Step::Idle
+    } else if list.is_empty() && consumer.is_drained(&shard.intake) {
+        Step::Exit
+    } else {
+        Step::Drain
+    }
+}
+
+/// Move published entries from the intake into the list: callbacks to NEXT, barrier markers
+/// entrained behind everything taken so far. A marker is entrained only after a full pass that
+/// started after it was seen, so every callback queued before its barrier call is ahead of it
+/// (see [`intake`](super::intake)).
+fn take_intake(
+    inner: &Inner,
+    shard: &Shard,
+    consumer: &mut Consumer,
+    list: &mut SegCbList<Work>,
+) -> usize {
+    let mut markers = Vec::new();
+    let (mut took, mut bytes) = (0, 0u64);
+    let mut limit = inner.callbacks.config.batch;
+    loop {
+        let seen = markers.len();
+        took += consumer.take(&shard.intake, limit, |work| match work {
+            Work::Callback(cb) => {
+                bytes += cb.bytes() as u64;
+                list.enqueue(Work::Callback(cb));
             }
+            Work::Barrier(count) => markers.push(count),
+        });
+        if markers.len() == seen {
+            break;
+        }
+        // A marker was seen: one more full pass before it may be entrained.
+        limit = usize::MAX;
+    }
+    let callbacks = (took - markers.len()) as u64;
+    if callbacks > 0 {
+        let worker = &shard.worker;
+        worker
+            .taken
+            .store(worker.taken.load(Relaxed) + callbacks, Relaxed);
+        worker
+            .taken_bytes
+            .store(worker.taken_bytes.load(Relaxed) + bytes, Relaxed);
+    }
+    for count in markers {
+        if let Err(Work::Barrier(count)) = list.entrain(Work::Barrier(count)) {
+            // Nothing queued before it on this shard is still waiting: complete at once.
+            count.arrive();
         }
     }
     took
@@ -95,15 +150,18 @@ fn stamp(inner: &Inner, list: &mut SegCbList<Work>) {
 
 fn advance(inner: &Inner, list: &mut SegCbList<Work>, draining: bool) {
     let by_expedited = inner.callbacks.config.expedited || draining;
-    let released = list.advance(|cookie| {
-        if inner.normal.seq.poll(cookie.normal) {
-            Some(ReleasedBy::Normal)
-        } else if by_expedited && inner.exp.seq.poll(cookie.expedited) {
-            Some(ReleasedBy::Expedited)
-        } else {
-            None
-        }
-    });
+    let released = list.advance(
+        |cookie| {
+            if inner.normal.seq.poll(cookie.normal) {
+                Some(ReleasedBy::Normal)
+            } else if by_expedited && inner.exp.seq.poll(cookie.expedited) {
+                Some(ReleasedBy::Expedited)
+            } else {
+                None
+            }
+        },
+        |work| matches!(work, Work::Callback(_)),
+    );
     if released.by_normal > 0 {
         inner
             .callbacks
@@ -182,7 +240,7 @@ fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
     if !config.expedited {
         return;
     }
-    let (pending, bytes) = shard.pending();
+    let (pending, bytes) = shard.worker.backlog();
     if pending <= config.backlog_callbacks && bytes <= config.backlog_bytes {
         return;
     }
@@ -193,7 +251,7 @@ fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
 
 /// During shutdown: make the oldest waiting entries ready by running an expedited grace period
 /// in this thread (the grace-period threads may already be gone).
-fn drain_step(inner: &Inner, list: &SegCbList<Work>) {
+pub(crate) fn drain_step(inner: &Inner, list: &SegCbList<Work>) {
     let target = match list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
         Some(cookie) => cookie.expedited,
         None => inner.exp.seq.snap(),
@@ -201,9 +259,9 @@ fn drain_step(inner: &Inner, list: &SegCbList<Work>) {
     inner.exp.run_until(target, &inner.core, &inner.event);
 }
 
-fn park(inner: &Inner, shard: &Shard) {
+fn park(inner: &Inner, shard: &Shard, consumer: &Consumer) {
     shard.worker.sleeping.store(true, SeqCst);
-    if !shard.intake.is_empty() || inner.callbacks.is_shutting_down() {
+    if !consumer.is_drained(&shard.intake) || inner.callbacks.is_shutting_down() {
         shard.worker.sleeping.store(false, Relaxed);
         return;
     }

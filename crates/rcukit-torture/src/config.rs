@@ -1,0 +1,195 @@
+//! What a torture run is asked to do: [`Config`] for the library, [`TortureArgs`] for command
+//! lines (a `clap::Args` struct, so another binary can flatten it into a subcommand).
+
+use rcukit::FenceKind;
+use std::time::Duration;
+
+/// Which implementation to torture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FlavorName {
+    /// An `rcukit::Rcu` domain.
+    Rcu,
+    /// `rcukit::Qsbr` (not in this build yet).
+    Qsbr,
+    /// Grace periods that return at once: the run must fail (the checker's self-test).
+    Busted,
+}
+
+impl FlavorName {
+    /// The name as written on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlavorName::Rcu => "rcu",
+            FlavorName::Qsbr => "qsbr",
+            FlavorName::Busted => "busted",
+        }
+    }
+}
+
+/// The barrier pair, as a command-line value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FenceArg {
+    /// Compiler fence in readers, `membarrier(2)` in grace periods.
+    Membarrier,
+    /// `fence(SeqCst)` on both sides.
+    Seqcst,
+}
+
+impl From<FenceArg> for FenceKind {
+    fn from(arg: FenceArg) -> FenceKind {
+        match arg {
+            FenceArg::Membarrier => FenceKind::Membarrier,
+            FenceArg::Seqcst => FenceKind::SeqCst,
+        }
+    }
+}
+
+/// Settings of one torture run. [`Config::default`] is what the command line gives without
+/// flags.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How long the readers and updaters run (the drain at the end comes on top).
+    pub duration: Duration,
+    /// The implementation under test.
+    pub flavor: FlavorName,
+    /// The barrier pair (`None`: membarrier where the kernel has it, else SeqCst).
+    pub fence: Option<FenceKind>,
+    /// Reader threads (each exits and is respawned now and then when `faults` is on).
+    pub readers: usize,
+    /// Updater threads besides the writer (rcutorture's "fake writers"): they wait for grace
+    /// periods in every way, check cookies and test `barrier()`, without touching the pipe.
+    pub updaters: usize,
+    /// Inject faults: reader exits, panicking callbacks, a stalled reader, callback bursts.
+    pub faults: bool,
+    /// End the run at the first error instead of running for the whole duration.
+    pub stop_on_error: bool,
+    /// Seed for every thread's random choices (`None`: from the clock). Printed in the report.
+    pub seed: Option<u64>,
+    /// Print a progress line on stderr this often (`None`: never).
+    pub progress: Option<Duration>,
+    /// Stall timeout of the domain under test (the stall fault holds a reader past it).
+    pub stall_timeout: Duration,
+    /// Backlog threshold of the domain under test (the burst fault queues four times as many
+    /// callbacks).
+    pub backlog_callbacks: u64,
+}
+
+/// Default number of reader threads: the number of CPUs, at least 2.
+pub fn default_readers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .max(2)
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            duration: Duration::from_secs(30),
+            flavor: FlavorName::Rcu,
+            fence: None,
+            readers: default_readers(),
+            updaters: 2,
+            faults: true,
+            stop_on_error: false,
+            seed: None,
+            progress: Some(Duration::from_secs(5)),
+            stall_timeout: Duration::from_millis(200),
+            backlog_callbacks: 1_000,
+        }
+    }
+}
+
+/// Most reader or updater threads a run accepts.
+pub const MAX_THREADS: usize = 1024;
+
+impl Config {
+    /// Check the settings; the error says what is wrong and what is accepted.
+    pub fn validate(&self) -> Result<(), crate::TortureError> {
+        let bad = |msg: String| Err(crate::TortureError::InvalidConfig(msg));
+        if self.duration.is_zero() {
+            return bad("--duration must be longer than zero".into());
+        }
+        if !(1..=MAX_THREADS).contains(&self.readers) {
+            return bad(format!(
+                "--readers {} is outside 1..={MAX_THREADS}",
+                self.readers
+            ));
+        }
+        if self.updaters > MAX_THREADS {
+            return bad(format!(
+                "--updaters {} is outside 0..={MAX_THREADS}",
+                self.updaters
+            ));
+        }
+        if self.stall_timeout < Duration::from_millis(10) {
+            return bad(format!(
+                "stall timeout {:?} is below 10 ms: ordinary readers would trip it",
+                self.stall_timeout
+            ));
+        }
+        if self.backlog_callbacks == 0 || self.backlog_callbacks > 1_000_000 {
+            return bad(format!(
+                "backlog threshold {} is outside 1..=1000000",
+                self.backlog_callbacks
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 2m, 1500ms)"))
+}
+
+/// The torture command line. Flatten it into another clap command with
+/// `#[command(flatten)] args: TortureArgs`, then call [`crate::cli`].
+#[derive(Clone, Debug, clap::Args)]
+pub struct TortureArgs {
+    /// How long to torture (30s, 2m, 1500ms, ...).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Implementation under test; `busted` must FAIL (it proves the checker works).
+    #[arg(long, value_enum, default_value_t = FlavorName::Rcu)]
+    pub flavor: FlavorName,
+    /// Barrier pair of the domain [default: membarrier where the kernel has it, else seqcst].
+    #[arg(long, value_enum)]
+    pub fence: Option<FenceArg>,
+    /// Reader threads [default: number of CPUs, at least 2].
+    #[arg(long)]
+    pub readers: Option<usize>,
+    /// Updater threads besides the writer (rcutorture's fake writers).
+    #[arg(long, default_value_t = 2)]
+    pub updaters: usize,
+    /// Do not inject faults (reader exits, panicking callbacks, stalls, callback bursts).
+    #[arg(long)]
+    pub no_faults: bool,
+    /// Stop at the first error.
+    #[arg(long)]
+    pub stop_on_error: bool,
+    /// Seed for the threads' random choices [default: from the clock].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Progress line interval on stderr; 0s turns it off.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub progress: Duration,
+}
+
+impl TortureArgs {
+    /// The configuration these arguments describe.
+    pub fn config(&self) -> Config {
+        let defaults = Config::default();
+        Config {
+            duration: self.duration,
+            flavor: self.flavor,
+            fence: self.fence.map(FenceKind::from),
+            readers: self.readers.unwrap_or(defaults.readers),
+            updaters: self.updaters,
+            faults: !self.no_faults,
+            stop_on_error: self.stop_on_error,
+            seed: self.seed,
+            progress: (!self.progress.is_zero()).then_some(self.progress),
+            ..defaults
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Counters the torture threads share: histograms and error counts.
+//!
+//! Readers count into thread-private [`LocalHistogram`]s and flush them every few hundred
+//! critical sections, so the shared cache lines are touched rarely. Errors are flushed at
+//! once: they are rare, and the `--stop-on-error` watchdog must see them.
+
+use crate::flavor::UpdateKind;
+use crate::pipe::PIPE_LEN;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+/// Number of histogram buckets: ages 0..=PIPE_LEN (the last bucket also takes anything larger).
+pub const BUCKETS: usize = PIPE_LEN + 1;
+
+/// A shared histogram over `0..BUCKETS`; values past the end land in the last bucket.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS],
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new() -> Histogram {
+        Histogram::default()
+    }
+
+    /// Count one `value`.
+    pub fn record(&self, value: usize) {
+        self.buckets[value.min(BUCKETS - 1)].fetch_add(1, Relaxed);
+    }
+
+    /// Add a thread's local counts.
+    pub fn add(&self, local: &LocalHistogram) {
+        for (shared, &n) in self.buckets.iter().zip(local.0.iter()) {
+            if n > 0 {
+                shared.fetch_add(n, Relaxed);
+            }
+        }
+    }
+
+    /// The counts now.
+    pub fn snapshot(&self) -> [u64; BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].load(Relaxed))
+    }
+}
+
+/// A thread-private histogram, flushed into a [`Histogram`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalHistogram(pub [u64; BUCKETS]);
+
+impl LocalHistogram {
+    /// Count one `value`.
+    #[inline]
+    pub fn record(&mut self, value: u64) {
+        let i = usize::try_from(value)
+            .unwrap_or(usize::MAX)
+            .min(BUCKETS - 1);
+        self.0[i] += 1;
+    }
+}
+
+/// Everything the threads of one run count together.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Reader Pipe: the age each reader saw at the end of its critical section.
+    pub pipe: Histogram,
+    /// Reader Batch: grace periods completed during a sampled critical section.
+    pub batch: Histogram,
+    /// Outermost critical sections completed.
+    pub reads: AtomicU64,
+    /// Element loads (outermost and nested).
+    pub loads: AtomicU64,
+    /// Reader cookie checks made (cookies taken inside a critical section and polled before it
+    /// ended).
+    pub reader_cookie_checks: AtomicU64,
+    /// `call()`s made from inside a critical section.
+    pub reader_calls: AtomicU64,
+    /// Reader threads that exited (and were respawned) during the run.
+    pub reader_exits: AtomicU64,
+
+    /// Writer updates, by kind.
+    pub writer_updates: [AtomicU64; UpdateKind::ALL.len()],
+    /// Updater operations, by kind.
+    pub updater_ops: [AtomicU64; UpdateKind::ALL.len()],
+    /// Writer found the pool exhausted (rcutorture's `rtaf`).
+    pub alloc_failures: AtomicU64,
+    /// Barrier checks made (rcutorture's `rtb`).
+    pub barrier_checks: AtomicU64,
+    /// Cookie checks made by updaters and the writer.
+    pub updater_cookie_checks: AtomicU64,
+    /// `get_state` polling loops that fell back to `cond_synchronize`.
+    pub poll_fallbacks: AtomicU64,
+    /// Call and retire chains still holding an element.
+    pub chains_in_flight: AtomicU64,
+
+    /// Publish/subscribe errors: a reader saw `mbtest == 0` (rcutorture's `rtmbe`).
+    pub mbtest_errors: AtomicU64,
+    /// A cookie taken inside a critical section polled complete before the section ended.
+    pub reader_cookie_errors: AtomicU64,
+    /// A cookie taken before a wait did not poll complete after it (or a completed cookie did
+    /// not poll complete).
+    pub updater_cookie_errors: AtomicU64,
+    /// Barrier errors: `barrier()` returned before a callback queued before it ran (`rtbe`).
+    pub barrier_errors: AtomicU64,
+    /// Batch errors: one grace-period engine completed more than one grace period inside a
+    /// critical section.
+    pub batch_errors: AtomicU64,
+
+    /// Set on the first error of any kind (the `--stop-on-error` watchdog reads it).
+    pub failed: AtomicBool,
+}
+
+impl Counters {
+    /// Count `n` errors into `counter` and raise the failure flag.
+    pub fn error(&self, counter: &AtomicU64, n: u64) {
+        if n > 0 {
+            counter.fetch_add(n, Relaxed);
+            self.failed.store(true, Relaxed);
+        }
+    }
+
+    /// Load every per-kind counter of `array`.
+    pub fn by_kind(array: &[AtomicU64; UpdateKind::ALL.len()]) -> [u64; UpdateKind::ALL.len()] {
+        std::array::from_fn(|i| array[i].load(Relaxed))
+    }
+}

@@ -1,0 +1,309 @@
+//! The run: start the threads, supervise them, stop them, drain, and collect the report.
+//!
+//! # Threads
+//!
+//! One writer, `updaters` updaters, `readers` reader slots and, with faults on, one fault
+//! injector. The calling thread supervises: it respawns readers that exited (with faults on,
+//! readers live 0.1-1 s), prints progress lines, watches for errors when `stop_on_error` is
+//! set, and warns when the writer has made no progress for a long time.
+//!
+//! # The end
+//!
+//! The supervisor raises `stop` and waits for every thread to finish (the writer first drains
+//! its removed list). Then it calls `barrier()` until no call or retire chain holds an element,
+//! and checks the books: every element is back in the free list (or current), the domain
+//! counted exactly the callback panics that were injected. A thread that does not finish
+//! within [`STOP_PATIENCE`] (a wait that never returns: a forward-progress failure) is
+//! reported, and the run returns without joining it; the flavor is then leaked rather than
+//! dropped under a blocked thread.
+
+use crate::config::Config;
+use crate::counters::Counters;
+use crate::faults::FaultCounters;
+use crate::flavor::{Flavor, UpdateKind};
+use crate::pipe::{Pool, POOL_SIZE};
+use crate::report::{Progress, Report};
+use crate::{faults, reader, updater, writer};
+use fastrand::Rng;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long the end of a run waits for its threads and chains before giving up on them.
+pub const STOP_PATIENCE: Duration = Duration::from_secs(60);
+
+/// The writer making no progress for this long prints a warning.
+const WRITER_WATCHDOG: Duration = Duration::from_secs(20);
+
+/// A reader's lifetime range when faults are on, in milliseconds.
+const READER_LIFETIME_MS: std::ops::RangeInclusive<u64> = 100..=1_000;
+
+/// Everything the torture threads share.
+pub(crate) struct Shared<F: Flavor> {
+    pub(crate) flavor: F,
+    pub(crate) pool: Pool,
+    pub(crate) counters: Counters,
+    pub(crate) faults: FaultCounters,
+    pub(crate) stop: AtomicBool,
+    /// The update kinds the flavor supports.
+    pub(crate) kinds: Vec<UpdateKind>,
+    /// Threads that have finished (successfully or by panicking).
+    finished: AtomicUsize,
+}
+
+/// Counts a thread as finished when it returns or unwinds.
+struct FinishGuard<'a>(&'a AtomicUsize);
+
+impl Drop for FinishGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+}
+
+struct Threads<F: Flavor> {
+    shared: Arc<Shared<F>>,
+    spawned: usize,
+    others: Vec<(String, JoinHandle<()>)>,
+    readers: Vec<Option<JoinHandle<()>>>,
+    problems: Vec<String>,
+}
+
+impl<F: Flavor> Threads<F> {
+    fn spawn(
+        &mut self,
+        name: String,
+        body: impl FnOnce(&Arc<Shared<F>>) + Send + 'static,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let shared = self.shared.clone();
+        let handle = std::thread::Builder::new().name(name).spawn(move || {
+            let _finish = FinishGuard(&shared.finished);
+            body(&shared);
+        })?;
+        self.spawned += 1;
+        Ok(handle)
+    }
+
+    fn spawn_reader(&mut self, slot: usize, rng: &mut Rng, faults: bool) -> std::io::Result<()> {
+        let seed = rng.u64(..);
+        let lifetime = faults.then(|| Duration::from_millis(rng.u64(READER_LIFETIME_MS)));
+        let handle = self.spawn(format!("torture-reader-{slot}"), move |shared| {
+            reader::run(shared, seed, lifetime)
+        })?;
+        self.readers[slot] = Some(handle);
+        Ok(())
+    }
+
+    /// Join readers that exited and start new ones in their slots.
+    fn respawn_readers(&mut self, rng: &mut Rng, faults: bool) {
+        for slot in 0..self.readers.len() {
+            if self.readers[slot].as_ref().is_some_and(|h| h.is_finished()) {
+                let handle = self.readers[slot].take().expect("checked above");
+                if handle.join().is_err() {
+                    self.problems.push(format!("reader {slot} panicked"));
+                    self.shared.counters.failed.store(true, Relaxed);
+                }
+                self.shared.counters.reader_exits.fetch_add(1, Relaxed);
+                if let Err(e) = self.spawn_reader(slot, rng, faults) {
+                    self.problems
+                        .push(format!("could not respawn reader {slot}: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Wait up to [`STOP_PATIENCE`] for every thread, then join the ones that finished.
+    /// Returns false if some did not.
+    fn join_all(&mut self) -> bool {
+        let deadline = Instant::now() + STOP_PATIENCE;
+        while self.shared.finished.load(Relaxed) < self.spawned && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut all = true;
+        let mut handles: Vec<(String, JoinHandle<()>)> = self.others.drain(..).collect();
+        for (slot, handle) in self.readers.iter_mut().enumerate() {
+            if let Some(handle) = handle.take() {
+                handles.push((format!("reader {slot}"), handle));
+            }
+        }
+        for (name, handle) in handles {
+            if !handle.is_finished() {
+                all = false;
+                self.problems.push(format!(
+                    "{name} did not stop within {STOP_PATIENCE:?} of the end of the run (a wait \
+                     for a grace period or a barrier never returned)"
+                ));
+            } else if handle.join().is_err() {
+                self.problems.push(format!("{name} panicked"));
+            }
+        }
+        all
+    }
+}
+
+/// Torture `flavor` as `config` says.
+pub(crate) fn run<F: Flavor>(flavor: F, config: &Config, seed: u64) -> Report {
+    let kinds: Vec<UpdateKind> = UpdateKind::ALL
+        .into_iter()
+        .filter(|&k| flavor.supports(k))
+        .collect();
+    let description = flavor.describe();
+    let shared = Arc::new(Shared {
+        flavor,
+        pool: Pool::new(POOL_SIZE),
+        counters: Counters::default(),
+        faults: FaultCounters::default(),
+        stop: AtomicBool::new(false),
+        kinds,
+        finished: AtomicUsize::new(0),
+    });
+    let mut rng = Rng::with_seed(seed);
+    let mut threads = Threads {
+        shared: shared.clone(),
+        spawned: 0,
+        others: Vec::new(),
+        readers: (0..config.readers).map(|_| None).collect(),
+        problems: Vec::new(),
+    };
+
+    let started = Instant::now();
+    let spawned = start_threads(&mut threads, config, &mut rng);
+    if let Err(e) = spawned {
+        threads
+            .problems
+            .push(format!("could not start a thread: {e}"));
+    }
+    if threads.problems.is_empty() {
+        supervise(&mut threads, config, &mut rng, started);
+    }
+    shared.stop.store(true, Relaxed);
+    let elapsed = started.elapsed();
+
+    let joined = threads.join_all();
+    let drained = joined && drain(&shared, &mut threads.problems);
+    if joined && drained {
+        check_books(&shared, &mut threads.problems);
+    }
+    let report = Report::collect(
+        &shared,
+        config,
+        seed,
+        description,
+        elapsed,
+        std::mem::take(&mut threads.problems),
+    );
+    if !(joined && drained) {
+        // Threads or callbacks still hold the flavor and may be blocked in it: dropping it
+        // would wait for them forever.
+        std::mem::forget(shared);
+    }
+    report
+}
+
+fn start_threads<F: Flavor>(
+    threads: &mut Threads<F>,
+    config: &Config,
+    rng: &mut Rng,
+) -> std::io::Result<()> {
+    let seed = rng.u64(..);
+    let writer = threads.spawn("torture-writer".into(), move |s| writer::run(s, seed))?;
+    threads.others.push(("the writer".into(), writer));
+    for i in 0..config.updaters {
+        let seed = rng.u64(..);
+        let updater = threads.spawn(format!("torture-updater-{i}"), move |s| {
+            updater::run(s, seed)
+        })?;
+        threads.others.push((format!("updater {i}"), updater));
+    }
+    for slot in 0..config.readers {
+        threads.spawn_reader(slot, rng, config.faults)?;
+    }
+    if config.faults {
+        let injector = threads.spawn("torture-faults".into(), |s| faults::run(s))?;
+        threads.others.push(("the fault injector".into(), injector));
+    }
+    Ok(())
+}
+
+fn supervise<F: Flavor>(
+    threads: &mut Threads<F>,
+    config: &Config,
+    rng: &mut Rng,
+    started: Instant,
+) {
+    let shared = threads.shared.clone();
+    let end = started + config.duration;
+    let mut next_progress = config.progress.map(|p| started + p);
+    let mut last_versions = 0;
+    let mut last_progress_at = started;
+    loop {
+        let now = Instant::now();
+        if now >= end || (config.stop_on_error && shared.counters.failed.load(Relaxed)) {
+            return;
+        }
+        threads.respawn_readers(rng, config.faults);
+        if let (Some(at), Some(every)) = (next_progress, config.progress) {
+            if now >= at {
+                eprintln!("{}", Progress::collect(&shared, now - started));
+                next_progress = Some(at + every);
+            }
+        }
+        let versions = shared.pool.allocated.load(Relaxed);
+        if versions != last_versions {
+            last_versions = versions;
+            last_progress_at = now;
+        } else if now - last_progress_at >= WRITER_WATCHDOG {
+            eprintln!(
+                "{}-torture: warning: the writer has published nothing for {:.1?}",
+                shared.flavor.name(),
+                now - last_progress_at
+            );
+            last_progress_at = now;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(20)));
+    }
+}
+
+/// Call `barrier()` until no chain holds an element, then once more so that the last links
+/// have returned. False (with a problem noted) if that takes longer than [`STOP_PATIENCE`].
+fn drain<F: Flavor>(shared: &Shared<F>, problems: &mut Vec<String>) -> bool {
+    if !shared.flavor.supports(UpdateKind::Call) && !shared.flavor.supports(UpdateKind::Retire) {
+        return true;
+    }
+    let deadline = Instant::now() + STOP_PATIENCE;
+    loop {
+        shared.flavor.barrier();
+        if shared.counters.chains_in_flight.load(Relaxed) == 0 {
+            shared.flavor.barrier();
+            return true;
+        }
+        if Instant::now() >= deadline {
+            problems.push(format!(
+                "{} callback chains still held elements {STOP_PATIENCE:?} after the end of the \
+                 run",
+                shared.counters.chains_in_flight.load(Relaxed)
+            ));
+            return false;
+        }
+    }
+}
+
+/// The end-of-run bookkeeping checks.
+fn check_books<F: Flavor>(shared: &Shared<F>, problems: &mut Vec<String>) {
+    let free = shared.pool.free_count();
+    if free + 1 != shared.pool.size() {
+        problems.push(format!(
+            "{} of {} elements did not come back to the free list",
+            shared.pool.size() - 1 - free,
+            shared.pool.size() - 1
+        ));
+    }
+    let injected = shared.faults.panics_injected.load(Relaxed);
+    let counted = shared.flavor.stats().callback_panics;
+    if counted != injected {
+        problems.push(format!(
+            "{injected} panicking callbacks were injected but the flavor counted {counted}"
+        ));
+    }
+}

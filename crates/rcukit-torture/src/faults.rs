@@ -1,0 +1,199 @@
+//! Fault injection: things that go wrong in real programs, injected while the torture runs.
+//!
+//! * **Reader exits**: with faults on, every reader thread lives 0.1-1 s, then exits and the
+//!   engine starts a new one in its slot (rcutorture's read-exit test). Each exit unregisters a
+//!   reader record while grace periods scan the registry.
+//! * **Panicking callbacks**: about once a second, a `call()` whose callback panics. The domain
+//!   must catch it, count it in `callback_panics` and keep running callbacks. The panic is
+//!   raised with `resume_unwind`, which skips the panic hook, so it prints only the domain's
+//!   own report. At the end, the domain's count must equal the number injected.
+//! * **A stalled reader**: about every three seconds, a reader holds its critical section past
+//!   the domain's stall timeout, after asking for an expedited grace period so that one is
+//!   certainly waiting for it. It keeps holding until the domain's stall count goes up (the
+//!   report appeared), then leaves; a stall that is never reported (within 50 timeouts) is an
+//!   error. The other threads keep going: the run continues.
+//! * **Callback bursts**: about every three seconds, four times the backlog threshold of
+//!   `call()`s in a tight loop, then `barrier()`. Every callback of the burst must run; the
+//!   report shows how far the backlog went past the threshold and how many expedited grace
+//!   periods ran during the bursts (the backlog control asks for them).
+
+use crate::engine::Shared;
+use crate::flavor::{Flavor, UpdateKind};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The payload of injected callback panics.
+pub const INJECTED_PANIC: &str = "rcukit-torture: injected callback panic";
+
+const PANIC_EVERY: Duration = Duration::from_secs(1);
+const STALL_EVERY: Duration = Duration::from_secs(3);
+const BURST_EVERY: Duration = Duration::from_secs(3);
+/// A stall that has not been reported after this many stall timeouts is an error.
+const STALL_PATIENCE: u32 = 50;
+/// A burst queues this many times the backlog threshold.
+pub const BURST_FACTOR: u64 = 4;
+
+/// What the fault injector did and saw.
+#[derive(Debug, Default)]
+pub struct FaultCounters {
+    /// Panicking callbacks queued.
+    pub panics_injected: AtomicU64,
+    /// Stalls injected (completed).
+    pub stalls_injected: AtomicU64,
+    /// Stalls that the flavor reported.
+    pub stalls_reported: AtomicU64,
+    /// Longest stall held, in microseconds.
+    pub longest_stall_us: AtomicU64,
+    /// Callback bursts.
+    pub bursts: AtomicU64,
+    /// Callbacks queued by bursts.
+    pub burst_calls: AtomicU64,
+    /// Most callbacks pending right after a burst was queued.
+    pub burst_peak_pending: AtomicU64,
+    /// Expedited grace periods that ran while bursts were being queued and drained.
+    pub burst_expedited_gps: AtomicU64,
+    /// Callbacks released by expedited grace periods while bursts were being drained.
+    pub burst_released_by_expedited: AtomicU64,
+    /// Faults whose expected effect did not appear.
+    pub problems: Mutex<Vec<String>>,
+}
+
+impl FaultCounters {
+    fn problem(&self, counters: &crate::counters::Counters, message: String) {
+        self.problems.lock().push(message);
+        counters.failed.store(true, Relaxed);
+    }
+}
+
+/// The body of the fault-injection thread.
+pub(crate) fn run<F: Flavor>(shared: &Shared<F>) {
+    let flavor = &shared.flavor;
+    let can_call = flavor.supports(UpdateKind::Call);
+    let start = Instant::now();
+    let mut next_panic = start + PANIC_EVERY / 2;
+    let mut next_stall = start + STALL_EVERY / 2;
+    let mut next_burst = start + BURST_EVERY * 5 / 6;
+    while !shared.stop.load(Relaxed) {
+        let now = Instant::now();
+        if can_call && now >= next_panic {
+            inject_panic(shared);
+            next_panic = now + PANIC_EVERY;
+        }
+        if let Some(timeout) = flavor.stall_timeout() {
+            if now >= next_stall {
+                stall(shared, timeout);
+                next_stall = Instant::now() + STALL_EVERY;
+            }
+        }
+        if let Some(threshold) = flavor.backlog_callbacks() {
+            if can_call && now >= next_burst {
+                burst(shared, threshold);
+                next_burst = Instant::now() + BURST_EVERY;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn inject_panic<F: Flavor>(shared: &Shared<F>) {
+    shared.faults.panics_injected.fetch_add(1, Relaxed);
+    shared
+        .flavor
+        .call(|| std::panic::resume_unwind(Box::new(INJECTED_PANIC)));
+}
+
+fn stall<F: Flavor>(shared: &Shared<F>, timeout: Duration) {
+    let flavor = &shared.flavor;
+    let faults = &shared.faults;
+    let before = flavor.stats().stalls;
+    // Registered only for the length of the stall: the injector also waits (barrier()), which
+    // a registered QSBR thread could not do.
+    let registration = flavor.register_reader();
+    let guard = flavor.read(&registration);
+    let index = shared.pool.current();
+    // Make sure a grace period waits for this reader: one that starts now must.
+    if flavor.supports(UpdateKind::PollExp) {
+        let _ = flavor.start_poll_expedited();
+    } else if flavor.supports(UpdateKind::Poll) {
+        let _ = flavor.start_poll();
+    }
+    let started = Instant::now();
+    let reported = loop {
+        std::thread::sleep(timeout / 4);
+        if flavor.stats().stalls > before {
+            break true;
+        }
+        if shared.stop.load(Relaxed) || started.elapsed() >= timeout * STALL_PATIENCE {
+            break false;
+        }
+    };
+    let held = started.elapsed();
+    // The stalled reader is a reader like the others: its element must still be young.
+    let age = shared.pool.age(index);
+    shared.counters.pipe.record(age as usize);
+    if age > 1 {
+        shared.counters.failed.store(true, Relaxed);
+    }
+    drop(guard);
+    drop(registration);
+    if !reported && shared.stop.load(Relaxed) {
+        return; // interrupted by the end of the run: neither a success nor a failure
+    }
+    faults.stalls_injected.fetch_add(1, Relaxed);
+    faults
+        .longest_stall_us
+        .fetch_max(u64::try_from(held.as_micros()).unwrap_or(u64::MAX), Relaxed);
+    if reported {
+        faults.stalls_reported.fetch_add(1, Relaxed);
+    } else {
+        faults.problem(
+            &shared.counters,
+            format!(
+                "a reader held its critical section for {held:.1?} (stall timeout {timeout:?}) \
+                 and no stall was reported"
+            ),
+        );
+    }
+}
+
+fn burst<F: Flavor>(shared: &Shared<F>, threshold: u64) {
+    let flavor = &shared.flavor;
+    let faults = &shared.faults;
+    let calls = threshold.saturating_mul(BURST_FACTOR);
+    let ran = Arc::new(AtomicU64::new(0));
+    let before = flavor.stats();
+    for _ in 0..calls {
+        let ran = ran.clone();
+        flavor.call(move || {
+            ran.fetch_add(1, Relaxed);
+        });
+    }
+    let queued = flavor.stats();
+    flavor.barrier();
+    let after = flavor.stats();
+    faults.bursts.fetch_add(1, Relaxed);
+    faults.burst_calls.fetch_add(calls, Relaxed);
+    faults
+        .burst_peak_pending
+        .fetch_max(queued.callbacks_pending, Relaxed);
+    faults.burst_expedited_gps.fetch_add(
+        after.expedited_gps.saturating_sub(before.expedited_gps),
+        Relaxed,
+    );
+    faults.burst_released_by_expedited.fetch_add(
+        after
+            .released_by_expedited
+            .saturating_sub(before.released_by_expedited),
+        Relaxed,
+    );
+    let ran = ran.load(Ordering::Relaxed);
+    if ran != calls {
+        faults.problem(
+            &shared.counters,
+            format!("a burst of {calls} calls ran only {ran} of them before barrier() returned"),
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! Flavors: what the torture engine needs from an RCU implementation.
+//!
+//! rcutorture drives every RCU flavor of the kernel through one table of operations
+//! (`struct rcu_torture_ops`). [`Flavor`] is that table for rcukit: the read side, the update
+//! primitives (each optional, announced by [`Flavor::supports`]), polling cookies, callbacks and
+//! the statistics the fault checks read. The engine is generic over it, so a flavor costs no
+//! dynamic dispatch on the read side.
+//!
+//! # Adding a flavor
+//!
+//! Implement [`Flavor`] in a module next to [`rcu`] and [`busted`], list the [`UpdateKind`]s it
+//! supports, and add an arm to [`crate::run`]. Two shapes the trait is made to fit:
+//!
+//! * **QSBR** (`rcukit::Qsbr`): [`Flavor::Reader`] is the thread's registration
+//!   (`QsbrThread`, online while it lives), [`Flavor::read`] returns `()` (an online thread is
+//!   always reading), and [`Flavor::quiescent_state`] announces a quiescent state. Readers call
+//!   it between critical sections, where the borrow checker proves that no guard is alive.
+//!   Only reader threads (and the stalling fault, for the length of its stall) register, so
+//!   the writer and the updaters are never online while they wait.
+//! * **A cell that waits on replace** (`rcukit::RecSeq`): `read` is the cell's read guard and
+//!   `synchronize` replaces a dummy value (`RecSeq<()>::replace(())` waits for every reader
+//!   section running at the swap, which is a grace period for that cell's readers). It supports
+//!   only [`UpdateKind::Sync`] and has no cookies; the pipe, nesting, reader exits and the stall
+//!   fault still apply.
+//!
+//! # The batch bound
+//!
+//! [`Flavor::gps_between`] counts grace periods completed between two cookies. The engine
+//! takes one cookie just after a reader enters its critical section and one just before it
+//! leaves. A grace-period engine that starts a grace period after the reader entered cannot end
+//! it before the reader leaves, so each engine can complete at most *one* grace period inside
+//! a critical section: the one already running when the reader entered. Anything more is a
+//! "batch" error, the same rule rcutorture applies to its `Reader Batch` histogram.
+
+pub mod busted;
+pub mod rcu;
+
+use std::time::Duration;
+
+/// One way of waiting for (or deferring work past) a grace period. The writer and the updaters
+/// pick one at random for every update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UpdateKind {
+    /// `synchronize()`.
+    Sync,
+    /// `synchronize_expedited()`.
+    SyncExp,
+    /// `get_state()`, then `cond_synchronize()` on the cookie.
+    Cond,
+    /// `get_state()`, then `cond_synchronize_expedited()` on the cookie.
+    CondExp,
+    /// `get_state()`, then a polling loop (falling back to `cond_synchronize()`, since nothing
+    /// asked for a grace period).
+    PollState,
+    /// `start_poll()`, then a polling loop.
+    Poll,
+    /// `start_poll_expedited()`, then a polling loop.
+    PollExp,
+    /// `call()`: a chain of callbacks that re-post themselves until the element is freed.
+    Call,
+    /// `retire()`: a chain of boxes whose drop retires the next one.
+    Retire,
+    /// `call()` then `barrier()`: the first link of the chain must have run when it returns.
+    Barrier,
+}
+
+impl UpdateKind {
+    /// Every kind, in report order.
+    pub const ALL: [UpdateKind; 10] = [
+        UpdateKind::Sync,
+        UpdateKind::SyncExp,
+        UpdateKind::Cond,
+        UpdateKind::CondExp,
+        UpdateKind::PollState,
+        UpdateKind::Poll,
+        UpdateKind::PollExp,
+        UpdateKind::Call,
+        UpdateKind::Retire,
+        UpdateKind::Barrier,
+    ];
+
+    /// Position in [`UpdateKind::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Short name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            UpdateKind::Sync => "sync",
+            UpdateKind::SyncExp => "sync_exp",
+            UpdateKind::Cond => "cond",
+            UpdateKind::CondExp => "cond_exp",
+            UpdateKind::PollState => "poll_state",
+            UpdateKind::Poll => "poll",
+            UpdateKind::PollExp => "poll_exp",
+            UpdateKind::Call => "call",
+            UpdateKind::Retire => "retire",
+            UpdateKind::Barrier => "barrier",
+        }
+    }
+
+    /// The kinds that wait for a grace period in the calling thread (after which every element
+    /// the writer removed earlier ages by one).
+    pub fn waits(self) -> bool {
+        !matches!(
+            self,
+            UpdateKind::Call | UpdateKind::Retire | UpdateKind::Barrier
+        )
+    }
+}
+
+/// Statistics a flavor reports (all counters since the flavor was built).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlavorStats {
+    /// Normal grace periods completed (for `busted`: calls that claimed to be one).
+    pub normal_gps: u64,
+    /// Expedited grace periods run.
+    pub expedited_gps: u64,
+    /// Stall reports issued.
+    pub stalls: u64,
+    /// Callbacks that have run.
+    pub callbacks_invoked: u64,
+    /// Callbacks queued but not yet run.
+    pub callbacks_pending: u64,
+    /// Callbacks that panicked (caught).
+    pub callback_panics: u64,
+    /// Callbacks released by a normal grace period.
+    pub released_by_normal: u64,
+    /// Callbacks released by an expedited grace period.
+    pub released_by_expedited: u64,
+}
+
+/// Grace periods completed between two cookies of a flavor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpsBetween {
+    /// All engines together (the `Reader Batch` histogram bucket).
+    pub total: u64,
+    /// The most any single engine completed (more than 1 inside a critical section is an
+    /// error; see the module docs).
+    pub worst_engine: u64,
+}
+
+/// An RCU implementation as the torture engine sees it (rcutorture's `rcu_torture_ops`).
+///
+/// Methods for update kinds that [`supports`](Flavor::supports) denies are never called; their
+/// default bodies panic.
+pub trait Flavor: Send + Sync + 'static {
+    /// A reader thread's registration (`()` for flavors whose readers need none).
+    type Reader<'a>
+    where
+        Self: 'a;
+    /// A read-side critical section; it ends when the guard drops. Must nest.
+    type Guard<'a>
+    where
+        Self: 'a;
+    /// A polling cookie (use `()` for a flavor without polling and deny the polling kinds).
+    type Cookie: Copy + Send + 'static;
+
+    /// The flavor's name, used as the report prefix (`rcu` gives `rcu-torture:`).
+    fn name(&self) -> &'static str;
+
+    /// A description of the settings (fence kind, thresholds), for the report header.
+    fn describe(&self) -> String;
+
+    /// Register the calling thread as a reader. A reader thread calls it once, before its
+    /// first critical section, and drops the registration before it exits.
+    fn register_reader(&self) -> Self::Reader<'_>;
+
+    /// Enter a read-side critical section on the calling thread's registration.
+    fn read<'r>(&'r self, reader: &'r Self::Reader<'_>) -> Self::Guard<'r>;
+
+    /// Called by readers between critical sections, with no guard alive (a QSBR flavor
+    /// announces a quiescent state).
+    fn quiescent_state(&self, _reader: &mut Self::Reader<'_>) {}
+
+    /// Whether the flavor implements `kind`. [`UpdateKind::Barrier`] also uses `call`, and the
+    /// callback faults need [`UpdateKind::Call`]: a flavor without callbacks denies `Call`,
+    /// `Retire` and `Barrier`.
+    fn supports(&self, kind: UpdateKind) -> bool;
+
+    /// Whether the cookie functions (`get_state`, `poll`, `gps_between`) work. The cookie
+    /// checks and the batch histogram need them.
+    fn has_cookies(&self) -> bool;
+
+    /// Wait for a normal grace period.
+    fn synchronize(&self);
+
+    /// Wait for an expedited grace period.
+    fn synchronize_expedited(&self) {
+        unimplemented!("{}: synchronize_expedited", self.name())
+    }
+
+    /// Snapshot the grace-period state.
+    fn get_state(&self) -> Self::Cookie {
+        unimplemented!("{}: get_state", self.name())
+    }
+
+    /// Snapshot and request a normal grace period.
+    fn start_poll(&self) -> Self::Cookie {
+        unimplemented!("{}: start_poll", self.name())
+    }
+
+    /// Snapshot and request an expedited grace period.
+    fn start_poll_expedited(&self) -> Self::Cookie {
+        unimplemented!("{}: start_poll_expedited", self.name())
+    }
+
+    /// Has a grace period covered `cookie`?
+    fn poll(&self, _cookie: &Self::Cookie) -> bool {
+        unimplemented!("{}: poll", self.name())
+    }
+
+    /// Wait for a normal grace period unless `cookie` has expired.
+    fn cond_synchronize(&self, _cookie: &Self::Cookie) {
+        unimplemented!("{}: cond_synchronize", self.name())
+    }
+
+    /// Wait for an expedited grace period unless `cookie` has expired.
+    fn cond_synchronize_expedited(&self, _cookie: &Self::Cookie) {
+        unimplemented!("{}: cond_synchronize_expedited", self.name())
+    }
+
+    /// A cookie that has already expired (`get_completed_synchronize_rcu`).
+    fn completed_cookie(&self) -> Self::Cookie {
+        unimplemented!("{}: completed_cookie", self.name())
+    }
+
+    /// Grace periods completed between `earlier` and `later` (both from `get_state`-like
+    /// calls, in that order).
+    fn gps_between(&self, _earlier: &Self::Cookie, _later: &Self::Cookie) -> GpsBetween {
+        unimplemented!("{}: gps_between", self.name())
+    }
+
+    /// Run `f` after a grace period.
+    fn call<F: FnOnce() + Send + 'static>(&self, _f: F) {
+        unimplemented!("{}: call", self.name())
+    }
+
+    /// Drop `value` after a grace period.
+    // The box is the API (rcukit's `retire(Box<T>)`), even where this default ignores it.
+    #[allow(clippy::boxed_local)]
+    fn retire<T: Send + 'static>(&self, _value: Box<T>) {
+        unimplemented!("{}: retire", self.name())
+    }
+
+    /// Wait for every callback queued so far.
+    fn barrier(&self) {
+        unimplemented!("{}: barrier", self.name())
+    }
+
+    /// Current statistics.
+    fn stats(&self) -> FlavorStats;
+
+    /// The stall timeout, if the flavor detects and counts stalled readers (enables the stall
+    /// fault).
+    fn stall_timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The per-worker backlog threshold, if the flavor has backlog control (enables the
+    /// callback-burst fault).
+    fn backlog_callbacks(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// How the engine builds a flavor: the settings it takes from the configuration.
+#[derive(Clone, Debug)]
+pub struct FlavorSettings {
+    /// Barrier pair for flavors built on an rcukit domain (`None`: the domain's default).
+    pub fence: Option<rcukit::FenceKind>,
+    /// Stall timeout of the domain (short, so that the stall fault is quick).
+    pub stall_timeout: Duration,
+    /// Backlog threshold of the domain (small, so that the burst fault exceeds it).
+    pub backlog_callbacks: u64,
+    /// Callback worker threads of the domain.
+    pub callback_workers: usize,
+}

@@ -1,0 +1,155 @@
+//! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is.
+
+use super::{Flavor, FlavorSettings, FlavorStats, GpsBetween, UpdateKind};
+use rcukit::{GpCookie, Rcu};
+use std::time::Duration;
+
+/// Grace-period counter units per grace period in a [`GpCookie`] half (two state bits).
+const ONE_GP: u64 = 4;
+
+/// An rcukit domain built for torturing: short stall timeout, small backlog threshold, two
+/// callback workers (so that `barrier()` spans shards).
+pub struct RcuFlavor {
+    rcu: Rcu,
+    settings: FlavorSettings,
+}
+
+impl RcuFlavor {
+    /// Build the domain.
+    pub fn new(settings: &FlavorSettings) -> Result<RcuFlavor, rcukit::Error> {
+        let mut builder = Rcu::builder()
+            .name("torture")
+            .stall_timeout(settings.stall_timeout)
+            .backlog_callbacks(settings.backlog_callbacks)
+            .callback_workers(settings.callback_workers);
+        if let Some(fence) = settings.fence {
+            builder = builder.fence(fence);
+        }
+        Ok(RcuFlavor {
+            rcu: builder.build()?,
+            settings: settings.clone(),
+        })
+    }
+
+    /// The domain under test.
+    pub fn domain(&self) -> &Rcu {
+        &self.rcu
+    }
+}
+
+impl Flavor for RcuFlavor {
+    type Reader<'a> = ();
+    type Guard<'a> = rcukit::Guard<'a>;
+    type Cookie = GpCookie;
+
+    fn name(&self) -> &'static str {
+        "rcu"
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "fence={} stall_timeout={:?} backlog_callbacks={} callback_workers={}",
+            self.rcu.fence_kind(),
+            self.settings.stall_timeout,
+            self.settings.backlog_callbacks,
+            self.settings.callback_workers
+        )
+    }
+
+    fn register_reader(&self) {}
+
+    #[inline]
+    fn read<'r>(&'r self, _reader: &'r ()) -> rcukit::Guard<'r> {
+        self.rcu.read()
+    }
+
+    fn supports(&self, _kind: UpdateKind) -> bool {
+        true
+    }
+
+    fn has_cookies(&self) -> bool {
+        true
+    }
+
+    fn synchronize(&self) {
+        self.rcu.synchronize()
+    }
+
+    fn synchronize_expedited(&self) {
+        self.rcu.synchronize_expedited()
+    }
+
+    fn get_state(&self) -> GpCookie {
+        self.rcu.get_state()
+    }
+
+    fn start_poll(&self) -> GpCookie {
+        self.rcu.start_poll()
+    }
+
+    fn start_poll_expedited(&self) -> GpCookie {
+        self.rcu.start_poll_expedited()
+    }
+
+    fn poll(&self, cookie: &GpCookie) -> bool {
+        self.rcu.poll(cookie)
+    }
+
+    fn cond_synchronize(&self, cookie: &GpCookie) {
+        self.rcu.cond_synchronize(cookie)
+    }
+
+    fn cond_synchronize_expedited(&self, cookie: &GpCookie) {
+        self.rcu.cond_synchronize_expedited(cookie)
+    }
+
+    fn completed_cookie(&self) -> GpCookie {
+        GpCookie::completed()
+    }
+
+    fn gps_between(&self, earlier: &GpCookie, later: &GpCookie) -> GpsBetween {
+        // Both halves are snapshots `(s + 7) & !3` of monotonic counters; the difference of two
+        // snapshots is the number of grace periods that ended in between, give or take the one
+        // running at either end (see the flavor module docs for why the bound still holds).
+        let normal = later.normal().wrapping_sub(earlier.normal()) / ONE_GP;
+        let expedited = later.expedited().wrapping_sub(earlier.expedited()) / ONE_GP;
+        GpsBetween {
+            total: normal.saturating_add(expedited),
+            worst_engine: normal.max(expedited),
+        }
+    }
+
+    fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
+        self.rcu.call(f)
+    }
+
+    fn retire<T: Send + 'static>(&self, value: Box<T>) {
+        self.rcu.retire(value)
+    }
+
+    fn barrier(&self) {
+        self.rcu.barrier()
+    }
+
+    fn stats(&self) -> FlavorStats {
+        let s = self.rcu.stats();
+        FlavorStats {
+            normal_gps: s.normal_gps,
+            expedited_gps: s.expedited_gps,
+            stalls: s.stalls,
+            callbacks_invoked: s.callbacks_invoked,
+            callbacks_pending: s.callbacks_pending,
+            callback_panics: s.callback_panics,
+            released_by_normal: s.released_by_normal,
+            released_by_expedited: s.released_by_expedited,
+        }
+    }
+
+    fn stall_timeout(&self) -> Option<Duration> {
+        Some(self.settings.stall_timeout)
+    }
+
+    fn backlog_callbacks(&self) -> Option<u64> {
+        Some(self.settings.backlog_callbacks)
+    }
+}

@@ -1,0 +1,178 @@
+//! # rcukit-torture: rcutorture's method, for rcukit
+//!
+//! Linux's rcutorture is how the kernel's RCU earns trust: a writer keeps replacing an element
+//! that readers keep reading, the removed elements *age* with every grace period, and a reader
+//! that ever sees an element that has aged past one grace period proves that a grace period
+//! ended while a reader could still see what it protected. This crate applies that method,
+//! written anew, to rcukit.
+//!
+//! ```no_run
+//! use rcukit_torture::{run, Config, FlavorName};
+//! use std::time::Duration;
+//!
+//! let report = run(&Config {
+//!     duration: Duration::from_secs(10),
+//!     flavor: FlavorName::Rcu,
+//!     ..Config::default()
+//! })
+//! .expect("valid configuration");
+//! println!("{report}"); // rcutorture-style lines, then SUCCESS or FAILURE
+//! assert!(report.passed());
+//! ```
+//!
+//! ## What runs
+//!
+//! * `writer`: publishes, removes, and retires by a random update path:
+//!   every wait (`synchronize`, `synchronize_expedited`, `cond_synchronize*`, polling loops on
+//!   cookies from `get_state`/`start_poll`/`start_poll_expedited`), `call` chains, `retire`
+//!   chains and `barrier`.
+//! * `reader`: randomly extended and nested critical sections that record the
+//!   ages they saw (Reader Pipe), the grace periods that completed meanwhile (Reader Batch),
+//!   and check that a cookie taken inside never expires before the section ends.
+//! * `updater`: rcutorture's "fake writers", waiting in every way
+//!   concurrently, checking that a cookie taken before a wait expires by its end, and testing
+//!   `barrier()`.
+//! * [`faults`]: reader threads that exit and respawn, panicking callbacks, a
+//!   reader that stalls past the stall timeout, bursts of `call` past the backlog threshold.
+//!
+//! ## Why a pass means something
+//!
+//! [`pipe`] explains why a correct RCU never lets a reader see an age above 1,
+//! and [`flavor`] why no engine can complete two grace periods inside one
+//! critical section. The `busted` flavor, whose grace periods return at once, must make the
+//! same checker report FAILURE: the test suite runs it every time, so a checker that stopped
+//! detecting anything would fail the build.
+//!
+//! ## Flavors
+//!
+//! The engine is generic over [`Flavor`] (rcutorture's `rcu_torture_ops`). This build has
+//! [`FlavorName::Rcu`] and [`FlavorName::Busted`]; [`FlavorName::Qsbr`] is recognised and
+//! refused with [`TortureError::Unavailable`] until `rcukit::Qsbr` exists. [`run_flavor`]
+//! tortures any other implementation of the trait.
+//!
+//! ## From another binary
+//!
+//! [`TortureArgs`] is a `clap::Args` struct: flatten it into a subcommand and call [`cli`],
+//! which runs, prints the report and returns the exit code (0 pass, 1 failure, 2 bad usage).
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod counters;
+mod engine;
+pub mod faults;
+pub mod flavor;
+pub mod pipe;
+mod reader;
+pub mod report;
+mod update;
+mod updater;
+mod writer;
+
+pub use config::{Config, FenceArg, FlavorName, TortureArgs};
+pub use flavor::{Flavor, FlavorSettings, FlavorStats, UpdateKind};
+pub use report::Report;
+
+use std::process::ExitCode;
+
+/// Why a torture run could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TortureError {
+    /// The flavor is not part of this build.
+    Unavailable(FlavorName),
+    /// A setting is out of range.
+    InvalidConfig(String),
+    /// The domain under test could not be built (for example membarrier asked for where the
+    /// kernel lacks it).
+    Domain(rcukit::Error),
+}
+
+impl std::fmt::Display for TortureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TortureError::Unavailable(name) => {
+                write!(f, "{} flavor not available in this build", name.as_str())
+            }
+            TortureError::InvalidConfig(msg) => f.write_str(msg),
+            TortureError::Domain(e) => write!(f, "cannot build the domain under test: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TortureError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TortureError::Domain(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<rcukit::Error> for TortureError {
+    fn from(e: rcukit::Error) -> Self {
+        TortureError::Domain(e)
+    }
+}
+
+/// Run a torture test as `config` says and return its report. Progress lines (if
+/// `config.progress` is set) and the flavor's own stall and panic reports go to stderr.
+pub fn run(config: &Config) -> Result<Report, TortureError> {
+    config.validate()?;
+    let seed = config.seed.unwrap_or_else(clock_seed);
+    let settings = FlavorSettings {
+        fence: config.fence,
+        stall_timeout: config.stall_timeout,
+        backlog_callbacks: config.backlog_callbacks,
+        callback_workers: 2,
+    };
+    match config.flavor {
+        FlavorName::Rcu => {
+            let flavor = flavor::rcu::RcuFlavor::new(&settings)?;
+            Ok(engine::run(flavor, config, seed))
+        }
+        FlavorName::Busted => {
+            let flavor = flavor::busted::BustedFlavor::new(&settings)?;
+            Ok(engine::run(flavor, config, seed))
+        }
+        FlavorName::Qsbr => Err(TortureError::Unavailable(FlavorName::Qsbr)),
+    }
+}
+
+/// Torture a flavor built by the caller, for example an implementation outside rcukit or a
+/// flavor still under development. `config.flavor` and `config.fence` are ignored (the flavor
+/// is already built; its own settings, such as its stall timeout, are what count).
+pub fn run_flavor<F: Flavor>(flavor: F, config: &Config) -> Result<Report, TortureError> {
+    config.validate()?;
+    let seed = config.seed.unwrap_or_else(clock_seed);
+    Ok(engine::run(flavor, config, seed))
+}
+
+/// Run with command-line arguments: print the report on stdout (last line `SUCCESS` or
+/// `FAILURE`) or the error on stderr, and return the exit code: 0 on success, 1 on failure,
+/// 2 when the run could not start.
+pub fn cli(args: &TortureArgs) -> ExitCode {
+    match run(&args.config()) {
+        Ok(report) => {
+            println!("{report}");
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("rcukit-torture: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn clock_seed() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ u64::from(std::process::id()).rotate_left(32)
+}

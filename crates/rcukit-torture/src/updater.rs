@@ -1,0 +1,56 @@
+//! Updater threads (rcutorture's "fake writers"): grace periods by every path, concurrently
+//! with the writer's, without touching the pipe.
+//!
+//! They create the concurrent normal and expedited traffic that the writer's grace periods
+//! batch with or piggyback on, check cookies around every wait, and run rcutorture's barrier
+//! test: queue a few callbacks, call `barrier()`, and check that every one of them ran.
+
+use crate::engine::Shared;
+use crate::flavor::{Flavor, UpdateKind};
+use crate::update::{pick, wait_for_gp};
+use fastrand::Rng;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The body of an updater thread.
+pub(crate) fn run<F: Flavor>(shared: &Shared<F>, seed: u64) {
+    let mut rng = Rng::with_seed(seed);
+    let flavor = &shared.flavor;
+    while !shared.stop.load(Relaxed) {
+        let kind = pick(&shared.kinds, &mut rng);
+        match kind {
+            UpdateKind::Call => flavor.call(|| {
+                std::hint::black_box(());
+            }),
+            UpdateKind::Retire => flavor.retire(Box::new([0u64; 8])),
+            UpdateKind::Barrier => barrier_test(shared, &mut rng),
+            waiting => wait_for_gp(shared, waiting, &mut rng),
+        }
+        shared.counters.updater_ops[kind.index()].fetch_add(1, Relaxed);
+        // rcutorture's fake writers sleep up to ten jiffies between updates.
+        std::thread::sleep(Duration::from_micros(rng.u64(0..=5_000)));
+    }
+}
+
+/// Queue a few callbacks, wait with `barrier()`, and check that all of them ran.
+fn barrier_test<F: Flavor>(shared: &Shared<F>, rng: &mut Rng) {
+    let flavor = &shared.flavor;
+    let queued = rng.u64(1..=16);
+    let ran = Arc::new(AtomicU64::new(0));
+    for _ in 0..queued {
+        let ran = ran.clone();
+        flavor.call(move || {
+            ran.fetch_add(1, Relaxed);
+        });
+    }
+    flavor.barrier();
+    shared.counters.barrier_checks.fetch_add(1, Relaxed);
+    let missing = queued.saturating_sub(ran.load(Relaxed));
+    if missing > 0 {
+        shared
+            .counters
+            .error(&shared.counters.barrier_errors, missing);
+    }
+}

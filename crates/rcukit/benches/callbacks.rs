@@ -1,0 +1,227 @@
+//! Callback benchmarks (issue 3): `retire` throughput end to end beside crossbeam-epoch, and
+//! seed 004's A/B in miniature (pending bytes with and without `expedited_callbacks`).
+//!
+//! Run with `cargo bench -p rcukit --bench callbacks` (add `-- --quick` for a short run).
+//! Every figure is measured in the run that prints it; ratios compare runs of the same process.
+
+use crossbeam_epoch::{self as epoch, Owned};
+use rcukit::Rcu;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// A small object whose drop is counted (16 bytes of payload).
+struct Obj(#[allow(dead_code)] [u64; 2]);
+
+impl Drop for Obj {
+    fn drop(&mut self) {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+struct Run {
+    per_sec: f64,
+    peak_backlog: u64,
+}
+
+/// Samples a backlog counter every 100 µs on a helper thread; returns the peak.
+fn sample_peak(stop: &AtomicBool, backlog: impl Fn() -> u64) -> u64 {
+    let mut peak = 0;
+    while !stop.load(Ordering::Relaxed) {
+        peak = peak.max(backlog());
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    peak.max(backlog())
+}
+
+fn wait_dropped(target: u64) {
+    while DROPPED.load(Ordering::Acquire) < target {
+        std::thread::yield_now();
+    }
+}
+
+fn rcukit_retire(n: u64) -> Run {
+    let rcu = Rcu::builder().build().unwrap();
+    DROPPED.store(0, Ordering::Relaxed);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| sample_peak(&stop, || rcu.stats().callbacks_pending));
+        let start = Instant::now();
+        for i in 0..n {
+            rcu.retire(Box::new(Obj([i, i])));
+        }
+        wait_dropped(n);
+        let elapsed = start.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        Run {
+            per_sec: n as f64 / elapsed.as_secs_f64(),
+            peak_backlog: sampler.join().unwrap(),
+        }
+    })
+}
+
+fn crossbeam_defer_destroy(n: u64, ops_per_pin: u64) -> Run {
+    DROPPED.store(0, Ordering::Relaxed);
+    let deferred = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            sample_peak(&stop, || {
+                deferred
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(DROPPED.load(Ordering::Relaxed))
+            })
+        });
+        let start = Instant::now();
+        let mut i = 0;
+        while i < n {
+            let guard = epoch::pin();
+            for _ in 0..ops_per_pin.min(n - i) {
+                let obj = Owned::new(Obj([i, i])).into_shared(&guard);
+                // SAFETY: the object was never shared with anyone.
+                unsafe { guard.defer_destroy(obj) };
+                i += 1;
+            }
+            deferred.store(i, Ordering::Relaxed);
+        }
+        while DROPPED.load(Ordering::Acquire) < n {
+            epoch::pin().flush();
+        }
+        let elapsed = start.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        Run {
+            per_sec: n as f64 / elapsed.as_secs_f64(),
+            peak_backlog: sampler.join().unwrap(),
+        }
+    })
+}
+
+fn median_run(runs: usize, mut f: impl FnMut() -> Run) -> Run {
+    let mut all: Vec<Run> = (0..runs).map(|_| f()).collect();
+    all.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
+    all.swap_remove(runs / 2)
+}
+
+/// Mean latency of `synchronize()` on an idle domain: the length of one normal grace period.
+fn normal_gp_length() -> Duration {
+    let rcu = Rcu::builder().build().unwrap();
+    rcu.synchronize();
+    let start = Instant::now();
+    for _ in 0..10 {
+        rcu.synchronize();
+    }
+    start.elapsed() / 10
+}
+
+/// Retire 1 KiB objects at a steady rate while another thread runs an expedited grace period
+/// every millisecond; sample pending bytes. Returns (mean, peak) pending bytes.
+fn pending_bytes(expedited_callbacks: bool, run_for: Duration) -> (f64, u64) {
+    let rcu = Rcu::builder()
+        .expedited_callbacks(expedited_callbacks)
+        // Keep the backlog control out of the picture: we measure release by grace periods.
+        .backlog_bytes(u64::MAX)
+        .backlog_callbacks(u64::MAX)
+        .build()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let rcu = &rcu;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                rcu.synchronize_expedited();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let sampler = s.spawn(|| {
+            let (mut sum, mut n, mut peak) = (0u128, 0u128, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let b = rcu.stats().pending_bytes;
+                sum += u128::from(b);
+                n += 1;
+                peak = peak.max(b);
+                std::thread::sleep(Duration::from_micros(250));
+            }
+            (sum as f64 / n.max(1) as f64, peak)
+        });
+        let deadline = Instant::now() + run_for;
+        while Instant::now() < deadline {
+            for _ in 0..64 {
+                rcu.retire(Box::new([0u8; 1024]));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let result = sampler.join().unwrap();
+        rcu.barrier();
+        result
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = |part: &str| {
+        !args.iter().any(|a| a.starts_with("--only"))
+            || args.iter().any(|a| a == &format!("--only={part}"))
+    };
+    let n: u64 = if quick { 1_000_000 } else { 5_000_000 };
+    let runs = if quick { 1 } else { 3 };
+
+    if only("retire") {
+        retire_table(n, runs);
+    }
+    if only("ab") {
+        ab_table(quick);
+    }
+}
+
+fn retire_table(n: u64, runs: usize) {
+    println!("## retire throughput, one producer, end to end (queued to dropped), n = {n}");
+    let gp = normal_gp_length();
+    let ours = median_run(runs, || rcukit_retire(n));
+    let cb1 = median_run(runs, || crossbeam_defer_destroy(n, 1));
+    let cb64 = median_run(runs, || crossbeam_defer_destroy(n, 64));
+    println!("| scheme | objects/s | ratio to rcukit | peak backlog |");
+    println!("|---|---:|---:|---:|");
+    for (name, r) in [
+        ("rcukit retire", &ours),
+        ("crossbeam-epoch defer_destroy (pin per op)", &cb1),
+        ("crossbeam-epoch defer_destroy (pin per 64 ops)", &cb64),
+    ] {
+        println!(
+            "| {name} | {:.2} M | {:.2} | {} |",
+            r.per_sec / 1e6,
+            r.per_sec / ours.per_sec,
+            r.peak_backlog
+        );
+    }
+    let gp_worth = ours.per_sec * gp.as_secs_f64();
+    println!(
+        "\nnormal grace period (idle synchronize) {gp:.2?}: one grace period's worth of retired \
+         objects at this rate = {gp_worth:.0}; rcukit peak backlog / that = {:.2}",
+        ours.peak_backlog as f64 / gp_worth
+    );
+}
+
+fn ab_table(quick: bool) {
+    let run_for = if quick {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(3)
+    };
+    println!(
+        "\n## seed 004 in miniature: pending bytes, expedited GP every 1 ms, {run_for:?} each"
+    );
+    let (off_mean, off_peak) = pending_bytes(false, run_for);
+    let (on_mean, on_peak) = pending_bytes(true, run_for);
+    println!("| expedited_callbacks | mean pending bytes | peak pending bytes |");
+    println!("|---|---:|---:|");
+    println!("| off (baseline) | {off_mean:.0} | {off_peak} |");
+    println!("| on | {on_mean:.0} | {on_peak} |");
+    println!(
+        "\nmean pending bytes off/on = {:.2}x; peak off/on = {:.2}x",
+        off_mean / on_mean.max(1.0),
+        off_peak as f64 / (on_peak.max(1)) as f64
+    );
+}

@@ -1,0 +1,383 @@
+//! A shard's intake: per-producer chunks that the shard's worker drains, lock-free on both sides.
+//!
+//! # Why chunks
+//!
+//! A queue that every `call()` pushes to and the worker pops from moves cache lines between
+//! the two cores on *every* callback, in both directions (the slot, the indices). Here each
+//! producer thread owns a *chunk* of 64 slots. Queuing a callback writes the next slot of the
+//! producer's own chunk and publishes it by storing the new fill count; the worker reads slots
+//! in order up to the fill count it sees. Only the slots themselves travel to the worker, and the
+//! only shared operation per callback is the producer's store of its fill count. A full chunk is
+//! *sealed* and a fresh one is pushed onto the shard's lock-free chunk stack (a compare-and-swap
+//! once every 64 callbacks).
+//!
+//! # Why it is correct
+//!
+//! * *Publication.* A producer writes slot `i` and then stores `filled = i + 1` with (at least)
+//!   `Release`; the worker loads `filled` with `Acquire` before reading slots below it. Each slot
+//!   is written once and read once: the producer never writes below `filled`, the worker never
+//!   reads at or above it.
+//! * *Completion.* The producer stores `filled` for the last time before it sets `sealed`
+//!   (`Release`). The worker reads `sealed` (`Acquire`) *before* `filled`, so a chunk it sees
+//!   sealed has its final fill count, and once it has taken that many entries the chunk is done.
+//! * *Freeing.* A chunk has two owners, its producer and the worker. The producer gives up its
+//!   share when it seals the chunk (full, or at thread exit); the worker gives up its share when
+//!   it has drained a sealed chunk, or when it exits. Whoever drops the count to zero frees the
+//!   chunk, so a producer thread that outlives its domain, or a worker that exits before the
+//!   producer thread does, never touches freed memory.
+//! * *FIFO per producer.* A producer's chunks enter the stack in order; the worker reverses each
+//!   batch it takes off the stack and appends it to its list of open chunks, which it scans in
+//!   order, so a producer's callbacks are taken in the order they were queued.
+//! * *Barriers.* A barrier marker must be taken after every callback queued (happens-before) the
+//!   barrier call, by *any* producer. Such a callback's `filled` store happens-before the
+//!   marker's publication, so any `filled` load the worker makes after it has read the marker
+//!   sees the callback. The worker therefore, on finding a marker, makes one more full pass over
+//!   every open chunk and the stack before it entrains the marker (see the worker).
+//!
+//! Markers and callbacks queued from threads whose thread-local storage is gone travel in
+//! single-entry chunks that are born sealed.
+
+use super::callback::Work;
+use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, UnsafeCell};
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::ptr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+
+/// Slots per chunk.
+pub(crate) const CHUNK_LEN: usize = 64;
+
+/// A producer's block of slots.
+pub(crate) struct Chunk {
+    /// Link in the shard's chunk stack.
+    next: AtomicPtr<Chunk>,
+    /// Slots published so far (written by the producer only).
+    filled: AtomicUsize,
+    /// The producer will write no more slots.
+    sealed: AtomicBool,
+    /// Owners left (producer and worker); the last one frees the chunk.
+    owners: AtomicUsize,
+    slots: [UnsafeCell<MaybeUninit<Work>>; CHUNK_LEN],
+}
+
+impl Chunk {
+    fn alloc(owners: usize) -> *mut Chunk {
+        Box::into_raw(Box::new(Chunk {
+            next: AtomicPtr::new(ptr::null_mut()),
+            filled: AtomicUsize::new(0),
+            sealed: AtomicBool::new(false),
+            owners: AtomicUsize::new(owners),
+            slots: std::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
+        }))
+    }
+
+    /// Give up one owner's share; free the chunk if it was the last.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds one of the chunk's shares and does not use the chunk afterwards.
+    unsafe fn release(chunk: *mut Chunk) {
+        // SAFETY: the caller holds a share, so the chunk is alive.
+        if unsafe { (*chunk).owners.fetch_sub(1, AcqRel) } == 1 {
+            // SAFETY: that was the last share: nobody else can reach the chunk. Slots not taken
+            // (only possible if a domain is torn down abnormally) are leaked, not run.
+            drop(unsafe { Box::from_raw(chunk) });
+        }
+    }
+}
+
+/// The shard's stack of chunks that the worker has not picked up yet.
+pub(crate) struct Intake {
+    head: AtomicPtr<Chunk>,
+}
+
+impl Intake {
+    pub(crate) fn new() -> Intake {
+        Intake {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    fn push_chunk(&self, chunk: *mut Chunk) {
+        let mut head = self.head.load(Relaxed);
+        loop {
+            // SAFETY: `chunk` is ours until the compare-exchange below publishes it.
+            unsafe { (*chunk).next.store(head, Relaxed) };
+            // SeqCst: pairs with the worker's check before it parks (see `Producer::push`).
+            match self
+                .head
+                .compare_exchange_weak(head, chunk, SeqCst, Relaxed)
+            {
+                Ok(_) => return,
+                Err(current) => head = current,
+            }
+        }
+    }
+
+    /// Queue one entry in a chunk of its own, born sealed (for barrier markers and producers
+    /// without thread-local storage).
+    pub(crate) fn push_single(&self, work: Work) {
+        let chunk = Chunk::alloc(1);
+        // SAFETY: the chunk is not shared yet; slot 0 is written once.
+        unsafe {
+            (*chunk).slots[0].with_mut(|slot| (*slot).write(work));
+            (*chunk).filled.store(1, Relaxed);
+            (*chunk).sealed.store(true, Relaxed);
+        }
+        self.push_chunk(chunk);
+    }
+
+    /// Is a chunk waiting to be picked up?
+    pub(crate) fn has_new_chunks(&self) -> bool {
+        !self.head.load(SeqCst).is_null()
+    }
+}
+
+impl Drop for Intake {
+    fn drop(&mut self) {
+        let mut chunk = self.head.swap(ptr::null_mut(), Acquire);
+        while !chunk.is_null() {
+            // SAFETY: the stack held the worker's share of every chunk on it; we take it over.
+            let next = unsafe { (*chunk).next.load(Relaxed) };
+            // SAFETY: as above; the chunk is not used after this.
+            unsafe { Chunk::release(chunk) };
+            chunk = next;
+        }
+    }
+}
+
+/// One producer thread's chunk on one shard.
+pub(crate) struct Producer {
+    chunk: *mut Chunk,
+    /// Our own copy of the chunk's fill count.
+    filled: usize,
+}
+
+impl Producer {
+    pub(crate) const fn new() -> Producer {
+        Producer {
+            chunk: ptr::null_mut(),
+            filled: 0,
+        }
+    }
+
+    /// Queue `work`. The publishing store is sequentially consistent: it pairs with the worker's
+    /// `sleeping` flag (the caller checks the flag after this returns), so a worker that is
+    /// about to park either sees this entry or is seen sleeping and woken.
+    #[inline]
+    pub(crate) fn push(&mut self, intake: &Intake, work: Work) {
+        if self.chunk.is_null() || self.filled == CHUNK_LEN {
+            self.start_chunk(intake);
+        }
+        let i = self.filled;
+        // SAFETY: we own the chunk's producer share and slot `i` has not been published, so
+        // nobody else reads or writes it.
+        unsafe {
+            (*self.chunk).slots[i].with_mut(|slot| (*slot).write(work));
+            (*self.chunk).filled.store(i + 1, SeqCst);
+        }
+        self.filled = i + 1;
+    }
+
+    #[cold]
+    fn start_chunk(&mut self, intake: &Intake) {
+        self.seal();
+        self.chunk = Chunk::alloc(2);
+        self.filled = 0;
+        intake.push_chunk(self.chunk);
+    }
+
+    /// Give the current chunk up: no more slots will be written to it.
+    pub(crate) fn seal(&mut self) {
+        if self.chunk.is_null() {
+            return;
+        }
+        // SAFETY: we hold the producer share of the chunk until `release`.
+        unsafe {
+            (*self.chunk).sealed.store(true, Release);
+            Chunk::release(self.chunk);
+        }
+        self.chunk = ptr::null_mut();
+        self.filled = 0;
+    }
+}
+
+struct OpenChunk {
+    chunk: *mut Chunk,
+    taken: usize,
+}
+
+/// The worker's side of a shard's intake: the chunks it is draining.
+pub(crate) struct Consumer {
+    /// Oldest first. Drained chunks are almost always at the front, so removal is cheap.
+    open: VecDeque<OpenChunk>,
+    /// Scratch list used to reverse a batch taken off the stack.
+    fresh: Vec<*mut Chunk>,
+}
+
+// SAFETY: the consumer holds the worker's shares of its chunks; moving it to another thread
+// moves those shares with it.
+unsafe impl Send for Consumer {}
+
+impl Consumer {
+    pub(crate) fn new() -> Consumer {
+        Consumer {
+            open: VecDeque::new(),
+            fresh: Vec::new(),
+        }
+    }
+
+    fn collect_new_chunks(&mut self, intake: &Intake) {
+        let mut chunk = intake.head.swap(ptr::null_mut(), Acquire);
+        while !chunk.is_null() {
+            self.fresh.push(chunk);
+            // SAFETY: chunks on the stack are alive (the stack holds the worker's share).
+            chunk = unsafe { (*chunk).next.load(Relaxed) };
+        }
+        // The stack is newest first; open chunks are kept oldest first.
+        while let Some(chunk) = self.fresh.pop() {
+            self.open.push_back(OpenChunk { chunk, taken: 0 });
+        }
+    }
+
+    /// Take up to `limit` published entries, oldest chunk first, passing each to `f`. Returns
+    /// how many were taken.
+    pub(crate) fn take(&mut self, intake: &Intake, limit: usize, mut f: impl FnMut(Work)) -> usize {
+        self.collect_new_chunks(intake);
+        let mut taken = 0;
+        let mut i = 0;
+        while i < self.open.len() && taken < limit {
+            let open = &mut self.open[i];
+            // SAFETY: we hold the worker's share of every open chunk.
+            let chunk = unsafe { &*open.chunk };
+            let sealed = chunk.sealed.load(Acquire);
+            let filled = chunk.filled.load(Acquire);
+            while open.taken < filled && taken < limit {
+                // SAFETY: slots below `filled` were published (Acquire above) and are read
+                // exactly once, here.
+                let work =
+                    chunk.slots[open.taken].with_mut(|slot| unsafe { (*slot).assume_init_read() });
+                open.taken += 1;
+                taken += 1;
+                f(work);
+            }
+            if sealed && open.taken == filled {
+                let done = self.open.remove(i).expect("index in range");
+                // SAFETY: drained and sealed: we give up our share and never touch it again.
+                unsafe { Chunk::release(done.chunk) };
+                continue;
+            }
+            i += 1;
+        }
+        taken
+    }
+
+    /// Nothing published is waiting (checked with sequentially consistent loads, to pair with
+    /// producers' publishing stores before the worker parks).
+    pub(crate) fn is_drained(&self, intake: &Intake) -> bool {
+        if intake.has_new_chunks() {
+            return false;
+        }
+        self.open.iter().all(|open| {
+            // SAFETY: we hold the worker's share of every open chunk.
+            let chunk = unsafe { &*open.chunk };
+            chunk.filled.load(SeqCst) == open.taken
+        })
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        for open in self.open.drain(..) {
+            // SAFETY: we hold the worker's share and drop it here.
+            unsafe { Chunk::release(open.chunk) };
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::callbacks::callback::Callback;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    fn numbered(log: &Arc<std::sync::Mutex<Vec<u64>>>, n: u64) -> Work {
+        let log = log.clone();
+        Work::Callback(Callback::from_fn(move || log.lock().unwrap().push(n)))
+    }
+
+    fn run_all(consumer: &mut Consumer, intake: &Intake) -> usize {
+        consumer.take(intake, usize::MAX, |w| match w {
+            Work::Callback(cb) => cb.invoke(),
+            Work::Barrier(b) => b.arrive(),
+        })
+    }
+
+    #[test]
+    fn fifo_per_producer_across_chunks() {
+        let intake = Intake::new();
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut p = Producer::new();
+        let mut c = Consumer::new();
+        for n in 0..200 {
+            p.push(&intake, numbered(&log, n));
+            if n % 37 == 0 {
+                run_all(&mut c, &intake);
+            }
+        }
+        assert!(!c.is_drained(&intake));
+        run_all(&mut c, &intake);
+        assert!(c.is_drained(&intake));
+        p.seal();
+        run_all(&mut c, &intake);
+        assert!(c.open.is_empty(), "sealed, drained chunks are released");
+        assert_eq!(*log.lock().unwrap(), (0..200).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn producers_on_many_threads_lose_nothing() {
+        let intake = Arc::new(Intake::new());
+        let count = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (intake, count) = (intake.clone(), count.clone());
+                std::thread::spawn(move || {
+                    let mut p = Producer::new();
+                    for _ in 0..10_000 {
+                        let count = count.clone();
+                        p.push(
+                            &intake,
+                            Work::Callback(Callback::from_fn(move || {
+                                count.fetch_add(1, Relaxed);
+                            })),
+                        );
+                    }
+                    p.seal();
+                })
+            })
+            .collect();
+        let mut c = Consumer::new();
+        let mut taken = 0;
+        while taken < 40_000 {
+            taken += run_all(&mut c, &intake);
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+        run_all(&mut c, &intake);
+        assert_eq!(count.load(Relaxed), 40_000);
+        assert!(c.open.is_empty());
+    }
+
+    #[test]
+    fn a_worker_exiting_first_leaves_the_chunk_to_its_producer() {
+        let intake = Intake::new();
+        let mut p = Producer::new();
+        p.push(&intake, Work::Callback(Callback::from_fn(|| ())));
+        let mut c = Consumer::new();
+        run_all(&mut c, &intake);
+        drop(c); // worker share released; the producer's share keeps the chunk alive
+        p.seal(); // frees it (miri or a sanitizer would flag a double free or a leak)
+    }
+}

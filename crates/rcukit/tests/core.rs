@@ -1,0 +1,452 @@
+//! Behaviour of the core: domains, builder errors, readers, cookies, misuse, stalls, batching and
+//! piggybacking.
+
+use rcukit::{Error, FenceKind, GpCookie, Rcu};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+fn domain() -> Rcu {
+    Rcu::builder().build().unwrap()
+}
+
+#[test]
+fn builder_rejects_bad_settings_with_the_setting_named() {
+    let cases: Vec<(&str, rcukit::RcuBuilder)> = vec![
+        (
+            "normal_gp_delay",
+            Rcu::builder().normal_gp_delay(Duration::from_secs(11)),
+        ),
+        (
+            "stall_timeout",
+            Rcu::builder().stall_timeout(Duration::from_micros(10)),
+        ),
+        ("callback_workers", Rcu::builder().callback_workers(0)),
+        ("callback_workers", Rcu::builder().callback_workers(100_000)),
+        ("backlog_callbacks", Rcu::builder().backlog_callbacks(0)),
+        ("backlog_bytes", Rcu::builder().backlog_bytes(0)),
+        ("callback_batch", Rcu::builder().callback_batch(0)),
+        ("name", Rcu::builder().name("")),
+    ];
+    for (setting, builder) in cases {
+        let err = builder.build().expect_err(setting);
+        assert_eq!(err.setting(), Some(setting), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(setting), "message names the setting: {text}");
+        assert!(matches!(err, Error::InvalidSetting { .. }));
+    }
+}
+
+#[test]
+fn fence_kinds() {
+    let seqcst = Rcu::builder().fence(FenceKind::SeqCst).build().unwrap();
+    assert_eq!(seqcst.fence_kind(), FenceKind::SeqCst);
+    seqcst.synchronize_expedited();
+    seqcst.synchronize();
+    // Default: membarrier where the kernel has it, else the fallback.
+    let auto = domain();
+    match Rcu::builder().fence(FenceKind::Membarrier).build() {
+        Ok(mb) => {
+            assert_eq!(mb.fence_kind(), FenceKind::Membarrier);
+            assert_eq!(auto.fence_kind(), FenceKind::Membarrier);
+        }
+        Err(err) => {
+            assert_eq!(err.setting(), Some("fence"));
+            assert_eq!(auto.fence_kind(), FenceKind::SeqCst);
+        }
+    }
+    assert_eq!("seqcst".parse::<FenceKind>(), Ok(FenceKind::SeqCst));
+    assert_eq!("membarrier".parse::<FenceKind>(), Ok(FenceKind::Membarrier));
+    assert!("mb".parse::<FenceKind>().is_err());
+}
+
+#[test]
+fn global_domain_is_one_domain() {
+    let a = Rcu::global();
+    let b = Rcu::global();
+    assert!(std::ptr::eq(a, b));
+    let _g = a.read();
+    assert!(a.is_reading());
+}
+
+#[test]
+fn guards_nest_and_track_reading() {
+    let rcu = domain();
+    assert!(!rcu.is_reading());
+    let g1 = rcu.read();
+    {
+        let g2 = rcu.read();
+        assert!(rcu.is_reading());
+        assert_eq!(g2.domain().id(), rcu.id());
+    }
+    assert!(rcu.is_reading(), "outer guard still open");
+    drop(g1);
+    assert!(!rcu.is_reading());
+    // A guard of another domain does not make this one "reading".
+    let other = domain();
+    let _g = other.read();
+    assert!(!rcu.is_reading());
+    rcu.synchronize_expedited(); // fine: we only read `other`
+}
+
+#[test]
+fn a_domain_never_waits_for_another_domains_readers() {
+    let a = domain();
+    let b = domain();
+    let held = Arc::new(Barrier::new(2));
+    let release = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _g = b.read();
+            held.wait();
+            while !release.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        held.wait();
+        // A reader of `b` is open and stays open until we release it: grace periods of `a`
+        // complete regardless (if they waited, this would hang).
+        a.synchronize_expedited();
+        a.synchronize();
+        release.store(true, Ordering::Release);
+    });
+}
+
+#[test]
+fn ten_thousand_short_lived_threads_leave_no_records() {
+    let rcu = Arc::new(domain());
+    let before = rcu.stats().readers;
+    for batch in 0..100 {
+        let handles: Vec<_> = (0..100)
+            .map(|_| {
+                let rcu = rcu.clone();
+                std::thread::spawn(move || {
+                    let _g = rcu.read();
+                    let _g2 = Rcu::global().read();
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        if batch % 25 == 0 {
+            rcu.synchronize_expedited();
+        }
+    }
+    assert_eq!(
+        rcu.stats().readers,
+        before,
+        "records released at thread exit"
+    );
+    rcu.synchronize_expedited();
+}
+
+#[test]
+fn a_reader_of_a_dropped_domain_keeps_working_elsewhere() {
+    // A thread reads a domain that is dropped while the thread lives on, then reads another.
+    let short = domain();
+    {
+        let _g = short.read();
+    }
+    drop(short);
+    let long = domain();
+    let _g = long.read();
+    drop(_g);
+    long.synchronize_expedited();
+}
+
+// --- misuse ---------------------------------------------------------------------------------
+
+#[test]
+#[should_panic(expected = "synchronize() called inside a read-side critical section")]
+fn synchronize_inside_reader_panics() {
+    let rcu = domain();
+    let _g = rcu.read();
+    rcu.synchronize();
+}
+
+#[test]
+#[should_panic(expected = "synchronize_expedited() called inside a read-side critical section")]
+fn synchronize_expedited_inside_reader_panics() {
+    let rcu = domain();
+    let _g = rcu.read();
+    let _nested = rcu.read();
+    rcu.synchronize_expedited();
+}
+
+#[test]
+#[should_panic(expected = "cond_synchronize() called inside a read-side critical section")]
+fn cond_synchronize_inside_reader_panics() {
+    let rcu = domain();
+    let _g = rcu.read();
+    let cookie = rcu.get_state();
+    rcu.cond_synchronize(&cookie);
+}
+
+#[test]
+#[should_panic(expected = "barrier() called inside a read-side critical section")]
+fn barrier_inside_reader_panics() {
+    let rcu = domain();
+    let _g = rcu.read();
+    rcu.barrier();
+}
+
+#[test]
+#[should_panic(expected = "cookies are only meaningful for the domain that produced them")]
+fn foreign_cookie_panics() {
+    let a = domain();
+    let b = domain();
+    let cookie = a.get_state();
+    b.poll(&cookie);
+}
+
+#[test]
+fn expired_cookie_inside_reader_is_fine() {
+    // cond_synchronize on an expired cookie does not wait, so it is legal inside a reader.
+    let rcu = domain();
+    let cookie = rcu.get_state();
+    rcu.synchronize_expedited();
+    let _g = rcu.read();
+    rcu.cond_synchronize(&cookie);
+    rcu.cond_synchronize_expedited(&GpCookie::completed());
+}
+
+// --- cookies ----------------------------------------------------------------------------------
+
+#[test]
+fn get_state_starts_nothing_and_start_poll_does() {
+    let rcu = Rcu::builder()
+        .normal_gp_delay(Duration::ZERO)
+        .build()
+        .unwrap();
+    let cookie = rcu.get_state();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !rcu.poll(&cookie),
+        "get_state must not start a grace period"
+    );
+    assert_eq!(rcu.stats().normal_gps, 0);
+
+    let polled = rcu.start_poll();
+    while !rcu.poll(&polled) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(rcu.stats().normal_gps >= 1);
+    assert!(rcu.poll(&cookie), "the earlier cookie is covered too");
+
+    let exp = rcu.start_poll_expedited();
+    while !rcu.poll(&exp) {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert!(rcu.stats().expedited_gps >= 1);
+}
+
+#[test]
+fn cookie_taken_before_synchronize_expires_after_it() {
+    let rcu = domain();
+    for _ in 0..20 {
+        let a = rcu.get_state();
+        rcu.synchronize();
+        assert!(rcu.poll(&a));
+        let b = rcu.get_state();
+        rcu.synchronize_expedited();
+        assert!(rcu.poll(&b));
+        let c = rcu.get_state();
+        rcu.cond_synchronize(&c);
+        assert!(rcu.poll(&c));
+        let d = rcu.get_state();
+        rcu.cond_synchronize_expedited(&d);
+        assert!(rcu.poll(&d));
+    }
+    assert!(rcu.poll(&GpCookie::completed()));
+}
+
+#[test]
+fn cond_synchronize_on_expired_cookie_runs_no_grace_period() {
+    let rcu = domain();
+    let cookie = rcu.get_state();
+    rcu.synchronize_expedited();
+    let before = rcu.stats();
+    rcu.cond_synchronize(&cookie);
+    rcu.cond_synchronize_expedited(&cookie);
+    let after = rcu.stats();
+    assert_eq!(before.expedited_gps, after.expedited_gps);
+    assert_eq!(before.normal_gps, after.normal_gps);
+}
+
+#[test]
+fn cookie_taken_inside_a_reader_does_not_expire_before_the_reader_ends() {
+    let rcu = domain();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // Background grace periods of both kinds.
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                rcu.synchronize_expedited();
+            }
+        });
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                rcu.synchronize();
+            }
+        });
+        for _ in 0..200 {
+            let g = rcu.read();
+            let cookie = rcu.get_state();
+            for _ in 0..5 {
+                assert!(!rcu.poll(&cookie), "cookie expired inside its reader");
+                std::thread::yield_now();
+            }
+            drop(g);
+            rcu.cond_synchronize(&cookie);
+            assert!(rcu.poll(&cookie));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+// --- synchronize released by either kind --------------------------------------------------------
+
+#[test]
+fn synchronize_returns_on_an_expedited_grace_period() {
+    // Normal grace periods are held back by a 10 s batching window; expedited ones run all the
+    // time. synchronize() must come back without any normal grace period completing.
+    let rcu = Rcu::builder()
+        .normal_gp_delay(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                rcu.synchronize_expedited();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        for _ in 0..10 {
+            rcu.synchronize();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(
+        rcu.stats().normal_gps,
+        0,
+        "released by expedited grace periods"
+    );
+}
+
+#[test]
+fn with_expedited_callbacks_off_synchronize_waits_for_a_normal_grace_period() {
+    let rcu = Rcu::builder()
+        .normal_gp_delay(Duration::from_millis(20))
+        .expedited_callbacks(false)
+        .build()
+        .unwrap();
+    assert!(!rcu.expedited_callbacks());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                rcu.synchronize_expedited();
+            }
+        });
+        for i in 1..=3 {
+            rcu.synchronize();
+            assert!(rcu.stats().normal_gps >= i, "normal grace period completed");
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+// --- batching and piggybacking -------------------------------------------------------------------
+
+#[test]
+fn a_thousand_concurrent_synchronize_calls_share_a_few_grace_periods() {
+    let rcu = Rcu::builder()
+        .normal_gp_delay(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let n = 1000;
+    let start = Barrier::new(n);
+    let done = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| {
+                start.wait();
+                rcu.synchronize();
+                done.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+    });
+    assert_eq!(done.load(Ordering::Relaxed), n);
+    let gps = rcu.stats().normal_gps;
+    println!("1000 synchronize() callers: {gps} normal grace periods");
+    assert!(
+        (1..=5).contains(&gps),
+        "{gps} grace periods for {n} callers"
+    );
+}
+
+#[test]
+fn concurrent_expedited_callers_piggyback() {
+    let rcu = domain();
+    let n = 16;
+    let entered = Barrier::new(n + 1);
+    let finished = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        // Hold a reader so that the first grace period cannot finish while the others arrive.
+        let guard = rcu.read();
+        for _ in 0..n {
+            s.spawn(|| {
+                entered.wait();
+                rcu.synchronize_expedited();
+                finished.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        entered.wait();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            finished.load(Ordering::Relaxed),
+            0,
+            "waiting for our reader"
+        );
+        drop(guard);
+    });
+    let gps = rcu.stats().expedited_gps;
+    println!("{n} concurrent synchronize_expedited() callers: {gps} expedited grace periods");
+    assert!(gps < n as u64, "{gps} grace periods for {n} callers");
+}
+
+// --- stalls ------------------------------------------------------------------------------------
+
+#[test]
+fn a_long_reader_yields_one_stall_report_and_the_grace_period_completes() {
+    let rcu = Rcu::builder()
+        .name("stall-test")
+        .stall_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let in_reader = Barrier::new(2);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _g = rcu.read();
+            in_reader.wait();
+            std::thread::sleep(Duration::from_millis(400));
+        });
+        in_reader.wait();
+        rcu.synchronize_expedited();
+    });
+    assert_eq!(rcu.stats().stalls, 1, "exactly one report for one stall");
+    rcu.synchronize_expedited();
+    assert_eq!(rcu.stats().stalls, 1);
+}
+
+#[test]
+fn stats_are_plain_data() {
+    let rcu = domain();
+    let s = rcu.stats();
+    let copy = s.clone();
+    assert_eq!(s, copy);
+    assert_eq!(s.stalls, 0);
+    assert!(format!("{s:?}").contains("normal_gps"));
+}
