@@ -327,12 +327,9 @@ impl std::fmt::Debug for RawPerCpuRwLock {
     }
 }
 
-// SAFETY: `lock_exclusive` returns only once this thread holds WRITER on every slot with every
-// reader count at zero, which no `lock_shared` can pass until `unlock_exclusive`; shared
-// holders only ever coexist with each other (module docs). Guards are `GuardNoSend`, so
-// `unlock_shared` runs on the thread that locked, whose thread index (hence slot) never
-// changes.
 #[cfg(not(loom))]
+// SAFETY: exclusive holders hold WRITER on every slot with no reader inside (module docs); the
+// guards are `GuardNoSend`, so `unlock_shared` runs on the locking thread, on the same slot.
 unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawPerCpuRwLock = RawPerCpuRwLock {
@@ -386,10 +383,9 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     }
 }
 
-// SAFETY: the downgrading thread holds every slot exclusively; it enters its own slot as a
-// reader (allowed: it owns the slot) before releasing WRITER everywhere, so no writer can slip
-// in between, and the resulting read guard is released on that same slot.
 #[cfg(not(loom))]
+// SAFETY: the writer joins its own slot as a reader before it releases WRITER anywhere, so no
+// writer slips in between; the read guard is released on that same slot.
 unsafe impl lock_api::RawRwLockDowngrade for RawPerCpuRwLock {
     unsafe fn downgrade(&self) {
         self.slots()[self.my_slot()].fetch_add(1, Relaxed);
