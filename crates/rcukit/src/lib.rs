@@ -28,6 +28,26 @@
 //! # drop(unsafe { Box::from_raw(table.load(Ordering::Relaxed)) });
 //! ```
 //!
+//! Most programs need no raw pointers: [`RcuCell`] (one value, netfilter's `table->private`)
+//! and [`RcuList`] (a list, `list_add_rcu`/CK_LIST) publish, reclaim after a grace period, and
+//! let the borrow checker keep every reference inside its guard:
+//!
+//! ```
+//! use rcukit::{RcuCell, RcuList};
+//!
+//! let table = RcuCell::new(vec![1, 2, 3]);
+//! let rules = RcuList::new();
+//! rules.push_back("allow ssh");
+//! {
+//!     let guard = table.domain().read();
+//!     assert_eq!(table.load(&guard).len(), 3);
+//!     assert_eq!(rules.iter(&guard).count(), 1);
+//! }
+//! table.update(|old| [old.as_slice(), &[4]].concat()); // copy-update, old table retired
+//! rules.remove_first(|rule| rule.ends_with("ssh")); // node retired after a grace period
+//! assert_eq!(*table.read(), [1, 2, 3, 4]);
+//! ```
+//!
 //! ## The model
 //!
 //! * **Readers** ([`Rcu::read`] → [`Guard`]) publish "reading since epoch *e*" in a per-thread
@@ -64,8 +84,8 @@
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
 //! [`reader`] (records, registry, guard), [`gp`] (the scan, [`gp::normal`],
 //! [`gp::expedited`]), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
-//! `cell` and `list` (RCU-protected data), [`qsbr`] and [`locks`] (the alternatives:
-//! [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]).
+//! [`cell`] and [`list`] (RCU-protected data; [`domain_ref`] ties them to a domain), [`qsbr`]
+//! and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]).
 
 #![warn(missing_docs)]
 // Under loom the thread-local fast paths are compiled out (see `callbacks::Callbacks::push`).
@@ -73,9 +93,12 @@
 
 pub mod barrier;
 pub mod callbacks;
+pub mod cell;
 pub mod domain;
+pub mod domain_ref;
 mod error;
 pub mod gp;
+pub mod list;
 pub mod locks;
 pub mod qsbr;
 pub mod reader;
@@ -86,8 +109,11 @@ mod sync;
 mod loom_models;
 
 pub use barrier::FenceKind;
+pub use cell::{RcuCell, RcuRef, Reclaim, Unpublished};
 pub use domain::{Rcu, RcuBuilder, Stats};
+pub use domain_ref::DomainRef;
 pub use error::Error;
+pub use list::{Iter as ListIter, RcuList};
 pub use locks::percpu_rwlock::RawPerCpuRwLock;
 #[cfg(not(loom))]
 pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLockWriteGuard};

@@ -1,0 +1,588 @@
+//! [`RcuCell`]: one RCU-protected value that readers load without locks while writers replace
+//! it (netfilter's `table->private`, the kernel's `rcu_assign_pointer`/`rcu_dereference` pair
+//! wrapped in a type).
+//!
+//! ```
+//! use rcukit::RcuCell;
+//!
+//! let config = RcuCell::new(String::from("v1"));
+//!
+//! // Reader: a guard, then a load whose result lives exactly as long as the guard.
+//! let guard = config.domain().read();
+//! let seen: &String = config.load(&guard);
+//!
+//! // Writer: publish a new version; the old one is dropped after a grace period.
+//! config.store(String::from("v2"));
+//! assert_eq!(seen, "v1"); // still valid: our guard holds the grace period back
+//! drop(guard);
+//!
+//! // Copy-update under the writer lock, and the short form of a read.
+//! config.update(|old| format!("{old}+"));
+//! assert_eq!(*config.read(), "v2+");
+//! ```
+//!
+//! # How it works, and why it is correct
+//!
+//! The cell holds an `AtomicPtr<T>` to a boxed value, never null, a writer mutex and a handle on
+//! its domain (see [`DomainRef`]).
+//!
+//! * **Publish/subscribe.** A writer boxes the new value and swaps it into the pointer with a
+//!   `Release` (`AcqRel`) swap; [`RcuCell::load`] reads the pointer with `Acquire`. A reader
+//!   that sees the new pointer therefore sees the fully initialised value behind it.
+//! * **Reclamation.** The swap makes the old value unreachable for every reader that loads the
+//!   pointer afterwards. Readers that loaded it before are inside a read-side critical section
+//!   of the cell's domain, and a grace period that starts after the swap waits for each of
+//!   them (the guarantee of [`Rcu::synchronize`]). The old box is dropped only after such a
+//!   grace period: by a callback ([`Rcu::retire_raw`], [`Reclaim::Deferred`]), or by the writer
+//!   after [`Rcu::synchronize`] or [`Rcu::synchronize_expedited`], or handed back to the caller
+//!   by [`Unpublished`] once a cookie taken after the swap has expired. The old value is never
+//!   turned into a `Box` (a unique pointer) before that moment, because readers may still
+//!   hold shared references to it.
+//! * **Lifetimes.** `load(&'g self, &'g Guard) -> &'g T`: the reference cannot outlive the
+//!   guard (so it never outlives the read-side critical section that keeps it alive) nor the
+//!   cell (whose drop frees the current value). Because the guard is `!Send` and `!Sync`, a
+//!   `&Guard` proves that *the current thread* is inside a critical section.
+//! * **The right domain.** A guard only holds back grace periods of its own domain. `load`
+//!   compares the guard's domain with the cell's (one pointer comparison, in release builds
+//!   too) and panics on a mismatch instead of returning a reference that nothing protects.
+//! * **Writers.** Every writer (`store`, `swap`, `replace`, `update`) takes the cell's writer
+//!   mutex while it swaps, so that `update(|old| new)` is atomic with respect to all other
+//!   writes: no store can slip in between reading `old` and publishing `new` and be lost. The
+//!   mutex is released before any grace-period wait, so a writer that synchronizes does not
+//!   hold back the others. Under the mutex the current value cannot be retired (only writers
+//!   retire, and they all hold the mutex), which is why `update` hands `f` a plain `&T`.
+//! * **Drop.** Dropping the cell (or [`into_inner`](RcuCell::into_inner),
+//!   [`get_mut`](RcuCell::get_mut)) needs exclusive access, and every reference `load`
+//!   returned borrows the cell, so no reader can still hold the current value: it is dropped at
+//!   once, without a grace period.
+//!
+//! # `Send` and `Sync`
+//!
+//! * `RcuCell<T, D>: Sync` exactly when `T: Send + Sync` (and the handle `D` is `Sync`):
+//!   readers on many threads share `&T` at once (`T: Sync`), and a value stored by one thread
+//!   is dropped by another thread, a writer or a callback worker (`T: Send`). This is
+//!   `RwLock`'s rule. `RcuCell<Rc<_>>` and `RcuCell<Cell<_>>` are therefore not `Sync`.
+//! * `RcuCell<T, D>: Send` exactly when `T: Send` (and `D: Send`): moving the cell moves
+//!   ownership of its value.
+//! * Methods that may retire a value through a callback (`store`, `swap`, `update`,
+//!   [`Reclaim::Deferred`]) also need `T: Send + 'static`: the callback runs on a worker thread
+//!   at some later time, possibly after the cell is gone.
+//! * The cell is *invariant* in `T`, like `Cell<T>`: it is written through `&self`, so an
+//!   `RcuCell<&'static str>` must not pass for an `RcuCell<&'a str>` into which a short-lived
+//!   string could be stored for `'static` readers to find.
+//!
+//! # No empty state
+//!
+//! The pointer is never null, so `load` has no branch and returns `&T`, not `Option<&T>`.
+//! Where an empty state is wanted, `RcuCell<Option<T>>` provides it at the price of one small
+//! box per store; a nullable cell would make every reader of every other cell test for null.
+
+use crate::domain_ref::{self, DomainRef};
+use crate::{GpCookie, Guard, Rcu};
+use parking_lot::Mutex;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicPtr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
+
+/// How a writer reclaims the value it replaced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Reclaim {
+    /// Retire it through a callback ([`Rcu::retire`]): the writer never blocks, and the value
+    /// is dropped on a callback worker thread after a grace period of either kind. The default.
+    #[default]
+    Deferred,
+    /// Wait for a normal grace period ([`Rcu::synchronize`], milliseconds, batched with other
+    /// requests and free for readers), then drop the value in the writer.
+    Synchronize,
+    /// Wait for an expedited grace period ([`Rcu::synchronize_expedited`], microseconds, at the
+    /// price of interrupting other CPUs), then drop the value in the writer.
+    Expedited,
+}
+
+/// One RCU-protected value: lock-free reads under a [`Guard`], writes that publish a new
+/// version and reclaim the old one after a grace period.
+///
+/// `D` is the [domain handle](DomainRef): `&'static Rcu` (the global domain) by default.
+/// See the [module docs](self) for the algorithm, the `Send`/`Sync` rules and why the
+/// borrow checker keeps readers safe.
+///
+/// ```
+/// use rcukit::{Rcu, RcuCell, Reclaim};
+/// use std::sync::Arc;
+///
+/// // A cell in its own domain, shared with reader threads.
+/// let rcu = Arc::new(Rcu::new());
+/// let limits = Arc::new(RcuCell::with_domain(vec![10, 20], rcu.clone()));
+/// let reader = {
+///     let limits = limits.clone();
+///     std::thread::spawn(move || {
+///         let guard = limits.domain().read();
+///         limits.load(&guard).iter().sum::<i32>()
+///     })
+/// };
+/// limits.update_with(Reclaim::Expedited, |old| old.iter().map(|x| x * 2).collect());
+/// let sum = reader.join().unwrap();
+/// assert!(sum == 30 || sum == 60);
+/// ```
+///
+/// The borrow checker refuses a reference that outlives its guard:
+///
+/// ```compile_fail
+/// let cell = rcukit::RcuCell::new(1);
+/// let value = {
+///     let guard = cell.domain().read();
+///     cell.load(&guard)
+/// };
+/// println!("{value}");
+/// ```
+///
+/// and a cell of a non-`Send` value cannot be shared with other threads:
+///
+/// ```compile_fail
+/// use std::rc::Rc;
+/// let cell = rcukit::RcuCell::new(Rc::new(1));
+/// std::thread::scope(|s| {
+///     s.spawn(|| **cell.read() + 1);
+/// });
+/// ```
+pub struct RcuCell<T, D: DomainRef = &'static Rcu> {
+    /// The current value; never null; owned by the cell.
+    ptr: AtomicPtr<T>,
+    /// Serializes writers (see the module docs).
+    writer: Mutex<()>,
+    domain: D,
+    /// The cell owns a `T` (drop check) and hands out `&T` across threads (see the `Send` and
+    /// `Sync` impls below for the exact rules).
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: readers on any thread get `&T` (needs `T: Sync`); values stored on one thread are
+// dropped on another (a writer or a callback worker; needs `T: Send`); the handle is shared
+// (needs `D: Sync`). The raw pointer is owned by the cell and only reached through these paths.
+unsafe impl<T: Send + Sync, D: DomainRef + Sync> Sync for RcuCell<T, D> {}
+
+// SAFETY: moving the cell moves ownership of its value (needs `T: Send`) and of its handle
+// (needs `D: Send`); no thread-affine state is kept anywhere else.
+unsafe impl<T: Send, D: DomainRef + Send> Send for RcuCell<T, D> {}
+
+impl<T> RcuCell<T> {
+    /// A cell in the global domain ([`Rcu::global`]).
+    pub fn new(value: T) -> Self {
+        RcuCell::with_domain(value, Rcu::global())
+    }
+}
+
+impl<T, D: DomainRef> RcuCell<T, D> {
+    /// A cell protected by the domain behind `domain`: `&rcu` (the cell borrows the domain) or
+    /// an `Arc<Rcu>` (the cell co-owns it).
+    pub fn with_domain(value: T, domain: D) -> Self {
+        RcuCell {
+            ptr: AtomicPtr::new(Box::into_raw(Box::new(value))),
+            writer: Mutex::new(()),
+            domain,
+            _owns: PhantomData,
+        }
+    }
+
+    /// The domain whose guards protect this cell's readers.
+    #[inline]
+    pub fn domain(&self) -> &Rcu {
+        self.domain.rcu()
+    }
+
+    /// The current value, valid for as long as both `guard` and the cell are borrowed.
+    ///
+    /// Lock-free and wait-free: a pointer comparison, one `Acquire` load (a plain load on x86
+    /// and ARMv8's `ldar`), no store.
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the cell's: it would protect nothing.
+    #[inline]
+    #[track_caller]
+    pub fn load<'g>(&'g self, guard: &'g Guard<'_>) -> &'g T {
+        domain_ref::check_guard("RcuCell", guard, self.domain.rcu());
+        let ptr = self.ptr.load(Acquire);
+        // SAFETY: the pointer is never null and was published with a Release swap after the
+        // value was written (this Acquire load sees the initialised value). It is reclaimed
+        // only after a grace period of this domain that starts after it was swapped out; the
+        // guard (of this domain, checked above, and held by this thread because `Guard` is
+        // !Send/!Sync) holds any such grace period back for 'g, and the cell cannot be dropped
+        // while borrowed for 'g.
+        unsafe { &*ptr }
+    }
+
+    /// Enter a read-side critical section of the cell's domain and load the current value: the
+    /// short form of `let g = cell.domain().read(); cell.load(&g)`, with the guard inside the
+    /// returned [`RcuRef`].
+    #[inline]
+    pub fn read(&self) -> RcuRef<'_, T> {
+        let guard = self.domain.rcu().read();
+        let ptr = self.ptr.load(Acquire);
+        // SAFETY: as in `load`: the guard is of this cell's domain by construction and lives
+        // inside the `RcuRef`, which borrows the cell and hands out the value only for as long
+        // as it lives itself.
+        let value = unsafe { &*ptr };
+        RcuRef {
+            value,
+            _guard: guard,
+        }
+    }
+
+    /// Exclusive access to the value: no reader can hold it, since readers borrow the cell.
+    pub fn get_mut(&mut self) -> &mut T {
+        // SAFETY: `&mut self` excludes every reference `load`/`read` handed out (they borrow
+        // the cell), and the pointer is a live, owned box.
+        unsafe { &mut **self.ptr.get_mut() }
+    }
+
+    /// The value, without a grace period: no reader can hold it, since readers borrow the cell.
+    pub fn into_inner(mut self) -> T {
+        // Leave a null pointer behind: `Drop` skips it.
+        let ptr = std::mem::replace(self.ptr.get_mut(), std::ptr::null_mut());
+        // SAFETY: we own the cell, so nothing else references the value, and the pointer is a
+        // live, owned box that the cell's `Drop` will no longer see.
+        unsafe { *Box::from_raw(ptr) }
+    }
+
+    /// Publish `new` (a pointer from `Box::into_raw`) under the writer lock; return the old
+    /// pointer, now unreachable for readers that start later.
+    fn publish(&self, new: *mut T) -> *mut T {
+        let _writer = self.writer.lock();
+        self.ptr.swap(new, AcqRel)
+    }
+
+    /// Wait for a grace period (unless deferred) and drop `old`.
+    ///
+    /// # Safety
+    ///
+    /// `old` came from `publish` (an owned box now unreachable for new readers) and is
+    /// reclaimed only here.
+    unsafe fn reclaim(&self, old: *mut T, how: Reclaim)
+    where
+        T: Send + 'static,
+    {
+        let rcu = self.domain.rcu();
+        match how {
+            // SAFETY: forwarded: `old` is an owned box, unlinked before this call, retired once.
+            Reclaim::Deferred => unsafe { rcu.retire_raw(old) },
+            Reclaim::Synchronize => {
+                rcu.synchronize();
+                // SAFETY: a grace period has passed since `old` was unlinked: no reader holds it.
+                drop(unsafe { Box::from_raw(old) });
+            }
+            Reclaim::Expedited => {
+                rcu.synchronize_expedited();
+                // SAFETY: as above, with an expedited grace period.
+                drop(unsafe { Box::from_raw(old) });
+            }
+        }
+    }
+
+    /// Publish `value`; the old value is retired through a callback and dropped on a worker
+    /// thread after a grace period ([`Reclaim::Deferred`]). Never waits for a grace period.
+    pub fn store(&self, value: T)
+    where
+        T: Send + 'static,
+    {
+        self.store_with(value, Reclaim::Deferred);
+    }
+
+    /// Publish `value` and reclaim the old value as `how` says.
+    ///
+    /// # Panics
+    ///
+    /// With [`Reclaim::Synchronize`] or [`Reclaim::Expedited`], inside a read-side critical
+    /// section of the cell's domain (the wait would never end).
+    #[track_caller]
+    pub fn store_with(&self, value: T, how: Reclaim)
+    where
+        T: Send + 'static,
+    {
+        self.check_can_wait(how);
+        let old = self.publish(Box::into_raw(Box::new(value)));
+        // SAFETY: `old` was just unlinked by `publish` and is reclaimed only here.
+        unsafe { self.reclaim(old, how) };
+    }
+
+    /// Publish `value`, wait for a normal grace period and hand back the old value.
+    ///
+    /// For an expedited wait, or to do other work while the grace period runs, use
+    /// [`swap`](RcuCell::swap).
+    ///
+    /// # Panics
+    ///
+    /// Inside a read-side critical section of the cell's domain.
+    #[track_caller]
+    pub fn replace(&self, value: T) -> T {
+        let rcu = self.domain.rcu();
+        if rcu.is_reading() {
+            cannot_wait(rcu, "RcuCell::replace");
+        }
+        let old = self.publish(Box::into_raw(Box::new(value)));
+        rcu.synchronize();
+        // SAFETY: a grace period has passed since `old` was unlinked: no reader holds it, and
+        // the pointer is an owned box that nothing else will reclaim.
+        unsafe { *Box::from_raw(old) }
+    }
+
+    /// Publish `value` and return the old value wrapped in an [`Unpublished`], which hands it
+    /// back once a grace period has passed ([`wait`](Unpublished::wait),
+    /// [`wait_expedited`](Unpublished::wait_expedited), [`try_take`](Unpublished::try_take))
+    /// or retires it if dropped. Never waits.
+    pub fn swap(&self, value: T) -> Unpublished<'_, T>
+    where
+        T: Send + 'static,
+    {
+        let old = self.publish(Box::into_raw(Box::new(value)));
+        let rcu = self.domain.rcu();
+        // The cookie is taken after the swap (get_state starts with a full fence), so a grace
+        // period that covers it covers every reader that could have loaded `old`.
+        let cookie = rcu.get_state();
+        Unpublished {
+            // SAFETY: the cell's pointer is never null.
+            ptr: unsafe { NonNull::new_unchecked(old) },
+            rcu,
+            cookie,
+        }
+    }
+
+    /// Copy-update: under the writer lock, compute a new value from the current one and
+    /// publish it; the old value is retired through a callback ([`Reclaim::Deferred`]).
+    ///
+    /// Updates are atomic with respect to every other write of the cell: no write is lost
+    /// between reading `old` and publishing the result. `f` must not write to the same cell
+    /// (the writer lock is not reentrant: that would deadlock).
+    pub fn update<F>(&self, f: F)
+    where
+        F: FnOnce(&T) -> T,
+        T: Send + 'static,
+    {
+        self.update_with(Reclaim::Deferred, f);
+    }
+
+    /// Copy-update like [`update`](RcuCell::update), reclaiming the old value as `how` says.
+    /// The writer lock is released before any grace-period wait.
+    ///
+    /// If `f` panics, the cell is unchanged and the lock is released.
+    ///
+    /// # Panics
+    ///
+    /// With [`Reclaim::Synchronize`] or [`Reclaim::Expedited`], inside a read-side critical
+    /// section of the cell's domain.
+    #[track_caller]
+    pub fn update_with<F>(&self, how: Reclaim, f: F)
+    where
+        F: FnOnce(&T) -> T,
+        T: Send + 'static,
+    {
+        self.check_can_wait(how);
+        let old = {
+            let _writer = self.writer.lock();
+            let current = self.ptr.load(Acquire);
+            // SAFETY: only writers reclaim values and they all hold the writer lock, so the
+            // current value stays alive while we hold it.
+            let new = Box::new(f(unsafe { &*current }));
+            self.ptr.swap(Box::into_raw(new), AcqRel)
+        };
+        // SAFETY: `old` was just unlinked under the lock and is reclaimed only here.
+        unsafe { self.reclaim(old, how) };
+    }
+
+    #[track_caller]
+    fn check_can_wait(&self, how: Reclaim) {
+        let rcu = self.domain.rcu();
+        if how != Reclaim::Deferred && rcu.is_reading() {
+            cannot_wait(rcu, "an RcuCell write with Reclaim::Synchronize/Expedited");
+        }
+    }
+}
+
+/// Fail *before* publishing, so that a misuse leaves the cell unchanged.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn cannot_wait(rcu: &Rcu, what: &str) -> ! {
+    panic!(
+        "rcukit: {what} waits for a grace period, but it was called inside a read-side \
+         critical section of the same domain ('{}'); the grace period would wait for this very \
+         reader. Drop the Guard first, or use Reclaim::Deferred.",
+        rcu.name()
+    )
+}
+
+impl<T, D: DomainRef> Drop for RcuCell<T, D> {
+    fn drop(&mut self) {
+        let ptr = *self.ptr.get_mut();
+        if !ptr.is_null() {
+            // SAFETY: `&mut self`: every reference handed to readers borrowed the cell and is
+            // gone (see the module docs); the pointer is an owned box (null only after
+            // `into_inner` took it), dropped exactly once here.
+            drop(unsafe { Box::from_raw(ptr) });
+        }
+    }
+}
+
+impl<T: Default> Default for RcuCell<T> {
+    /// A global-domain cell holding `T::default()`.
+    fn default() -> Self {
+        RcuCell::new(T::default())
+    }
+}
+
+impl<T> From<T> for RcuCell<T> {
+    /// A global-domain cell holding `value`.
+    fn from(value: T) -> Self {
+        RcuCell::new(value)
+    }
+}
+
+impl<T: fmt::Debug, D: DomainRef> fmt::Debug for RcuCell<T, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RcuCell")
+            .field("value", &*self.read())
+            .field("domain", &self.domain.rcu().id())
+            .finish()
+    }
+}
+
+/// A value read from an [`RcuCell`] together with the guard that keeps it alive: see
+/// [`RcuCell::read`]. Dereferences to the value. The read-side critical section ends when it
+/// drops; like [`Guard`], it cannot leave its thread.
+///
+/// ```compile_fail
+/// let cell = rcukit::RcuCell::new(5);
+/// let value = cell.read();
+/// std::thread::scope(|s| {
+///     s.spawn(move || *value); // an RcuRef holds a Guard: it is not Send
+/// });
+/// ```
+#[must_use = "the read-side critical section ends when the RcuRef is dropped"]
+pub struct RcuRef<'a, T> {
+    value: &'a T,
+    _guard: Guard<'a>,
+}
+
+impl<T> std::ops::Deref for RcuRef<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        self.value
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for RcuRef<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.value, f)
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for RcuRef<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.value, f)
+    }
+}
+
+/// A value that [`RcuCell::swap`] unpublished: readers that started before the swap may still
+/// use it, so it is handed back only after a grace period.
+///
+/// * [`wait`](Unpublished::wait) / [`wait_expedited`](Unpublished::wait_expedited): wait for
+///   a normal / expedited grace period (only if the cookie has not expired yet) and return
+///   the value;
+/// * [`try_take`](Unpublished::try_take): return it if a grace period has already passed;
+/// * dropping it retires the value through a callback, like [`RcuCell::store`].
+///
+/// It gives no access to the value before the grace period: readers on other threads may
+/// still share it, and this wrapper may itself move to another thread.
+///
+/// ```
+/// let cell = rcukit::RcuCell::new(vec![1, 2, 3]);
+/// let old = cell.swap(vec![4]);
+/// // ... other work while the grace period runs ...
+/// assert_eq!(old.wait_expedited(), vec![1, 2, 3]);
+/// ```
+#[must_use = "dropping an Unpublished retires the value; call wait() to get it back"]
+pub struct Unpublished<'a, T: Send + 'static> {
+    /// An owned box, unlinked from the cell when `cookie` was taken.
+    ptr: NonNull<T>,
+    rcu: &'a Rcu,
+    cookie: GpCookie,
+}
+
+// SAFETY: an Unpublished owns a `T` (moving it moves that ownership: `T: Send`) and never
+// exposes a reference to it before a grace period, so sharing `&Unpublished` shares nothing of
+// the value.
+unsafe impl<T: Send + 'static> Send for Unpublished<'_, T> {}
+// SAFETY: `&Unpublished` only reads the cookie and the domain (both Sync).
+unsafe impl<T: Send + 'static> Sync for Unpublished<'_, T> {}
+
+impl<T: Send + 'static> Unpublished<'_, T> {
+    /// The cookie of the swap: the value is reclaimable once it polls complete.
+    pub fn cookie(&self) -> GpCookie {
+        self.cookie
+    }
+
+    /// Has a grace period passed since the swap?
+    pub fn is_ready(&self) -> bool {
+        self.rcu.poll(&self.cookie)
+    }
+
+    fn take(self) -> T {
+        let ptr = self.ptr;
+        std::mem::forget(self);
+        // SAFETY: called only after the cookie (taken after the swap) has expired: no reader
+        // holds the value any more, and `self` is forgotten so the box is taken only once.
+        unsafe { *Box::from_raw(ptr.as_ptr()) }
+    }
+
+    /// Wait for a normal grace period, unless one has already passed, and return the value.
+    ///
+    /// # Panics
+    ///
+    /// Inside a read-side critical section of the cell's domain.
+    #[track_caller]
+    pub fn wait(self) -> T {
+        self.rcu.cond_synchronize(&self.cookie);
+        self.take()
+    }
+
+    /// Run an expedited grace period, unless one has already passed, and return the value.
+    ///
+    /// # Panics
+    ///
+    /// Inside a read-side critical section of the cell's domain.
+    #[track_caller]
+    pub fn wait_expedited(self) -> T {
+        self.rcu.cond_synchronize_expedited(&self.cookie);
+        self.take()
+    }
+
+    /// The value if a grace period has passed since the swap, else `self` back.
+    pub fn try_take(self) -> Result<T, Self> {
+        if self.is_ready() {
+            Ok(self.take())
+        } else {
+            Err(self)
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Unpublished<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: the box was unlinked before the cookie was taken, is owned by `self`, and
+        // `take` forgets `self`, so this retires it exactly once.
+        unsafe { self.rcu.retire_raw(self.ptr.as_ptr()) };
+    }
+}
+
+impl<T: Send + 'static> fmt::Debug for Unpublished<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Unpublished")
+            .field("cookie", &self.cookie)
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}

@@ -1,0 +1,443 @@
+//! [`RcuList`]: a linked list that readers walk without locks while a writer inserts, removes
+//! and replaces elements (the kernel's `list_add_rcu`/`list_del_rcu`/`list_replace_rcu`, or
+//! Concurrency Kit's `CK_LIST`, seed 001).
+//!
+//! ```
+//! use rcukit::RcuList;
+//!
+//! let rules: RcuList<(u16, &str)> = RcuList::new();
+//! rules.push_back((22, "ssh"));
+//! rules.push_back((80, "http"));
+//! rules.push_front((443, "https"));
+//!
+//! let guard = rules.domain().read();
+//! let open: Vec<u16> = rules.iter(&guard).map(|r| r.0).collect();
+//! assert_eq!(open, [443, 22, 80]);
+//!
+//! // A writer removes an element while we are still iterating: our view stays valid.
+//! let mut it = rules.iter(&guard);
+//! assert_eq!(it.next(), Some(&(443, "https")));
+//! assert!(rules.remove_first(|r| r.0 == 22));
+//! assert_eq!(it.next(), Some(&(22, "ssh"))); // removed, but not freed under our guard
+//! assert_eq!(it.next(), Some(&(80, "http")));
+//! drop(guard);
+//!
+//! let guard = rules.domain().read();
+//! assert_eq!(rules.iter(&guard).count(), 2);
+//! ```
+//!
+//! # Structure
+//!
+//! A singly linked list of boxed nodes, each holding a value and an `AtomicPtr` to the next
+//! node; an `AtomicPtr` head; and, behind the writer mutex, a tail pointer that makes
+//! [`push_back`](RcuList::push_back) O(1). Writers are serialized by the mutex; readers take
+//! no lock and write nothing.
+//!
+//! # Why readers are safe while writers edit the list
+//!
+//! **Publication.** A writer fully initialises a node, including its `next` pointer, before a
+//! `Release` store links it in (at the head, after the tail, or in place of a node it
+//! replaces). Readers follow every link with an `Acquire` load, so any node they reach is
+//! initialised. A removal also links with `Release`: the node it makes a reader jump to was
+//! published earlier by a writer that the current writer synchronized with through the mutex,
+//! so the chain of happens-before reaches the reader.
+//!
+//! **Removal leaves the removed node's `next` alone.** To unlink node `X` a writer points `X`'s
+//! predecessor at `X`'s successor and changes nothing in `X`. Later writes change only the
+//! links of nodes that are still in the list, so `X.next` is frozen from its removal on. A
+//! reader that is standing on `X` when it is removed therefore walks on to `X`'s successor at
+//! the time of removal, and from there along the live list (or along more removed nodes, each
+//! frozen the same way).
+//!
+//! **Removed nodes are freed only after a grace period.** Every removed node is retired
+//! ([`Rcu::retire_raw`]): freed by a callback once a grace period that started after its
+//! removal has ended. The claim is that every node a reader visits was in the list at some
+//! moment after the reader's critical section began; its removal came later still, so the
+//! grace period that frees it waits for the reader. By induction along the walk: the first
+//! node is read from the head, so it is in the list at that moment. If the reader stands on a
+//! node `X` that was in the list at a moment `m` after the start, and loads `X.next`: either
+//! `X` is still in the list at the load, and then so is the successor it reads; or `X` was
+//! removed at a moment after `m`, and the reader reads the frozen successor, which was in the
+//! list at that removal. Either way the next node was in the list after the start.
+//!
+//! **Lifetimes.** [`iter`](RcuList::iter) ties the iterator and every element reference to
+//! both the guard and the list: nothing read under a guard outlives it, and the list cannot be
+//! dropped (which frees its nodes at once, with no grace period) while anything borrows it.
+//!
+//! # What a reader sees
+//!
+//! A walk that runs concurrently with writers sees every element that stayed in the list for
+//! the whole walk, in list order. Elements inserted or removed during the walk may or may not
+//! be seen. An element replaced by [`update_first`](RcuList::update_first) is seen in its old
+//! or its new version, never both and never neither, because both nodes lead to the same
+//! successor. As with every RCU list, a value that is removed and then inserted again *as a
+//! new node* during one walk may be seen twice (once in the removed node a reader is still
+//! standing on, once in the new node).
+//!
+//! # `Send` and `Sync`
+//!
+//! The same rules as [`RcuCell`](crate::RcuCell): `RcuList<T, D>: Sync` exactly when
+//! `T: Send + Sync` (readers share `&T`; removed elements are dropped on callback workers), and
+//! `Send` exactly when `T: Send`. Removing elements needs `T: Send + 'static` because the
+//! callback that drops them may run on another thread after the list is gone.
+
+use crate::domain_ref::{self, DomainRef};
+use crate::{Guard, Rcu};
+use parking_lot::{Mutex, MutexGuard};
+use std::fmt;
+use std::iter::FusedIterator;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicUsize};
+
+struct Node<T> {
+    value: T,
+    next: AtomicPtr<Node<T>>,
+}
+
+/// What only the writer (holding the mutex) touches.
+struct Writer<T> {
+    /// The last node, or null when the list is empty.
+    tail: *mut Node<T>,
+}
+
+/// A linked list whose readers iterate lock-free under a [`Guard`] while writers, serialized
+/// by a mutex, insert at either end, remove by predicate and replace elements. Removed
+/// elements are dropped after a grace period.
+///
+/// `D` is the [domain handle](crate::DomainRef): `&'static Rcu` (the global domain) by
+/// default. See the [module docs](self) for why concurrent iteration is safe.
+///
+/// Element references cannot outlive the guard:
+///
+/// ```compile_fail
+/// let list = rcukit::RcuList::new();
+/// list.push_back(1);
+/// let first = {
+///     let guard = list.domain().read();
+///     list.iter(&guard).next()
+/// };
+/// println!("{first:?}");
+/// ```
+pub struct RcuList<T, D: DomainRef = &'static Rcu> {
+    head: AtomicPtr<Node<T>>,
+    writer: Mutex<Writer<T>>,
+    /// Number of elements, written only under the writer mutex.
+    len: AtomicUsize,
+    domain: D,
+    /// The list owns its nodes (drop check).
+    _owns: PhantomData<Box<Node<T>>>,
+}
+
+// SAFETY: readers on any thread get `&T` (needs `T: Sync`); elements pushed on one thread are
+// dropped on another (a callback worker or whoever drops the list; needs `T: Send`); the
+// handle is shared (needs `D: Sync`). The raw pointers (head, links, tail) are owned by the
+// list and only used under the rules in the module docs.
+unsafe impl<T: Send + Sync, D: DomainRef + Sync> Sync for RcuList<T, D> {}
+
+// SAFETY: moving the list moves ownership of its elements (needs `T: Send`) and its handle.
+unsafe impl<T: Send, D: DomainRef + Send> Send for RcuList<T, D> {}
+
+impl<T> RcuList<T> {
+    /// An empty list in the global domain ([`Rcu::global`]).
+    pub fn new() -> Self {
+        RcuList::with_domain(Rcu::global())
+    }
+}
+
+impl<T> Default for RcuList<T> {
+    fn default() -> Self {
+        RcuList::new()
+    }
+}
+
+impl<T> FromIterator<T> for RcuList<T> {
+    /// A global-domain list holding the items in order.
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let list = RcuList::new();
+        for value in iter {
+            list.push_back(value);
+        }
+        list
+    }
+}
+
+impl<T, D: DomainRef> RcuList<T, D> {
+    /// An empty list protected by the domain behind `domain` (`&rcu` or `Arc<Rcu>`).
+    pub fn with_domain(domain: D) -> Self {
+        RcuList {
+            head: AtomicPtr::new(ptr::null_mut()),
+            writer: Mutex::new(Writer {
+                tail: ptr::null_mut(),
+            }),
+            len: AtomicUsize::new(0),
+            domain,
+            _owns: PhantomData,
+        }
+    }
+
+    /// The domain whose guards protect this list's readers.
+    #[inline]
+    pub fn domain(&self) -> &Rcu {
+        self.domain.rcu()
+    }
+
+    /// Iterate over the elements, lock-free. Every element reference lives as long as both the
+    /// guard and the list are borrowed.
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the list's.
+    #[inline]
+    #[track_caller]
+    pub fn iter<'g>(&'g self, guard: &'g Guard<'_>) -> Iter<'g, T> {
+        domain_ref::check_guard("RcuList", guard, self.domain.rcu());
+        Iter {
+            next: self.head.load(Acquire),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Number of elements after the last completed write (a snapshot: writers may be changing
+    /// it).
+    pub fn len(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
+    /// Is the list empty right now (a snapshot)?
+    pub fn is_empty(&self) -> bool {
+        self.head.load(Relaxed).is_null()
+    }
+
+    /// Insert `value` at the front. Readers already past the head do not see it.
+    pub fn push_front(&self, value: T) {
+        let mut w = self.writer.lock();
+        let node = Box::into_raw(Box::new(Node {
+            value,
+            next: AtomicPtr::new(self.head.load(Relaxed)),
+        }));
+        self.head.store(node, Release);
+        if w.tail.is_null() {
+            w.tail = node;
+        }
+        self.bump_len(1);
+    }
+
+    /// Insert `value` at the back, in O(1).
+    pub fn push_back(&self, value: T) {
+        let mut w = self.writer.lock();
+        let node = Box::into_raw(Box::new(Node {
+            value,
+            next: AtomicPtr::new(ptr::null_mut()),
+        }));
+        self.link_after(w.tail).store(node, Release);
+        w.tail = node;
+        self.bump_len(1);
+    }
+
+    /// Remove the first element for which `pred` is true; it is dropped after a grace period.
+    /// Returns whether one was found. `pred` runs under the writer lock and must not write to
+    /// this list.
+    pub fn remove_first<F>(&self, mut pred: F) -> bool
+    where
+        F: FnMut(&T) -> bool,
+        T: Send + 'static,
+    {
+        let mut w = self.writer.lock();
+        let Some((prev, node)) = self.find(&mut pred) else {
+            return false;
+        };
+        // SAFETY: under the writer lock, `node` is in the list right after `prev`; once
+        // unlinked it is retired exactly once.
+        unsafe {
+            self.unlink(&mut w, prev, node);
+            self.domain.rcu().retire_raw(node);
+        }
+        true
+    }
+
+    /// Remove every element for which `keep` is false; each is dropped after a grace period.
+    /// Returns how many were removed. `keep` runs under the writer lock and must not write to
+    /// this list; if it panics, the elements removed so far stay removed.
+    pub fn retain<F>(&self, mut keep: F) -> usize
+    where
+        F: FnMut(&T) -> bool,
+        T: Send + 'static,
+    {
+        let mut w = self.writer.lock();
+        let mut removed = 0;
+        let mut prev: *mut Node<T> = ptr::null_mut();
+        let mut node = self.head.load(Relaxed);
+        while !node.is_null() {
+            // SAFETY: under the writer lock every node in the list is alive (only writers
+            // retire nodes), and `node` is in the list.
+            let n = unsafe { &*node };
+            let next = n.next.load(Relaxed);
+            if keep(&n.value) {
+                prev = node;
+            } else {
+                // SAFETY: `node` is in the list right after `prev`; once unlinked it is retired
+                // exactly once, after we read its successor.
+                unsafe {
+                    self.unlink(&mut w, prev, node);
+                    self.domain.rcu().retire_raw(node);
+                }
+                removed += 1;
+            }
+            node = next;
+        }
+        removed
+    }
+
+    /// Replace the first element for which `pred` is true by `f(old)`, in place (the kernel's
+    /// `list_replace_rcu`): a concurrent reader sees the old or the new version, never both
+    /// and never neither. The old element is dropped after a grace period. Returns whether
+    /// one was found. `pred` and `f` run under the writer lock and must not write to this list.
+    pub fn update_first<P, F>(&self, mut pred: P, f: F) -> bool
+    where
+        P: FnMut(&T) -> bool,
+        F: FnOnce(&T) -> T,
+        T: Send + 'static,
+    {
+        let mut w = self.writer.lock();
+        let Some((prev, old)) = self.find(&mut pred) else {
+            return false;
+        };
+        // SAFETY: under the writer lock `old` is in the list, hence alive.
+        let old_ref = unsafe { &*old };
+        let new = Box::into_raw(Box::new(Node {
+            value: f(&old_ref.value),
+            next: AtomicPtr::new(old_ref.next.load(Relaxed)),
+        }));
+        self.link_after(prev).store(new, Release);
+        if w.tail == old {
+            w.tail = new;
+        }
+        // SAFETY: `old` is unlinked (its predecessor now points at `new`) and retired once.
+        unsafe { self.domain.rcu().retire_raw(old) };
+        true
+    }
+
+    /// Remove every element; each is dropped after a grace period. Returns how many there were.
+    pub fn clear(&self) -> usize
+    where
+        T: Send + 'static,
+    {
+        self.retain(|_| false)
+    }
+
+    /// Exclusive iteration: no reader can be walking the list, since readers borrow it.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
+        let mut next = *self.head.get_mut();
+        std::iter::from_fn(move || {
+            // SAFETY: `&mut self` is borrowed for the iterator's life: no reader or writer
+            // can touch the nodes, and each node is yielded once.
+            let node = unsafe { next.as_mut() }?;
+            next = *node.next.get_mut();
+            Some(&mut node.value)
+        })
+    }
+
+    /// The first node for which `pred` is true, with its predecessor (null: the head).
+    /// Call only under the writer lock.
+    fn find(&self, pred: &mut impl FnMut(&T) -> bool) -> Option<(*mut Node<T>, *mut Node<T>)> {
+        let mut prev: *mut Node<T> = ptr::null_mut();
+        let mut node = self.head.load(Relaxed);
+        while !node.is_null() {
+            // SAFETY: under the writer lock every node in the list is alive.
+            let n = unsafe { &*node };
+            if pred(&n.value) {
+                return Some((prev, node));
+            }
+            prev = node;
+            node = n.next.load(Relaxed);
+        }
+        None
+    }
+
+    /// The link that points at the node after `prev` (the head when `prev` is null). Call only
+    /// under the writer lock, with `prev` null or in the list.
+    fn link_after(&self, prev: *mut Node<T>) -> &AtomicPtr<Node<T>> {
+        if prev.is_null() {
+            &self.head
+        } else {
+            // SAFETY: `prev` is in the list and the writer lock is held: it is alive.
+            unsafe { &(*prev).next }
+        }
+    }
+
+    /// Unlink `node` (whose predecessor is `prev`, null for the head), leaving `node.next`
+    /// untouched for readers that stand on it.
+    ///
+    /// # Safety
+    ///
+    /// The writer lock is held (`w`), and `node` is in the list right after `prev`.
+    unsafe fn unlink(
+        &self,
+        w: &mut MutexGuard<'_, Writer<T>>,
+        prev: *mut Node<T>,
+        node: *mut Node<T>,
+    ) {
+        // SAFETY: `node` is in the list, hence alive, per the contract.
+        let next = unsafe { (*node).next.load(Relaxed) };
+        self.link_after(prev).store(next, Release);
+        if w.tail == node {
+            w.tail = prev;
+        }
+        self.len.store(self.len.load(Relaxed) - 1, Relaxed);
+    }
+
+    fn bump_len(&self, by: usize) {
+        self.len.store(self.len.load(Relaxed) + by, Relaxed);
+    }
+}
+
+impl<T, D: DomainRef> Drop for RcuList<T, D> {
+    fn drop(&mut self) {
+        let mut node = *self.head.get_mut();
+        while !node.is_null() {
+            // SAFETY: `&mut self`: no reader borrows the list any more, and removed nodes are
+            // no longer linked, so each linked node is owned here and freed once.
+            let boxed = unsafe { Box::from_raw(node) };
+            node = boxed.next.load(Relaxed);
+        }
+    }
+}
+
+impl<T: fmt::Debug, D: DomainRef> fmt::Debug for RcuList<T, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let guard = self.domain.rcu().read();
+        f.debug_list().entries(self.iter(&guard)).finish()
+    }
+}
+
+/// Iterator over an [`RcuList`], from [`RcuList::iter`]: lock-free, one `Acquire` load per
+/// element. Elements live as long as the guard and the list are borrowed.
+pub struct Iter<'g, T> {
+    next: *const Node<T>,
+    _borrow: PhantomData<&'g T>,
+}
+
+impl<'g, T> Iterator for Iter<'g, T> {
+    type Item = &'g T;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'g T> {
+        // SAFETY: `next` is null or a node the reader reached through Acquire loads of links
+        // under a guard of the list's domain that lives for 'g: it was initialised before it
+        // was linked, and it is freed only after a grace period that waits for that guard
+        // (see the module docs).
+        let node = unsafe { self.next.as_ref() }?;
+        self.next = node.next.load(Acquire);
+        Some(&node.value)
+    }
+}
+
+impl<T> FusedIterator for Iter<'_, T> {}
+
+impl<T> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Iter").finish_non_exhaustive()
+    }
+}

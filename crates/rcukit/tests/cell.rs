@@ -1,0 +1,347 @@
+//! `RcuCell`: readers never see a dropped or torn value while writers use every write path,
+//! and every value is dropped exactly once.
+
+mod tracked;
+
+use rcukit::{Rcu, RcuCell, Reclaim};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracked::{budget, Counts, Quarantine, Tracked, XorShift};
+
+#[global_allocator]
+static ALLOC: Quarantine = Quarantine;
+
+fn domain(name: &str) -> Rcu {
+    Rcu::builder()
+        .name(name)
+        .normal_gp_delay(Duration::from_micros(200))
+        .build()
+        .expect("domain")
+}
+
+/// Every way a writer can replace the value of a cell.
+const WRITE_PATHS: u64 = 11;
+
+fn write(cell: &RcuCell<Tracked, &Rcu>, path: u64, id: u64, counts: &'static Counts) {
+    let rcu = cell.domain();
+    let new = Tracked::new(id, counts);
+    match path {
+        0 => cell.store(new),
+        1 => cell.store_with(new, Reclaim::Synchronize),
+        2 => cell.store_with(new, Reclaim::Expedited),
+        3 => cell.update(|old| {
+            old.check();
+            new
+        }),
+        4 => cell.update_with(Reclaim::Synchronize, |old| {
+            old.check();
+            new
+        }),
+        5 => cell.update_with(Reclaim::Expedited, |old| {
+            old.check();
+            new
+        }),
+        6 => cell.replace(new).check(),
+        7 => cell.swap(new).wait().check(),
+        8 => cell.swap(new).wait_expedited().check(),
+        9 => {
+            // Dropping an Unpublished retires the value.
+            let old = cell.swap(new);
+            if let Ok(value) = old.try_take() {
+                value.check();
+            }
+        }
+        10 => {
+            let old = cell.swap(new);
+            rcu.synchronize();
+            assert!(
+                old.is_ready(),
+                "a grace period after the swap must expire its cookie"
+            );
+            old.try_take().expect("ready").check();
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn readers_never_see_freed_or_torn_values_on_any_write_path() {
+    let rcu = domain("cell-stress");
+    let counts = Counts::leak();
+    let cell = RcuCell::with_domain(Tracked::new(0, counts), &rcu);
+    let next_id = AtomicU64::new(1);
+    let stop = AtomicBool::new(false);
+    let reads = AtomicU64::new(0);
+    let writes: Vec<AtomicU64> = (0..WRITE_PATHS).map(|_| AtomicU64::new(0)).collect();
+    let (run_for, max_writes) = budget();
+    let deadline = Instant::now() + run_for;
+
+    std::thread::scope(|s| {
+        for r in 0..2u64 {
+            let (cell, stop, reads) = (&cell, &stop, &reads);
+            s.spawn(move || {
+                let mut rng = XorShift(0x1234 + r);
+                let mut n = 0u64;
+                loop {
+                    if n % 2 == 0 {
+                        let guard = cell.domain().read();
+                        let first = cell.load(&guard);
+                        first.check();
+                        // Stay a while so that writers replace the value under our feet.
+                        for _ in 0..rng.next() % 256 {
+                            std::hint::spin_loop();
+                        }
+                        cell.load(&guard).check();
+                        first.check();
+                    } else {
+                        let value = cell.read();
+                        value.check();
+                    }
+                    n += 1;
+                    if cfg!(miri) {
+                        std::thread::yield_now();
+                    }
+                    // At least one pass, however late this thread starts.
+                    if stop.load(Relaxed) {
+                        break;
+                    }
+                }
+                reads.fetch_add(n, Relaxed);
+            });
+        }
+        for w in 0..2u64 {
+            let (cell, stop, next_id, writes) = (&cell, &stop, &next_id, &writes);
+            s.spawn(move || {
+                // Writer 0 cycles through every path; writer 1 churns through the paths that
+                // never wait, so that many values are in flight at once.
+                const NO_WAIT: [u64; 3] = [0, 3, 9];
+                let mut i = 0;
+                // Writer 0 runs every path at least once, however slow the machine; it then
+                // stops everybody.
+                let more = |i: u64| match w {
+                    0 => (Instant::now() < deadline || i < WRITE_PATHS) && i < max_writes,
+                    _ => !stop.load(Relaxed) && i < max_writes,
+                };
+                while more(i) {
+                    let path = if w == 0 {
+                        i % WRITE_PATHS
+                    } else {
+                        NO_WAIT[i as usize % NO_WAIT.len()]
+                    };
+                    write(cell, path, next_id.fetch_add(1, Relaxed), counts);
+                    writes[path as usize].fetch_add(1, Relaxed);
+                    i += 1;
+                    if w == 1 && i % 16 == 0 {
+                        // Leave the CPUs (2 here) to the waiting writer now and then.
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                }
+                if w == 0 {
+                    stop.store(true, Relaxed);
+                }
+            });
+        }
+    });
+
+    let writes: Vec<u64> = writes.iter().map(|w| w.load(Relaxed)).collect();
+    eprintln!(
+        "reads: {}, writes per path: {writes:?}",
+        reads.load(Relaxed)
+    );
+    assert!(writes.iter().all(|&w| w > 0), "every write path ran");
+    assert_eq!(counts.double_drops.load(Relaxed), 0);
+    rcu.barrier();
+    assert_eq!(
+        counts.live(),
+        1,
+        "every replaced value was dropped, the current one was not"
+    );
+    cell.load(&rcu.read()).check();
+    drop(cell);
+    assert_eq!(
+        counts.live(),
+        0,
+        "dropping the cell drops the current value"
+    );
+    assert_eq!(counts.double_drops.load(Relaxed), 0);
+}
+
+#[test]
+fn updates_are_atomic_and_readers_see_them_in_order() {
+    let rcu = domain("cell-update");
+    let cell = RcuCell::with_domain(0u64, &rcu);
+    let per_writer: u64 = if cfg!(miri) { 20 } else { 20_000 };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut last = 0;
+            let mut reads = 0u64;
+            loop {
+                let now = *cell.read();
+                assert!(now >= last, "a reader saw {now} after {last}");
+                last = now;
+                reads += 1;
+                // At least one pass, however late this thread starts.
+                if stop.load(Relaxed) {
+                    break;
+                }
+            }
+            reads
+        });
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    for _ in 0..per_writer {
+                        cell.update(|x| x + 1);
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        stop.store(true, Relaxed);
+        assert!(reader.join().unwrap() > 0);
+    });
+    assert_eq!(*cell.read(), 2 * per_writer, "no update was lost");
+}
+
+#[test]
+fn global_domain_cell_drops_every_value_once() {
+    let counts = Counts::leak();
+    let cell = RcuCell::new(Tracked::new(0, counts));
+    let stop = AtomicBool::new(false);
+    let (run_for, max_writes) = budget();
+    let deadline = Instant::now() + run_for / 2;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            loop {
+                let guard = Rcu::global().read();
+                cell.load(&guard).check();
+                // At least one pass, however late this thread starts.
+                if stop.load(Relaxed) {
+                    break;
+                }
+            }
+        });
+        s.spawn(|| {
+            let mut id = 1;
+            while Instant::now() < deadline && id < max_writes {
+                cell.store(Tracked::new(id, counts));
+                id += 1;
+            }
+            stop.store(true, Relaxed);
+        });
+    });
+    Rcu::global().barrier();
+    assert_eq!(counts.live(), 1);
+    drop(cell);
+    assert_eq!(counts.live(), 0);
+    assert_eq!(counts.double_drops.load(Relaxed), 0);
+}
+
+#[test]
+#[should_panic(expected = "read with a Guard of domain")]
+fn a_guard_of_another_domain_is_refused() {
+    let a = domain("a");
+    let b = domain("b");
+    let cell = RcuCell::with_domain(1, &a);
+    let guard = b.read();
+    let _ = cell.load(&guard);
+}
+
+#[test]
+fn waiting_writes_inside_a_reader_panic_before_publishing() {
+    let rcu = domain("cell-misuse");
+    let cell = RcuCell::with_domain(String::from("old"), &rcu);
+    let guard = rcu.read();
+    for how in [Reclaim::Synchronize, Reclaim::Expedited] {
+        let result = catch_unwind(AssertUnwindSafe(|| cell.store_with("new".into(), how)));
+        let message = *result.unwrap_err().downcast::<String>().unwrap();
+        assert!(message.contains("read-side critical section"), "{message}");
+        let result = catch_unwind(AssertUnwindSafe(|| cell.update_with(how, |_| "new".into())));
+        assert!(result.is_err());
+    }
+    assert!(catch_unwind(AssertUnwindSafe(|| cell.replace("new".into()))).is_err());
+    assert_eq!(
+        cell.load(&guard),
+        "old",
+        "a refused write left the cell unchanged"
+    );
+    // Deferred reclamation never waits, so it is fine inside a reader.
+    cell.store("new".into());
+    drop(guard);
+    assert_eq!(*cell.read(), "new");
+}
+
+#[test]
+fn a_panicking_update_leaves_the_cell_unchanged_and_unlocked() {
+    let cell = RcuCell::new(vec![1]);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        cell.update(|_| panic!("no new value"));
+    }));
+    assert!(result.is_err());
+    assert_eq!(*cell.read(), [1]);
+    cell.update(|v| [v.as_slice(), &[2]].concat());
+    assert_eq!(*cell.read(), [1, 2]);
+}
+
+#[test]
+fn an_arc_domain_outlives_its_last_user_and_runs_their_callbacks() {
+    let counts = Counts::leak();
+    let cell = {
+        let rcu = Arc::new(domain("cell-arc"));
+        Arc::new(RcuCell::with_domain(Tracked::new(0, counts), rcu))
+    };
+    let threads: Vec<_> = (1..=2u64)
+        .map(|t| {
+            let cell = cell.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    cell.read().check();
+                    cell.store(Tracked::new(t * 1000 + i, counts));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(counts.created(), 101);
+    // The last handle on the domain goes with the cell: the domain runs every pending
+    // callback before it stops.
+    drop(cell);
+    assert_eq!(counts.live(), 0);
+    assert_eq!(counts.double_drops.load(Relaxed), 0);
+}
+
+#[test]
+fn exclusive_access_needs_no_grace_period() {
+    let rcu = Rcu::new();
+    let mut cell = RcuCell::with_domain(vec![1, 2], &rcu);
+    cell.get_mut().push(3);
+    assert_eq!(*cell.read(), [1, 2, 3]);
+    assert_eq!(cell.into_inner(), [1, 2, 3]);
+    assert!(format!("{:?}", RcuCell::new(7)).contains("value: 7"));
+}
+
+#[test]
+fn values_that_borrow_can_be_replaced_with_a_wait() {
+    let (a, b) = (String::from("a"), String::from("b"));
+    let cell = RcuCell::new(a.as_str());
+    assert_eq!(cell.replace(b.as_str()), "a");
+    assert_eq!(*cell.read(), "b");
+}
+
+#[test]
+fn unpublished_values_can_be_waited_for_on_another_thread() {
+    let cell = RcuCell::new(vec![1u8; 16]);
+    let old = cell.swap(vec![2; 16]);
+    let cookie = old.cookie();
+    let back = std::thread::scope(|s| s.spawn(move || old.wait()).join().unwrap());
+    assert_eq!(back, vec![1; 16]);
+    assert!(cell.domain().poll(&cookie));
+}
