@@ -20,7 +20,7 @@
 //! | [`Rcu`](crate::Rcu) | load + store, no fence (membarrier) | a grace period (or a callback) | only delay them | no |
 //! | [`Qsbr`](crate::Qsbr) | nothing; a store per quiescent state | a grace period (or a callback) | only delay them | no |
 //! | [`RecSeq`](crate::RecSeq) | two stores and a fence | a scan of the readers' counters | only delay them | no |
-//! | [`PerCpuRwLock`](crate::PerCpuRwLock) | one uncontended atomic add on the thread's own line | a lock and a wait per slot | yes | yes |
+//! | [`PerCpuRwLock`](crate::PerCpuRwLock) | an uncontended atomic add and subtract on the thread's own line | a lock and a wait per slot | yes | yes |
 //! | `parking_lot::RwLock` | one atomic on a shared line (ping-pong) | one lock | yes | yes |
 //!
 //! `docs/benchmarks.md` has measured figures.
