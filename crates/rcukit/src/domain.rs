@@ -25,7 +25,7 @@ use crate::callbacks::{self, CallbackConfig, Callbacks};
 use crate::error::Error;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
-use crate::gp::{GpCore, GpEvent};
+use crate::gp::{Flavor, GpCore, GpEvent};
 use crate::reader::{self, Guard};
 use crate::seq::GpCookie;
 use std::sync::atomic::AtomicU64;
@@ -76,6 +76,13 @@ impl Inner {
 
 static NEXT_DOMAIN_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A fresh identifier from the sequence domains use. Everything that keys per-thread reader
+/// records by identifier (domains, [`Qsbr`](crate::Qsbr), [`RecSeq`](crate::RecSeq)) takes
+/// its identifier from here, so that the keys never collide.
+pub(crate) fn next_domain_id() -> u64 {
+    NEXT_DOMAIN_ID.fetch_add(1, Relaxed)
+}
+
 /// Statistics of a domain, from [`Rcu::stats`]. A snapshot: fields are read one by one while
 /// the domain runs, so they may be mutually off by a few events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -119,6 +126,7 @@ pub struct RcuBuilder {
     backlog_callbacks: u64,
     backlog_bytes: u64,
     callback_batch: usize,
+    flavor: Flavor,
 }
 
 impl Default for RcuBuilder {
@@ -133,6 +141,7 @@ impl Default for RcuBuilder {
             backlog_callbacks: 10_000,
             backlog_bytes: 16 << 20,
             callback_batch: 1024,
+            flavor: Flavor::Guards,
         }
     }
 }
@@ -207,6 +216,12 @@ impl RcuBuilder {
         self
     }
 
+    /// Who writes the reader records (only [`Qsbr`](crate::Qsbr) sets this).
+    pub(crate) fn flavor(mut self, flavor: Flavor) -> Self {
+        self.flavor = flavor;
+        self
+    }
+
     fn validate(&self) -> Result<FenceKind, Error> {
         if self.normal_gp_delay > MAX_NORMAL_GP_DELAY {
             return Err(Error::invalid(
@@ -274,12 +289,12 @@ impl RcuBuilder {
     /// Build the domain and start its threads.
     pub fn build(self) -> Result<Rcu, Error> {
         let fence = self.validate()?;
-        let id = NEXT_DOMAIN_ID.fetch_add(1, Relaxed);
+        let id = next_domain_id();
         let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));
         let inner = Arc::new(Inner {
             id,
             name: name.clone(),
-            core: GpCore::new(fence, self.stall_timeout, name.clone()),
+            core: GpCore::new(fence, self.stall_timeout, name.clone()).with_flavor(self.flavor),
             normal: NormalGp::new(self.normal_gp_delay),
             exp: ExpeditedGp::new(),
             event: GpEvent::new(),
@@ -375,6 +390,12 @@ impl Rcu {
             })?;
         self.threads.push(handle);
         Ok(())
+    }
+
+    /// The shared state, for [`Qsbr`](crate::Qsbr), which is a domain whose reader records are
+    /// written by quiescent states instead of guards.
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
     }
 
     /// A unique, never reused identifier of this domain.

@@ -84,8 +84,8 @@
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
 //! [`reader`] (records, registry, guard), [`gp`] (the scan, [`gp::normal`],
 //! [`gp::expedited`]), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
-//! [`cell`] and [`list`] (RCU-protected data; [`domain_ref`] ties them to a domain), `qsbr`
-//! and [`locks`] (the alternatives).
+//! [`cell`] and [`list`] (RCU-protected data; [`domain_ref`] ties them to a domain), [`qsbr`]
+//! and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]).
 
 #![warn(missing_docs)]
 // Under loom the thread-local fast paths are compiled out (see `callbacks::Callbacks::push`).
@@ -99,6 +99,8 @@ pub mod domain_ref;
 mod error;
 pub mod gp;
 pub mod list;
+pub mod locks;
+pub mod qsbr;
 pub mod reader;
 pub mod seq;
 mod sync;
@@ -112,5 +114,10 @@ pub use domain::{Rcu, RcuBuilder, Stats};
 pub use domain_ref::DomainRef;
 pub use error::Error;
 pub use list::{Iter as ListIter, RcuList};
+pub use locks::percpu_rwlock::RawPerCpuRwLock;
+#[cfg(not(loom))]
+pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLockWriteGuard};
+pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
+pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
 pub use reader::Guard;
 pub use seq::GpCookie;

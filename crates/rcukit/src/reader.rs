@@ -93,7 +93,8 @@ pub(crate) struct ThreadInfo {
 }
 
 impl ThreadInfo {
-    fn current() -> ThreadInfo {
+    /// The calling thread's name and OS thread id.
+    pub(crate) fn current() -> ThreadInfo {
         let name = std::thread::current()
             .name()
             .unwrap_or("<unnamed>")
@@ -153,18 +154,10 @@ impl ReaderRecord {
     /// Enter a read-side critical section (R1-R3 of the module docs, or a nested entry).
     #[inline]
     pub(crate) fn enter(&self, epoch: &AtomicU64, fence: FenceKind) {
-        let n = self.nesting.load(Relaxed);
-        if n & COUNT_MASK == 0 {
-            self.nesting.store(n + 1, Relaxed);
+        if self.nest() {
             let e = epoch.load(Acquire);
             self.ctr.store(e, Relaxed);
             barrier::light(fence);
-        } else {
-            assert!(
-                n & COUNT_MASK != COUNT_MASK,
-                "rcukit: read-side critical sections nested 2^31 deep"
-            );
-            self.nesting.store(n + 1, Relaxed);
         }
     }
 
@@ -172,19 +165,52 @@ impl ReaderRecord {
     /// orphaned and this was its last guard: the caller must then call [`release_orphan`].
     #[inline]
     pub(crate) fn exit(&self) -> bool {
+        let unnest = self.unnest();
+        if unnest.outermost {
+            self.ctr.store(0, Release);
+        }
+        unnest.last_orphan_guard
+    }
+
+    /// Count one more (possibly nested) entry and say whether it is the outermost one, in which
+    /// case the caller publishes its own `ctr` value. [`enter`](Self::enter) is this plus RCU's
+    /// epoch; [`RecSeq`](crate::RecSeq) reuses records with a sequence counter instead.
+    #[inline]
+    pub(crate) fn nest(&self) -> bool {
+        let n = self.nesting.load(Relaxed);
+        assert!(
+            n & COUNT_MASK != COUNT_MASK,
+            "rcukit: read-side critical sections nested 2^31 deep"
+        );
+        self.nesting.store(n + 1, Relaxed);
+        n & COUNT_MASK == 0
+    }
+
+    /// Undo one [`nest`](Self::nest). The caller publishes its "not reading" value when the
+    /// answer says `outermost`, then calls [`release_orphan`] if it says `last_orphan_guard`.
+    #[inline]
+    pub(crate) fn unnest(&self) -> Unnest {
         let n = self.nesting.load(Relaxed).wrapping_sub(1);
         self.nesting.store(n, Relaxed);
-        if n & COUNT_MASK == 0 {
-            self.ctr.store(0, Release);
-            return n == ORPHAN;
+        Unnest {
+            outermost: n & COUNT_MASK == 0,
+            last_orphan_guard: n == ORPHAN,
         }
-        false
     }
 
     /// True while the owning thread is inside a critical section of this record's domain.
     pub(crate) fn is_reading(&self) -> bool {
         self.nesting.load(Relaxed) & COUNT_MASK != 0
     }
+}
+
+/// What [`ReaderRecord::unnest`] found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unnest {
+    /// The outermost entry just ended.
+    pub(crate) outermost: bool,
+    /// The record is orphaned and this was its last guard.
+    pub(crate) last_orphan_guard: bool,
 }
 
 /// The set of reader records a domain's grace periods must scan.

@@ -44,6 +44,17 @@ impl std::fmt::Display for GpKind {
     }
 }
 
+/// What a domain's reader records stand for, so that stall reports say what the grace period
+/// is waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum Flavor {
+    /// Records are written by read guards ([`Rcu`](crate::Rcu)).
+    #[default]
+    Guards,
+    /// Records are written by quiescent-state announcements ([`Qsbr`](crate::Qsbr)).
+    Qsbr,
+}
+
 /// What readers touch: the epoch and the fence kind, on a cache line of their own so that
 /// updates to other domain state never invalidate the readers' copy.
 pub(crate) struct ReadSide {
@@ -58,6 +69,7 @@ pub(crate) struct GpCore {
     stall_timeout: Duration,
     stalls: std::sync::atomic::AtomicU64,
     name: String,
+    flavor: Flavor,
 }
 
 impl GpCore {
@@ -72,7 +84,14 @@ impl GpCore {
             stall_timeout,
             stalls: std::sync::atomic::AtomicU64::new(0),
             name,
+            flavor: Flavor::Guards,
         }
+    }
+
+    /// The same core, with stall reports worded for `flavor`'s readers.
+    pub(crate) fn with_flavor(mut self, flavor: Flavor) -> GpCore {
+        self.flavor = flavor;
+        self
     }
 
     pub(crate) fn fence(&self) -> FenceKind {
@@ -115,11 +134,21 @@ impl GpCore {
             if backoff.is_sleeping() {
                 if let Some(held) = stall.check() {
                     self.stalls.fetch_add(1, Relaxed);
-                    eprintln!(
-                        "rcukit: stall: {} grace period of domain '{}' has waited {:.1?} for the \
-                         read-side critical section of {} (stall timeout {:?}); still waiting",
-                        kind, self.name, held, record.thread, self.stall_timeout
-                    );
+                    match self.flavor {
+                        Flavor::Guards => eprintln!(
+                            "rcukit: stall: {} grace period of domain '{}' has waited {:.1?} for \
+                             the read-side critical section of {} (stall timeout {:?}); still \
+                             waiting",
+                            kind, self.name, held, record.thread, self.stall_timeout
+                        ),
+                        Flavor::Qsbr => eprintln!(
+                            "rcukit: stall: {} grace period of QSBR domain '{}' has waited {:.1?} \
+                             for {}, which is online and has announced no quiescent state \
+                             (stall timeout {:?}); call quiescent_state() or offline() in that \
+                             thread; still waiting",
+                            kind, self.name, held, record.thread, self.stall_timeout
+                        ),
+                    }
                 }
             }
             backoff.snooze();
@@ -128,14 +157,15 @@ impl GpCore {
 }
 
 /// Tracks how long one grace period has waited, and says once when it passes the timeout.
-struct StallWatch {
+/// (Also used by [`RecSeq`](crate::RecSeq)'s writer wait.)
+pub(crate) struct StallWatch {
     timeout: Duration,
     started: Option<Instant>,
     reported: bool,
 }
 
 impl StallWatch {
-    fn new(timeout: Duration) -> StallWatch {
+    pub(crate) fn new(timeout: Duration) -> StallWatch {
         StallWatch {
             timeout,
             started: None,
@@ -144,7 +174,7 @@ impl StallWatch {
     }
 
     /// Returns how long the grace period has been held, the first time it exceeds the timeout.
-    fn check(&mut self) -> Option<Duration> {
+    pub(crate) fn check(&mut self) -> Option<Duration> {
         if self.reported {
             return None;
         }

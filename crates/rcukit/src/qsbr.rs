@@ -1,0 +1,608 @@
+//! [`Qsbr`]: quiescent-state-based reclamation, the RCU flavour with nothing on the read path.
+//!
+//! liburcu-qsbr and DPDK's `rte_rcu_qsbr` serve packet-processing loops (seeds 001 and 002):
+//! a thread that polls a queue forever reads shared tables millions of times a second, and
+//! passes a point between bursts where it holds no reference to any of them. QSBR makes that
+//! point, the *quiescent state*, the only thing the thread announces. Reads themselves are
+//! plain loads: no guard, no counter, no fence.
+//!
+//! ```
+//! use rcukit::Qsbr;
+//! use std::sync::atomic::{AtomicPtr, Ordering};
+//! use std::sync::Arc;
+//!
+//! let qsbr = Arc::new(Qsbr::new());
+//! let table = Arc::new(AtomicPtr::new(Box::into_raw(Box::new(vec![1u32; 16]))));
+//!
+//! let worker = {
+//!     let (qsbr, table) = (qsbr.clone(), table.clone());
+//!     std::thread::spawn(move || {
+//!         let mut me = qsbr.register(); // online from here on
+//!         let mut sum = 0u64;
+//!         for _burst in 0..100 {
+//!             for _packet in 0..32 {
+//!                 // SAFETY: tables are freed only after a grace period, and this thread
+//!                 // announces no quiescent state while it uses `rules`.
+//!                 let rules = unsafe { &*table.load(Ordering::Acquire) };
+//!                 sum += u64::from(rules[0]);
+//!             }
+//!             me.quiescent_state(); // no reference to any table survives this point
+//!         }
+//!         // Blocking calls go offline so that grace periods need not wait for them.
+//!         me.offline_while(|| std::thread::sleep(std::time::Duration::from_millis(1)));
+//!         sum
+//!     }) // `me` unregisters when it drops
+//! };
+//!
+//! // Writer (not registered): publish, wait, free.
+//! let old = table.swap(Box::into_raw(Box::new(vec![2u32; 16])), Ordering::AcqRel);
+//! qsbr.synchronize();
+//! // SAFETY: every registered thread has passed a quiescent state since the swap.
+//! drop(unsafe { Box::from_raw(old) });
+//! assert!(worker.join().unwrap() >= 3200);
+//! # drop(unsafe { Box::from_raw(table.load(Ordering::Relaxed)) });
+//! ```
+//!
+//! # The protocol
+//!
+//! A QSBR domain is an RCU domain (it *is* one inside: the same reader registry, epoch,
+//! sequence counters, normal and expedited engines, cookies and callback workers; see
+//! [`domain`](crate::domain)) whose reader records are written by quiescent states instead of
+//! read guards. A registered thread's record holds 0 while the thread is *offline* and,
+//! while it is *online*, the epoch it read at its last quiescent state:
+//!
+//! ```text
+//! quiescent_state():  Q1  e = epoch.load(Acquire);  Q2  record.store(e, Release)
+//! offline():          F1  record.store(0, Release)
+//! online():           N1  e = epoch.load(Acquire);  N2  record.store(e, Release);  N3  fence(SeqCst)
+//! grace period:       G1  fence(SeqCst);  G2  t = epoch.fetch_add(1) + 1;
+//!                     G3  wait until every registered record is 0 or >= t
+//! ```
+//!
+//! The grace period is exactly the RCU one ([`reader`](crate::reader) explains G1-G3), run in
+//! [`FenceKind::SeqCst`] mode so its heavy barrier is one fence. An
+//! online thread is always inside a read-side critical section; a quiescent state ends the
+//! current one and starts the next in a single store.
+//!
+//! # Why it is correct
+//!
+//! Claim: when G3 finishes, every access a registered thread made before its quiescent state
+//! (or offline point) happens-before the updater's next step, and any access the thread makes
+//! afterwards sees what the updater did before G1.
+//!
+//! * G3 accepts a record for one of two reasons. **It reads `v >= t`**: the store was Q2 or N2
+//!   of a quiescent state whose Q1/N1 read the epoch at or after G2's increment. The `Release`
+//!   store and the `Acquire` scan make everything before Q2 happen-before the rest of the grace
+//!   period. Q1 read G2's increment (or a later one in its release sequence), so G1 and the
+//!   removal before it happen-before everything after Q1. **It reads 0**: the `Release` of F1
+//!   orders everything before it in the same way, and the thread can only touch shared data
+//!   again after N1-N3 (next point).
+//! * **Coming online** is the one moment a record goes from "ignore me" to "wait for me", the
+//!   store-buffering pattern of RCU's read-side entry: N3 and G1 are both `SeqCst` fences, so
+//!   either G1 comes first and every access after N3 sees the removal, or N3 comes first and
+//!   G3 reads N2's value or a later one (never the 0 before it), and waits as above.
+//! * **Why a quiescent state needs no fence.** Before Q2 the record already held a non-zero
+//!   value (the thread was online), so whatever G3 reads is either an older non-zero value
+//!   (< t, it waits) or Q2's value or later: G3 can never mistake the thread for offline. A
+//!   stale epoch at Q1 only makes the grace period wait for the next quiescent state. On x86
+//!   the two accesses are plain `mov`s; on Arm, a load-acquire and a store-release.
+//! * **Registration** creates the record offline, adds it to the registry under the registry
+//!   lock and then comes online (N1-N3). A grace period whose registry snapshot (taken under
+//!   the same lock after G2) missed it is ordered before the registration by the lock, hence
+//!   before the thread's first access: the thread sees the removal.
+//!
+//! One scan suffices for the reason RCU's does: the epoch is 64 bits and never wraps.
+//!
+//! # Misuse made hard
+//!
+//! * A thread registers explicitly with [`Qsbr::register`] and gets a [`QsbrThread`], which is
+//!   `!Send`, borrows the domain (so it cannot outlive it) and unregisters when it drops. A
+//!   second registration of the same thread with the same domain panics.
+//! * [`QsbrThread::quiescent_state`], [`offline`](QsbrThread::offline) and
+//!   [`online`](QsbrThread::online) take `&mut self`: references a program derives from a
+//!   `&QsbrThread` (say, a lookup that returns `&'t Entry` for a `&'t QsbrThread`) cannot live
+//!   across a quiescent state; the borrow checker refuses it.
+//! * A thread that stays online without announcing quiescent states holds every grace period
+//!   of its domain. After the stall timeout the grace period prints one report to stderr that
+//!   names the thread (name and tid) and counts it in [`Stats::stalls`]; then it keeps
+//!   waiting.
+//! * Waiting for a grace period (`synchronize*`, `cond_synchronize*`, `barrier`) from a thread
+//!   that is online in the same domain would wait for that very thread: it panics with an
+//!   explanation. Go offline first ([`QsbrThread::offline_while`]).
+//! * A handle leaked with `mem::forget` stays registered until its thread exits (a
+//!   thread-local destructor unregisters it); until then it holds grace periods and is
+//!   reported as a stall.
+//!
+//! # Preemption
+//!
+//! The kernel announces a quiescent state for a CPU at every context switch; user space cannot
+//! see its threads being preempted. A registered thread that is online when the scheduler
+//! takes its CPU holds every grace period until it runs again and reaches its next quiescent
+//! state: a scheduler time slice, milliseconds. QSBR therefore suits threads that own a CPU
+//! (pinned packet loops, DPDK style) and that go offline around anything that blocks. With
+//! more runnable threads than CPUs, prefer [`Rcu`](crate::Rcu), whose preempted readers only
+//! hold a grace period when they are preempted *inside* a short read-side section.
+//!
+//! # Normal and expedited
+//!
+//! Both engines of the inner domain are available with the same API as [`Rcu`].
+//! Neither interrupts readers here: a QSBR grace period only ever *waits* for quiescent
+//! states. A normal grace period runs on the domain's thread and batches requests (good for
+//! many updaters and for callbacks); an expedited one runs in the caller at once (lowest
+//! latency for a single updater).
+
+use crate::domain::Inner;
+use crate::error::Error;
+use crate::gp::Flavor;
+use crate::reader::{ReaderRecord, Registry, ThreadInfo};
+use crate::seq::GpCookie;
+use crate::sync::fence;
+use crate::{FenceKind, Rcu, RcuBuilder, Stats};
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// One registration of the calling thread, kept in a thread-local table so that misuse can be
+/// detected and leaked handles unregistered at thread exit.
+struct LocalRegistration {
+    domain: u64,
+    record: Arc<ReaderRecord>,
+    registry: Weak<Registry>,
+}
+
+impl LocalRegistration {
+    fn release(&self) {
+        self.record.ctr.store(0, Release);
+        if let Some(registry) = self.registry.upgrade() {
+            registry.unregister(Arc::as_ptr(&self.record));
+        }
+    }
+}
+
+/// The calling thread's registrations. Dropping it (thread exit) releases leftovers.
+struct LocalTable(RefCell<Vec<LocalRegistration>>);
+
+impl Drop for LocalTable {
+    fn drop(&mut self) {
+        for entry in self.0.get_mut().drain(..) {
+            entry.release();
+        }
+    }
+}
+
+thread_local! {
+    static REGISTRATIONS: LocalTable = const { LocalTable(RefCell::new(Vec::new())) };
+}
+
+/// Is the calling thread registered with domain `id` and online?
+fn online_here(id: u64) -> bool {
+    REGISTRATIONS
+        .try_with(|table| {
+            table.0.try_borrow().is_ok_and(|entries| {
+                entries
+                    .iter()
+                    .any(|e| e.domain == id && e.record.ctr.load(Relaxed) != 0)
+            })
+        })
+        .unwrap_or(false)
+}
+
+static NEXT_QSBR: AtomicU64 = AtomicU64::new(1);
+
+/// Builder for [`Qsbr`] domains; see [`Qsbr::builder`].
+#[derive(Clone, Debug, Default)]
+pub struct QsbrBuilder {
+    name: Option<String>,
+    rcu: RcuBuilder,
+}
+
+impl QsbrBuilder {
+    /// A name for the domain's threads and its stall reports (default `qsbr#<n>`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// How long an online thread may go without a quiescent state, while a grace period waits
+    /// for it, before a stall report names it on stderr (default 10 s; at least 1 ms).
+    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
+        self.rcu = self.rcu.stall_timeout(timeout);
+        self
+    }
+
+    /// Batching window of normal grace periods (default 1 ms; at most 10 s), as
+    /// [`RcuBuilder::normal_gp_delay`].
+    pub fn normal_gp_delay(mut self, delay: Duration) -> Self {
+        self.rcu = self.rcu.normal_gp_delay(delay);
+        self
+    }
+
+    /// Number of callback worker threads (default 1; 1 to 256), as
+    /// [`RcuBuilder::callback_workers`].
+    pub fn callback_workers(mut self, workers: usize) -> Self {
+        self.rcu = self.rcu.callback_workers(workers);
+        self
+    }
+
+    /// Pending callbacks per worker past which expedited grace periods are requested (default
+    /// 10,000), as [`RcuBuilder::backlog_callbacks`].
+    pub fn backlog_callbacks(mut self, callbacks: u64) -> Self {
+        self.rcu = self.rcu.backlog_callbacks(callbacks);
+        self
+    }
+
+    /// Build the domain and start its threads.
+    pub fn build(self) -> Result<Qsbr, Error> {
+        let name = match self.name {
+            Some(name) => name,
+            None => format!("qsbr#{}", NEXT_QSBR.fetch_add(1, Relaxed)),
+        };
+        let rcu = self
+            .rcu
+            .name(name)
+            .fence(FenceKind::SeqCst)
+            .flavor(Flavor::Qsbr)
+            .build()?;
+        Ok(Qsbr { rcu })
+    }
+}
+
+/// A QSBR domain: registered threads announce quiescent states and read with no code at all.
+///
+/// See the [module documentation](self) for the protocol and why it is correct. The grace-period
+/// API mirrors [`Rcu`]'s: [`synchronize`](Qsbr::synchronize),
+/// [`synchronize_expedited`](Qsbr::synchronize_expedited), cookies
+/// ([`get_state`](Qsbr::get_state), [`start_poll`](Qsbr::start_poll),
+/// [`poll`](Qsbr::poll), [`cond_synchronize`](Qsbr::cond_synchronize)), callbacks
+/// ([`call`](Qsbr::call), [`retire`](Qsbr::retire), [`barrier`](Qsbr::barrier)) and
+/// [`stats`](Qsbr::stats).
+///
+/// Threads that never register are never waited for, and may wait for grace periods. A thread
+/// that registers must call [`QsbrThread::quiescent_state`] regularly, or go offline, or every
+/// grace period of the domain waits for it.
+pub struct Qsbr {
+    rcu: Rcu,
+}
+
+impl Qsbr {
+    /// A new domain with default settings.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system refuses to start the domain's threads; use [`Qsbr::builder`] to
+    /// get that as an error instead.
+    pub fn new() -> Qsbr {
+        Qsbr::builder()
+            .build()
+            .unwrap_or_else(|e| panic!("rcukit: cannot start a QSBR domain: {e}"))
+    }
+
+    /// A builder for a domain with custom settings.
+    pub fn builder() -> QsbrBuilder {
+        QsbrBuilder::default()
+    }
+
+    fn inner(&self) -> &Inner {
+        self.rcu.inner()
+    }
+
+    /// A unique, never reused identifier of this domain (shared with [`Rcu::id`]'s sequence).
+    pub fn id(&self) -> u64 {
+        self.rcu.id()
+    }
+
+    /// The domain's name.
+    pub fn name(&self) -> &str {
+        self.rcu.name()
+    }
+
+    /// Register the calling thread. It is *online* from now on: grace periods wait for its
+    /// quiescent states until it goes offline or the returned handle drops.
+    ///
+    /// # Panics
+    ///
+    /// If the calling thread already holds a registration with this domain (one handle per
+    /// thread and domain: a second one would let the thread announce quiescent states for
+    /// one while it still reads through the other).
+    pub fn register(&self) -> QsbrThread<'_> {
+        let inner = self.inner();
+        let id = self.id();
+        let registry = &inner.core.registry;
+        let record = Arc::new(ReaderRecord::new(
+            ThreadInfo::current(),
+            Arc::downgrade(registry),
+        ));
+        let recorded = REGISTRATIONS.try_with(|table| {
+            let mut entries = table.0.borrow_mut();
+            if entries.iter().any(|e| e.domain == id) {
+                return Err(());
+            }
+            entries.push(LocalRegistration {
+                domain: id,
+                record: record.clone(),
+                registry: Arc::downgrade(registry),
+            });
+            Ok(())
+        });
+        if let Ok(Err(())) = recorded {
+            panic!(
+                "rcukit: {} is already registered with QSBR domain '{}'; keep one QsbrThread \
+                 per thread and domain",
+                ThreadInfo::current(),
+                self.name()
+            );
+        }
+        // Offline (0) until registered, then online through N1-N3 (see the module docs).
+        registry.register(record.clone());
+        let mut thread = QsbrThread {
+            qsbr: self,
+            epoch: &inner.core.read_side.epoch,
+            record,
+            online: false,
+            _not_send: PhantomData,
+        };
+        thread.online();
+        thread
+    }
+
+    /// Is the calling thread registered with this domain and online?
+    pub fn is_online(&self) -> bool {
+        online_here(self.id())
+    }
+
+    #[track_caller]
+    fn assert_offline(&self, what: &str) {
+        if online_here(self.id()) {
+            panic!(
+                "rcukit: {what} called by {}, which is online in QSBR domain '{}'; the grace \
+                 period would wait for this very thread's quiescent state and never end. Go \
+                 offline first (QsbrThread::offline or offline_while), or defer the work with \
+                 call()/retire().",
+                ThreadInfo::current(),
+                self.name()
+            );
+        }
+    }
+
+    /// Wait for a grace period: every registered thread that was online when this was called
+    /// has since announced a quiescent state or gone offline. Requests a normal grace period
+    /// (batched) and returns on the first grace period of either kind that covers the call.
+    ///
+    /// # Panics
+    ///
+    /// If the calling thread is online in this domain (it would wait for itself).
+    #[track_caller]
+    pub fn synchronize(&self) {
+        self.assert_offline("synchronize()");
+        self.rcu.synchronize();
+    }
+
+    /// Run (or share) an expedited grace period in the calling thread: no batching delay.
+    ///
+    /// # Panics
+    ///
+    /// If the calling thread is online in this domain.
+    #[track_caller]
+    pub fn synchronize_expedited(&self) {
+        self.assert_offline("synchronize_expedited()");
+        self.rcu.synchronize_expedited();
+    }
+
+    /// Snapshot both grace-period counters without starting anything.
+    pub fn get_state(&self) -> GpCookie {
+        self.rcu.get_state()
+    }
+
+    /// Like [`get_state`](Qsbr::get_state), and request a normal grace period.
+    pub fn start_poll(&self) -> GpCookie {
+        self.rcu.start_poll()
+    }
+
+    /// Like [`get_state`](Qsbr::get_state), and have the helper thread run an expedited grace
+    /// period without blocking the caller.
+    pub fn start_poll_expedited(&self) -> GpCookie {
+        self.rcu.start_poll_expedited()
+    }
+
+    /// Has a grace period covering `cookie` completed? Never blocks; fine from online threads.
+    ///
+    /// # Panics
+    ///
+    /// If `cookie` came from another domain.
+    pub fn poll(&self, cookie: &GpCookie) -> bool {
+        self.rcu.poll(cookie)
+    }
+
+    /// Wait like [`synchronize`](Qsbr::synchronize) unless `cookie` has already expired.
+    ///
+    /// # Panics
+    ///
+    /// If it would wait and the calling thread is online in this domain, or if `cookie` came
+    /// from another domain.
+    #[track_caller]
+    pub fn cond_synchronize(&self, cookie: &GpCookie) {
+        if self.poll(cookie) {
+            return;
+        }
+        self.assert_offline("cond_synchronize()");
+        self.rcu.cond_synchronize(cookie);
+    }
+
+    /// Run an expedited grace period unless `cookie` has already expired.
+    ///
+    /// # Panics
+    ///
+    /// As [`cond_synchronize`](Qsbr::cond_synchronize).
+    #[track_caller]
+    pub fn cond_synchronize_expedited(&self, cookie: &GpCookie) {
+        if self.poll(cookie) {
+            return;
+        }
+        self.assert_offline("cond_synchronize_expedited()");
+        self.rcu.cond_synchronize_expedited(cookie);
+    }
+
+    /// Run `f` on a callback worker after a grace period. Never blocks: fine from online
+    /// threads.
+    pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
+        self.rcu.call(f);
+    }
+
+    /// Drop `value` after a grace period. Never blocks.
+    pub fn retire<T: Send + 'static>(&self, value: Box<T>) {
+        self.rcu.retire(value);
+    }
+
+    /// Drop the box behind `ptr` after a grace period.
+    ///
+    /// # Safety
+    ///
+    /// As [`Rcu::retire_raw`]: `ptr` came from `Box::into_raw`, is retired once, and is already
+    /// unreachable for threads that pass a quiescent state after this call.
+    pub unsafe fn retire_raw<T: Send + 'static>(&self, ptr: *mut T) {
+        // SAFETY: forwarded to the caller, with the same contract as `Rcu::retire_raw`.
+        unsafe { self.rcu.retire_raw(ptr) };
+    }
+
+    /// Wait until every callback queued before this call has run.
+    ///
+    /// # Panics
+    ///
+    /// If the calling thread is online in this domain, or from one of its callbacks.
+    #[track_caller]
+    pub fn barrier(&self) {
+        self.assert_offline("barrier()");
+        self.rcu.barrier();
+    }
+
+    /// Statistics. `readers` counts registered threads; `stalls` counts stall reports about
+    /// online threads that announced no quiescent state in time.
+    pub fn stats(&self) -> Stats {
+        self.rcu.stats()
+    }
+}
+
+impl Default for Qsbr {
+    fn default() -> Self {
+        Qsbr::new()
+    }
+}
+
+impl std::fmt::Debug for Qsbr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Qsbr")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A thread's registration with a [`Qsbr`] domain, from [`Qsbr::register`].
+///
+/// Tied to its thread (`!Send`) and to its domain (it borrows it). While the handle is
+/// *online*, every grace period of the domain waits until the thread calls
+/// [`quiescent_state`](QsbrThread::quiescent_state) or goes [`offline`](QsbrThread::offline).
+/// Dropping the handle unregisters the thread.
+///
+/// ```compile_fail
+/// let qsbr: &'static rcukit::Qsbr = Box::leak(Box::new(rcukit::Qsbr::new()));
+/// let me = qsbr.register();
+/// std::thread::spawn(move || drop(me)); // a registration cannot move to another thread
+/// ```
+pub struct QsbrThread<'a> {
+    qsbr: &'a Qsbr,
+    /// The domain's epoch, cached so that a quiescent state chases no pointers.
+    epoch: &'a crate::sync::AtomicU64,
+    record: Arc<ReaderRecord>,
+    online: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> QsbrThread<'a> {
+    /// Announce a quiescent state: the thread holds no reference to data protected by this
+    /// domain at this point. One `Acquire` load and one `Release` store, no fence (the module
+    /// docs say why none is needed). Does nothing while offline.
+    #[inline]
+    pub fn quiescent_state(&mut self) {
+        if self.online {
+            let epoch = self.epoch.load(Acquire);
+            self.record.ctr.store(epoch, Release);
+        }
+    }
+
+    /// Go offline: grace periods stop waiting for this thread until [`online`](Self::online).
+    /// Implies a quiescent state. Use it around blocking calls.
+    #[inline]
+    pub fn offline(&mut self) {
+        if self.online {
+            self.online = false;
+            self.record.ctr.store(0, Release);
+        }
+    }
+
+    /// Come back online (N1-N3 in the module docs: a load, a store and a full fence).
+    #[inline]
+    pub fn online(&mut self) {
+        if !self.online {
+            let epoch = self.epoch.load(Acquire);
+            self.record.ctr.store(epoch, Release);
+            fence(SeqCst);
+            self.online = true;
+        }
+    }
+
+    /// Is this thread online?
+    pub fn is_online(&self) -> bool {
+        self.online
+    }
+
+    /// Run `f` offline (for example a blocking call, or a grace-period wait on this domain),
+    /// then come back online, also if `f` panics. If the handle was offline already it stays
+    /// offline.
+    pub fn offline_while<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        struct Online<'h, 'a>(&'h mut QsbrThread<'a>, bool);
+        impl Drop for Online<'_, '_> {
+            fn drop(&mut self) {
+                if self.1 {
+                    self.0.online();
+                }
+            }
+        }
+        let was_online = self.online;
+        self.offline();
+        let _back = Online(self, was_online);
+        f()
+    }
+
+    /// The domain this thread is registered with.
+    pub fn domain(&self) -> &'a Qsbr {
+        self.qsbr
+    }
+}
+
+impl Drop for QsbrThread<'_> {
+    fn drop(&mut self) {
+        self.record.ctr.store(0, Release);
+        let id = self.qsbr.id();
+        let ptr = Arc::as_ptr(&self.record);
+        let _ = REGISTRATIONS.try_with(|table| {
+            if let Ok(mut entries) = table.0.try_borrow_mut() {
+                entries.retain(|e| !(e.domain == id && Arc::as_ptr(&e.record) == ptr));
+            }
+        });
+        self.qsbr.inner().core.registry.unregister(ptr);
+    }
+}
+
+impl std::fmt::Debug for QsbrThread<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QsbrThread")
+            .field("domain", &self.qsbr.id())
+            .field("thread", &self.record.thread.to_string())
+            .field("online", &self.online)
+            .finish()
+    }
+}

@@ -1,0 +1,212 @@
+//! PerCpuRwLock: shared readers, exclusive writers (also across slots shared by several
+//! threads), writers getting in among busy readers, and thread churn.
+
+use rcukit::{PerCpuRwLock, RawPerCpuRwLock};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+#[test]
+fn slot_settings() {
+    assert_eq!(
+        RawPerCpuRwLock::with_slots(0).unwrap_err().setting(),
+        Some("slots")
+    );
+    assert!(RawPerCpuRwLock::with_slots(100_000).is_err());
+    assert_eq!(RawPerCpuRwLock::with_slots(5).unwrap().slot_count(), 8);
+    let default = PerCpuRwLock::new(0u8);
+    // SAFETY: only reads the slot count; the lock's state is not touched.
+    let n = unsafe { default.raw() }.slot_count();
+    assert!(n.is_power_of_two() && n >= 4, "{n}");
+}
+
+#[test]
+fn readers_share_writers_exclude() {
+    let lock = Arc::new(PerCpuRwLock::new(7u32));
+    let held = Arc::new(Barrier::new(2));
+    let checked = Arc::new(Barrier::new(2));
+    let other = {
+        let (lock, held, checked) = (lock.clone(), held.clone(), checked.clone());
+        std::thread::spawn(move || {
+            held.wait(); // main holds a read lock
+            assert_eq!(*lock.try_read().expect("readers share"), 7);
+            assert!(lock.try_write().is_none(), "a reader excludes writers");
+            checked.wait();
+            held.wait(); // main holds the write lock
+            assert!(lock.try_read().is_none(), "a writer excludes readers");
+            assert!(lock.try_write().is_none(), "a writer excludes writers");
+            checked.wait();
+        })
+    };
+    {
+        let _r = lock.read();
+        held.wait();
+        checked.wait();
+    }
+    {
+        let mut w = lock.write();
+        *w += 1;
+        held.wait();
+        checked.wait();
+    }
+    other.join().unwrap();
+    assert_eq!(*lock.read(), 8);
+    assert!(!lock.is_locked());
+}
+
+#[test]
+fn downgrade_keeps_writers_out() {
+    let lock = PerCpuRwLock::new(1u32);
+    let mut w = lock.write();
+    *w = 2;
+    let r = lock_api::RwLockWriteGuard::downgrade(w);
+    assert_eq!(*r, 2);
+    assert!(lock.try_write().is_none());
+    drop(r);
+    assert!(lock.try_write().is_some());
+}
+
+#[test]
+fn a_writer_gets_in_among_busy_readers() {
+    let lock = Arc::new(PerCpuRwLock::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (lock, stop) = (lock.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Relaxed) {
+                    // Back-to-back, overlapping read sections: the slot is almost never free.
+                    let g = lock.read();
+                    for _ in 0..64 {
+                        std::hint::spin_loop();
+                    }
+                    n += *g;
+                }
+                n
+            })
+        })
+        .collect();
+    for _ in 0..200 {
+        *lock.write() += 1;
+    }
+    stop.store(true, Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(*lock.read(), 200);
+}
+
+struct Pair {
+    a: u64,
+    b: u64,
+}
+
+fn churn(lock: Arc<PerCpuRwLock<Pair>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers_inside = Arc::new(AtomicUsize::new(0));
+    let writers_inside = Arc::new(AtomicUsize::new(0));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let reads = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (lock, stop, ri, wi, violations, reads) = (
+            lock.clone(),
+            stop.clone(),
+            readers_inside.clone(),
+            writers_inside.clone(),
+            violations.clone(),
+            reads.clone(),
+        );
+        move |lifetime: Option<u64>| {
+            let mut n = 0;
+            while !stop.load(Relaxed) && lifetime.map_or(true, |l| n < l) {
+                n += 1;
+                let g = lock.read();
+                ri.fetch_add(1, SeqCst);
+                if wi.load(SeqCst) != 0 || g.a != g.b {
+                    violations.fetch_add(1, SeqCst);
+                }
+                std::hint::spin_loop();
+                if g.a != g.b {
+                    violations.fetch_add(1, SeqCst);
+                }
+                ri.fetch_sub(1, SeqCst);
+                drop(g);
+                reads.fetch_add(1, Relaxed);
+            }
+        }
+    };
+    let writer = {
+        let (lock, stop, ri, wi, violations) = (
+            lock.clone(),
+            stop.clone(),
+            readers_inside.clone(),
+            writers_inside.clone(),
+            violations.clone(),
+        );
+        move || {
+            let mut n = 0u64;
+            while !stop.load(Relaxed) {
+                let mut g = lock.write();
+                if wi.fetch_add(1, SeqCst) != 0 || ri.load(SeqCst) != 0 {
+                    violations.fetch_add(1, SeqCst);
+                }
+                g.a += 1;
+                std::hint::spin_loop();
+                g.b += 1;
+                wi.fetch_sub(1, SeqCst);
+                drop(g);
+                n += 1;
+                if n % 16 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            n
+        }
+    };
+    let steady: Vec<_> = (0..2)
+        .map(|_| {
+            let reader = reader.clone();
+            std::thread::spawn(move || reader(None))
+        })
+        .collect();
+    let writers: Vec<_> = (0..2).map(|_| std::thread::spawn(writer.clone())).collect();
+    // Thread churn: waves of short-lived readers get fresh thread indices (and slots).
+    let deadline = Instant::now() + Duration::from_millis(700);
+    let mut waves = 0;
+    while Instant::now() < deadline {
+        waves += 1;
+        let wave: Vec<_> = (0..3)
+            .map(|_| {
+                let reader = reader.clone();
+                std::thread::spawn(move || reader(Some(200)))
+            })
+            .collect();
+        for h in wave {
+            h.join().unwrap();
+        }
+    }
+    stop.store(true, Relaxed);
+    for h in steady {
+        h.join().unwrap();
+    }
+    let writes: u64 = writers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(violations.load(SeqCst), 0, "exclusion was violated");
+    let g = lock.read();
+    assert_eq!((g.a, g.b), (writes, writes));
+    assert!(waves > 0 && reads.load(Relaxed) > 0);
+    drop(g);
+    assert!(!lock.is_locked());
+}
+
+#[test]
+fn exclusion_under_thread_churn() {
+    churn(Arc::new(PerCpuRwLock::new(Pair { a: 0, b: 0 })));
+}
+
+#[test]
+fn exclusion_with_threads_sharing_slots() {
+    let raw = RawPerCpuRwLock::with_slots(2).unwrap();
+    churn(Arc::new(PerCpuRwLock::from_raw(raw, Pair { a: 0, b: 0 })));
+}

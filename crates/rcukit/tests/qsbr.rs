@@ -1,0 +1,384 @@
+//! QSBR domain: API, misuse panics, the stall report for a silent online thread, and a stress
+//! test with online/offline and registration churn over every wait path.
+
+use rcukit::Qsbr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+#[test]
+fn register_quiescent_offline_online() {
+    let qsbr = Qsbr::builder().name("api").build().unwrap();
+    assert_eq!(qsbr.name(), "api");
+    assert!(!qsbr.is_online());
+    {
+        let mut me = qsbr.register();
+        assert!(me.is_online() && qsbr.is_online());
+        assert_eq!(qsbr.stats().readers, 1);
+        me.quiescent_state();
+        me.offline();
+        assert!(!me.is_online() && !qsbr.is_online());
+        me.quiescent_state(); // no-op while offline
+        assert!(!qsbr.is_online());
+        qsbr.synchronize(); // allowed while offline
+        qsbr.synchronize_expedited();
+        me.online();
+        assert!(qsbr.is_online());
+        me.offline_while(|| {
+            assert!(!qsbr.is_online());
+            qsbr.synchronize();
+            qsbr.barrier();
+        });
+        assert!(me.is_online());
+        // Non-blocking calls are fine while online.
+        let cookie = qsbr.start_poll();
+        let _ = qsbr.poll(&cookie);
+        qsbr.call(|| {});
+    }
+    assert!(!qsbr.is_online());
+    assert_eq!(qsbr.stats().readers, 0);
+    // Unregistered threads never hold grace periods.
+    qsbr.synchronize();
+    let cookie = qsbr.get_state();
+    qsbr.cond_synchronize(&cookie);
+    assert!(qsbr.poll(&cookie));
+    qsbr.barrier();
+    assert!(qsbr.stats().normal_gps + qsbr.stats().expedited_gps >= 2);
+}
+
+#[test]
+fn offline_while_restores_online_after_a_panic() {
+    let qsbr = Qsbr::new();
+    let mut me = qsbr.register();
+    let result = catch_unwind(AssertUnwindSafe(|| me.offline_while(|| panic!("inside"))));
+    assert!(result.is_err());
+    assert!(me.is_online() && qsbr.is_online());
+}
+
+#[test]
+#[should_panic(expected = "is already registered with QSBR domain")]
+fn double_registration_panics() {
+    let qsbr = Qsbr::new();
+    let _a = qsbr.register();
+    let _b = qsbr.register();
+}
+
+#[test]
+fn waiting_while_online_panics_with_an_explanation() {
+    let qsbr = Qsbr::builder().name("misuse").build().unwrap();
+    let me = qsbr.register();
+    let fresh = qsbr.get_state();
+    type Attempt<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let attempts: Vec<Attempt<'_>> = vec![
+        ("synchronize()", Box::new(|| qsbr.synchronize())),
+        (
+            "synchronize_expedited()",
+            Box::new(|| qsbr.synchronize_expedited()),
+        ),
+        (
+            "cond_synchronize()",
+            Box::new(|| qsbr.cond_synchronize(&fresh)),
+        ),
+        (
+            "cond_synchronize_expedited()",
+            Box::new(|| qsbr.cond_synchronize_expedited(&fresh)),
+        ),
+        ("barrier()", Box::new(|| qsbr.barrier())),
+    ];
+    for (what, attempt) in attempts {
+        let err = catch_unwind(AssertUnwindSafe(attempt)).expect_err(what);
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            msg.contains(what) && msg.contains("online in QSBR domain 'misuse'"),
+            "{what}: unexpected message {msg:?}"
+        );
+    }
+    drop(me);
+    qsbr.synchronize();
+}
+
+#[test]
+fn cookie_from_another_domain_panics() {
+    let a = Qsbr::new();
+    let b = Qsbr::new();
+    let cookie = a.get_state();
+    assert!(catch_unwind(AssertUnwindSafe(|| b.poll(&cookie))).is_err());
+}
+
+#[test]
+fn grace_period_waits_for_the_online_thread() {
+    let qsbr = Arc::new(Qsbr::new());
+    let announced = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(2));
+    let reader = {
+        let (qsbr, announced, start) = (qsbr.clone(), announced.clone(), start.clone());
+        std::thread::spawn(move || {
+            let mut me = qsbr.register();
+            start.wait();
+            std::thread::sleep(Duration::from_millis(30)); // online and silent
+            announced.store(true, Relaxed);
+            me.quiescent_state();
+            me.offline();
+            std::thread::sleep(Duration::from_millis(30)); // offline: never waited for
+        })
+    };
+    start.wait();
+    qsbr.synchronize_expedited();
+    // The quiescent state's Release store orders the flag before the grace period's end.
+    assert!(
+        announced.load(Relaxed),
+        "the grace period ended before the online thread announced a quiescent state"
+    );
+    qsbr.synchronize(); // the thread is offline now: returns without it
+    reader.join().unwrap();
+}
+
+/// The child half of `silent_online_thread_is_reported`: runs in a subprocess so that the
+/// parent can read its stderr.
+fn stall_child() {
+    let qsbr = Arc::new(
+        Qsbr::builder()
+            .name("stall-test")
+            .stall_timeout(Duration::from_millis(50))
+            .build()
+            .unwrap(),
+    );
+    let release = Arc::new(AtomicBool::new(false));
+    let registered = Arc::new(Barrier::new(2));
+    let silent = {
+        let (qsbr, release, registered) = (qsbr.clone(), release.clone(), registered.clone());
+        std::thread::Builder::new()
+            .name("silent-reader".into())
+            .spawn(move || {
+                let mut me = qsbr.register();
+                registered.wait();
+                while !release.load(Acquire) {
+                    std::thread::sleep(Duration::from_millis(5)); // online, no quiescent state
+                }
+                me.quiescent_state();
+            })
+            .unwrap()
+    };
+    registered.wait();
+    let waiter = {
+        let qsbr = qsbr.clone();
+        std::thread::spawn(move || qsbr.synchronize())
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while qsbr.stats().stalls == 0 {
+        assert!(Instant::now() < deadline, "no stall was reported");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!waiter.is_finished(), "the grace period must keep waiting");
+    release.store(true, Release);
+    waiter.join().unwrap();
+    silent.join().unwrap();
+    assert_eq!(
+        qsbr.stats().stalls,
+        1,
+        "one report per stalled grace period"
+    );
+}
+
+#[test]
+fn silent_online_thread_is_reported() {
+    if std::env::var_os("RCUKIT_QSBR_STALL_CHILD").is_some() {
+        stall_child();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "silent_online_thread_is_reported",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RCUKIT_QSBR_STALL_CHILD", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{stderr}");
+    let reports: Vec<_> = stderr
+        .lines()
+        .filter(|l| l.starts_with("rcukit: stall:"))
+        .collect();
+    assert_eq!(reports.len(), 1, "expected one stall report:\n{stderr}");
+    let report = reports[0];
+    assert!(
+        report.contains("QSBR domain 'stall-test'")
+            && report.contains("thread 'silent-reader' (tid ")
+            && report.contains("quiescent state"),
+        "the report must name the domain and the thread: {report}"
+    );
+}
+
+/// A node readers find through the shared pointer. "Freeing" it marks it; the memory itself
+/// is kept until the end of the test, so a premature free shows up as a marked node seen by a
+/// reader rather than as undefined behaviour.
+struct Node {
+    freed: AtomicBool,
+    value: u64,
+}
+
+/// Marks a node freed when dropped: what `retire` runs.
+struct FreeOnDrop(&'static Node);
+
+impl Drop for FreeOnDrop {
+    fn drop(&mut self) {
+        self.0.freed.store(true, Relaxed);
+    }
+}
+
+#[test]
+fn stress_with_churn_and_every_wait_path() {
+    let qsbr: &'static Qsbr = Box::leak(Box::new(
+        Qsbr::builder()
+            .normal_gp_delay(Duration::from_micros(200))
+            .build()
+            .unwrap(),
+    ));
+    let new_node = |value| -> &'static Node {
+        Box::leak(Box::new(Node {
+            freed: AtomicBool::new(false),
+            value,
+        }))
+    };
+    let current = Arc::new(AtomicPtr::new(new_node(0) as *const Node as *mut Node));
+    let stop = Arc::new(AtomicBool::new(false));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let reads = Arc::new(AtomicU64::new(0));
+
+    let reader_body = {
+        let (current, stop, violations, reads) = (
+            current.clone(),
+            stop.clone(),
+            violations.clone(),
+            reads.clone(),
+        );
+        move |seed: u64, lifetime: Option<usize>| {
+            let mut me = qsbr.register();
+            let mut n = 0usize;
+            let mut rng = seed | 1;
+            while !stop.load(Relaxed) && lifetime.map_or(true, |l| n < l) {
+                n += 1;
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // SAFETY: nodes are never deallocated during the test.
+                let node = unsafe { &*current.load(Acquire) };
+                if node.freed.load(Relaxed) {
+                    violations.fetch_add(1, SeqCst);
+                }
+                for _ in 0..(rng % 64) {
+                    std::hint::spin_loop();
+                }
+                std::hint::black_box(node.value);
+                if node.freed.load(Relaxed) {
+                    violations.fetch_add(1, SeqCst);
+                }
+                reads.fetch_add(1, Relaxed);
+                match rng % 97 {
+                    0 => me.offline_while(std::thread::yield_now),
+                    1 => {
+                        me.offline();
+                        std::thread::sleep(Duration::from_micros(50));
+                        me.online();
+                    }
+                    2 => {
+                        // Registration churn inside one thread.
+                        drop(me);
+                        me = qsbr.register();
+                    }
+                    _ => me.quiescent_state(),
+                }
+            }
+        }
+    };
+
+    let readers: Vec<_> = (0..2)
+        .map(|i| {
+            let body = reader_body.clone();
+            std::thread::spawn(move || body(0x9e37_79b9 + i, None))
+        })
+        .collect();
+    // Thread churn: short-lived registered threads coming and going.
+    let churn = {
+        let (body, stop) = (reader_body.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut k = 0u64;
+            while !stop.load(Relaxed) {
+                k += 1;
+                let body = body.clone();
+                std::thread::spawn(move || body(k.wrapping_mul(0x2545_f491), Some(200)))
+                    .join()
+                    .unwrap();
+            }
+            k
+        })
+    };
+
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let mut counts = [0u64; 7];
+    let mut value = 0;
+    while Instant::now() < deadline {
+        value += 1;
+        let node = new_node(value);
+        let old_ptr = current.swap(node as *const Node as *mut Node, AcqRel);
+        // SAFETY: nodes are never deallocated during the test.
+        let old: &'static Node = unsafe { &*old_ptr };
+        let path = (value % 7) as usize;
+        counts[path] += 1;
+        match path {
+            0 => {
+                qsbr.synchronize();
+                old.freed.store(true, Relaxed);
+            }
+            1 => {
+                qsbr.synchronize_expedited();
+                old.freed.store(true, Relaxed);
+            }
+            2 => {
+                let cookie = qsbr.get_state();
+                qsbr.cond_synchronize(&cookie);
+                old.freed.store(true, Relaxed);
+            }
+            3 => {
+                let cookie = qsbr.start_poll();
+                while !qsbr.poll(&cookie) {
+                    std::thread::yield_now();
+                }
+                old.freed.store(true, Relaxed);
+            }
+            4 => {
+                let cookie = qsbr.start_poll_expedited();
+                while !qsbr.poll(&cookie) {
+                    std::thread::yield_now();
+                }
+                old.freed.store(true, Relaxed);
+            }
+            5 => qsbr.call(move || old.freed.store(true, Relaxed)),
+            _ => {
+                let cookie = qsbr.get_state();
+                qsbr.cond_synchronize_expedited(&cookie);
+                qsbr.retire(Box::new(FreeOnDrop(old)));
+            }
+        }
+    }
+    qsbr.barrier();
+    stop.store(true, Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let churned = churn.join().unwrap();
+    qsbr.barrier();
+
+    assert_eq!(violations.load(SeqCst), 0, "a reader saw a freed node");
+    assert!(counts.iter().all(|&c| c > 0), "every path ran: {counts:?}");
+    assert!(reads.load(Relaxed) > 0 && churned > 0);
+    let stats = qsbr.stats();
+    assert_eq!(stats.readers, 0, "every registration was released");
+    assert_eq!(stats.callbacks_pending, 0);
+    assert_eq!(stats.stalls, 0);
+}
