@@ -139,6 +139,9 @@ pub(crate) struct ReaderRecord {
     nesting: AtomicU32,
     pub(crate) thread: ThreadInfo,
     registry: Weak<Registry>,
+    /// The `ctr` value of the critical section a stall was last reported for, so that one
+    /// stalled section yields one report even when several grace periods wait for it.
+    stall_reported: std::sync::atomic::AtomicU64,
 }
 
 impl ReaderRecord {
@@ -148,7 +151,14 @@ impl ReaderRecord {
             nesting: AtomicU32::new(0),
             thread,
             registry,
+            stall_reported: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Claim the stall report for the critical section that stored `ctr`: true the first time
+    /// for that section, false for every later grace period that finds the same section.
+    pub(crate) fn claim_stall_report(&self, ctr: u64) -> bool {
+        self.stall_reported.swap(ctr, Relaxed) != ctr
     }
 
     /// Enter a read-side critical section (R1-R3 of the module docs, or a nested entry).

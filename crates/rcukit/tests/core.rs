@@ -434,6 +434,8 @@ fn a_long_reader_yields_one_stall_report_and_the_grace_period_completes() {
             std::thread::sleep(Duration::from_millis(400));
         });
         in_reader.wait();
+        // A normal and an expedited grace period both wait for the same stalled section.
+        s.spawn(|| rcu.synchronize());
         rcu.synchronize_expedited();
     });
     assert_eq!(rcu.stats().stalls, 1, "exactly one report for one stall");

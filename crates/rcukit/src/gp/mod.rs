@@ -132,7 +132,8 @@ impl GpCore {
                 return;
             }
             if backoff.is_sleeping() {
-                if let Some(held) = stall.check() {
+                let report = stall.check();
+                if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
                     self.stalls.fetch_add(1, Relaxed);
                     match self.flavor {
                         Flavor::Guards => eprintln!(
