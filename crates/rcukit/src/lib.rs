@@ -121,3 +121,8 @@ pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
 pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
 pub use reader::Guard;
 pub use seq::GpCookie;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
