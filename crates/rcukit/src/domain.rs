@@ -2,11 +2,11 @@
 //!
 //! A domain owns:
 //!
-//! * a reader registry and epoch ([`reader`](crate::reader), [`gp`](crate::gp));
+//! * a reader registry and epoch (`reader`, `gp`);
 //! * the normal grace-period engine and its thread ([`gp::normal`](crate::gp::normal));
 //! * the expedited engine and its helper thread for polled requests
 //!   ([`gp::expedited`](crate::gp::expedited));
-//! * the callback shards and their workers ([`callbacks`](crate::callbacks)).
+//! * the callback shards and their workers (`callbacks`).
 //!
 //! Domains are independent: a grace period of one domain never waits for readers of another,
 //! and a guard of one domain protects nothing in another.

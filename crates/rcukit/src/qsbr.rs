@@ -120,7 +120,7 @@
 //! takes its CPU holds every grace period until it runs again and reaches its next quiescent
 //! state: a scheduler time slice, milliseconds. QSBR therefore suits threads that own a CPU
 //! (pinned packet loops, DPDK style) and that go offline around anything that blocks. With
-//! more runnable threads than CPUs, prefer [`Rcu`](crate::Rcu), whose preempted readers only
+//! more runnable threads than CPUs, prefer `Rcu`, whose preempted readers only
 //! hold a grace period when they are preempted *inside* a short read-side section.
 //!
 //! # Normal and expedited

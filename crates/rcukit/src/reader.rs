@@ -33,7 +33,7 @@
 //! happens-before everything the updater does after G3 (so it may free the data).
 //!
 //! Take any outermost critical section of any thread and let `B` be its barrier R3. The barrier
-//! pair (see [`barrier`](crate::barrier)) orders `B` and G1 one way or the other:
+//! pair (see `barrier`) orders `B` and G1 one way or the other:
 //!
 //! 1. **G1 first.** Everything the updater did before G1, including the removal, is visible to
 //!    the reader's accesses after `B`: the critical section cannot find the removed data. The

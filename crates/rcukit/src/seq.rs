@@ -43,9 +43,9 @@
 //!
 //! # Memory ordering
 //!
-//! [`SeqCounter::start`] is followed by a full fence and [`SeqCounter::end`] is preceded by
+//! `SeqCounter::start` is followed by a full fence and `SeqCounter::end` is preceded by
 //! one. A snapshot is preceded by a full fence, so the updater's removal is ordered before the
-//! counter it reads; a successful [`SeqCounter::done`] reads the counter with `Acquire` (pairing
+//! counter it reads; a successful `SeqCounter::done` reads the counter with `Acquire` (pairing
 //! with the `Release` store in `end`) and then issues a full fence, so everything the grace
 //! period waited for happens before whatever the updater does next (typically freeing memory).
 

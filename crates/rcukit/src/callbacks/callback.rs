@@ -4,7 +4,7 @@
 //! the function pointer drops it. `call(f)` boxes the closure (a zero-sized closure allocates
 //! nothing).
 //!
-//! A [`Callback`] dropped without being invoked leaks its data rather than running it: running
+//! A `Callback` dropped without being invoked leaks its data rather than running it: running
 //! it could free memory that readers still use. The domain makes sure that never happens in
 //! normal operation (dropping a domain runs every pending callback first); only a crash of the
 //! callback machinery itself could leak.

@@ -9,15 +9,15 @@
 //!                   cookie gp[W]    cookie gp[NR]   stamped
 //! ```
 //!
-//! * [`enqueue`](SegCbList::enqueue) appends to NEXT.
-//! * [`accelerate`](SegCbList::accelerate) stamps NEXT with a fresh cookie: it merges NEXT
+//! * `enqueue` appends to NEXT.
+//! * `accelerate` stamps NEXT with a fresh cookie: it merges NEXT
 //!   into the newest segment whose cookie asks for the same normal grace period, or into the
 //!   first free one. The caller then requests that grace period.
-//! * [`advance`](SegCbList::advance) moves WAIT, then NEXT_READY, to DONE while their cookies
+//! * `advance` moves WAIT, then NEXT_READY, to DONE while their cookies
 //!   poll complete (normal *or* expedited half, as the caller's poll function decides), and
 //!   stops at the first that does not.
-//! * [`pop_done`](SegCbList::pop_done) hands out DONE callbacks in FIFO order.
-//! * [`entrain`](SegCbList::entrain) (for barriers) appends behind the last non-empty segment so
+//! * `pop_done` hands out DONE callbacks in FIFO order.
+//! * `entrain` (for barriers) appends behind the last non-empty segment so
 //!   the entry waits for everything queued before it, and for no extra grace period.
 //!
 //! # Why it is correct

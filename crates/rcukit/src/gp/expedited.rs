@@ -9,7 +9,7 @@
 //! # Why piggybacking is safe
 //!
 //! The snapshot is the value the counter takes at the end of the first grace period that starts
-//! after the snapshot was read (see [`seq`](crate::seq)); a counter at or past it proves that such
+//! after the snapshot was read (see `seq`); a counter at or past it proves that such
 //! a grace period has completed, which is all the caller needs. A storm of N callers therefore
 //! costs about two grace periods: the one running when they arrive (too early for them) and one
 //! more that they all share.
@@ -18,7 +18,7 @@
 //!
 //! [`Rcu::start_poll_expedited`](crate::Rcu::start_poll_expedited) and the callback workers'
 //! backlog "hurry" must not block the caller, so they hand their snapshot to a per-domain
-//! helper thread ([`ExpeditedGp::run_helper`]) that runs expedited grace periods until the
+//! helper thread (`ExpeditedGp::run_helper`) that runs expedited grace periods until the
 //! highest requested snapshot is reached (the kernel queues work for this on a workqueue).
 
 use super::{GpCore, GpEvent, GpKind};

@@ -1,7 +1,7 @@
 //! Normal grace periods: one background thread per domain, batching every request.
 //!
 //! This is the user-space image of the kernel's grace-period kthread. A caller that needs a
-//! normal grace period computes a snapshot of the normal counter (see [`seq`](crate::seq)) and
+//! normal grace period computes a snapshot of the normal counter (see `seq`) and
 //! *requests* it: the request raises `needed` to that snapshot and wakes the thread. The thread
 //! sleeps until `needed` is ahead of the counter, waits a short batching window
 //! (`normal_gp_delay`), then runs one grace period.
