@@ -145,7 +145,7 @@ fn expedited_piggyback_is_sound() {
 // ---------------------------------------------------------------------------------------------
 // The alternatives: RecSeq's writer wait and PerCpuRwLock's exclusion.
 
-use crate::locks::percpu_rwlock::RawPerCpuRwLock;
+use crate::locks::percpu_rwlock::{Path, RawPerCpuRwLock};
 use crate::locks::recseq::RecSeq;
 
 /// A table whose "freed" mark a reader must never see while it is inside a section that
@@ -221,17 +221,17 @@ fn recseq_writer_without_wait_busted() {
 /// A reader on slot 1 and a writer share a `loom` cell: any overlap of their critical sections
 /// is a causality violation. `writer_slots` is what the writer locks: `0..2` (all, correct) or
 /// `0..1` (busted: it forgets the reader's slot).
-fn percpu_model(writer_slots: std::ops::Range<usize>) {
+fn percpu_model(writer_slots: std::ops::Range<usize>, path: Path) {
     loom::model(move || {
         let lock = Arc::new(RawPerCpuRwLock::with_slots(2).unwrap());
         let data = Arc::new(loom::cell::UnsafeCell::new(0u64));
         let reader = {
             let (lock, data) = (lock.clone(), data.clone());
             thread::spawn(move || {
-                lock.lock_shared_on(1);
+                lock.lock_shared_on(1, path);
                 // SAFETY: under the read lock; writers are excluded (what loom checks).
                 let v = data.with(|p| unsafe { *p });
-                lock.unlock_shared_on(1);
+                lock.unlock_shared_on(1, path);
                 v
             })
         };
@@ -245,14 +245,19 @@ fn percpu_model(writer_slots: std::ops::Range<usize>) {
 }
 
 #[test]
-fn percpu_rwlock_writer_excludes_readers() {
-    percpu_model(0..2);
+fn percpu_rwlock_writer_excludes_owner_readers() {
+    percpu_model(0..2, Path::Owner);
+}
+
+#[test]
+fn percpu_rwlock_writer_excludes_shared_readers() {
+    percpu_model(0..2, Path::Shared);
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn percpu_rwlock_writer_missing_a_slot_busted() {
-    percpu_model(0..1);
+    percpu_model(0..1, Path::Owner);
 }
 
 /// Two writers exclude each other (they meet on slot 0 first).

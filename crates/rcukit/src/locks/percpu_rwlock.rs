@@ -28,90 +28,129 @@
 //! The kernel indexes by CPU with preemption disabled. A user thread can migrate between
 //! `lock` and `unlock`, and `lock_api`'s `unlock_shared` takes no argument, so a CPU number
 //! read at lock time could not be found again at unlock time. Instead every thread gets a
-//! *thread index* on its first lock operation and uses slot `index % slots`. The index lives
-//! in a thread-local that never changes for the thread's lifetime and has no destructor, so it
-//! is readable even while the thread exits; read guards are `!Send` (`GuardNoSend`), so a
-//! guard is released on the thread that took it, on the same slot.
+//! *thread index* on its first lock operation. The index lives in a thread-local that has no
+//! destructor, so it is readable (and unchanged) until the thread is gone; read guards are
+//! `!Send` (`GuardNoSend`), so a guard is released on the thread that took it.
 //!
-//! Indices are dense: a thread takes the smallest index an exited thread gave back (a second,
-//! destructor-carrying thread-local returns it at thread exit), else a new one. So the live
-//! threads hold the smallest indices, and up to `slots` live threads have a slot each, however
-//! many threads came and went before. Threads that share a slot share its lock word: still
-//! correct, only contended. (A thread whose index was given back while one of its guards is
-//! still alive in a later thread-local destructor shares its slot with the next thread that
-//! takes the index, which is again merely sharing.)
+//! Indices are dense: a thread takes the smallest index an exited thread gave back, else a new
+//! one, so the live threads hold the smallest indices. A thread whose index is below the slot
+//! count *owns* slot `index`: no other live thread uses that index, so the slot's `owned`
+//! counter has a single writer and needs no read-modify-write (the kernel's `this_cpu_inc`).
+//! Threads with larger indices (more live threads than slots) share slot `index % slots`
+//! through its `shared` counter, with atomic read-modify-writes.
+//!
+//! An index is given back at thread exit only when the thread holds no read guard on the
+//! owner path (a guard may live on in a later thread-local destructor); from then on the
+//! exiting thread itself uses the shared path. So two threads never use one `owned` counter.
 //!
 //! The slot count is fixed per lock: by default `4 × available_parallelism` rounded up to a
 //! power of two (at least 4, at most 1024), chosen on first use; or exactly what
-//! [`RawPerCpuRwLock::with_slots`] asks for. More slots means fewer collisions between reader
-//! threads and a longer walk for writers.
+//! [`RawPerCpuRwLock::with_slots`] asks for. More slots means fewer threads on the shared path
+//! and a longer walk for writers.
 //!
-//! # The slot word
+//! # The protocol
+//!
+//! Each slot is one cache line holding `writer` (a flag), `owned` (readers of the owning
+//! thread) and `shared` (readers of threads without a slot of their own). `light` and `heavy`
+//! are rcukit's barrier pair ([`barrier`](crate::barrier)): a compiler fence and
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` where the kernel has it, `fence(SeqCst)` on
+//! both sides otherwise.
 //!
 //! ```text
-//! bit WRITER       a writer owns this slot
-//! bits below it    number of readers inside (or trying to get in) on this slot
-//!
-//! lock_shared:     s = slot.fetch_add(1, Acquire)
-//!                  if s has WRITER: slot.fetch_sub(1); wait until WRITER is clear; retry
-//! unlock_shared:   slot.fetch_sub(1, Release)
-//! lock_exclusive:  for each slot in index order:
-//!                      set WRITER with a CAS from a value without it (Acquire), waiting
-//!                      while another writer holds it
-//!                      wait until the reader count is 0 (Acquire)
-//! unlock_exclusive: for each slot: slot.fetch_sub(WRITER, Release)
+//! lock_shared (owner):   n = owned; if n > 0 { owned = n + 1; done }      (nested)
+//!                        R1 owned = 1; R2 light; R3 if writer { owned = 0; wait !writer; retry }
+//! lock_shared (shared):  R1 shared.fetch_add(1); R2 light; R3 if writer { fetch_sub; wait; retry }
+//! unlock_shared:         owned = n - 1 (Release) / shared.fetch_sub(1, Release)
+//! lock_exclusive:        W1 for each slot in order: CAS writer false -> true (waits for writers)
+//!                        W2 heavy
+//!                        W3 for each slot: wait until owned == 0 and shared == 0 (Acquire)
+//! unlock_exclusive:      for each slot: writer = false (Release)
 //! ```
 //!
 //! # Why it is correct
 //!
-//! *Exclusion.* All read-modify-writes of one slot word are totally ordered. A reader's
-//! `fetch_add` either comes before the writer's CAS, and then the writer sees its count and
-//! waits for its `fetch_sub`, or after it, and then the reader sees `WRITER`, undoes its
-//! increment and waits. A writer returns from `lock_exclusive` holding `WRITER` on every slot
-//! with every count at zero, so no reader on any slot is inside, and none can enter until
-//! `unlock_exclusive`. Two writers serialize on slot 0 (and, taking slots in the same order,
-//! cannot deadlock).
+//! *Exclusion.* For a reader's R1-R3 and a writer's W1-W3 on the same slot, the barrier pair
+//! orders R2 and W2 one way or the other (the store-buffering argument of
+//! [`reader`](crate::reader)). If W2 comes first, R3 sees `writer` set and the reader backs
+//! off before touching the data. If R2 comes first, W3 sees R1's count (or a later value), so
+//! the writer waits until the reader's `Release` decrement, which then happens-before the
+//! writer's critical section. Either way the two never overlap. Writers serialize on the
+//! `writer` flags, taken in slot order (so two writers cannot deadlock).
 //!
-//! *Ordering.* The reader's `Release` decrement is read by the writer's `Acquire` wait; the
-//! writer's `Release` unlock is read by the next reader's `Acquire` increment, or by the next
-//! writer's `Acquire` CAS. Each critical section therefore happens-before the next conflicting
-//! one.
+//! *Ordering.* The writer's `Release` clear of `writer` is read by a reader's wait (`Acquire`)
+//! before its retry, and the reader's `Release` decrement by the writer's W3: each critical
+//! section happens-before the next conflicting one.
 //!
-//! *Writers get in among busy readers.* Once a writer has set `WRITER` on a slot, new readers
-//! of that slot wait, so the slot's count can only fall; each reader section is finite, so
-//! the writer gets every slot in turn, however many readers keep arriving. Readers never
-//! starve for long either: a writer holds the slots only for its own critical section.
+//! *Writers get in among busy readers.* Once `writer` is set, new readers of that slot back
+//! off, so the counts can only fall; each reader section is finite.
 //!
-//! *Recursion.* Like `parking_lot::RwLock`, a thread must not take the read lock again while it
-//! holds it: a writer waiting between the two acquisitions would wait for the first while the
-//! second waits for the writer. (`lock_api`'s `read_recursive` is not offered for this
-//! reason.)
+//! *Cost.* An outermost read is a store, a compiler fence and a load, all on the reader's own
+//! cache line, and the unlock is one store: no atomic read-modify-write, no fence instruction
+//! (with membarrier). A writer pays one membarrier, a few microseconds: the asymmetry of the
+//! kernel's `percpu_rw_semaphore`, whose readers skip the barrier unless a writer is pending.
+//!
+//! *Recursion.* On the owner path a nested read just counts up, even while a writer waits
+//! (the writer waits for the outer read anyway). On the shared path, as with
+//! `parking_lot::RwLock`, a thread must not take the read lock again while it holds it: a
+//! writer arriving between the two acquisitions would wait for the first while the second
+//! waits for the writer. `lock_api`'s `read_recursive` is not offered for that reason.
 //!
 //! Waiting spins, then yields, then sleeps in growing naps of at most one millisecond.
 
+use crate::barrier::{self, FenceKind, Heavy};
 use crate::error::Error;
-use crate::sync::{AtomicUsize, Backoff};
+use crate::sync::{AtomicBool, AtomicUsize, Backoff};
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
-/// A slot's lock word is owned by a writer.
-const WRITER: usize = 1 << (usize::BITS - 1);
 /// Most slots a lock may have.
 pub const MAX_SLOTS: usize = 1024;
 
-type Slot = CachePadded<AtomicUsize>;
+/// One slot: a cache line that its owning thread's readers write, and writers visit.
+#[derive(Default)]
+struct SlotState {
+    /// A writer holds (or is taking) this slot.
+    writer: AtomicBool,
+    /// Read guards of the thread that owns this slot. Written only by that thread.
+    owned: AtomicUsize,
+    /// Read guards of threads that share this slot (read-modify-write).
+    shared: AtomicUsize,
+}
+
+type Slot = CachePadded<SlotState>;
+
+/// Which counter of its slot a thread reads through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// The thread owns the slot: plain loads and stores on `owned`.
+    Owner,
+    /// The thread shares the slot: read-modify-writes on `shared`.
+    Shared,
+}
+
+/// Set in the thread index once the index has been given back (at thread exit): from then on
+/// the thread reads through the shared path.
+const RELEASED: usize = 1 << (usize::BITS - 1);
+
+/// Per-thread state. No destructor: readable until the thread is gone.
+struct ThreadSlot {
+    /// This thread's index (`usize::MAX` until its first lock operation), maybe with RELEASED.
+    index: Cell<usize>,
+    /// Read guards this thread holds on the owner path, over all locks.
+    owned_guards: Cell<usize>,
+}
 
 thread_local! {
-    /// This thread's index, `usize::MAX` until its first lock operation. No destructor, so it
-    /// stays readable (and unchanged) until the thread is gone.
-    static THREAD_INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    /// Returns the thread's index to the free list when thread-local storage is torn down.
+    static THREAD: ThreadSlot = const {
+        ThreadSlot { index: Cell::new(usize::MAX), owned_guards: Cell::new(0) }
+    };
+    /// Gives the thread's index back when thread-local storage is torn down.
     static INDEX_RELEASER: IndexReleaser = const { IndexReleaser };
 }
 
 /// Indices of exited threads, handed out again smallest first, so that the live threads hold
-/// the smallest indices and, up to the slot count, distinct slots.
+/// the smallest indices and, up to the slot count, a slot each.
 static FREE_INDICES: parking_lot::Mutex<Vec<usize>> = parking_lot::Mutex::new(Vec::new());
 static NEXT_THREAD_INDEX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -119,38 +158,52 @@ struct IndexReleaser;
 
 impl Drop for IndexReleaser {
     fn drop(&mut self) {
-        // The thread keeps using its index until it is gone (a guard may still be released
-        // by a later destructor): a new thread that gets it shares the slot, which is correct.
-        let index = THREAD_INDEX.with(Cell::get);
-        if index != usize::MAX {
+        let _ = THREAD.try_with(|t| {
+            let index = t.index.get();
+            // An owner-path guard still alive (in a later destructor) keeps the index: giving
+            // it away would let two threads write one `owned` counter.
+            if index == usize::MAX || index & RELEASED != 0 || t.owned_guards.get() != 0 {
+                return;
+            }
+            t.index.set(index | RELEASED);
             FREE_INDICES.lock().push(index);
-        }
+        });
     }
 }
 
 #[cfg_attr(loom, allow(dead_code))]
 #[inline]
 fn thread_index() -> usize {
-    let index = THREAD_INDEX.with(Cell::get);
-    if index != usize::MAX {
-        index
-    } else {
-        assign_thread_index()
-    }
+    THREAD.with(|t| {
+        let index = t.index.get();
+        if index != usize::MAX {
+            index
+        } else {
+            assign_thread_index(t)
+        }
+    })
 }
 
 #[cold]
 #[cfg_attr(loom, allow(dead_code))]
-fn assign_thread_index() -> usize {
-    // Only recycle an index if this thread can give it back at exit.
-    let recycled = INDEX_RELEASER.try_with(|_| ()).ok().and_then(|()| {
-        let mut free = FREE_INDICES.lock();
-        let (at, _) = free.iter().enumerate().min_by_key(|&(_, &i)| i)?;
-        Some(free.swap_remove(at))
-    });
-    let index =
-        recycled.unwrap_or_else(|| NEXT_THREAD_INDEX.fetch_add(1, Relaxed) & (usize::MAX >> 1));
-    THREAD_INDEX.with(|cell| cell.set(index));
+fn assign_thread_index(t: &ThreadSlot) -> usize {
+    // Only take an index if this thread can give it back at exit; otherwise read through the
+    // shared path from the start.
+    let releasable = INDEX_RELEASER.try_with(|_| ()).is_ok();
+    let index = if releasable {
+        let recycled = {
+            let mut free = FREE_INDICES.lock();
+            free.iter()
+                .enumerate()
+                .min_by_key(|&(_, &i)| i)
+                .map(|(at, _)| at)
+                .map(|at| free.swap_remove(at))
+        };
+        recycled.unwrap_or_else(|| NEXT_THREAD_INDEX.fetch_add(1, Relaxed) & !RELEASED)
+    } else {
+        NEXT_THREAD_INDEX.fetch_add(1, Relaxed) | RELEASED
+    };
+    t.index.set(index);
     index
 }
 
@@ -163,17 +216,35 @@ pub fn default_slots() -> usize {
 }
 
 fn new_slots(n: usize) -> Box<[Slot]> {
-    (0..n)
-        .map(|_| CachePadded::new(AtomicUsize::new(0)))
-        .collect()
+    (0..n).map(|_| Slot::default()).collect()
+}
+
+/// The slots and the barrier pair of one lock.
+struct Table {
+    slots: Box<[Slot]>,
+    fence: FenceKind,
+}
+
+impl Table {
+    fn new(slots: usize) -> Table {
+        let fence = if barrier::support().private_expedited {
+            FenceKind::Membarrier
+        } else {
+            FenceKind::SeqCst
+        };
+        Table {
+            slots: new_slots(slots),
+            fence,
+        }
+    }
 }
 
 /// The raw per-slot reader-writer lock; use it through [`PerCpuRwLock`].
 pub struct RawPerCpuRwLock {
     #[cfg(not(loom))]
-    slots: std::sync::OnceLock<Box<[Slot]>>,
+    table: std::sync::OnceLock<Table>,
     #[cfg(loom)]
-    slots: Box<[Slot]>,
+    table: Table,
 }
 
 impl RawPerCpuRwLock {
@@ -193,111 +264,150 @@ impl RawPerCpuRwLock {
                 format!("{slots} is outside 1..={MAX_SLOTS}"),
             ));
         }
-        let table = new_slots(slots.next_power_of_two());
+        let table = Table::new(slots.next_power_of_two());
         #[cfg(not(loom))]
         {
             let cell = std::sync::OnceLock::new();
             let _ = cell.set(table);
-            Ok(RawPerCpuRwLock { slots: cell })
+            Ok(RawPerCpuRwLock { table: cell })
         }
         #[cfg(loom)]
         {
-            Ok(RawPerCpuRwLock { slots: table })
+            Ok(RawPerCpuRwLock { table })
         }
     }
 
     #[inline]
-    fn slots(&self) -> &[Slot] {
+    fn table(&self) -> &Table {
         #[cfg(not(loom))]
         {
-            self.slots.get_or_init(|| new_slots(default_slots()))
+            self.table.get_or_init(|| Table::new(default_slots()))
         }
         #[cfg(loom)]
         {
-            &self.slots
+            &self.table
         }
     }
 
     /// Number of slots (allocating them if this is the first use).
     pub fn slot_count(&self) -> usize {
-        self.slots().len()
+        self.table().slots.len()
     }
 
-    /// The slot the calling thread reads through.
+    /// The barrier pair this lock uses between readers and writers.
+    pub fn fence_kind(&self) -> FenceKind {
+        self.table().fence
+    }
+
+    /// The slot and path the calling thread reads through.
     #[cfg_attr(loom, allow(dead_code))]
     #[inline]
-    fn my_slot(&self) -> usize {
-        let slots = self.slots().len();
-        thread_index() & (slots - 1)
-    }
-
-    #[inline]
-    pub(crate) fn lock_shared_on(&self, slot: usize) {
-        let word = &self.slots()[slot];
-        loop {
-            let s = word.fetch_add(1, Acquire);
-            if s & WRITER == 0 {
-                return;
-            }
-            word.fetch_sub(1, Relaxed);
-            let mut backoff = Backoff::new();
-            while word.load(Relaxed) & WRITER != 0 {
-                backoff.snooze();
-            }
+    fn my_slot(&self) -> (usize, Path) {
+        let slots = self.slot_count();
+        let index = thread_index();
+        if index < slots {
+            (index, Path::Owner)
+        } else {
+            (index & (slots - 1), Path::Shared)
         }
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
+    /// Try once to enter as a reader on `slot` through `path`.
     #[inline]
-    pub(crate) fn try_lock_shared_on(&self, slot: usize) -> bool {
-        let word = &self.slots()[slot];
-        let s = word.fetch_add(1, Acquire);
-        if s & WRITER == 0 {
+    pub(crate) fn try_lock_shared_on(&self, slot: usize, path: Path) -> bool {
+        let table = self.table();
+        let s = &table.slots[slot];
+        match path {
+            Path::Owner => {
+                let n = s.owned.load(Relaxed);
+                if n > 0 {
+                    s.owned.store(n + 1, Relaxed);
+                    return true;
+                }
+                s.owned.store(1, Relaxed); // R1
+            }
+            Path::Shared => {
+                s.shared.fetch_add(1, Relaxed); // R1
+            }
+        }
+        barrier::light(table.fence); // R2
+        if !s.writer.load(Acquire) {
+            // R3: no writer; or one that will see our count and wait for us.
             return true;
         }
-        word.fetch_sub(1, Relaxed);
+        match path {
+            Path::Owner => s.owned.store(0, Release),
+            Path::Shared => {
+                s.shared.fetch_sub(1, Release);
+            }
+        }
         false
     }
 
     #[inline]
-    pub(crate) fn unlock_shared_on(&self, slot: usize) {
-        let prev = self.slots()[slot].fetch_sub(1, Release);
-        debug_assert!(prev & !WRITER != 0, "unlock_shared without a reader");
-    }
-
-    /// Take `WRITER` on one slot (waiting for other writers), then wait for its readers.
-    fn lock_slot_exclusive(word: &AtomicUsize) {
-        let mut backoff = Backoff::new();
-        let mut s = word.load(Relaxed);
-        loop {
-            if s & WRITER != 0 {
+    pub(crate) fn lock_shared_on(&self, slot: usize, path: Path) {
+        while !self.try_lock_shared_on(slot, path) {
+            let word = &self.table().slots[slot].writer;
+            let mut backoff = Backoff::new();
+            while word.load(Acquire) {
                 backoff.snooze();
-                s = word.load(Relaxed);
-                continue;
-            }
-            match word.compare_exchange_weak(s, s | WRITER, Acquire, Relaxed) {
-                Ok(_) => break,
-                Err(now) => s = now,
             }
         }
+    }
+
+    #[inline]
+    pub(crate) fn unlock_shared_on(&self, slot: usize, path: Path) {
+        let s = &self.table().slots[slot];
+        match path {
+            Path::Owner => {
+                let n = s.owned.load(Relaxed);
+                debug_assert!(n > 0, "unlock_shared without a reader");
+                s.owned.store(n - 1, Release);
+            }
+            Path::Shared => {
+                let prev = s.shared.fetch_sub(1, Release);
+                debug_assert!(prev > 0, "unlock_shared without a reader");
+            }
+        }
+    }
+
+    /// W1 on one slot: take its writer flag, waiting while another writer holds it.
+    fn take_writer_flag(slot: &SlotState) {
         let mut backoff = Backoff::new();
-        while word.load(Acquire) & !WRITER != 0 {
+        while slot
+            .writer
+            .compare_exchange_weak(false, true, AcqRel, Relaxed)
+            .is_err()
+        {
             backoff.snooze();
         }
     }
 
-    pub(crate) fn lock_exclusive_slots(&self, slots: impl Iterator<Item = usize>) {
-        let table = self.slots();
+    fn readers_gone(slot: &SlotState) -> bool {
+        slot.owned.load(Acquire) == 0 && slot.shared.load(Acquire) == 0
+    }
+
+    /// W1-W3 over `slots` (all of them, except in the loom model's deliberately broken
+    /// variant).
+    pub(crate) fn lock_exclusive_slots(&self, slots: impl Iterator<Item = usize> + Clone) {
+        let table = self.table();
+        for i in slots.clone() {
+            Self::take_writer_flag(&table.slots[i]);
+        }
+        barrier::heavy(table.fence, Heavy::Expedited); // W2
         for i in slots {
-            Self::lock_slot_exclusive(&table[i]);
+            let mut backoff = Backoff::new();
+            while !Self::readers_gone(&table.slots[i]) {
+                backoff.snooze();
+            }
         }
     }
 
     pub(crate) fn unlock_exclusive_slots(&self, slots: impl Iterator<Item = usize>) {
-        let table = self.slots();
+        let table = self.table();
         for i in slots {
-            let prev = table[i].fetch_sub(WRITER, Release);
-            debug_assert!(prev & WRITER != 0, "unlock_exclusive without the lock");
+            let was = table.slots[i].writer.swap(false, Release);
+            debug_assert!(was, "unlock_exclusive without the lock");
         }
     }
 }
@@ -307,13 +417,13 @@ impl Default for RawPerCpuRwLock {
         #[cfg(not(loom))]
         {
             RawPerCpuRwLock {
-                slots: std::sync::OnceLock::new(),
+                table: std::sync::OnceLock::new(),
             }
         }
         #[cfg(loom)]
         {
             RawPerCpuRwLock {
-                slots: new_slots(2),
+                table: Table::new(default_slots()),
             }
         }
     }
@@ -323,34 +433,55 @@ impl std::fmt::Debug for RawPerCpuRwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RawPerCpuRwLock")
             .field("slots", &self.slot_count())
+            .field("fence", &self.fence_kind())
             .finish()
     }
 }
 
 #[cfg(not(loom))]
-// SAFETY: exclusive holders hold WRITER on every slot with no reader inside (module docs); the
-// guards are `GuardNoSend`, so `unlock_shared` runs on the locking thread, on the same slot.
+fn note_owned_guard(path: Path, delta: isize) {
+    if path == Path::Owner {
+        THREAD.with(|t| {
+            let n = t.owned_guards.get();
+            t.owned_guards.set(n.wrapping_add_signed(delta));
+        });
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: a writer holds every slot's writer flag with no reader inside (module docs); the
+// guards are `GuardNoSend`, so `unlock_shared` runs on the locking thread, whose index (hence
+// slot and path) cannot change while it holds a guard on the owner path.
 unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawPerCpuRwLock = RawPerCpuRwLock {
-        slots: std::sync::OnceLock::new(),
+        table: std::sync::OnceLock::new(),
     };
 
     type GuardMarker = lock_api::GuardNoSend;
 
     #[inline]
     fn lock_shared(&self) {
-        self.lock_shared_on(self.my_slot());
+        let (slot, path) = self.my_slot();
+        self.lock_shared_on(slot, path);
+        note_owned_guard(path, 1);
     }
 
     #[inline]
     fn try_lock_shared(&self) -> bool {
-        self.try_lock_shared_on(self.my_slot())
+        let (slot, path) = self.my_slot();
+        let ok = self.try_lock_shared_on(slot, path);
+        if ok {
+            note_owned_guard(path, 1);
+        }
+        ok
     }
 
     #[inline]
     unsafe fn unlock_shared(&self) {
-        self.unlock_shared_on(self.my_slot());
+        let (slot, path) = self.my_slot();
+        self.unlock_shared_on(slot, path);
+        note_owned_guard(path, -1);
     }
 
     fn lock_exclusive(&self) {
@@ -358,14 +489,25 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     }
 
     fn try_lock_exclusive(&self) -> bool {
-        let table = self.slots();
-        for (i, word) in table.iter().enumerate() {
-            if word.compare_exchange(0, WRITER, Acquire, Relaxed).is_err() {
+        let table = self.table();
+        let n = table.slots.len();
+        for (i, slot) in table.slots.iter().enumerate() {
+            if slot
+                .writer
+                .compare_exchange(false, true, AcqRel, Relaxed)
+                .is_err()
+            {
                 self.unlock_exclusive_slots(0..i);
                 return false;
             }
         }
-        true
+        barrier::heavy(table.fence, Heavy::Expedited);
+        if table.slots.iter().all(|s| Self::readers_gone(s)) {
+            true
+        } else {
+            self.unlock_exclusive_slots(0..n);
+            false
+        }
     }
 
     unsafe fn unlock_exclusive(&self) {
@@ -373,22 +515,34 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     }
 
     fn is_locked(&self) -> bool {
-        self.slots().iter().any(|word| word.load(Relaxed) != 0)
+        self.table().slots.iter().any(|s| {
+            s.writer.load(Relaxed) || s.owned.load(Relaxed) != 0 || s.shared.load(Relaxed) != 0
+        })
     }
 
     fn is_locked_exclusive(&self) -> bool {
-        self.slots()
+        self.table()
+            .slots
             .first()
-            .is_some_and(|word| word.load(Relaxed) & WRITER != 0)
+            .is_some_and(|s| s.writer.load(Relaxed))
     }
 }
 
 #[cfg(not(loom))]
-// SAFETY: the writer joins its own slot as a reader before it releases WRITER anywhere, so no
-// writer slips in between; the read guard is released on that same slot.
+// SAFETY: the writer joins its own slot as a reader (it holds every writer flag, so no check is
+// needed) before it clears the flags, so no writer slips in between; the read guard is released
+// on that same slot and path.
 unsafe impl lock_api::RawRwLockDowngrade for RawPerCpuRwLock {
     unsafe fn downgrade(&self) {
-        self.slots()[self.my_slot()].fetch_add(1, Relaxed);
+        let (slot, path) = self.my_slot();
+        let s = &self.table().slots[slot];
+        match path {
+            Path::Owner => s.owned.store(s.owned.load(Relaxed) + 1, Relaxed),
+            Path::Shared => {
+                s.shared.fetch_add(1, Relaxed);
+            }
+        }
+        note_owned_guard(path, 1);
         self.unlock_exclusive_slots(0..self.slot_count());
     }
 }
