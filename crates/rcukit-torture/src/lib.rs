@@ -28,7 +28,9 @@
 //!   chains and `barrier`.
 //! * `reader`: randomly extended and nested critical sections that record the
 //!   ages they saw (Reader Pipe), the grace periods that completed meanwhile (Reader Batch),
-//!   and check that a cookie taken inside never expires before the section ends.
+//!   and check that a cookie taken inside never expires before the section ends. Between
+//!   sections, the flavor's quiescent-state hook (QSBR readers: after bursts of sections,
+//!   checked as one critical section) and pauses, offline for QSBR.
 //! * `updater`: rcutorture's "fake writers", waiting in every way
 //!   concurrently, checking that a cookie taken before a wait expires by its end, and testing
 //!   `barrier()`.
