@@ -9,8 +9,11 @@ use std::time::Duration;
 pub enum FlavorName {
     /// An `rcukit::Rcu` domain.
     Rcu,
-    /// `rcukit::Qsbr` (not in this build yet).
+    /// An `rcukit::Qsbr` domain (readers registered, quiescent states between bursts of
+    /// sections, offline while they sleep).
     Qsbr,
+    /// An `rcukit::RecSeq<()>`: `synchronize` is `replace(())`, the only update path it has.
+    Recseq,
     /// Grace periods that return at once: the run must fail (the checker's self-test).
     Busted,
 }
@@ -21,6 +24,7 @@ impl FlavorName {
         match self {
             FlavorName::Rcu => "rcu",
             FlavorName::Qsbr => "qsbr",
+            FlavorName::Recseq => "recseq",
             FlavorName::Busted => "busted",
         }
     }
@@ -52,7 +56,9 @@ pub struct Config {
     pub duration: Duration,
     /// The implementation under test.
     pub flavor: FlavorName,
-    /// The barrier pair (`None`: membarrier where the kernel has it, else SeqCst).
+    /// The barrier pair (`None`: the flavor's default, membarrier where the kernel has it for
+    /// `rcu`, SeqCst for `recseq`). A `qsbr` domain always uses SeqCst fences and refuses
+    /// membarrier.
     pub fence: Option<FenceKind>,
     /// Reader threads (each exits and is respawned now and then when `faults` is on).
     pub readers: usize,
@@ -150,9 +156,11 @@ pub struct TortureArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
     /// Implementation under test; `busted` must FAIL (it proves the checker works).
+    /// `recseq` has only the `sync` update path (the others are skipped).
     #[arg(long, value_enum, default_value_t = FlavorName::Rcu)]
     pub flavor: FlavorName,
-    /// Barrier pair of the domain [default: membarrier where the kernel has it, else seqcst].
+    /// Barrier pair of the domain [default: rcu: membarrier where the kernel has it, else
+    /// seqcst; recseq: seqcst]. qsbr always uses seqcst.
     #[arg(long, value_enum)]
     pub fence: Option<FenceArg>,
     /// Reader threads [default: number of CPUs, at least 2].

@@ -77,6 +77,9 @@ pub struct Counters {
     pub reader_calls: AtomicU64,
     /// Reader threads that exited (and were respawned) during the run.
     pub reader_exits: AtomicU64,
+    /// Pauses readers took between critical sections (sleeps and empty offline periods; a
+    /// QSBR reader goes offline for each).
+    pub reader_pauses: AtomicU64,
 
     /// Writer updates, by kind.
     pub writer_updates: [AtomicU64; UpdateKind::ALL.len()],

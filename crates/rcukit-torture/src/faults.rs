@@ -11,11 +11,17 @@
 //!   the domain's stall timeout, after asking for an expedited grace period so that one is
 //!   certainly waiting for it. It keeps holding until the domain's stall count goes up (the
 //!   report appeared), then leaves; a stall that is never reported (within 50 timeouts) is an
-//!   error. The other threads keep going: the run continues.
+//!   error. The other threads keep going: the run continues. For a QSBR flavor the injector
+//!   registers itself for the length of the stall: an online thread that announces no
+//!   quiescent state is exactly what a QSBR stall is. For a flavor without polling (RecSeq) no
+//!   grace period is requested; the writer's next wait is the one that stalls.
 //! * **Callback bursts**: about every three seconds, four times the backlog threshold of
 //!   `call()`s in a tight loop, then `barrier()`. Every callback of the burst must run; the
 //!   report shows how far the backlog went past the threshold and how many expedited grace
 //!   periods ran during the bursts (the backlog control asks for them).
+//!
+//! Faults a flavor cannot have are left out: panics and bursts need `call`, stalls a stall
+//! timeout, bursts a backlog threshold.
 
 use crate::engine::Shared;
 use crate::flavor::{Flavor, UpdateKind};

@@ -28,7 +28,9 @@
 //!   chains and `barrier`.
 //! * `reader`: randomly extended and nested critical sections that record the
 //!   ages they saw (Reader Pipe), the grace periods that completed meanwhile (Reader Batch),
-//!   and check that a cookie taken inside never expires before the section ends.
+//!   and check that a cookie taken inside never expires before the section ends. Between
+//!   sections, the flavor's quiescent-state hook (QSBR readers: after bursts of sections,
+//!   checked as one critical section) and pauses, offline for QSBR.
 //! * `updater`: rcutorture's "fake writers", waiting in every way
 //!   concurrently, checking that a cookie taken before a wait expires by its end, and testing
 //!   `barrier()`.
@@ -46,9 +48,11 @@
 //! ## Flavors
 //!
 //! The engine is generic over [`Flavor`] (rcutorture's `rcu_torture_ops`). This build has
-//! [`FlavorName::Rcu`] and [`FlavorName::Busted`]; [`FlavorName::Qsbr`] is recognised and
-//! refused with [`TortureError::Unavailable`] until `rcukit::Qsbr` exists. [`run_flavor`]
-//! tortures any other implementation of the trait.
+//! [`FlavorName::Rcu`] (an `rcukit::Rcu` domain), [`FlavorName::Qsbr`] (an `rcukit::Qsbr`
+//! domain: registered readers, quiescent states, offline sleeps), [`FlavorName::Recseq`] (an
+//! `rcukit::RecSeq` whose `replace` is the grace period; the update paths it lacks are skipped
+//! and listed in the report) and [`FlavorName::Busted`]. [`run_flavor`] tortures any other
+//! implementation of the trait.
 //!
 //! ## From another binary
 //!
@@ -79,7 +83,8 @@ use std::process::ExitCode;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum TortureError {
-    /// The flavor is not part of this build.
+    /// The flavor is not part of this build (every [`FlavorName`] of this build is; kept for
+    /// builds that leave one out).
     Unavailable(FlavorName),
     /// A setting is out of range.
     InvalidConfig(String),
@@ -135,7 +140,21 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
             let flavor = flavor::busted::BustedFlavor::new(&settings)?;
             Ok(engine::run(flavor, config, seed))
         }
-        FlavorName::Qsbr => Err(TortureError::Unavailable(FlavorName::Qsbr)),
+        FlavorName::Qsbr => {
+            if config.fence == Some(rcukit::FenceKind::Membarrier) {
+                return Err(TortureError::InvalidConfig(
+                    "--fence membarrier does not apply to the qsbr flavor: a QSBR domain's \
+                     readers have no barrier, and its grace periods always use SeqCst fences"
+                        .into(),
+                ));
+            }
+            let flavor = flavor::qsbr::QsbrFlavor::new(&settings)?;
+            Ok(engine::run(flavor, config, seed))
+        }
+        FlavorName::Recseq => {
+            let flavor = flavor::recseq::RecSeqFlavor::new(&settings)?;
+            Ok(engine::run(flavor, config, seed))
+        }
     }
 }
 

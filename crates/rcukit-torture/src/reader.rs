@@ -6,13 +6,30 @@
 //!    (usually `get_state`, now and then `start_poll` or `start_poll_expedited`, which make the
 //!    domain start a grace period that must wait for this very reader);
 //! 2. loads the current element and checks its `mbtest` (publish/subscribe);
-//! 3. delays at random: spins, yields, short sleeps and rare sleeps of milliseconds;
+//! 3. delays at random: spins, yields, short sleeps and rare sleeps of milliseconds (busy
+//!    waits of the same lengths for flavors whose readers must not block, see
+//!    [`Flavor::readers_may_sleep`]);
 //! 4. nests up to two more sections, each loading the current element again;
 //! 5. now and then queues a `call()` from inside the section (an update from a reader is
 //!    legal; a wait is not);
 //! 6. before leaving: polls the cookie (it must *not* have expired), takes a second cookie to
 //!    count the grace periods that completed meanwhile (Reader Batch), and reads the age of
 //!    every element it loaded (Reader Pipe; anything above 1 is an error).
+//!
+//! Between sections the reader calls [`Flavor::quiescent_state`] and now and then pauses:
+//! sleeps of 10-200 µs or, rarely, 1-10 ms, and offline periods with nothing in them, all
+//! through [`Flavor::offline_while`] (a QSBR reader goes offline around them and comes back
+//! online before its next section, which exercises the one step of QSBR that needs a fence).
+//!
+//! # QSBR bursts
+//!
+//! For a flavor whose protection lasts until the next quiescent state
+//! ([`Flavor::protects_until_quiescent_state`]), a quiescent state comes only after a burst of
+//! 1 to 32 sections. The reader keeps the first element of every section of the burst, and
+//! one burst in four takes a cookie when it starts; just before the quiescent state it checks
+//! that none of those elements aged past 1, that the cookie has not expired and that each
+//! engine completed at most one grace period since it was taken. The whole burst is one
+//! critical section: that is QSBR's promise.
 //!
 //! Only sampled sections take cookies, because a cookie costs a full fence: the others keep
 //! the read side exactly as light as production readers, which is what the membarrier mode
@@ -28,6 +45,9 @@ use std::time::{Duration, Instant};
 /// Deepest nesting of critical sections a reader uses (outermost included).
 const MAX_DEPTH: usize = 3;
 
+/// Most sections between two quiescent states, for flavors that protect until the next one.
+const MAX_BURST: usize = 32;
+
 /// What one reader thread counts before it flushes into the shared counters.
 #[derive(Default)]
 struct Local {
@@ -37,6 +57,7 @@ struct Local {
     loads: u64,
     cookie_checks: u64,
     calls: u64,
+    pauses: u64,
 }
 
 impl Local {
@@ -49,6 +70,7 @@ impl Local {
         c.reader_cookie_checks
             .fetch_add(self.cookie_checks, Relaxed);
         c.reader_calls.fetch_add(self.calls, Relaxed);
+        c.reader_pauses.fetch_add(self.pauses, Relaxed);
         *self = Local::default();
     }
 }
@@ -56,15 +78,23 @@ impl Local {
 /// The body of a reader thread: read until the run stops or, if `lifetime` is set, until it
 /// has passed (the engine then respawns the reader in a new thread).
 pub(crate) fn run<F: Flavor>(shared: &Shared<F>, seed: u64, lifetime: Option<Duration>) {
+    let flavor = &shared.flavor;
     let mut rng = Rng::with_seed(seed);
     let mut local = Local::default();
     let deadline = lifetime.map(|d| Instant::now() + d);
+    let bursts = flavor.protects_until_quiescent_state();
     let mut n: u64 = 0;
-    let mut registration = shared.flavor.register_reader();
+    let mut registration = flavor.register_reader();
+    let mut burst = Burst::start(shared, &mut rng, bursts);
     while !shared.stop.load(Relaxed) {
-        one_read(shared, &registration, &mut rng, &mut local);
-        shared.flavor.quiescent_state(&mut registration);
+        let first = one_read(shared, &registration, &mut rng, &mut local);
         n += 1;
+        if burst.add(first) {
+            burst.check(shared, &mut local);
+            flavor.quiescent_state(&mut registration);
+            pause(flavor, &mut registration, &mut rng, &mut local);
+            burst = Burst::start(shared, &mut rng, bursts);
+        }
         if n % 64 == 0 {
             if n % 512 == 0 {
                 local.flush(shared);
@@ -76,21 +106,147 @@ pub(crate) fn run<F: Flavor>(shared: &Shared<F>, seed: u64, lifetime: Option<Dur
             std::thread::yield_now();
         }
     }
+    // Leaving in the middle of a burst is fine: unregistering is a quiescent state.
     drop(registration);
     local.flush(shared);
 }
 
-/// A random delay inside a critical section (rcutorture's `rcu_read_delay`).
-fn delay(rng: &mut Rng) {
+/// The sections since the last quiescent state, for flavors that protect until the next one.
+struct Burst<C> {
+    /// Sections still to run before the next quiescent state.
+    left: usize,
+    /// The first element each section of the burst loaded.
+    elements: [usize; MAX_BURST],
+    len: usize,
+    /// A cookie taken when the burst started (one burst in four).
+    cookie: Option<C>,
+}
+
+impl<C: Copy> Burst<C> {
+    /// A burst of one section (flavors whose guards end the protection), or of 1 to
+    /// [`MAX_BURST`] sections.
+    fn start<F: Flavor<Cookie = C>>(shared: &Shared<F>, rng: &mut Rng, bursts: bool) -> Self {
+        let flavor = &shared.flavor;
+        let (left, cookie) = if bursts {
+            let sampled = flavor.has_cookies() && rng.u32(0..4) == 0;
+            (
+                rng.usize(1..=MAX_BURST),
+                sampled.then(|| flavor.get_state()),
+            )
+        } else {
+            (1, None)
+        };
+        Burst {
+            left,
+            elements: [0; MAX_BURST],
+            len: 0,
+            cookie,
+        }
+    }
+
+    /// Count a section that first loaded `element`; true when the burst is over.
+    fn add(&mut self, element: usize) -> bool {
+        if self.len < MAX_BURST {
+            self.elements[self.len] = element;
+            self.len += 1;
+        }
+        self.left -= 1;
+        self.left == 0
+    }
+
+    /// The end of a burst of more than one section: the checks of a section's end, for the
+    /// whole burst. (A burst of one section was checked by the section itself.)
+    fn check<F: Flavor<Cookie = C>>(&self, shared: &Shared<F>, local: &mut Local) {
+        if self.len <= 1 && self.cookie.is_none() {
+            return;
+        }
+        if let Some(start) = &self.cookie {
+            check_cookie(shared, start, local);
+        }
+        for &index in &self.elements[..self.len] {
+            record_age(shared, index, local);
+        }
+    }
+}
+
+/// Between sections: now and then a sleep or an empty offline period, offline where the
+/// flavor has such a state.
+fn pause<F: Flavor>(
+    flavor: &F,
+    registration: &mut F::Reader<'_>,
+    rng: &mut Rng,
+    local: &mut Local,
+) {
+    let sleep = match rng.u32(0..8192) {
+        0 => Some(Duration::from_micros(rng.u64(1_000..=10_000))),
+        1..=31 => Some(Duration::from_micros(rng.u64(10..=200))),
+        // One in sixteen: offline and straight back online.
+        32..=543 => None,
+        _ => return,
+    };
+    local.pauses += 1;
+    flavor.offline_while(registration, || {
+        if let Some(d) = sleep {
+            std::thread::sleep(d);
+        }
+    });
+}
+
+/// A random delay inside a critical section (rcutorture's `rcu_read_delay`); the sleeps are
+/// busy waits where `may_sleep` is false.
+fn delay(rng: &mut Rng, may_sleep: bool) {
+    let wait = |d: Duration| {
+        if may_sleep {
+            std::thread::sleep(d);
+        } else {
+            spin_for(d);
+        }
+    };
     match rng.u32(0..8192) {
-        0 => std::thread::sleep(Duration::from_micros(rng.u64(1_000..=10_000))),
-        1..=31 => std::thread::sleep(Duration::from_micros(rng.u64(10..=200))),
+        0 => wait(Duration::from_micros(rng.u64(1_000..=10_000))),
+        1..=31 => wait(Duration::from_micros(rng.u64(10..=200))),
         32..=95 => std::thread::yield_now(),
         _ => {
             for _ in 0..rng.u32(0..64) {
                 std::hint::spin_loop();
             }
         }
+    }
+}
+
+/// Busy-wait for `d` (rcutorture's `udelay()` in readers that must not block).
+fn spin_for(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// A reader's end-of-section look at an element it loaded: its age (Reader Pipe; above 1 is
+/// an error).
+fn record_age<F: Flavor>(shared: &Shared<F>, index: usize, local: &mut Local) {
+    let age = shared.pool.age(index);
+    local.pipe.record(u64::from(age));
+    if age > 1 {
+        shared.counters.failed.store(true, Relaxed);
+    }
+}
+
+/// A cookie taken inside the critical section that is ending: it must not have expired, and
+/// each engine may have completed at most one grace period since (Reader Batch).
+fn check_cookie<F: Flavor>(shared: &Shared<F>, start: &F::Cookie, local: &mut Local) {
+    let flavor = &shared.flavor;
+    local.cookie_checks += 1;
+    if flavor.poll(start) {
+        shared
+            .counters
+            .error(&shared.counters.reader_cookie_errors, 1);
+    }
+    let end = flavor.get_state();
+    let gps = flavor.gps_between(start, &end);
+    local.batch.record(gps.total);
+    if gps.worst_engine > 1 {
+        shared.counters.error(&shared.counters.batch_errors, 1);
     }
 }
 
@@ -114,13 +270,15 @@ impl Seen {
     }
 }
 
+/// One outermost section; returns the first element it loaded.
 fn one_read<F: Flavor>(
     shared: &Shared<F>,
     registration: &F::Reader<'_>,
     rng: &mut Rng,
     local: &mut Local,
-) {
+) -> usize {
     let flavor = &shared.flavor;
+    let may_sleep = flavor.readers_may_sleep();
     let sampled = flavor.has_cookies() && rng.u32(0..4) == 0;
     let guard = flavor.read(registration);
     let cookie = sampled.then(|| match rng.u32(0..512) {
@@ -133,7 +291,7 @@ fn one_read<F: Flavor>(
         len: 0,
     };
     seen.load(shared, local);
-    delay(rng);
+    delay(rng, may_sleep);
     let depth = rng.u32(0..MAX_DEPTH as u32);
     if depth > 0 {
         nested(shared, registration, rng, local, &mut seen, depth);
@@ -144,31 +302,17 @@ fn one_read<F: Flavor>(
         });
         local.calls += 1;
     }
-    delay(rng);
+    delay(rng, may_sleep);
 
-    if let Some(start) = cookie {
-        local.cookie_checks += 1;
-        if flavor.poll(&start) {
-            shared
-                .counters
-                .error(&shared.counters.reader_cookie_errors, 1);
-        }
-        let end = flavor.get_state();
-        let gps = flavor.gps_between(&start, &end);
-        local.batch.record(gps.total);
-        if gps.worst_engine > 1 {
-            shared.counters.error(&shared.counters.batch_errors, 1);
-        }
+    if let Some(start) = &cookie {
+        check_cookie(shared, start, local);
     }
     for &index in &seen.elements[..seen.len] {
-        let age = shared.pool.age(index);
-        local.pipe.record(u64::from(age));
-        if age > 1 {
-            shared.counters.failed.store(true, Relaxed);
-        }
+        record_age(shared, index, local);
     }
     local.reads += 1;
     drop(guard);
+    seen.elements[0]
 }
 
 fn nested<F: Flavor>(
@@ -181,7 +325,7 @@ fn nested<F: Flavor>(
 ) {
     let _guard = shared.flavor.read(registration);
     seen.load(shared, local);
-    delay(rng);
+    delay(rng, shared.flavor.readers_may_sleep());
     if depth > 1 && rng.bool() {
         nested(shared, registration, rng, local, seen, depth - 1);
     }

@@ -84,6 +84,12 @@ pub struct Report {
     pub reads: u64,
     /// Element loads, nested ones included.
     pub loads: u64,
+    /// Pauses readers took between critical sections (offline, for QSBR).
+    pub pauses: u64,
+    /// The update paths the flavor supports, in report order; the others were skipped.
+    pub supported: Vec<UpdateKind>,
+    /// The flavor has cookies (reader and updater cookie checks, Reader Batch).
+    pub has_cookies: bool,
     /// Reader Pipe histogram.
     pub pipe: Buckets,
     /// Reader Batch histogram.
@@ -150,6 +156,9 @@ impl Report {
             alloc_failures: c.alloc_failures.load(Relaxed),
             reads: c.reads.load(Relaxed),
             loads: c.loads.load(Relaxed),
+            pauses: c.reader_pauses.load(Relaxed),
+            supported: shared.kinds.clone(),
+            has_cookies: flavor.has_cookies(),
             pipe: c.pipe.snapshot(),
             batch: c.batch.snapshot(),
             circulation: shared.pool.circulation.snapshot(),
@@ -229,6 +238,22 @@ impl Report {
     pub fn uses_of(&self, kind: UpdateKind) -> u64 {
         self.writer_updates[kind.index()] + self.updater_ops[kind.index()]
     }
+
+    /// The update paths that ran (by the writer or an updater), in report order.
+    pub fn paths_run(&self) -> Vec<UpdateKind> {
+        UpdateKind::ALL
+            .into_iter()
+            .filter(|&k| self.uses_of(k) > 0)
+            .collect()
+    }
+
+    /// The update paths the flavor does not support, skipped by the run.
+    pub fn paths_skipped(&self) -> Vec<UpdateKind> {
+        UpdateKind::ALL
+            .into_iter()
+            .filter(|k| !self.supported.contains(k))
+            .collect()
+    }
 }
 
 fn buckets(f: &mut fmt::Formatter<'_>, values: &Buckets) -> fmt::Result {
@@ -243,6 +268,13 @@ fn by_kind(f: &mut fmt::Formatter<'_>, values: &[u64; UpdateKind::ALL.len()]) ->
         write!(f, " {} {}", kind.name(), values[kind.index()])?;
     }
     write!(f, " (total {})", values.iter().sum::<u64>())
+}
+
+fn names(kinds: &[UpdateKind]) -> String {
+    if kinds.is_empty() {
+        return "none".into();
+    }
+    kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(" ")
 }
 
 fn on_off(b: bool) -> &'static str {
@@ -277,7 +309,7 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "{p} ver: {} rta: {} rtaf: {} rtf: {} rtmbe: {} rtbe: {} rtb: {} nt: {} loads: {} \
-             read-exits: {}",
+             read-exits: {} pauses: {}",
             self.versions,
             self.versions,
             self.alloc_failures,
@@ -287,7 +319,8 @@ impl fmt::Display for Report {
             self.barrier_checks,
             self.reads,
             self.loads,
-            self.faults.reader_exits
+            self.faults.reader_exits,
+            self.pauses
         )?;
         writeln!(
             f,
@@ -297,40 +330,77 @@ impl fmt::Display for Report {
             (self.stats.normal_gps + self.stats.expedited_gps) as f64
                 / self.duration.as_secs_f64().max(1e-9)
         )?;
+        let supported_unused: Vec<UpdateKind> = self
+            .supported
+            .iter()
+            .copied()
+            .filter(|&k| self.uses_of(k) == 0)
+            .collect();
+        write!(
+            f,
+            "{p} update paths: ran {}; skipped (not supported) {}",
+            names(&self.paths_run()),
+            names(&self.paths_skipped())
+        )?;
+        if !supported_unused.is_empty() {
+            write!(
+                f,
+                "; supported but never picked {}",
+                names(&supported_unused)
+            )?;
+        }
+        writeln!(f)?;
         write!(f, "{p} writer updates:")?;
         by_kind(f, &self.writer_updates)?;
         writeln!(f)?;
         write!(f, "{p} updater ops:")?;
         by_kind(f, &self.updater_ops)?;
         writeln!(f)?;
-        writeln!(
-            f,
-            "{p} cookies: reader checks {} errors {}, updater checks {} errors {}, \
-             poll_state fallbacks {}",
-            self.reader_cookie_checks,
-            self.reader_cookie_errors,
-            self.updater_cookie_checks,
-            self.updater_cookie_errors,
-            self.poll_fallbacks
-        )?;
-        writeln!(
-            f,
-            "{p} callbacks: invoked {} pending {} panics {} released by normal {} by expedited \
-             {}; calls from readers {}",
-            self.stats.callbacks_invoked,
-            self.stats.callbacks_pending,
-            self.stats.callback_panics,
-            self.stats.released_by_normal,
-            self.stats.released_by_expedited,
-            self.reader_calls
-        )?;
+        if self.has_cookies {
+            writeln!(
+                f,
+                "{p} cookies: reader checks {} errors {}, updater checks {} errors {}, \
+                 poll_state fallbacks {}",
+                self.reader_cookie_checks,
+                self.reader_cookie_errors,
+                self.updater_cookie_checks,
+                self.updater_cookie_errors,
+                self.poll_fallbacks
+            )?;
+        } else {
+            writeln!(
+                f,
+                "{p} cookies: n/a (no cookies: no cookie checks, no Reader Batch)"
+            )?;
+        }
+        let has_callbacks = self.supported.contains(&UpdateKind::Call);
+        if has_callbacks {
+            writeln!(
+                f,
+                "{p} callbacks: invoked {} pending {} panics {} released by normal {} by \
+                 expedited {}; calls from readers {}",
+                self.stats.callbacks_invoked,
+                self.stats.callbacks_pending,
+                self.stats.callback_panics,
+                self.stats.released_by_normal,
+                self.stats.released_by_expedited,
+                self.reader_calls
+            )?;
+        } else {
+            writeln!(f, "{p} callbacks: n/a (no callbacks)")?;
+        }
         let fr = &self.faults;
         if fr.enabled {
-            write!(
-                f,
-                "{p} faults: read-exits {}, callback panics {} injected {} counted",
-                fr.reader_exits, fr.panics_injected, self.stats.callback_panics
-            )?;
+            write!(f, "{p} faults: read-exits {}", fr.reader_exits)?;
+            if has_callbacks {
+                write!(
+                    f,
+                    ", callback panics {} injected {} counted",
+                    fr.panics_injected, self.stats.callback_panics
+                )?;
+            } else {
+                write!(f, ", callback panics n/a")?;
+            }
             match fr.stall_timeout {
                 Some(t) => write!(
                     f,
@@ -340,7 +410,7 @@ impl fmt::Display for Report {
                 )?,
                 None => write!(f, ", stalls n/a")?,
             }
-            match fr.backlog_callbacks {
+            match fr.backlog_callbacks.filter(|_| has_callbacks) {
                 Some(t) => write!(
                     f,
                     ", backlog {} bursts of {} calls (threshold {t}, peak pending {}): \
@@ -365,7 +435,11 @@ impl fmt::Display for Report {
         if self.batch_errors > 0 {
             write!(f, "!!! ")?;
         }
-        buckets(f, &self.batch)?;
+        if self.has_cookies {
+            buckets(f, &self.batch)?;
+        } else {
+            write!(f, "n/a (no cookies)")?;
+        }
         writeln!(f)?;
         write!(f, "{p} Free-Block Circulation: ")?;
         if self.circulation_errors() > 0 {

@@ -1,13 +1,16 @@
 //! The torture runs of every `cargo test`: ten seconds of rcutorture's method against rcukit in
-//! each fence mode, and the busted flavor, which must fail.
+//! each fence mode, five seconds of the qsbr flavor, four of the recseq flavor, and the
+//! busted flavors (rcukit's and a broken RecSeq), which must fail.
 //!
-//! The two ten-second runs are separate tests, so cargo runs them side by side: on a 2-core
-//! machine they share the CPUs, which slows them down but changes nothing they check (no
-//! assertion is about time). The whole file takes a little over ten seconds.
+//! The runs are separate tests, so cargo runs them side by side: on a 2-core machine they share
+//! the CPUs, which slows them down but changes nothing they check (no assertion is about
+//! time). The whole file takes about twenty seconds.
 
 use clap::Parser;
-use rcukit::FenceKind;
-use rcukit_torture::{run, Config, FlavorName, Report, TortureArgs, TortureError, UpdateKind};
+use rcukit::{FenceKind, RecSeq};
+use rcukit_torture::{
+    run, run_flavor, Config, FlavorName, Report, TortureArgs, TortureError, UpdateKind,
+};
 use std::process::Command;
 use std::time::Duration;
 
@@ -23,13 +26,16 @@ fn config(flavor: FlavorName, fence: Option<FenceKind>, seconds: u64) -> Config 
     }
 }
 
-/// A ten-second run must pass, use every update path and see every fault take effect.
+/// A run of a flavor with every update path must pass, use every path and see every fault
+/// take effect.
 fn assert_clean_run(report: &Report) {
     println!("{report}");
     assert!(
         report.passed(),
-        "the rcu flavor failed the torture run:\n{report}"
+        "the {} flavor failed the torture run:\n{report}",
+        report.flavor
     );
+    assert!(report.paths_skipped().is_empty(), "{report}");
     assert!(report.reads > 0 && report.versions > 0, "{report}");
     for kind in UpdateKind::ALL {
         assert!(
@@ -104,9 +110,115 @@ fn busted_trips_the_pipe_the_cookies_and_the_batch_checks() {
 }
 
 #[test]
-fn qsbr_is_refused_until_it_exists() {
-    let err = run(&config(FlavorName::Qsbr, None, 1)).unwrap_err();
-    assert_eq!(err.to_string(), "qsbr flavor not available in this build");
+fn five_seconds_of_qsbr() {
+    let report = run(&config(FlavorName::Qsbr, None, 5)).unwrap();
+    assert_eq!(report.flavor, "qsbr");
+    assert!(report.settings.contains("fence=seqcst"));
+    assert_clean_run(&report);
+    // Readers went offline between sections (and came back online) many times.
+    assert!(report.pauses > 0, "{report}");
+}
+
+#[test]
+fn qsbr_refuses_membarrier() {
+    let err = run(&config(FlavorName::Qsbr, Some(FenceKind::Membarrier), 1)).unwrap_err();
+    assert!(matches!(err, TortureError::InvalidConfig(_)));
+    assert!(err
+        .to_string()
+        .contains("does not apply to the qsbr flavor"));
+}
+
+#[test]
+fn four_seconds_of_recseq() {
+    let report = run(&config(FlavorName::Recseq, None, 4)).unwrap();
+    println!("{report}");
+    assert!(report.passed(), "the recseq flavor failed:\n{report}");
+    assert_eq!(report.flavor, "recseq");
+    // Only the writer wait runs; every other path is skipped, and the report says so.
+    assert_eq!(report.paths_run(), [UpdateKind::Sync]);
+    assert_eq!(report.paths_skipped().len(), UpdateKind::ALL.len() - 1);
+    let text = report.to_string();
+    assert!(
+        text.contains("update paths: ran sync; skipped (not supported) sync_exp cond"),
+        "{text}"
+    );
+    assert!(report.writer_updates[UpdateKind::Sync.index()] > 0);
+    assert!(report.updater_ops[UpdateKind::Sync.index()] > 0);
+    assert!(report.stats.normal_gps > 0, "no replacement completed");
+    assert!(report.reads > 0 && report.pauses > 0);
+    assert_eq!(
+        report.circulation[0], report.circulation[9],
+        "every published element must have been freed:\n{report}"
+    );
+    let faults = &report.faults;
+    assert!(faults.reader_exits > 0, "no reader exited:\n{report}");
+    assert_eq!(faults.panics_injected, 0, "RecSeq has no callbacks");
+    assert!(
+        faults.stalls_injected > 0,
+        "no stall was injected:\n{report}"
+    );
+    assert_eq!(faults.stalls_reported, faults.stalls_injected);
+}
+
+/// A broken RecSeq, for the checker's sake: readers read one cell, and `synchronize` replaces
+/// another that no reader ever reads, so its scan finds no counter and returns at once (the
+/// bug of a writer that scans the wrong counters, or none). With no cookies, the Reader Pipe
+/// alone must catch it.
+mod busted_recseq {
+    use rcukit::{RecSeq, RecSeqGuard};
+    use rcukit_torture::flavor::{Flavor, FlavorStats, UpdateKind};
+
+    pub struct WrongCell {
+        pub read: RecSeq<()>,
+        pub replaced: RecSeq<()>,
+    }
+
+    impl Flavor for WrongCell {
+        type Reader<'a> = ();
+        type Guard<'a> = RecSeqGuard<'a, ()>;
+        type Cookie = ();
+
+        fn name(&self) -> &'static str {
+            "recseq-busted"
+        }
+        fn describe(&self) -> String {
+            "readers read one RecSeq, synchronize replaces another".into()
+        }
+        fn register_reader(&self) {}
+        fn read<'r>(&'r self, _reader: &'r ()) -> RecSeqGuard<'r, ()> {
+            self.read.read()
+        }
+        fn supports(&self, kind: UpdateKind) -> bool {
+            kind == UpdateKind::Sync
+        }
+        fn has_cookies(&self) -> bool {
+            false
+        }
+        fn synchronize(&self) {
+            self.replaced.replace(());
+        }
+        fn stats(&self) -> FlavorStats {
+            FlavorStats {
+                normal_gps: self.replaced.replacements(),
+                ..FlavorStats::default()
+            }
+        }
+    }
+}
+
+#[test]
+fn a_recseq_whose_writer_does_not_wait_fails() {
+    let flavor = busted_recseq::WrongCell {
+        read: RecSeq::new(()),
+        replaced: RecSeq::new(()),
+    };
+    let mut cfg = config(FlavorName::Recseq, None, 10);
+    cfg.stop_on_error = true;
+    let report = run_flavor(flavor, &cfg).unwrap();
+    println!("{report}");
+    assert!(!report.passed());
+    assert!(report.pipe_errors() > 0, "no Reader Pipe error:\n{report}");
+    assert!(report.stopped_early, "it should stop at the first error");
 }
 
 #[test]
@@ -151,6 +263,13 @@ fn the_arguments_flatten_into_another_command() {
     assert_eq!(defaults.duration, Duration::from_secs(30));
     assert_eq!(defaults.flavor, FlavorName::Rcu);
     assert!(defaults.faults);
+    for (arg, name) in [("qsbr", FlavorName::Qsbr), ("recseq", FlavorName::Recseq)] {
+        let cfg = Embedding::parse_from(["lab", "--flavor", arg])
+            .torture
+            .config();
+        assert_eq!(cfg.flavor, name);
+        assert_eq!(name.as_str(), arg);
+    }
 }
 
 #[test]
@@ -177,13 +296,11 @@ fn the_binary_exits_non_zero_on_failure_and_on_bad_usage() {
     );
 
     let out = Command::new(bin)
-        .args(["--flavor", "qsbr"])
+        .args(["--flavor", "qsbr", "--fence", "membarrier"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("qsbr flavor not available in this build")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not apply to the qsbr flavor"));
 
     let out = Command::new(bin).args(["--readers", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -9,19 +9,29 @@
 //! # Adding a flavor
 //!
 //! Implement [`Flavor`] in a module next to [`rcu`] and [`busted`], list the [`UpdateKind`]s it
-//! supports, and add an arm to [`crate::run`]. Two shapes the trait is made to fit:
+//! supports, and add an arm to [`crate::run`]. The flavors of this build show the three shapes
+//! the trait is made to fit:
 //!
-//! * **QSBR** (`rcukit::Qsbr`): [`Flavor::Reader`] is the thread's registration
+//! * **Guards** ([`rcu`], [`busted`]): [`Flavor::Reader`] is `()`, [`Flavor::read`] returns
+//!   the domain's guard, and every hook between sections does nothing.
+//! * **QSBR** ([`qsbr`], `rcukit::Qsbr`): [`Flavor::Reader`] is the thread's registration
 //!   (`QsbrThread`, online while it lives), [`Flavor::read`] returns `()` (an online thread is
 //!   always reading), and [`Flavor::quiescent_state`] announces a quiescent state. Readers call
-//!   it between critical sections, where the borrow checker proves that no guard is alive.
-//!   Only reader threads (and the stalling fault, for the length of its stall) register, so
-//!   the writer and the updaters are never online while they wait.
-//! * **A cell that waits on replace** (`rcukit::RecSeq`): `read` is the cell's read guard and
-//!   `synchronize` replaces a dummy value (`RecSeq<()>::replace(())` waits for every reader
-//!   section running at the swap, which is a grace period for that cell's readers). It supports
-//!   only [`UpdateKind::Sync`] and has no cookies; the pipe, nesting, reader exits and the stall
-//!   fault still apply.
+//!   it between critical sections, where the borrow checker proves that no guard is alive, so
+//!   a "critical section" is the whole stretch from one quiescent state to the next: with
+//!   [`Flavor::protects_until_quiescent_state`] the engine announces one only after a burst of
+//!   up to 32 sections and checks everything the burst loaded just before it. Such a
+//!   reader must not block while online ([`Flavor::readers_may_sleep`] is false: the delays
+//!   inside its sections spin instead of sleeping) and goes offline around the sleeps it takes
+//!   between sections ([`Flavor::offline_while`]). Only reader threads (and the stalling
+//!   fault, for the length of its stall) register, so the writer and the updaters are never
+//!   online while they wait.
+//! * **A cell that waits on replace** ([`recseq`], `rcukit::RecSeq`): `read` is the cell's
+//!   read guard and `synchronize` replaces a dummy value (`RecSeq<()>::replace(())` waits for
+//!   every reader section running at the swap, which is a grace period for that cell's
+//!   readers). It supports only [`UpdateKind::Sync`] and has no cookies; the pipe, nesting,
+//!   reader exits and the stall fault still apply, and the report lists the update paths that
+//!   were skipped.
 //!
 //! # The batch bound
 //!
@@ -33,7 +43,11 @@
 //! "batch" error, the same rule rcutorture applies to its `Reader Batch` histogram.
 
 pub mod busted;
+pub mod qsbr;
 pub mod rcu;
+pub mod recseq;
+
+use rcukit::GpCookie;
 
 use std::time::Duration;
 
@@ -174,6 +188,31 @@ pub trait Flavor: Send + Sync + 'static {
     /// announces a quiescent state).
     fn quiescent_state(&self, _reader: &mut Self::Reader<'_>) {}
 
+    /// Run `f`, a sleep a reader takes between critical sections, with the reader offline where
+    /// the flavor has such a state (a QSBR flavor: grace periods stop waiting for the thread
+    /// while it sleeps, and it comes back online before the next section). The default just
+    /// runs `f`.
+    fn offline_while<R>(&self, _reader: &mut Self::Reader<'_>, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    /// Whether what a reader loaded stays protected after its guard drops, until its next
+    /// [`quiescent_state`](Flavor::quiescent_state) (QSBR: a critical section *is* the stretch
+    /// between two quiescent states). The engine then announces quiescent states only after
+    /// bursts of 1 to 32 sections, as a packet loop does after a burst, and checks the
+    /// elements and a cookie it took at the start of the burst just before announcing one.
+    fn protects_until_quiescent_state(&self) -> bool {
+        false
+    }
+
+    /// Whether a reader may sleep inside a critical section. A flavor whose sections hold every
+    /// grace period of the domain while the thread is blocked, and whose users are told to go
+    /// offline around anything that blocks (QSBR), says false: its readers busy-wait for the
+    /// same random delays, as rcutorture's readers of non-preemptible flavors use `udelay()`.
+    fn readers_may_sleep(&self) -> bool {
+        true
+    }
+
     /// Whether the flavor implements `kind`. [`UpdateKind::Barrier`] also uses `call`, and the
     /// callback faults need [`UpdateKind::Call`]: a flavor without callbacks denies `Call`,
     /// `Retire` and `Barrier`.
@@ -276,4 +315,20 @@ pub struct FlavorSettings {
     pub backlog_callbacks: u64,
     /// Callback worker threads of the domain.
     pub callback_workers: usize,
+}
+
+/// [`Flavor::gps_between`] for flavors whose cookies are rcukit [`GpCookie`]s (an `Rcu` or
+/// `Qsbr` domain).
+pub(crate) fn gps_between_cookies(earlier: &GpCookie, later: &GpCookie) -> GpsBetween {
+    /// Grace-period counter units per grace period in a [`GpCookie`] half (two state bits).
+    const ONE_GP: u64 = 4;
+    // Both halves are snapshots `(s + 7) & !3` of monotonic counters; the difference of two
+    // snapshots is the number of grace periods that ended in between, give or take the one
+    // running at either end (see the module docs for why the bound still holds).
+    let normal = later.normal().wrapping_sub(earlier.normal()) / ONE_GP;
+    let expedited = later.expedited().wrapping_sub(earlier.expedited()) / ONE_GP;
+    GpsBetween {
+        total: normal.saturating_add(expedited),
+        worst_engine: normal.max(expedited),
+    }
 }

@@ -1,11 +1,8 @@
 //! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is.
 
-use super::{Flavor, FlavorSettings, FlavorStats, GpsBetween, UpdateKind};
+use super::{gps_between_cookies, Flavor, FlavorSettings, FlavorStats, GpsBetween, UpdateKind};
 use rcukit::{GpCookie, Rcu};
 use std::time::Duration;
-
-/// Grace-period counter units per grace period in a [`GpCookie`] half (two state bits).
-const ONE_GP: u64 = 4;
 
 /// An rcukit domain built for torturing: short stall timeout, small backlog threshold, two
 /// callback workers (so that `barrier()` spans shards).
@@ -108,15 +105,7 @@ impl Flavor for RcuFlavor {
     }
 
     fn gps_between(&self, earlier: &GpCookie, later: &GpCookie) -> GpsBetween {
-        // Both halves are snapshots `(s + 7) & !3` of monotonic counters; the difference of two
-        // snapshots is the number of grace periods that ended in between, give or take the one
-        // running at either end (see the flavor module docs for why the bound still holds).
-        let normal = later.normal().wrapping_sub(earlier.normal()) / ONE_GP;
-        let expedited = later.expedited().wrapping_sub(earlier.expedited()) / ONE_GP;
-        GpsBetween {
-            total: normal.saturating_add(expedited),
-            worst_engine: normal.max(expedited),
-        }
+        gps_between_cookies(earlier, later)
     }
 
     fn call<F: FnOnce() + Send + 'static>(&self, f: F) {

@@ -1,0 +1,175 @@
+//! The `qsbr` flavor: an [`rcukit::Qsbr`] domain, every primitive forwarded as it is.
+//!
+//! A reader thread registers once ([`Qsbr::register`]) and is online from then on. Its
+//! critical sections are the stretches between two quiescent states: the engine announces one
+//! after every outermost section, and goes offline around the sleeps it takes between
+//! sections. Inside a section it never blocks (the delays spin and yield; a yield is what a
+//! preemption of an online thread looks like). The writer, the updaters and the fault
+//! injector's waits run on threads that are not registered, as the domain requires.
+//!
+//! Everything the domain offers is exercised: both grace-period engines, every cookie path,
+//! callbacks, `retire`, `barrier`, the stall report (the fault injector registers itself,
+//! stays online and silent past the stall timeout, and waits for the report), reader threads
+//! that unregister while grace periods scan, panicking callbacks and callback bursts.
+
+use super::{gps_between_cookies, Flavor, FlavorSettings, FlavorStats, GpsBetween, UpdateKind};
+use rcukit::{GpCookie, Qsbr, QsbrThread};
+use std::time::Duration;
+
+/// A QSBR domain built for torturing: short stall timeout, small backlog threshold, two
+/// callback workers (so that `barrier()` spans shards).
+pub struct QsbrFlavor {
+    qsbr: Qsbr,
+    settings: FlavorSettings,
+}
+
+impl QsbrFlavor {
+    /// Build the domain. `settings.fence` must be `None` or `SeqCst`: a QSBR domain's
+    /// readers have no barrier to choose (the engine refuses `--fence membarrier` before this).
+    pub fn new(settings: &FlavorSettings) -> Result<QsbrFlavor, rcukit::Error> {
+        let qsbr = Qsbr::builder()
+            .name("torture-qsbr")
+            .stall_timeout(settings.stall_timeout)
+            .backlog_callbacks(settings.backlog_callbacks)
+            .callback_workers(settings.callback_workers)
+            .build()?;
+        Ok(QsbrFlavor {
+            qsbr,
+            settings: settings.clone(),
+        })
+    }
+
+    /// The domain under test.
+    pub fn domain(&self) -> &Qsbr {
+        &self.qsbr
+    }
+}
+
+impl Flavor for QsbrFlavor {
+    type Reader<'a> = QsbrThread<'a>;
+    type Guard<'a> = ();
+    type Cookie = GpCookie;
+
+    fn name(&self) -> &'static str {
+        "qsbr"
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "fence=seqcst (always, for QSBR) stall_timeout={:?} backlog_callbacks={} \
+             callback_workers={}",
+            self.settings.stall_timeout,
+            self.settings.backlog_callbacks,
+            self.settings.callback_workers
+        )
+    }
+
+    fn register_reader(&self) -> QsbrThread<'_> {
+        self.qsbr.register()
+    }
+
+    #[inline]
+    fn read<'r>(&'r self, reader: &'r QsbrThread<'_>) {
+        // An online thread is always inside a critical section: nothing to do.
+        debug_assert!(reader.is_online(), "a QSBR reader read while offline");
+    }
+
+    #[inline]
+    fn quiescent_state(&self, reader: &mut QsbrThread<'_>) {
+        reader.quiescent_state();
+    }
+
+    fn offline_while<R>(&self, reader: &mut QsbrThread<'_>, f: impl FnOnce() -> R) -> R {
+        reader.offline_while(f)
+    }
+
+    fn protects_until_quiescent_state(&self) -> bool {
+        true
+    }
+
+    fn readers_may_sleep(&self) -> bool {
+        false
+    }
+
+    fn supports(&self, _kind: UpdateKind) -> bool {
+        true
+    }
+
+    fn has_cookies(&self) -> bool {
+        true
+    }
+
+    fn synchronize(&self) {
+        self.qsbr.synchronize()
+    }
+
+    fn synchronize_expedited(&self) {
+        self.qsbr.synchronize_expedited()
+    }
+
+    fn get_state(&self) -> GpCookie {
+        self.qsbr.get_state()
+    }
+
+    fn start_poll(&self) -> GpCookie {
+        self.qsbr.start_poll()
+    }
+
+    fn start_poll_expedited(&self) -> GpCookie {
+        self.qsbr.start_poll_expedited()
+    }
+
+    fn poll(&self, cookie: &GpCookie) -> bool {
+        self.qsbr.poll(cookie)
+    }
+
+    fn cond_synchronize(&self, cookie: &GpCookie) {
+        self.qsbr.cond_synchronize(cookie)
+    }
+
+    fn cond_synchronize_expedited(&self, cookie: &GpCookie) {
+        self.qsbr.cond_synchronize_expedited(cookie)
+    }
+
+    fn completed_cookie(&self) -> GpCookie {
+        GpCookie::completed()
+    }
+
+    fn gps_between(&self, earlier: &GpCookie, later: &GpCookie) -> GpsBetween {
+        gps_between_cookies(earlier, later)
+    }
+
+    fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
+        self.qsbr.call(f)
+    }
+
+    fn retire<T: Send + 'static>(&self, value: Box<T>) {
+        self.qsbr.retire(value)
+    }
+
+    fn barrier(&self) {
+        self.qsbr.barrier()
+    }
+
+    fn stats(&self) -> FlavorStats {
+        let s = self.qsbr.stats();
+        FlavorStats {
+            normal_gps: s.normal_gps,
+            expedited_gps: s.expedited_gps,
+            stalls: s.stalls,
+            callbacks_invoked: s.callbacks_invoked,
+            callbacks_pending: s.callbacks_pending,
+            callback_panics: s.callback_panics,
+            released_by_normal: s.released_by_normal,
+            released_by_expedited: s.released_by_expedited,
+        }
+    }
+
+    fn stall_timeout(&self) -> Option<Duration> {
+        Some(self.settings.stall_timeout)
+    }
+
+    fn backlog_callbacks(&self) -> Option<u64> {
+        Some(self.settings.backlog_callbacks)
+    }
+}
