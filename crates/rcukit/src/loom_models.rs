@@ -400,3 +400,54 @@ mod callbacks_model {
         });
     }
 }
+
+// --- QSBR: coming online and quiescent states -------------------------------------------------
+
+mod qsbr_model {
+    use super::*;
+    use crate::qsbr::{announce_quiescent_state, come_online, go_offline};
+
+    /// The QSBR litmus test. The reader starts offline, comes online (N1-N3), reads `x` then
+    /// `y`, announces a quiescent state and goes offline; the updater writes `x`, runs a grace
+    /// period and writes `y`. Seeing `y == 1` but `x == 0` would mean the grace period missed
+    /// the reader's online stretch.
+    fn litmus(online: fn(&ReaderRecord, &AtomicU64)) {
+        loom::model(move || {
+            let d = domain();
+            let record = reader_record(&d); // registered offline (0)
+            let x = Arc::new(AtomicU64::new(0));
+            let y = Arc::new(AtomicU64::new(0));
+            let reader = {
+                let (d, x, y) = (d.clone(), x.clone(), y.clone());
+                thread::spawn(move || {
+                    online(&record, &d.core.read_side.epoch);
+                    let r1 = x.load(Relaxed);
+                    let r2 = y.load(Relaxed);
+                    announce_quiescent_state(&record, &d.core.read_side.epoch);
+                    go_offline(&record);
+                    (r1, r2)
+                })
+            };
+            x.store(1, Relaxed);
+            d.exp.synchronize(&d.core, &d.event);
+            y.store(1, Relaxed);
+            let (r1, r2) = reader.join().unwrap();
+            assert!(
+                !(r1 == 0 && r2 == 1),
+                "grace period ended before an online reader's quiescent state"
+            );
+        });
+    }
+
+    #[test]
+    fn qsbr_online_litmus() {
+        litmus(come_online);
+    }
+
+    /// Coming online without the fence: loom finds the forbidden outcome.
+    #[test]
+    #[should_panic(expected = "grace period ended before an online reader's quiescent state")]
+    fn qsbr_online_without_fence_busted() {
+        litmus(announce_quiescent_state);
+    }
+}

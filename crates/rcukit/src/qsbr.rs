@@ -137,10 +137,10 @@ use crate::gp::Flavor;
 use crate::reader::{ReaderRecord, Registry, ThreadInfo};
 use crate::seq::GpCookie;
 use crate::sync::fence;
+use crate::sync::AtomicU64;
 use crate::{FenceKind, Rcu, RcuBuilder, Stats};
 use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -190,7 +190,7 @@ fn online_here(id: u64) -> bool {
         .unwrap_or(false)
 }
 
-static NEXT_QSBR: AtomicU64 = AtomicU64::new(1);
+static NEXT_QSBR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Builder for [`Qsbr`] domains; see [`Qsbr::builder`].
 #[derive(Clone, Debug, Default)]
@@ -521,6 +521,26 @@ pub struct QsbrThread<'a> {
     _not_send: PhantomData<*const ()>,
 }
 
+/// Q1-Q2 of the module docs: record the current epoch as this thread's quiescent state.
+#[inline]
+pub(crate) fn announce_quiescent_state(record: &ReaderRecord, epoch: &AtomicU64) {
+    let e = epoch.load(Acquire);
+    record.ctr.store(e, Release);
+}
+
+/// F1: stop being waited for.
+#[inline]
+pub(crate) fn go_offline(record: &ReaderRecord) {
+    record.ctr.store(0, Release);
+}
+
+/// N1-N3: be waited for again; the fence pairs with the grace period's G1.
+#[inline]
+pub(crate) fn come_online(record: &ReaderRecord, epoch: &AtomicU64) {
+    announce_quiescent_state(record, epoch);
+    fence(SeqCst);
+}
+
 impl<'a> QsbrThread<'a> {
     /// Announce a quiescent state: the thread holds no reference to data protected by this
     /// domain at this point. One `Acquire` load and one `Release` store, no fence (the module
@@ -528,8 +548,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
-            let epoch = self.epoch.load(Acquire);
-            self.record.ctr.store(epoch, Release);
+            announce_quiescent_state(&self.record, self.epoch);
         }
     }
 
@@ -539,7 +558,7 @@ impl<'a> QsbrThread<'a> {
     pub fn offline(&mut self) {
         if self.online {
             self.online = false;
-            self.record.ctr.store(0, Release);
+            go_offline(&self.record);
         }
     }
 
@@ -547,9 +566,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn online(&mut self) {
         if !self.online {
-            let epoch = self.epoch.load(Acquire);
-            self.record.ctr.store(epoch, Release);
-            fence(SeqCst);
+            come_online(&self.record, self.epoch);
             self.online = true;
         }
     }
