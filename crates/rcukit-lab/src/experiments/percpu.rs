@@ -414,9 +414,20 @@ fn measure_point(
                 },
             )?);
         }
+        // Warm up until every reader has made a pass (a thread may start late on a loaded
+        // machine), and measure at least until the readers have made progress: a window in
+        // which the scheduler ran none of them says nothing about the scheme. Both waits
+        // only matter for tiny points; a deadline bounds them.
+        let deadline = Instant::now() + Duration::from_secs(10);
         std::thread::sleep(Duration::from_millis(20));
+        while counters.iter().any(|c| c.get() == 0) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let (c0, t0) = (measure::sum(&counters), Instant::now());
         std::thread::sleep(point);
+        while measure::sum(&counters) == c0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let (c1, t1) = (measure::sum(&counters), Instant::now());
         stop.stop();
         for h in handles {
