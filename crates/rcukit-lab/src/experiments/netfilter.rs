@@ -357,9 +357,9 @@ impl SchemeId {
             SchemeId::Rwlock => "in place under parking_lot write lock (no copy)",
             SchemeId::RwlockCopy => "copy, swap under parking_lot write lock",
             SchemeId::PercpuRwlock => "in place under PerCpuRwLock write side (no copy)",
-            SchemeId::RcuSync => "copy, swap pointer, synchronize(), free",
-            SchemeId::RcuExpedited => "copy, swap pointer, synchronize_expedited(), free",
-            SchemeId::RcuRetire => "copy, swap pointer, retire() (no wait)",
+            SchemeId::RcuSync => "RcuCell copy-update, synchronize(), free",
+            SchemeId::RcuExpedited => "RcuCell copy-update, synchronize_expedited(), free",
+            SchemeId::RcuRetire => "RcuCell copy-update, retired (no wait)",
         }
     }
 

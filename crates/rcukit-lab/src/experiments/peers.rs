@@ -973,6 +973,13 @@ pub fn render(r: &Report) -> Result<Outcome> {
         ]);
     }
     md.push_str(&t.to_markdown());
+    md.push_str(
+        "\nA QSBR reader is inside a read-side section whenever it is online, so a QSBR grace \
+         period also waits while the scheduler has preempted the busy reader (`rcukit::qsbr`, \
+         \"Preemption\"); an `Rcu` grace period waits only for a reader preempted inside its \
+         short section. On a busy machine the QSBR rows therefore include scheduler time \
+         slices.\n",
+    );
     md.push_str(&format!(
         "\n### Retire throughput ({} objects of 64 bytes, queued by one thread, until all are \
          dropped)\n\n",
