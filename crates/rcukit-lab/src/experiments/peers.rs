@@ -21,7 +21,7 @@
 //!   dropped; the count must equal the number queued.
 //!
 //! With the `c-peers` feature, liburcu's memb and qsbr flavors and Concurrency Kit's ck_epoch
-//! join through FFI (their loops run in C; see [`crate::c_peers`]).
+//! join through FFI (their loops run in C; see `c_peers`, compiled with the feature).
 
 use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
 use crate::env::Environment;
