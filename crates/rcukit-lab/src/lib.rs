@@ -12,7 +12,7 @@
 //! * [`cli`]: the clap command line and the dispatch from subcommands to experiments.
 //! * [`experiments`]: one module per experiment; each is a list of *schemes* behind a small
 //!   trait, a `Config` with validated settings, a serde `Serialize` result and a renderer.
-//! * [`env`]: the environment facts recorded in every JSON file.
+//! * [`env`](mod@env): the environment facts recorded in every JSON file.
 //! * [`measure`]: timing helpers (busy work, percentiles, ratios).
 //! * [`report`]: Markdown tables, the per-experiment files and `REPORT.md`.
 //! * [`plot`]: SVG charts with plotters (SVG backend only, no system fonts).

@@ -27,10 +27,17 @@
 //!
 //! # Schemes
 //!
-//! `no-listener` (reference), `rwlock` (parking_lot), `rcu` (rcukit: copy-on-write descriptor
-//! list behind an `AtomicPtr`, old lists retired), `epoch` (crossbeam-epoch, the peer closest to
-//! FreeBSD's epoch(9)). `RcuList` (issue 4) and `Qsbr` (issue 5) are listed in
-//! [`UNAVAILABLE`] until they land.
+//! | id | read side per packet | tcpdump's attach / detach |
+//! |---|---|---|
+//! | `no-listener` | nothing (no lock, no filter): the reference | none |
+//! | `rwlock` | parking_lot `RwLock::read` (FreeBSD before the patch) | in place under the write lock |
+//! | `rcu` | `Rcu::read` | copy-on-write vector behind an `AtomicPtr`, old vector retired |
+//! | `rcu-list` | `Rcu::read`, walk an `rcukit::RcuList` (the patch's `CK_LIST`) | `push_front` / `remove_first`, the node retired |
+//! | `qsbr` | nothing: a plain load; the thread announces a quiescent state after each burst of at most 32 packets and goes offline while it sleeps | copy-on-write vector, old vector retired through the QSBR domain |
+//! | `epoch` | crossbeam-epoch `pin` (the peer closest to FreeBSD's epoch(9)) | copy-on-write vector, `defer_destroy` |
+//!
+//! Every scheme that defers frees does so through callbacks (no writer ever blocks on a grace
+//! period), so the schemes differ only in what the packet path does.
 
 use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
 use crate::env::Environment;
@@ -40,7 +47,7 @@ use crate::progress::Progress;
 use crate::report::{self, Table};
 use anyhow::{bail, Result};
 use crossbeam_epoch as epoch;
-use rcukit::Rcu;
+use rcukit::{Qsbr, QsbrThread, Rcu, RcuList};
 use serde::Serialize;
 use std::hint::black_box;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
@@ -51,19 +58,9 @@ use std::time::{Duration, Instant};
 /// File stem and subcommand name.
 pub const NAME: &str = "capture";
 
-/// Schemes the experiment knows but this build cannot run yet.
-pub const UNAVAILABLE: &[Unavailable] = &[
-    Unavailable {
-        scheme: "rcu-list",
-        needs: "rcukit::RcuList<T> (issue 4): the descriptor list as a CK_LIST-style RCU list \
-                instead of a copy-on-write vector",
-    },
-    Unavailable {
-        scheme: "qsbr",
-        needs: "rcukit::Qsbr (issue 5): packet threads announcing a quiescent state per batch, \
-                with zero read-side cost",
-    },
-];
+/// Schemes the experiment knows but this build cannot run yet (none: every scheme of the
+/// issue runs).
+pub const UNAVAILABLE: &[Unavailable] = &[];
 
 /// Settings.
 #[derive(Clone, Debug, Serialize)]
@@ -263,20 +260,22 @@ pub enum SchemeId {
     Rwlock,
     /// rcukit RCU: copy-on-write list behind an AtomicPtr, old lists retired.
     Rcu,
+    /// rcukit RCU with the descriptors in an `RcuList` (the patch's `CK_LIST`).
+    RcuList,
+    /// rcukit QSBR: no read-side code, a quiescent state per burst, old lists retired.
+    Qsbr,
     /// crossbeam-epoch: the same list behind an `epoch::Atomic`, old lists deferred.
     Epoch,
 }
 
 impl SchemeId {
     /// Every scheme this build runs, reference first, then the baseline.
-    ///
-    /// PENDING(issue 4): add `RcuList` (descriptors in an `rcukit::RcuList`, attach =
-    /// `push`, detach = `remove` + retire). PENDING(issue 5): add `Qsbr` (packet threads call
-    /// `quiescent_state()` after each batch; the writer retires through the QSBR domain).
-    pub const ALL: [SchemeId; 4] = [
+    pub const ALL: [SchemeId; 6] = [
         SchemeId::NoListener,
         SchemeId::Rwlock,
         SchemeId::Rcu,
+        SchemeId::RcuList,
+        SchemeId::Qsbr,
         SchemeId::Epoch,
     ];
 
@@ -286,6 +285,8 @@ impl SchemeId {
             SchemeId::NoListener => "no-listener",
             SchemeId::Rwlock => "rwlock",
             SchemeId::Rcu => "rcu",
+            SchemeId::RcuList => "rcu-list",
+            SchemeId::Qsbr => "qsbr",
             SchemeId::Epoch => "epoch",
         }
     }
@@ -296,6 +297,10 @@ impl SchemeId {
             SchemeId::NoListener => "no tcpdump: no lock, no filter (noise floor)",
             SchemeId::Rwlock => "parking_lot RwLock per packet (FreeBSD before the patch)",
             SchemeId::Rcu => "rcukit Rcu::read per packet, copy-on-write list, retire",
+            SchemeId::RcuList => "rcukit Rcu::read per packet, RcuList walk, node retired",
+            SchemeId::Qsbr => {
+                "rcukit Qsbr: plain load per packet, quiescent state per burst, retire"
+            }
             SchemeId::Epoch => "crossbeam-epoch pin per packet, defer_destroy",
         }
     }
@@ -308,17 +313,18 @@ impl SchemeId {
                 list: parking_lot::RwLock::new(vec![first]),
             }),
             SchemeId::Rcu => Box::new(RcuTap::new(vec![first])?),
+            SchemeId::RcuList => Box::new(RcuListTap::new(first)?),
+            SchemeId::Qsbr => Box::new(QsbrTap::new(vec![first])?),
             SchemeId::Epoch => Box::new(EpochTap::new(vec![first])),
-            // PENDING(issue 4/5): SchemeId::RcuList => Box::new(RcuListTap::new(..)),
-            // SchemeId::Qsbr => Box::new(QsbrTap::new(..)).
         })
     }
 }
 
-/// What every scheme provides. `Reader` is per-thread state (an epoch handle, ...).
+/// What every scheme provides. `ReaderState` is per-thread state (an epoch handle, a QSBR
+/// registration, ...).
 trait Tap: Send + Sync {
     /// Process one packet on a packet thread; the number of descriptors that matched.
-    fn process(&self, reader: &mut ReaderState, p: &Packet) -> u64;
+    fn process(&self, reader: &mut ReaderState<'_>, p: &Packet) -> u64;
     /// Attach `d` (tcpdump starts).
     fn attach(&self, d: Arc<Descriptor>);
     /// Detach the most recently attached descriptor, keeping the first.
@@ -328,7 +334,7 @@ trait Tap: Send + Sync {
         true
     }
     /// Per-thread state for a packet thread.
-    fn reader_state(&self) -> ReaderState {
+    fn reader_state(&self) -> ReaderState<'_> {
         ReaderState::None
     }
     /// Wait for deferred frees; (lists retired, lists freed).
@@ -338,15 +344,35 @@ trait Tap: Send + Sync {
 }
 
 /// Per-packet-thread state some schemes need.
-enum ReaderState {
+enum ReaderState<'a> {
     None,
     Epoch(epoch::LocalHandle),
+    /// The thread's registration with the scheme's QSBR domain (online while it processes).
+    Qsbr(QsbrThread<'a>),
+}
+
+impl ReaderState<'_> {
+    /// Between bursts: the thread holds no reference to any descriptor list.
+    #[inline]
+    fn quiescent(&mut self) {
+        if let ReaderState::Qsbr(me) = self {
+            me.quiescent_state();
+        }
+    }
+
+    /// Sleep while the queue is empty (offline for QSBR, so grace periods need not wait).
+    fn idle(&mut self, nap: Duration) {
+        match self {
+            ReaderState::Qsbr(me) => me.offline_while(|| std::thread::sleep(nap)),
+            _ => std::thread::sleep(nap),
+        }
+    }
 }
 
 struct NoListener;
 
 impl Tap for NoListener {
-    fn process(&self, _: &mut ReaderState, p: &Packet) -> u64 {
+    fn process(&self, _: &mut ReaderState<'_>, p: &Packet) -> u64 {
         black_box(p);
         0
     }
@@ -362,7 +388,7 @@ struct RwLockTap {
 }
 
 impl Tap for RwLockTap {
-    fn process(&self, _: &mut ReaderState, p: &Packet) -> u64 {
+    fn process(&self, _: &mut ReaderState<'_>, p: &Packet) -> u64 {
         run_filters(&self.list.read(), p)
     }
     fn attach(&self, d: Arc<Descriptor>) {
@@ -420,7 +446,7 @@ impl RcuTap {
 }
 
 impl Tap for RcuTap {
-    fn process(&self, _: &mut ReaderState, p: &Packet) -> u64 {
+    fn process(&self, _: &mut ReaderState<'_>, p: &Packet) -> u64 {
         let _guard = self.rcu.read();
         // SAFETY: lists are freed only by `retire`, after a grace period; we are in a
         // read-side critical section until `_guard` drops.
@@ -446,6 +472,165 @@ impl Tap for RcuTap {
 }
 
 impl Drop for RcuTap {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no reader or writer is left; the current list came from
+        // `Box::into_raw` and is freed once, here.
+        drop(unsafe { Box::from_raw(*self.current.get_mut()) });
+    }
+}
+
+/// A descriptor on an [`RcuList`]; counts its destruction (the node is retired on detach).
+struct Attached {
+    desc: Arc<Descriptor>,
+    /// The descriptor that stays attached throughout (never detached).
+    permanent: bool,
+    freed: Arc<AtomicU64>,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.freed.fetch_add(1, Relaxed);
+    }
+}
+
+/// The descriptors in an `rcukit::RcuList` in a domain of its own, like the patch's
+/// `CK_LIST`: attach inserts at the head (`CK_LIST_INSERT_HEAD`), detach unlinks the node and
+/// retires it; readers walk the list under `Rcu::read`.
+struct RcuListTap {
+    list: RcuList<Attached, Arc<Rcu>>,
+    retired: AtomicU64,
+    freed: Arc<AtomicU64>,
+}
+
+impl RcuListTap {
+    fn new(first: Arc<Descriptor>) -> Result<RcuListTap> {
+        let freed = Arc::new(AtomicU64::new(0));
+        let rcu = Arc::new(Rcu::builder().name("lab-capture-list").build()?);
+        let list = RcuList::with_domain(rcu);
+        list.push_front(Attached {
+            desc: first,
+            permanent: true,
+            freed: freed.clone(),
+        });
+        Ok(RcuListTap {
+            list,
+            retired: AtomicU64::new(0),
+            freed,
+        })
+    }
+}
+
+impl Tap for RcuListTap {
+    fn process(&self, _: &mut ReaderState<'_>, p: &Packet) -> u64 {
+        let guard = self.list.domain().read();
+        self.list.iter(&guard).filter(|a| a.desc.matches(p)).count() as u64
+    }
+    fn attach(&self, d: Arc<Descriptor>) {
+        self.list.push_front(Attached {
+            desc: d,
+            permanent: false,
+            freed: self.freed.clone(),
+        });
+    }
+    fn detach(&self) {
+        if self.list.remove_first(|a| !a.permanent) {
+            self.retired.fetch_add(1, Relaxed);
+        }
+    }
+    fn finish(&self) -> (u64, u64) {
+        let rcu = self.list.domain();
+        while rcu.stats().callbacks_pending > 0 {
+            rcu.barrier();
+        }
+        (self.retired.load(Relaxed), self.freed.load(Relaxed))
+    }
+}
+
+/// The copy-on-write descriptor list behind a pointer protected by an `rcukit::Qsbr` domain:
+/// packet threads register, read with a plain load, announce a quiescent state after each
+/// burst and go offline while they sleep; the writer retires old lists through the domain's
+/// callbacks.
+struct QsbrTap {
+    qsbr: Qsbr,
+    current: AtomicPtr<DescList>,
+    writer: parking_lot::Mutex<()>,
+    retired: AtomicU64,
+    freed: Arc<AtomicU64>,
+}
+
+impl QsbrTap {
+    fn new(list: Vec<Arc<Descriptor>>) -> Result<QsbrTap> {
+        let freed = Arc::new(AtomicU64::new(0));
+        let first = Box::new(DescList {
+            list,
+            freed: freed.clone(),
+        });
+        Ok(QsbrTap {
+            qsbr: Qsbr::builder().name("lab-capture-qsbr").build()?,
+            current: AtomicPtr::new(Box::into_raw(first)),
+            writer: parking_lot::Mutex::new(()),
+            retired: AtomicU64::new(0),
+            freed,
+        })
+    }
+
+    fn replace(&self, f: impl FnOnce(&mut Vec<Arc<Descriptor>>)) {
+        let _writer = self.writer.lock();
+        // SAFETY: only writers replace (and retire) lists, serialised by `writer`, which we
+        // hold; the current list stays valid while we copy it.
+        let mut list = unsafe { &*self.current.load(Acquire) }.list.clone();
+        f(&mut list);
+        let new = Box::into_raw(Box::new(DescList {
+            list,
+            freed: self.freed.clone(),
+        }));
+        let old = self.current.swap(new, AcqRel);
+        // SAFETY: `old` came from `Box::into_raw`, the swap made it unreachable for threads
+        // that pass a quiescent state afterwards, and it is retired exactly once.
+        unsafe { self.qsbr.retire_raw(old) };
+        self.retired.fetch_add(1, Relaxed);
+    }
+}
+
+impl Tap for QsbrTap {
+    fn process(&self, reader: &mut ReaderState<'_>, p: &Packet) -> u64 {
+        let ReaderState::Qsbr(me) = reader else {
+            unreachable!("a qsbr packet thread without its registration")
+        };
+        assert!(
+            me.is_online() && std::ptr::eq(me.domain(), &self.qsbr),
+            "a qsbr packet thread must be online in the tap's domain"
+        );
+        // SAFETY: this thread is registered and online in `self.qsbr` (checked above) and
+        // announces no quiescent state before this function returns; lists are freed only by
+        // the domain's callbacks, after every online thread has passed a quiescent state
+        // since the list was swapped out.
+        let list = unsafe { &*self.current.load(Acquire) };
+        run_filters(&list.list, p)
+    }
+    fn attach(&self, d: Arc<Descriptor>) {
+        self.replace(|l| l.push(d));
+    }
+    fn detach(&self) {
+        self.replace(|l| {
+            if l.len() > 1 {
+                l.pop();
+            }
+        });
+    }
+    fn reader_state(&self) -> ReaderState<'_> {
+        ReaderState::Qsbr(self.qsbr.register())
+    }
+    fn finish(&self) -> (u64, u64) {
+        // Called from the main thread, which never registers with the domain.
+        while self.qsbr.stats().callbacks_pending > 0 {
+            self.qsbr.barrier();
+        }
+        (self.retired.load(Relaxed), self.freed.load(Relaxed))
+    }
+}
+
+impl Drop for QsbrTap {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader or writer is left; the current list came from
         // `Box::into_raw` and is freed once, here.
@@ -501,7 +686,7 @@ impl EpochTap {
 }
 
 impl Tap for EpochTap {
-    fn process(&self, reader: &mut ReaderState, p: &Packet) -> u64 {
+    fn process(&self, reader: &mut ReaderState<'_>, p: &Packet) -> u64 {
         let ReaderState::Epoch(handle) = reader else {
             return 0;
         };
@@ -520,7 +705,7 @@ impl Tap for EpochTap {
             }
         });
     }
-    fn reader_state(&self) -> ReaderState {
+    fn reader_state(&self) -> ReaderState<'_> {
         ReaderState::Epoch(self.collector.register())
     }
     fn finish(&self) -> (u64, u64) {
@@ -622,7 +807,8 @@ pub struct SchemeResult {
     pub capacity_pps_per_thread: Option<f64>,
     /// Per-rate figures.
     pub points: Vec<Point>,
-    /// Descriptor lists retired by the writer (RCU and epoch schemes).
+    /// Descriptor lists retired by the writer (RCU, QSBR and epoch schemes; for `rcu-list`
+    /// the list nodes retired on detach).
     pub lists_retired: u64,
     /// Retired lists freed by the end (must equal `lists_retired`).
     pub lists_freed: u64,
@@ -857,13 +1043,14 @@ fn packet_thread(
     ring: u64,
     stop: &StopFlag,
 ) -> ThreadCounts {
-    let mut state = tap.reader_state();
     let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (thread as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
     let mut next = 0u64; // index of the next packet to process
     let idle_sleep = Duration::from_nanos((period_ns * ring as f64 / 4.0) as u64)
         .min(Duration::from_micros(100));
     let mut c = ThreadCounts::default();
     measure::sleep_until(start);
+    // Registered (QSBR: online) only once the queue starts.
+    let mut state = tap.reader_state();
     loop {
         let arrived = (start.elapsed().as_nanos() as f64 / period_ns) as u64;
         if stop.stopped() {
@@ -890,8 +1077,10 @@ fn packet_thread(
             c.processed += 1;
             next += 1;
         }
+        // Between bursts no descriptor list is referenced (QSBR's quiescent state).
+        state.quiescent();
         if next >= arrived {
-            std::thread::sleep(idle_sleep);
+            state.idle(idle_sleep);
         }
     }
     c
@@ -965,8 +1154,10 @@ pub fn render(r: &Report) -> Result<Outcome> {
         "drops with epoch(9) / RCU".into(),
         "gone (the patch's point)".into(),
         format!(
-            "rcu {}, epoch {} at {} pkt/s per thread",
+            "rcu {}, rcu-list {}, qsbr {}, epoch {} at {} pkt/s per thread",
             at_top(SchemeId::Rcu),
+            at_top(SchemeId::RcuList),
+            at_top(SchemeId::Qsbr),
             at_top(SchemeId::Epoch),
             report::num(top)
         ),
@@ -988,7 +1179,7 @@ pub fn render(r: &Report) -> Result<Outcome> {
         "capacity (pkt/s/thread)".to_string(),
         "drops / processed (all rates)".to_string(),
         "drops vs rwlock".to_string(),
-        "lists freed / retired".to_string(),
+        "freed / retired".to_string(),
     ]);
     let mut t = Table::new(&header);
     for s in &r.schemes {
@@ -1022,7 +1213,7 @@ pub fn render(r: &Report) -> Result<Outcome> {
     md.push_str(
         "\nCapacity: the highest swept rate at which drops stay within one percentage point \
          of `no-listener`, which runs no lock and no filter: its drops are the machine's own \
-         noise.\n",
+         noise. Freed / retired: descriptor-list versions, or for `rcu-list` list nodes.\n",
     );
     md.push_str(&super::unavailable_note(&r.not_available));
 
@@ -1051,16 +1242,25 @@ pub fn render(r: &Report) -> Result<Outcome> {
             .map(report::num)
             .unwrap_or_else(|| "below the lowest rate".into())
     };
+    let listed = |f: &dyn Fn(SchemeId) -> String| {
+        [
+            SchemeId::Rwlock,
+            SchemeId::Rcu,
+            SchemeId::RcuList,
+            SchemeId::Qsbr,
+            SchemeId::Epoch,
+        ]
+        .iter()
+        .map(|&id| format!("{} {}", id.id(), f(id)))
+        .collect::<Vec<_>>()
+        .join(", ")
+    };
     headlines.push(format!(
-        "drops at {}/s per thread: rwlock {}, rcu {}, epoch {} (seed: 32 % with the rwlock, none \
-         with epoch); capacity rwlock {}, rcu {}, epoch {}",
+        "drops at {}/s per thread: {} (seed: 32 % with the rwlock, none with epoch); capacity \
+         (pkt/s/thread): {}",
         report::num(top),
-        at_top(SchemeId::Rwlock),
-        at_top(SchemeId::Rcu),
-        at_top(SchemeId::Epoch),
-        cap(SchemeId::Rwlock),
-        cap(SchemeId::Rcu),
-        cap(SchemeId::Epoch)
+        listed(&at_top),
+        listed(&cap)
     ));
     Ok(Outcome {
         name: NAME,

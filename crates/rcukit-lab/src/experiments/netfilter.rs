@@ -33,15 +33,17 @@
 //!
 //! | id | replacement | before freeing the old table |
 //! |---|---|---|
+//! | `recseq` (baseline) | copy, pointer swap in an `rcukit::RecSeq` | wait until every reader counter that was odd has moved |
 //! | `rwlock` | in place under a parking_lot write lock (no copy) | nothing (readers excluded) |
 //! | `rwlock-copy` | copy outside, swap under the write lock (2.6.29) | nothing |
-//! | `rcu-sync` | pointer swap | `synchronize()` |
-//! | `rcu-expedited` | pointer swap | `synchronize_expedited()` |
-//! | `rcu-retire` | pointer swap | nothing: `retire()` frees it after a grace period |
+//! | `percpu-rwlock` | in place under `rcukit::PerCpuRwLock`'s write side (every slot) | nothing |
+//! | `rcu-sync` | copy, `RcuCell` swap | `synchronize()` (`Reclaim::Synchronize`) |
+//! | `rcu-expedited` | copy, `RcuCell` swap | `synchronize_expedited()` (`Reclaim::Expedited`) |
+//! | `rcu-retire` | copy, `RcuCell` swap | nothing: retired, freed after a grace period (`Reclaim::Deferred`) |
 //!
-//! The seed's "current" scheme is `xt_recseq` (`rcukit::RecSeq`) and the per-CPU rwlock of
-//! seed 002 is `rcukit::PerCpuRwLock`; both are built on another branch and listed in
-//! [`UNAVAILABLE`] until they land. Until `RecSeq` is here the baseline for ratios is `rwlock`.
+//! The baseline for every ratio is `recseq`, the seed's "current" scheme: netfilter's
+//! `xt_recseq`, which `rcukit::RecSeq` rebuilds (readers make a per-thread sequence counter
+//! odd with a full fence, the writer swaps the table and scans the counters).
 
 use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
 use crate::env::Environment;
@@ -50,29 +52,20 @@ use crate::plot::{self, Axis, Panel};
 use crate::progress::Progress;
 use crate::report::{self, Table};
 use anyhow::Result;
-use rcukit::Rcu;
+use rcukit::{Rcu, RcuCell, RecSeq, Reclaim};
 use serde::Serialize;
 use std::hint::black_box;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-use std::sync::atomic::{AtomicPtr, AtomicU64};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// File stem and subcommand name.
 pub const NAME: &str = "netfilter";
 
-/// Schemes the experiment knows but this build cannot run yet.
-pub const UNAVAILABLE: &[Unavailable] = &[
-    Unavailable {
-        scheme: "recseq",
-        needs: "rcukit::RecSeq<T> (issue 5); it is the seed's \"current\" xt_recseq scheme and \
-                becomes the baseline for the ratios",
-    },
-    Unavailable {
-        scheme: "percpu-rwlock",
-        needs: "rcukit::PerCpuRwLock<T> (issue 5), seed 002's per-CPU reader locks",
-    },
-];
+/// Schemes the experiment knows but this build cannot run yet (none: every scheme of the
+/// issue runs).
+pub const UNAVAILABLE: &[Unavailable] = &[];
 
 /// Settings.
 #[derive(Clone, Debug, Serialize)]
@@ -313,28 +306,32 @@ impl Drop for RuleSet {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SchemeId {
+    /// `rcukit::RecSeq`: readers make a per-thread sequence counter odd, the writer swaps in a
+    /// copy and waits until every odd counter has changed (the seed's "current", xt_recseq).
+    Recseq,
     /// parking_lot RwLock, the rule added (or removed) in place under the write lock.
     Rwlock,
     /// parking_lot RwLock, a copy built outside and swapped in under the write lock (the
     /// 2.6.29 kernel's scheme: `iptables` hands the kernel a whole new table).
     RwlockCopy,
-    /// RCU, `synchronize()` before freeing.
+    /// `rcukit::PerCpuRwLock`, the rule added in place under the write side (every slot), like
+    /// the per-CPU reader locks of seed 002.
+    PercpuRwlock,
+    /// `rcukit::RcuCell`, `Reclaim::Synchronize`: `synchronize()` before freeing.
     RcuSync,
-    /// RCU, `synchronize_expedited()` before freeing.
+    /// `rcukit::RcuCell`, `Reclaim::Expedited`: `synchronize_expedited()` before freeing.
     RcuExpedited,
-    /// RCU, `retire()` (no wait).
+    /// `rcukit::RcuCell`, `Reclaim::Deferred`: `retire()` (no wait).
     RcuRetire,
 }
 
 impl SchemeId {
     /// Every scheme this build runs, baseline first.
-    ///
-    /// PENDING(issue 5): add `RecSeq` first (it becomes the baseline, the seed's "current")
-    /// and `PerCpuRwLock` after `RwlockCopy`, with a `RuleTable` impl each below, and remove
-    /// them from [`UNAVAILABLE`].
-    pub const ALL: [SchemeId; 5] = [
+    pub const ALL: [SchemeId; 7] = [
+        SchemeId::Recseq,
         SchemeId::Rwlock,
         SchemeId::RwlockCopy,
+        SchemeId::PercpuRwlock,
         SchemeId::RcuSync,
         SchemeId::RcuExpedited,
         SchemeId::RcuRetire,
@@ -343,8 +340,10 @@ impl SchemeId {
     /// Short id used in tables and JSON.
     pub fn id(self) -> &'static str {
         match self {
+            SchemeId::Recseq => "recseq",
             SchemeId::Rwlock => "rwlock",
             SchemeId::RwlockCopy => "rwlock-copy",
+            SchemeId::PercpuRwlock => "percpu-rwlock",
             SchemeId::RcuSync => "rcu-sync",
             SchemeId::RcuExpedited => "rcu-expedited",
             SchemeId::RcuRetire => "rcu-retire",
@@ -354,24 +353,32 @@ impl SchemeId {
     /// What the writer does, for the table.
     pub fn describe(self) -> &'static str {
         match self {
+            SchemeId::Recseq => "copy, swap, wait for odd reader counters (RecSeq), free",
             SchemeId::Rwlock => "in place under parking_lot write lock (no copy)",
             SchemeId::RwlockCopy => "copy, swap under parking_lot write lock",
-            SchemeId::RcuSync => "copy, swap pointer, synchronize(), free",
-            SchemeId::RcuExpedited => "copy, swap pointer, synchronize_expedited(), free",
-            SchemeId::RcuRetire => "copy, swap pointer, retire() (no wait)",
+            SchemeId::PercpuRwlock => "in place under PerCpuRwLock write side (no copy)",
+            SchemeId::RcuSync => "RcuCell copy-update, synchronize(), free",
+            SchemeId::RcuExpedited => "RcuCell copy-update, synchronize_expedited(), free",
+            SchemeId::RcuRetire => "RcuCell copy-update, retired (no wait)",
         }
     }
 
+    /// Does the writer update the table in place (no table is ever replaced)?
+    pub fn in_place(self) -> bool {
+        matches!(self, SchemeId::Rwlock | SchemeId::PercpuRwlock)
+    }
+
     fn build(self, rules: Vec<Rule>) -> Result<Box<dyn RuleTable>> {
+        type ParkingLot = LockTable<parking_lot::RawRwLock>;
+        type PerCpu = LockTable<rcukit::RawPerCpuRwLock>;
         Ok(match self {
-            SchemeId::Rwlock => Box::new(RwLockTable::new(rules, true)),
-            SchemeId::RwlockCopy => Box::new(RwLockTable::new(rules, false)),
-            SchemeId::RcuSync => Box::new(RcuTable::new(rules, Wait::Synchronize)?),
-            SchemeId::RcuExpedited => Box::new(RcuTable::new(rules, Wait::Expedited)?),
-            SchemeId::RcuRetire => Box::new(RcuTable::new(rules, Wait::Retire)?),
-            // PENDING(issue 5): SchemeId::RecSeq => Box::new(RecSeqTable::new(rules)) with
-            // readers in `RecSeq::read` and the writer's `replace` waiting for odd counters;
-            // SchemeId::PerCpuRwLock => Box::new(LockTable::<rcukit::PerCpuRwLock<_>>::new(..)).
+            SchemeId::Recseq => Box::new(RecSeqTable::new(rules)),
+            SchemeId::Rwlock => Box::new(ParkingLot::new(rules, true)),
+            SchemeId::RwlockCopy => Box::new(ParkingLot::new(rules, false)),
+            SchemeId::PercpuRwlock => Box::new(PerCpu::new(rules, true)),
+            SchemeId::RcuSync => Box::new(RcuTable::new(rules, Reclaim::Synchronize)?),
+            SchemeId::RcuExpedited => Box::new(RcuTable::new(rules, Reclaim::Expedited)?),
+            SchemeId::RcuRetire => Box::new(RcuTable::new(rules, Reclaim::Deferred)?),
         })
     }
 }
@@ -391,18 +398,20 @@ trait RuleTable: Send + Sync {
     fn replaced(&self) -> u64;
 }
 
-struct RwLockTable {
-    lock: parking_lot::RwLock<RuleSet>,
+/// The table behind a `lock_api` reader-writer lock: parking_lot's central one or rcukit's
+/// per-CPU one.
+struct LockTable<R: lock_api::RawRwLock> {
+    lock: lock_api::RwLock<R, RuleSet>,
     in_place: bool,
     replaced: AtomicU64,
     freed: Arc<AtomicU64>,
 }
 
-impl RwLockTable {
-    fn new(rules: Vec<Rule>, in_place: bool) -> RwLockTable {
+impl<R: lock_api::RawRwLock> LockTable<R> {
+    fn new(rules: Vec<Rule>, in_place: bool) -> LockTable<R> {
         let freed = Arc::new(AtomicU64::new(0));
-        RwLockTable {
-            lock: parking_lot::RwLock::new(RuleSet {
+        LockTable {
+            lock: lock_api::RwLock::new(RuleSet {
                 rules,
                 freed: freed.clone(),
             }),
@@ -413,7 +422,7 @@ impl RwLockTable {
     }
 }
 
-impl RuleTable for RwLockTable {
+impl<R: lock_api::RawRwLock + Send + Sync> RuleTable for LockTable<R> {
     fn classify(&self, p: &Packet) -> u8 {
         classify(&self.lock.read().rules, p)
     }
@@ -452,92 +461,51 @@ impl RuleTable for RwLockTable {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Wait {
-    Synchronize,
-    Expedited,
-    Retire,
-}
-
-/// `table->private` as an RCU-protected pointer in a domain of its own (so its grace periods
-/// wait only for this experiment's readers).
-struct RcuTable {
-    rcu: Rcu,
-    current: AtomicPtr<RuleSet>,
+/// xt_recseq: `table->private` in an `rcukit::RecSeq`. Readers run inside `RecSeq::read`;
+/// the writer (one at a time, like the kernel's `xt_table` mutex) copies the table, swaps it
+/// in with `replace`, which returns once every reader counter that was odd has moved, and
+/// frees the old table itself.
+struct RecSeqTable {
+    table: RecSeq<RuleSet>,
     writer: parking_lot::Mutex<()>,
-    wait: Wait,
     replaced: AtomicU64,
     freed: Arc<AtomicU64>,
 }
 
-impl RcuTable {
-    fn new(rules: Vec<Rule>, wait: Wait) -> Result<RcuTable> {
+impl RecSeqTable {
+    fn new(rules: Vec<Rule>) -> RecSeqTable {
         let freed = Arc::new(AtomicU64::new(0));
-        let set = Box::new(RuleSet {
-            rules,
-            freed: freed.clone(),
-        });
-        Ok(RcuTable {
-            rcu: Rcu::builder().name("lab-netfilter").build()?,
-            current: AtomicPtr::new(Box::into_raw(set)),
+        RecSeqTable {
+            table: RecSeq::new(RuleSet {
+                rules,
+                freed: freed.clone(),
+            }),
             writer: parking_lot::Mutex::new(()),
-            wait,
             replaced: AtomicU64::new(0),
             freed,
-        })
+        }
     }
 }
 
-impl RuleTable for RcuTable {
+impl RuleTable for RecSeqTable {
     fn classify(&self, p: &Packet) -> u8 {
-        let _guard = self.rcu.read();
-        // SAFETY: tables are freed only after a grace period (or via `retire`) once they have
-        // been replaced, and we are inside a read-side critical section of that domain, so the
-        // table we load stays alive until `_guard` drops at the end of this function.
-        let set = unsafe { &*self.current.load(Acquire) };
-        classify(&set.rules, p)
+        classify(&self.table.read().rules, p)
     }
 
     fn update(&self, op: Op) {
-        let writer = self.writer.lock();
-        // SAFETY: only writers replace and free tables, and they are serialised by `writer`,
-        // which we hold: the current table cannot be freed while we copy it.
-        let current = unsafe { &*self.current.load(Acquire) };
-        let rules = op.apply(&current.rules);
-        let new = Box::into_raw(Box::new(RuleSet {
+        let _writer = self.writer.lock();
+        // The copy is made in a read section of our own, which ends before `replace` waits.
+        let rules = op.apply(&self.table.read().rules);
+        let old = self.table.replace_box(Box::new(RuleSet {
             rules,
             freed: self.freed.clone(),
         }));
-        let old = self.current.swap(new, AcqRel);
-        drop(writer);
+        drop(old);
         self.replaced.fetch_add(1, Relaxed);
-        match self.wait {
-            Wait::Synchronize | Wait::Expedited => {
-                if self.wait == Wait::Synchronize {
-                    self.rcu.synchronize();
-                } else {
-                    self.rcu.synchronize_expedited();
-                }
-                // SAFETY: `old` came from `Box::into_raw`, is unreachable for new readers since
-                // the swap, and the grace period that just ended waited for every reader that
-                // could still hold it. Only this writer had it.
-                drop(unsafe { Box::from_raw(old) });
-            }
-            Wait::Retire => {
-                // SAFETY: `old` came from `Box::into_raw`, was made unreachable by the swap,
-                // is retired exactly once, and nothing but current readers uses it.
-                unsafe { self.rcu.retire_raw(old) };
-            }
-        }
     }
 
     fn finish(&self) -> usize {
-        while self.rcu.stats().callbacks_pending > 0 {
-            self.rcu.barrier();
-        }
-        let _writer = self.writer.lock();
-        // SAFETY: as in `update`: we hold the writer lock.
-        unsafe { &*self.current.load(Acquire) }.rules.len()
+        self.table.read().rules.len()
     }
 
     fn freed(&self) -> u64 {
@@ -549,11 +517,61 @@ impl RuleTable for RcuTable {
     }
 }
 
-impl Drop for RcuTable {
-    fn drop(&mut self) {
-        // SAFETY: `&mut self`: no reader or writer is left; the current table came from
-        // `Box::into_raw` and is freed exactly once, here.
-        drop(unsafe { Box::from_raw(*self.current.get_mut()) });
+/// `table->private` as an `rcukit::RcuCell` in a domain of its own (so its grace periods wait
+/// only for this experiment's readers). The writer copy-updates under the cell's writer lock
+/// and reclaims the old table as `reclaim` says.
+struct RcuTable {
+    table: RcuCell<RuleSet, Arc<Rcu>>,
+    reclaim: Reclaim,
+    replaced: AtomicU64,
+    freed: Arc<AtomicU64>,
+}
+
+impl RcuTable {
+    fn new(rules: Vec<Rule>, reclaim: Reclaim) -> Result<RcuTable> {
+        let freed = Arc::new(AtomicU64::new(0));
+        let rcu = Arc::new(Rcu::builder().name("lab-netfilter").build()?);
+        let set = RuleSet {
+            rules,
+            freed: freed.clone(),
+        };
+        Ok(RcuTable {
+            table: RcuCell::with_domain(set, rcu),
+            reclaim,
+            replaced: AtomicU64::new(0),
+            freed,
+        })
+    }
+}
+
+impl RuleTable for RcuTable {
+    fn classify(&self, p: &Packet) -> u8 {
+        let guard = self.table.domain().read();
+        classify(&self.table.load(&guard).rules, p)
+    }
+
+    fn update(&self, op: Op) {
+        self.table.update_with(self.reclaim, |current| RuleSet {
+            rules: op.apply(&current.rules),
+            freed: self.freed.clone(),
+        });
+        self.replaced.fetch_add(1, Relaxed);
+    }
+
+    fn finish(&self) -> usize {
+        let rcu = self.table.domain();
+        while rcu.stats().callbacks_pending > 0 {
+            rcu.barrier();
+        }
+        self.table.read().rules.len()
+    }
+
+    fn freed(&self) -> u64 {
+        self.freed.load(Relaxed)
+    }
+
+    fn replaced(&self) -> u64 {
+        self.replaced.load(Relaxed)
     }
 }
 
@@ -709,8 +727,10 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
         env,
         config: cfg.clone(),
         baseline,
-        baseline_note: "rwlock stands in for the seed's \"current\" (xt_recseq) scheme until \
-                        rcukit::RecSeq lands (issue 5)",
+        baseline_note: "recseq is the seed's \"current\" scheme, netfilter's xt_recseq rebuilt \
+                        as rcukit::RecSeq: readers make a per-thread sequence counter odd (with a \
+                        full fence) while they classify, the writer swaps in the new table and \
+                        waits until every counter that was odd has moved",
         schemes,
         not_available: UNAVAILABLE.to_vec(),
         seed: seed_figures(),
@@ -846,6 +866,24 @@ pub fn render(r: &Report) -> Result<Outcome> {
     md.push_str("### The seed's figures beside ours\n\n");
     let mut side = Table::new(&["comparison", "seed (kernel)", "ours (this run)"]);
     side.row(vec![
+        format!("current, {} additions", r.config.additions),
+        format!(
+            "xt_recseq: {:.0} ms for 200 ({:.2} ms each, mostly starting `iptables`)",
+            seed.current_ms,
+            seed.current_ms / 200.0
+        ),
+        get(r.baseline)
+            .map(|b| {
+                format!(
+                    "{base}: {} ms ({} µs each, p50 {} µs)",
+                    report::num(b.update_ms_total),
+                    report::num(b.update_ms_total * 1e3 / r.config.additions as f64),
+                    report::num(b.update_us.p50)
+                )
+            })
+            .unwrap_or_else(|| "not run".into()),
+    ]);
+    side.row(vec![
         "synchronize / current".into(),
         format!(
             "{:.0} / {:.0} ms = {:.2}x",
@@ -899,11 +937,25 @@ pub fn render(r: &Report) -> Result<Outcome> {
         },
     ]);
     md.push_str(&side.to_markdown());
+    let order = match (
+        get(SchemeId::RcuSync),
+        get(SchemeId::RcuExpedited),
+        get(r.baseline),
+    ) {
+        (Some(sync), Some(exp), Some(b)) => format!(
+            " In this run synchronize took {} of expedited's time and expedited {} of \
+             `{base}`'s (seed: {:.2}x and {:.2}x).",
+            report::ratio(ratio(sync.update_ms_total, exp.update_ms_total)),
+            report::ratio(ratio(exp.update_ms_total, b.update_ms_total)),
+            seed.synchronize_rcu_ms / seed.expedited_ms,
+            seed.expedited_ratio
+        ),
+        _ => String::new(),
+    };
     md.push_str(&format!(
         "\nSeed: {}. Our \"current\" is `{base}`: {}. The seed's times include starting \
          `iptables` 200 times (about 5 ms each), which ours do not have, so our ratios are \
-         far larger; the time each wait *adds* to an addition compares directly, and the order \
-         carries over: synchronize ≫ expedited ≈ current.\n\n",
+         far larger; the time each wait *adds* to an addition compares directly.{order}\n\n",
         seed.source, r.baseline_note
     ));
     md.push_str("### Our measurements\n\n");
@@ -1006,14 +1058,26 @@ pub fn render(r: &Report) -> Result<Outcome> {
             report::ratio(exp.vs_baseline.update_time),
         ));
     }
-    if let Some(rcu) = get(SchemeId::RcuRetire) {
-        headlines.push(format!(
-            "reader lookups/s with RCU (retire): {} of `{base}` while the writer runs flat out, \
-             {} with readers alone",
-            report::ratio(rcu.vs_baseline.lookups_during_writer),
-            report::ratio(rcu.vs_baseline.lookups_alone)
-        ));
-    }
+    let lookups = |id: SchemeId| {
+        get(id).map_or_else(
+            || "not run".to_string(),
+            |s| {
+                format!(
+                    "{} {} / {}",
+                    id.id(),
+                    report::ratio(s.vs_baseline.lookups_during_writer),
+                    report::ratio(s.vs_baseline.lookups_alone)
+                )
+            },
+        )
+    };
+    headlines.push(format!(
+        "reader lookups/s vs `{base}`, while the writer runs flat out / readers alone: {}, {}, \
+         {}",
+        lookups(SchemeId::RcuRetire),
+        lookups(SchemeId::PercpuRwlock),
+        lookups(SchemeId::Rwlock)
+    ));
     Ok(Outcome {
         name: NAME,
         title: "Seeds 000 and 002: netfilter rule-table updates".into(),

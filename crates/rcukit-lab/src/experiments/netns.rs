@@ -14,12 +14,13 @@
 //!
 //! * A *creator* thread (or several) loops like the seed's shell loop: `process` work outside
 //!   any lock (fork and exec of `bash`), then `copy_net_ns`: take the lock (mutex, or the
-//!   rwlock for reading), `setup` work, link the namespace into an RCU-protected list, unlock;
-//!   then the process exits and the namespace is queued for cleanup.
+//!   rwlock for reading), `setup` work, link the namespace at the tail of
+//!   `net_namespace_list` (an `rcukit::RcuList`, `list_add_tail_rcu`), unlock; then the
+//!   process exits and the namespace is queued for cleanup.
 //! * A *cleanup* thread (the kernel's `cleanup_net` work item) takes every queued namespace,
-//!   takes the lock (mutex / rwlock read), unlinks them from the list, waits for a normal grace
-//!   period with `synchronize()` while still holding the lock, runs `exit` work per
-//!   namespace, unlocks and frees them.
+//!   takes the lock (mutex / rwlock read), unlinks them from the list (`retain`, the kernel's
+//!   `list_del_rcu` per namespace), waits for a normal grace period with `synchronize()`
+//!   while still holding the lock, runs `exit` work per namespace, unlocks and frees them.
 //! * A `for_each_net` reader walks the list under `Rcu::read` now and then, so the grace
 //!   periods have a reader to wait for.
 //!
@@ -38,10 +39,11 @@ use crate::progress::Progress;
 use crate::report::{self, Table};
 use anyhow::Result;
 use parking_lot::{Condvar, Mutex};
-use rcukit::Rcu;
+use rcukit::{Rcu, RcuList};
 use serde::Serialize;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-use std::sync::atomic::{AtomicPtr, AtomicU64};
+use std::collections::HashSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -209,51 +211,16 @@ impl Drop for Net {
     }
 }
 
-/// `net_namespace_list`: a copy-on-write vector behind an RCU-protected pointer, modified
-/// under `rtnl` (a short mutex), old versions retired.
-///
-/// PENDING(issue 4): becomes an `rcukit::RcuList<Arc<Net>>` (`list_add_tail_rcu` /
-/// `list_del_rcu`) once it lands.
-struct NetList {
-    rcu: Rcu,
-    head: AtomicPtr<Vec<Arc<Net>>>,
-    rtnl: Mutex<()>,
-}
+/// `net_namespace_list`: an `rcukit::RcuList` in the scheme's own domain. Creation links a
+/// namespace at the tail (`list_add_tail_rcu`), teardown unlinks a batch (`list_del_rcu`; the
+/// nodes are retired, the namespaces themselves stay alive in the batch until teardown frees
+/// them), and `for_each_net` walks it under `Rcu::read`.
+type NetList = RcuList<Arc<Net>, Arc<Rcu>>;
 
-impl NetList {
-    fn new(rcu: Rcu) -> NetList {
-        NetList {
-            rcu,
-            head: AtomicPtr::new(Box::into_raw(Box::new(Vec::new()))),
-            rtnl: Mutex::new(()),
-        }
-    }
-
-    fn modify(&self, f: impl FnOnce(&mut Vec<Arc<Net>>)) {
-        let _rtnl = self.rtnl.lock();
-        // SAFETY: versions are replaced and retired only under `rtnl`, which we hold.
-        let mut v = unsafe { &*self.head.load(Acquire) }.clone();
-        f(&mut v);
-        let old = self.head.swap(Box::into_raw(Box::new(v)), AcqRel);
-        // SAFETY: `old` came from `Box::into_raw`, is unreachable for new readers after the
-        // swap and is retired once.
-        unsafe { self.rcu.retire_raw(old) };
-    }
-
-    /// `for_each_net`: the number of namespaces seen.
-    fn walk(&self) -> usize {
-        let _guard = self.rcu.read();
-        // SAFETY: versions are freed only by `retire`, after a grace period; we are reading.
-        let v = unsafe { &*self.head.load(Acquire) };
-        v.iter().filter(|n| n.id != u64::MAX).count()
-    }
-}
-
-impl Drop for NetList {
-    fn drop(&mut self) {
-        // SAFETY: `&mut self`: nobody reads any more; the head came from `Box::into_raw`.
-        drop(unsafe { Box::from_raw(*self.head.get_mut()) });
-    }
+/// `for_each_net`: the number of namespaces seen.
+fn walk(list: &NetList) -> usize {
+    let guard = list.domain().read();
+    list.iter(&guard).filter(|n| n.id != u64::MAX).count()
 }
 
 /// One scheme's figures.
@@ -356,13 +323,13 @@ struct World {
 }
 
 fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
-    let rcu = Rcu::builder().name("lab-netns").build()?;
+    let rcu = Arc::new(Rcu::builder().name("lab-netns").build()?);
     let world = World {
         lock: match id {
             SchemeId::NetMutex => NetLock::Mutex(Mutex::new(())),
             SchemeId::NetRwsem => NetLock::Rwsem(parking_lot::RwLock::new(())),
         },
-        list: NetList::new(rcu),
+        list: NetList::with_domain(rcu),
         queue: Mutex::new(Vec::new()),
         queued: Condvar::new(),
         next_id: AtomicU64::new(0),
@@ -383,7 +350,7 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
             let (stop, walks) = (&stop_cleanup, &walks);
             super::spawn_scoped(s, "netns-for-each", move || {
                 while !stop.stopped() {
-                    std::hint::black_box(w.list.walk());
+                    std::hint::black_box(walk(&w.list));
                     walks.fetch_add(1, Relaxed);
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -423,9 +390,9 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
         batches,
         ..
     } = world;
-    // Free every retired list version, then the list itself.
-    while list.rcu.stats().callbacks_pending > 0 {
-        list.rcu.barrier();
+    // Free every retired list node, then the list itself.
+    while list.domain().stats().callbacks_pending > 0 {
+        list.domain().barrier();
     }
     drop(list);
     let (cleanup_batches, gp_ms) = batches.into_inner();
@@ -463,8 +430,7 @@ fn creator(w: &World, cfg: &Config, stop: &StopFlag) -> (u64, Vec<f64>) {
                 id: w.next_id.fetch_add(1, Relaxed),
                 freed: w.freed.clone(),
             });
-            let linked = net.clone();
-            w.list.modify(|v| v.push(linked));
+            w.list.push_back(net.clone());
             net
         });
         lat.push(measure::us(t.elapsed()));
@@ -490,10 +456,10 @@ fn cleanup(w: &World, cfg: &Config, stop: &StopFlag) {
             std::mem::take(&mut *q)
         };
         let gp_ms = w.lock.with(|| {
-            let ids: Vec<u64> = batch.iter().map(|n| n.id).collect();
-            w.list.modify(|v| v.retain(|n| !ids.contains(&n.id)));
+            let dying: HashSet<u64> = batch.iter().map(|n| n.id).collect();
+            w.list.retain(|n| !dying.contains(&n.id));
             let t = Instant::now();
-            w.list.rcu.synchronize();
+            w.list.domain().synchronize();
             let gp = measure::ms(t.elapsed());
             for _ in &batch {
                 spin_for(cfg.exit);

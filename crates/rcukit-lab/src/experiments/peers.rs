@@ -4,9 +4,13 @@
 //!
 //! * **Read-side cost**: nanoseconds per read-side section that loads a shared pointer and
 //!   reads the value behind it, with 1 thread and with as many threads as cores, all reading
-//!   at once. The plain atomic load is the floor.
+//!   at once. The plain atomic load is the floor. rcukit appears with each of its read sides:
+//!   `Rcu::read` (global and custom domain), `RcuCell::load`, a `Qsbr` domain (a plain load,
+//!   a quiescent state every 1024 sections, as the liburcu-qsbr loop), `RecSeq::read` and
+//!   `PerCpuRwLock::read`.
 //! * **Grace-period latency**: how long one grace period takes while one other thread runs
-//!   read-side sections back to back (a "busy reader"). For crossbeam-epoch, which has no
+//!   read-side sections back to back (a "busy reader"; for QSBR, a registered thread that
+//!   announces a quiescent state after every section). For crossbeam-epoch, which has no
 //!   grace-period call, it is the time from `defer` (and `flush`) until the deferred closure
 //!   runs while the caller keeps pinning and flushing: the earliest point its reclamation can
 //!   happen. arc-swap, seize and the locks have no grace period to measure.
@@ -17,7 +21,7 @@
 //!   dropped; the count must equal the number queued.
 //!
 //! With the `c-peers` feature, liburcu's memb and qsbr flavors and Concurrency Kit's ck_epoch
-//! join through FFI (their loops run in C; see [`crate::c_peers`]).
+//! join through FFI (their loops run in C; see `c_peers`, compiled with the feature).
 
 use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
 use crate::env::Environment;
@@ -28,7 +32,7 @@ use crate::report::{self, Table};
 use anyhow::{bail, Result};
 use arc_swap::ArcSwap;
 use crossbeam_epoch as epoch;
-use rcukit::Rcu;
+use rcukit::{PerCpuRwLock, Qsbr, QsbrThread, Rcu, RcuCell, RecSeq};
 use seize::Guard as _;
 use serde::Serialize;
 use std::hint::black_box;
@@ -40,21 +44,9 @@ use std::time::{Duration, Instant};
 /// File stem and subcommand name.
 pub const NAME: &str = "peers";
 
-/// Schemes the experiment knows but this build cannot run yet.
-pub const UNAVAILABLE: &[Unavailable] = &[
-    Unavailable {
-        scheme: "rcukit-qsbr",
-        needs: "rcukit::Qsbr (issue 5): read side and quiescent-state cost, grace-period latency",
-    },
-    Unavailable {
-        scheme: "rcukit-rcucell",
-        needs: "rcukit::RcuCell<T> (issue 4): `load` under a guard instead of a raw AtomicPtr",
-    },
-    Unavailable {
-        scheme: "rcukit-recseq / rcukit-percpu-rwlock",
-        needs: "rcukit::RecSeq<T> and rcukit::PerCpuRwLock<T> (issue 5): their read sides",
-    },
-];
+/// Schemes the experiment knows but this build cannot run yet (none: every peer of the issue
+/// runs).
+pub const UNAVAILABLE: &[Unavailable] = &[];
 
 /// Settings.
 #[derive(Clone, Debug, Serialize)]
@@ -154,6 +146,15 @@ pub enum ReadPeer {
     RcukitGlobal,
     /// `read()` on a domain built with `Rcu::builder()`.
     RcukitDomain,
+    /// `RcuCell::load` under a guard of the cell's (global) domain.
+    RcukitRcucell,
+    /// `rcukit::Qsbr`: a registered thread, a plain load per section, `quiescent_state()` every
+    /// 1024 sections (the liburcu-qsbr loop's cadence).
+    RcukitQsbr,
+    /// `rcukit::RecSeq::read` (xt_recseq: the thread's counter made odd, a fence, even again).
+    RcukitRecseq,
+    /// `rcukit::PerCpuRwLock::read` (an atomic add and subtract on the thread's slot).
+    RcukitPercpuRwlock,
     /// `crossbeam_epoch::pin()` (default collector) and an `Atomic` load.
     CrossbeamEpoch,
     /// `ArcSwap::load()`.
@@ -183,14 +184,16 @@ impl ReadPeer {
             ReadPeer::PlainLoad,
             ReadPeer::RcukitGlobal,
             ReadPeer::RcukitDomain,
+            ReadPeer::RcukitRcucell,
+            ReadPeer::RcukitQsbr,
+            ReadPeer::RcukitRecseq,
+            ReadPeer::RcukitPercpuRwlock,
             ReadPeer::CrossbeamEpoch,
             ReadPeer::ArcSwap,
             ReadPeer::Seize,
             ReadPeer::ParkingLotRwlock,
             ReadPeer::StdRwlock,
         ];
-        // PENDING(issue 4/5): rcukit Qsbr (read side + quiescent_state every 1024),
-        // RcuCell::load, RecSeq and PerCpuRwLock read sides.
         #[cfg(feature = "c-peers")]
         v.extend([ReadPeer::UrcuMemb, ReadPeer::UrcuQsbr, ReadPeer::CkEpoch]);
         v
@@ -202,6 +205,10 @@ impl ReadPeer {
             ReadPeer::PlainLoad => "plain-load",
             ReadPeer::RcukitGlobal => "rcukit-global",
             ReadPeer::RcukitDomain => "rcukit-domain",
+            ReadPeer::RcukitRcucell => "rcukit-rcucell",
+            ReadPeer::RcukitQsbr => "rcukit-qsbr",
+            ReadPeer::RcukitRecseq => "rcukit-recseq",
+            ReadPeer::RcukitPercpuRwlock => "rcukit-percpu-rwlock",
             ReadPeer::CrossbeamEpoch => "crossbeam-epoch",
             ReadPeer::ArcSwap => "arc-swap",
             ReadPeer::Seize => "seize",
@@ -217,10 +224,23 @@ impl ReadPeer {
     }
 }
 
+/// Sections between two quiescent states of the QSBR read loops (liburcu-qsbr's cadence).
+const QS_EVERY: u64 = 1024;
+
+/// A reader thread's own state for the peers that need one.
+struct ReadLocal<'a> {
+    /// The thread's registration with the QSBR domain (for `rcukit-qsbr` only).
+    qsbr: Option<QsbrThread<'a>>,
+}
+
 /// The shared data every read peer reads: one `u64` behind each library's pointer type.
 struct ReadState {
     plain: AtomicPtr<u64>,
     domain: Rcu,
+    cell: RcuCell<u64>,
+    qsbr: Qsbr,
+    recseq: RecSeq<u64>,
+    percpu: PerCpuRwLock<u64>,
     epoch: epoch::Atomic<u64>,
     arc: ArcSwap<u64>,
     seize: seize::Collector,
@@ -236,6 +256,10 @@ impl ReadState {
         Ok(ReadState {
             plain: AtomicPtr::new(Box::into_raw(Box::new(1))),
             domain: Rcu::builder().name("lab-peers").build()?,
+            cell: RcuCell::new(1),
+            qsbr: Qsbr::builder().name("lab-peers-qsbr").build()?,
+            recseq: RecSeq::new(1),
+            percpu: PerCpuRwLock::new(1),
             epoch: epoch::Atomic::new(1),
             arc: ArcSwap::from_pointee(1),
             seize: seize::Collector::new(),
@@ -247,8 +271,16 @@ impl ReadState {
         })
     }
 
+    /// The calling reader thread's state for `peer` (registers it with the QSBR domain for
+    /// `rcukit-qsbr`; the registration ends when the state drops).
+    fn local(&self, peer: ReadPeer) -> ReadLocal<'_> {
+        ReadLocal {
+            qsbr: (peer == ReadPeer::RcukitQsbr).then(|| self.qsbr.register()),
+        }
+    }
+
     /// `iters` read-side sections of `peer`; a tight, monomorphic loop per peer.
-    fn chunk(&self, peer: ReadPeer, iters: u64) -> u64 {
+    fn chunk(&self, peer: ReadPeer, iters: u64, local: &mut ReadLocal<'_>) -> u64 {
         let mut sum = 0u64;
         match peer {
             ReadPeer::PlainLoad => {
@@ -270,6 +302,41 @@ impl ReadState {
                     let _g = self.domain.read();
                     // SAFETY: as above.
                     sum += unsafe { *black_box(&self.plain).load(Acquire) };
+                }
+            }
+            ReadPeer::RcukitRcucell => {
+                let cell = &self.cell;
+                for _ in 0..iters {
+                    let g = cell.domain().read();
+                    sum += *black_box(cell).load(&g);
+                }
+            }
+            ReadPeer::RcukitQsbr => {
+                let Some(me) = local.qsbr.as_mut() else {
+                    unreachable!("rcukit-qsbr reader without its registration")
+                };
+                let mut left = QS_EVERY;
+                for _ in 0..iters {
+                    // SAFETY: the pointee lives as long as `self` and is never replaced; a
+                    // replaced value would be freed only after this registered thread's next
+                    // quiescent state.
+                    sum += unsafe { *black_box(&self.plain).load(Acquire) };
+                    // A countdown, as in the C loop: no division per section.
+                    left -= 1;
+                    if left == 0 {
+                        me.quiescent_state();
+                        left = QS_EVERY;
+                    }
+                }
+            }
+            ReadPeer::RcukitRecseq => {
+                for _ in 0..iters {
+                    sum += *black_box(&self.recseq).read();
+                }
+            }
+            ReadPeer::RcukitPercpuRwlock => {
+                for _ in 0..iters {
+                    sum += *black_box(&self.percpu).read();
                 }
             }
             ReadPeer::CrossbeamEpoch => {
@@ -360,13 +427,14 @@ fn measure_read(state: &ReadState, peer: ReadPeer, threads: usize, time: Duratio
         for t in 0..threads {
             let barrier = &barrier;
             handles.push(super::spawn_scoped(s, &format!("peers-r{t}"), move || {
-                black_box(state.chunk(peer, chunk / 16)); // warm up, register
+                let mut local = state.local(peer);
+                black_box(state.chunk(peer, chunk / 16, &mut local)); // warm up, register
                 barrier.wait();
                 let start = Instant::now();
                 let mut ops = 0u64;
                 let mut sum = 0u64;
                 while start.elapsed() < time {
-                    sum = sum.wrapping_add(state.chunk(peer, chunk));
+                    sum = sum.wrapping_add(state.chunk(peer, chunk, &mut local));
                     ops += chunk;
                 }
                 black_box(sum);
@@ -389,6 +457,10 @@ pub enum GpPeer {
     RcukitSynchronize,
     /// rcukit `synchronize_expedited()`.
     RcukitExpedited,
+    /// rcukit `Qsbr::synchronize()` (normal, batched) with a busy QSBR reader.
+    RcukitQsbrSynchronize,
+    /// rcukit `Qsbr::synchronize_expedited()` (run in the caller) with a busy QSBR reader.
+    RcukitQsbrExpedited,
     /// crossbeam-epoch: `defer` + `flush` until the closure has run, pinning and flushing.
     CrossbeamEpoch,
     /// liburcu memb `synchronize_rcu()`.
@@ -409,9 +481,10 @@ impl GpPeer {
         let mut v = vec![
             GpPeer::RcukitSynchronize,
             GpPeer::RcukitExpedited,
+            GpPeer::RcukitQsbrSynchronize,
+            GpPeer::RcukitQsbrExpedited,
             GpPeer::CrossbeamEpoch,
         ];
-        // PENDING(issue 5): rcukit Qsbr `synchronize()` with a busy QSBR reader.
         #[cfg(feature = "c-peers")]
         v.extend([GpPeer::UrcuMemb, GpPeer::UrcuQsbr, GpPeer::CkEpoch]);
         v
@@ -422,6 +495,8 @@ impl GpPeer {
         match self {
             GpPeer::RcukitSynchronize => "rcukit-synchronize",
             GpPeer::RcukitExpedited => "rcukit-expedited",
+            GpPeer::RcukitQsbrSynchronize => "rcukit-qsbr-synchronize",
+            GpPeer::RcukitQsbrExpedited => "rcukit-qsbr-expedited",
             GpPeer::CrossbeamEpoch => "crossbeam-epoch",
             #[cfg(feature = "c-peers")]
             GpPeer::UrcuMemb => "liburcu-memb",
@@ -437,6 +512,12 @@ impl GpPeer {
         match self {
             GpPeer::RcukitSynchronize => "Rcu::synchronize() (normal, batched, IPI-free)",
             GpPeer::RcukitExpedited => "Rcu::synchronize_expedited()",
+            GpPeer::RcukitQsbrSynchronize => {
+                "Qsbr::synchronize() (normal, batched; reader: QS every section)"
+            }
+            GpPeer::RcukitQsbrExpedited => {
+                "Qsbr::synchronize_expedited() (in the caller; reader: QS every section)"
+            }
             GpPeer::CrossbeamEpoch => {
                 "defer + flush until the closure runs (caller pins and flushes)"
             }
@@ -489,6 +570,32 @@ fn measure_gp(cfg: &Config, peer: GpPeer) -> Result<Summary> {
                     time(&mut || rcu.synchronize());
                 } else {
                     time(&mut || rcu.synchronize_expedited());
+                }
+                stop.stop();
+                super::join(reader)
+            })?;
+        }
+        GpPeer::RcukitQsbrSynchronize | GpPeer::RcukitQsbrExpedited => {
+            let qsbr = Qsbr::builder().name("lab-peers-qsbr-gp").build()?;
+            let registered = AtomicBool::new(false);
+            std::thread::scope(|s| -> Result<()> {
+                let (qsbr, stop, registered) = (&qsbr, &stop, &registered);
+                let reader = super::spawn_scoped(s, "peers-busy", move || {
+                    let mut me = qsbr.register();
+                    registered.store(true, Relaxed);
+                    while !stop.stopped() {
+                        black_box(());
+                        me.quiescent_state();
+                    }
+                })?;
+                // The first grace period must have the reader to wait for.
+                while !registered.load(Relaxed) {
+                    std::thread::yield_now();
+                }
+                if peer == GpPeer::RcukitQsbrSynchronize {
+                    time(&mut || qsbr.synchronize());
+                } else {
+                    time(&mut || qsbr.synchronize_expedited());
                 }
                 stop.stop();
                 super::join(reader)
@@ -837,8 +944,12 @@ pub fn render(r: &Report) -> Result<Outcome> {
     }
     md.push_str(&t.to_markdown());
     md.push_str(
-        "\nReference (c-peers.md, this machine, single runs): liburcu memb 1.02 ns, qsbr 0.29 ns, \
-         ck_epoch 2.5 ns per section with one thread.\n",
+        "\n`rcukit-qsbr` is a plain load per section with `quiescent_state()` every 1024 \
+         sections, the cadence of the `liburcu-qsbr` loop; `rcukit-rcucell` is `RcuCell::load` \
+         in the global domain (so compare it with `rcukit-global`); `rcukit-recseq` pays a full \
+         fence per section by design (netfilter's xt_recseq). Reference (c-peers.md, this \
+         machine, single runs): liburcu memb 1.02 ns, qsbr 0.29 ns, ck_epoch 2.5 ns per section \
+         with one thread.\n",
     );
     md.push_str("\n### Grace-period latency (one busy reader thread)\n\n");
     let mut t = Table::new(&[
@@ -862,6 +973,13 @@ pub fn render(r: &Report) -> Result<Outcome> {
         ]);
     }
     md.push_str(&t.to_markdown());
+    md.push_str(
+        "\nA QSBR reader is inside a read-side section whenever it is online, so a QSBR grace \
+         period also waits while the scheduler has preempted the busy reader (`rcukit::qsbr`, \
+         \"Preemption\"); an `Rcu` grace period waits only for a reader preempted inside its \
+         short section. On a busy machine the QSBR rows therefore include scheduler time \
+         slices.\n",
+    );
     md.push_str(&format!(
         "\n### Retire throughput ({} objects of 64 bytes, queued by one thread, until all are \
          dropped)\n\n",
@@ -942,9 +1060,14 @@ pub fn render(r: &Report) -> Result<Outcome> {
     };
     let headlines = vec![
         format!(
-            "read side, 1 thread: rcukit {} ns, crossbeam-epoch {} ns, arc-swap {} ns, seize {} \
-             ns, parking_lot RwLock {} ns, plain load {} ns",
+            "read side, 1 thread: rcukit {} ns (qsbr {}, RcuCell {}, RecSeq {}, PerCpuRwLock {}), \
+             crossbeam-epoch {} ns, arc-swap {} ns, seize {} ns, parking_lot RwLock {} ns, \
+             plain load {} ns",
             ns1(ReadPeer::RcukitGlobal),
+            ns1(ReadPeer::RcukitQsbr),
+            ns1(ReadPeer::RcukitRcucell),
+            ns1(ReadPeer::RcukitRecseq),
+            ns1(ReadPeer::RcukitPercpuRwlock),
             ns1(ReadPeer::CrossbeamEpoch),
             ns1(ReadPeer::ArcSwap),
             ns1(ReadPeer::Seize),
@@ -952,10 +1075,12 @@ pub fn render(r: &Report) -> Result<Outcome> {
             ns1(ReadPeer::PlainLoad)
         ),
         format!(
-            "grace period with a busy reader: rcukit expedited {} µs, normal {} µs, \
-             crossbeam-epoch {} µs",
+            "grace period with a busy reader: rcukit expedited {} µs, normal {} µs, qsbr \
+             expedited {} µs, qsbr normal {} µs, crossbeam-epoch {} µs",
             gp(GpPeer::RcukitExpedited),
             gp(GpPeer::RcukitSynchronize),
+            gp(GpPeer::RcukitQsbrExpedited),
+            gp(GpPeer::RcukitQsbrSynchronize),
             gp(GpPeer::CrossbeamEpoch)
         ),
     ];

@@ -13,14 +13,20 @@
 //! Reader threads loop over a short critical section (scan a small rule table of `work`
 //! entries) under each scheme's read side; no writer runs. What differs is only what the read
 //! side touches: the central lock's word is written by every reader (two atomic
-//! read-modify-writes per section, so its cache line moves between cores), RCU's reader
-//! writes only its own record.
+//! read-modify-writes per section, so its cache line moves between cores), the per-CPU lock's
+//! reader makes the same two atomics on a line of its own slot, RCU's reader writes only its
+//! own record, and a QSBR reader writes nothing at all (one store per 64 sections, its
+//! quiescent state).
 //!
 //! # Schemes
 //!
-//! `rwlock` (parking_lot, central), `std-rwlock` (std, central), `rcu` (rcukit
-//! `Rcu::read` on a domain of its own). `PerCpuRwLock` and `Qsbr` (issue 5) are listed in
-//! [`UNAVAILABLE`] until they land.
+//! | id | read side |
+//! |---|---|
+//! | `rwlock` (baseline) | parking_lot `RwLock::read`, one central lock |
+//! | `std-rwlock` | std `RwLock::read`, one central lock |
+//! | `percpu-rwlock` | `rcukit::PerCpuRwLock::read`: one lock word per slot (the seed's fix) |
+//! | `rcu` | `Rcu::read` on a domain of its own |
+//! | `qsbr` | a plain load; each thread registered with an `rcukit::Qsbr` domain, a quiescent state every 64 sections |
 
 use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
 use crate::env::Environment;
@@ -29,7 +35,7 @@ use crate::plot::{self, Axis, Panel, Series};
 use crate::progress::Progress;
 use crate::report::{self, Table};
 use anyhow::{bail, Result};
-use rcukit::Rcu;
+use rcukit::{PerCpuRwLock, Qsbr, QsbrThread, Rcu};
 use serde::Serialize;
 use std::hint::black_box;
 use std::sync::atomic::AtomicPtr;
@@ -39,17 +45,9 @@ use std::time::{Duration, Instant};
 /// File stem and subcommand name.
 pub const NAME: &str = "percpu";
 
-/// Schemes the experiment knows but this build cannot run yet.
-pub const UNAVAILABLE: &[Unavailable] = &[
-    Unavailable {
-        scheme: "percpu-rwlock",
-        needs: "rcukit::PerCpuRwLock<T> (issue 5): the seed's own fix, one reader lock per slot",
-    },
-    Unavailable {
-        scheme: "qsbr",
-        needs: "rcukit::Qsbr (issue 5): readers with no read-side instructions at all",
-    },
-];
+/// Schemes the experiment knows but this build cannot run yet (none: every scheme of the
+/// issue runs).
+pub const UNAVAILABLE: &[Unavailable] = &[];
 
 /// Settings.
 #[derive(Clone, Debug, Serialize)]
@@ -127,24 +125,32 @@ pub enum SchemeId {
     Rwlock,
     /// One central std RwLock.
     StdRwlock,
+    /// rcukit `PerCpuRwLock`: one reader lock word per slot.
+    PercpuRwlock,
     /// rcukit `Rcu::read` and an RCU-protected pointer.
     Rcu,
+    /// rcukit `Qsbr`: registered readers, a plain load, a quiescent state every 64 reads.
+    Qsbr,
 }
 
 impl SchemeId {
     /// Every scheme this build runs, baseline first.
-    ///
-    /// PENDING(issue 5): add `PerCpuRwLock` (a `ReadSide` impl taking
-    /// `rcukit::PerCpuRwLock::read()`) and `Qsbr` (readers registered with an `rcukit::Qsbr`
-    /// calling `quiescent_state()` every so many reads) and remove them from [`UNAVAILABLE`].
-    pub const ALL: [SchemeId; 3] = [SchemeId::Rwlock, SchemeId::StdRwlock, SchemeId::Rcu];
+    pub const ALL: [SchemeId; 5] = [
+        SchemeId::Rwlock,
+        SchemeId::StdRwlock,
+        SchemeId::PercpuRwlock,
+        SchemeId::Rcu,
+        SchemeId::Qsbr,
+    ];
 
     /// Short id.
     pub fn id(self) -> &'static str {
         match self {
             SchemeId::Rwlock => "rwlock",
             SchemeId::StdRwlock => "std-rwlock",
+            SchemeId::PercpuRwlock => "percpu-rwlock",
             SchemeId::Rcu => "rcu",
+            SchemeId::Qsbr => "qsbr",
         }
     }
 
@@ -152,14 +158,24 @@ impl SchemeId {
         Ok(match self {
             SchemeId::Rwlock => Box::new(parking_lot::RwLock::new(table)),
             SchemeId::StdRwlock => Box::new(std::sync::RwLock::new(table)),
+            SchemeId::PercpuRwlock => Box::new(PerCpuRwLock::new(table)),
             SchemeId::Rcu => Box::new(RcuTable::new(table)?),
+            SchemeId::Qsbr => Box::new(QsbrTable::new(table)?),
         })
     }
 }
 
+/// Reads between two quiescent states of a QSBR reader (one batch of the reader loop).
+const QS_EVERY: u64 = 64;
+
 /// One read-side critical section over the table.
 trait ReadSide: Send + Sync {
     fn read(&self, key: u32) -> u32;
+    /// A reader thread's registration, for schemes that need one (QSBR); the reader loop
+    /// announces a quiescent state through it after every [`QS_EVERY`] reads.
+    fn register(&self) -> Option<QsbrThread<'_>> {
+        None
+    }
 }
 
 #[inline]
@@ -179,6 +195,12 @@ impl ReadSide for std::sync::RwLock<Vec<u32>> {
             Ok(table) => scan(&table, key),
             Err(poisoned) => scan(&poisoned.into_inner(), key),
         }
+    }
+}
+
+impl ReadSide for PerCpuRwLock<Vec<u32>> {
+    fn read(&self, key: u32) -> u32 {
+        scan(&self.read(), key)
     }
 }
 
@@ -205,6 +227,40 @@ impl ReadSide for RcuTable {
 }
 
 impl Drop for RcuTable {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no reader is left; the table came from `Box::into_raw`.
+        drop(unsafe { Box::from_raw(*self.table.get_mut()) });
+    }
+}
+
+struct QsbrTable {
+    qsbr: Qsbr,
+    table: AtomicPtr<Vec<u32>>,
+}
+
+impl QsbrTable {
+    fn new(table: Vec<u32>) -> Result<QsbrTable> {
+        Ok(QsbrTable {
+            qsbr: Qsbr::builder().name("lab-percpu-qsbr").build()?,
+            table: AtomicPtr::new(Box::into_raw(Box::new(table))),
+        })
+    }
+}
+
+impl ReadSide for QsbrTable {
+    fn read(&self, key: u32) -> u32 {
+        // SAFETY: the table is only freed in `drop`, when no reader is left. (With a writer,
+        // it would be freed after a QSBR grace period, which the registered reader threads
+        // hold back until their next quiescent state.)
+        scan(unsafe { &*self.table.load(Acquire) }, key)
+    }
+
+    fn register(&self) -> Option<QsbrThread<'_>> {
+        Some(self.qsbr.register())
+    }
+}
+
+impl Drop for QsbrTable {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader is left; the table came from `Box::into_raw`.
         drop(unsafe { Box::from_raw(*self.table.get_mut()) });
@@ -340,23 +396,38 @@ fn measure_point(
                 s,
                 &format!("percpu-r{t}"),
                 move || {
+                    let mut me = scheme.register();
                     let mut key = t as u32;
                     let (mut n, mut acc) = (0u64, 0u32);
                     while !stop.stopped() {
-                        for _ in 0..64 {
+                        for _ in 0..QS_EVERY {
                             key = key.wrapping_mul(1_103_515_245).wrapping_add(12_345);
                             acc = acc.wrapping_add(scheme.read(key % (work as u32 * 7 + 8)));
                         }
-                        n += 64;
+                        if let Some(me) = &mut me {
+                            me.quiescent_state();
+                        }
+                        n += QS_EVERY;
                         counter.publish(n);
                     }
                     black_box(acc);
                 },
             )?);
         }
+        // Warm up until every reader has made a pass (a thread may start late on a loaded
+        // machine), and measure at least until the readers have made progress: a window in
+        // which the scheduler ran none of them says nothing about the scheme. Both waits
+        // only matter for tiny points; a deadline bounds them.
+        let deadline = Instant::now() + Duration::from_secs(10);
         std::thread::sleep(Duration::from_millis(20));
+        while counters.iter().any(|c| c.get() == 0) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let (c0, t0) = (measure::sum(&counters), Instant::now());
         std::thread::sleep(point);
+        while measure::sum(&counters) == c0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let (c1, t1) = (measure::sum(&counters), Instant::now());
         stop.stop();
         for h in handles {
@@ -381,18 +452,30 @@ pub fn render(r: &Report) -> Result<Outcome> {
         r.config.point.as_millis()
     ));
     md.push_str("### The seed's figure beside ours\n\n");
+    let vs = |id: SchemeId| {
+        at(id, maxt)
+            .map(|p| report::ratio(p.vs_rwlock))
+            .unwrap_or_else(|| "n/a".into())
+    };
     let mut side = Table::new(&["", "seed (2 CPUs, 2005)", "ours (this run)"]);
     side.row(vec![
-        "central rwlock → readers without a shared line".into(),
+        "central rwlock → per-CPU rwlocks".into(),
         format!(
             "ipt_do_table uses {:.2} of its former CPU (per-CPU locks, unrolling, NUMA)",
             r.seed_cpu_fraction_after
         ),
         format!(
-            "rcu reads/s = {} of rwlock at {maxt} thread(s) (per-CPU rwlock: pending issue 5)",
-            at(SchemeId::Rcu, maxt)
-                .map(|p| report::ratio(p.vs_rwlock))
-                .unwrap_or_else(|| "n/a".into())
+            "percpu-rwlock reads/s = {} of rwlock at {maxt} thread(s)",
+            vs(SchemeId::PercpuRwlock)
+        ),
+    ]);
+    side.row(vec![
+        "readers that write no shared line at all".into(),
+        "(not measured by the seed)".into(),
+        format!(
+            "rcu {}, qsbr {} of rwlock at {maxt} thread(s)",
+            vs(SchemeId::Rcu),
+            vs(SchemeId::Qsbr)
         ),
     ]);
     md.push_str(&side.to_markdown());
@@ -438,11 +521,11 @@ pub fn render(r: &Report) -> Result<Outcome> {
             .collect(),
     }])?;
     let headlines = vec![format!(
-        "reads/s at {maxt} thread(s): rcu {} of the central rwlock (seed: ipt_do_table at 1/3 of \
-         its CPU after per-CPU locks)",
-        at(SchemeId::Rcu, maxt)
-            .map(|p| report::ratio(p.vs_rwlock))
-            .unwrap_or_else(|| "n/a".into())
+        "reads/s at {maxt} thread(s) vs the central rwlock: percpu-rwlock {}, rcu {}, qsbr {} \
+         (seed: ipt_do_table at 1/3 of its CPU after per-CPU locks)",
+        vs(SchemeId::PercpuRwlock),
+        vs(SchemeId::Rcu),
+        vs(SchemeId::Qsbr)
     )];
     Ok(Outcome {
         name: NAME,
