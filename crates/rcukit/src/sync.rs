@@ -106,6 +106,25 @@ impl Backoff {
         self.step >= Self::YIELD_STEPS
     }
 
+    /// Spin, then yield, but never sleep: for waits that end as soon as another thread's short
+    /// critical section does (a reader waiting out a writer of a spinning lock). A sleeping
+    /// waiter would miss the gaps between back-to-back writers and starve.
+    pub(crate) fn spin_or_yield(&mut self) {
+        #[cfg(loom)]
+        {
+            loom::thread::yield_now();
+        }
+        #[cfg(not(loom))]
+        {
+            if self.step < Self::SPIN_STEPS {
+                std::hint::spin_loop();
+                self.step += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
     pub(crate) fn snooze(&mut self) {
         #[cfg(loom)]
         {

@@ -47,6 +47,9 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 /// Slots per chunk.
 pub(crate) const CHUNK_LEN: usize = 64;
 
+/// A producer nudges a worker that waits for a grace period once per this many entries.
+pub(crate) const NUDGE_EVERY: usize = 1024;
+
 /// A producer's block of slots.
 pub(crate) struct Chunk {
     /// Link in the shard's chunk stack.
@@ -151,6 +154,8 @@ pub(crate) struct Producer {
     chunk: *mut Chunk,
     /// Our own copy of the chunk's fill count.
     filled: usize,
+    /// Chunks started so far.
+    chunks: usize,
 }
 
 impl Producer {
@@ -158,16 +163,24 @@ impl Producer {
         Producer {
             chunk: ptr::null_mut(),
             filled: 0,
+            chunks: 0,
         }
     }
 
     /// Queue `work`. The publishing store is sequentially consistent: it pairs with the worker's
     /// `sleeping` flag (the caller checks the flag after this returns), so a worker that is
     /// about to park either sees this entry or is seen sleeping and woken.
+    ///
+    /// Returns true once every [`NUDGE_EVERY`] entries (when a chunk starts): the caller then
+    /// wakes a worker that is waiting for a grace period, so a flood is seen by the backlog
+    /// control without a wake-up per callback.
     #[inline]
-    pub(crate) fn push(&mut self, intake: &Intake, work: Work) {
+    pub(crate) fn push(&mut self, intake: &Intake, work: Work) -> bool {
+        let mut nudge = false;
         if self.chunk.is_null() || self.filled == CHUNK_LEN {
             self.start_chunk(intake);
+            self.chunks = self.chunks.wrapping_add(1);
+            nudge = self.chunks % (NUDGE_EVERY / CHUNK_LEN) == 1;
         }
         let i = self.filled;
         // SAFETY: we own the chunk's producer share and slot `i` has not been published, so
@@ -177,6 +190,7 @@ impl Producer {
             (*self.chunk).filled.store(i + 1, SeqCst);
         }
         self.filled = i + 1;
+        nudge
     }
 
     #[cold]

@@ -22,9 +22,13 @@
 //! # Backlog control
 //!
 //! A worker whose shard holds more than `backlog_callbacks` pending callbacks or
-//! `backlog_bytes` pending bytes asks the domain's expedited helper thread for an expedited
-//! grace period covering its newest stamp (the kernel's "hurry"), instead of waiting for the
-//! slow normal one. `call` itself never waits, so a flood that outruns even back-to-back
+//! `backlog_bytes` pending bytes, and has nothing ready to run, runs an expedited grace period
+//! itself covering its newest stamp (the kernel's "hurry"), instead of waiting for the slow
+//! normal one. Running it in the worker (not on the domain's expedited helper thread) saves a
+//! thread hand-off per grace period, which under a flood on a small machine is the difference
+//! between keeping the backlog near the threshold and letting it run away. While it waits in
+//! that grace period for a long reader the worker takes no new callbacks, but none of its
+//! callbacks could be released anyway. `call` itself never waits, so a flood that outruns even back-to-back
 //! expedited grace periods grows the backlog without bound: memory is the only limit, as with
 //! the kernel's `call_rcu`. Producers that can outrun reclamation should apply their own
 //! back-pressure, for example by calling [`Rcu::synchronize`](crate::Rcu::synchronize) or
@@ -51,7 +55,7 @@ use intake::{Intake, Producer};
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::Thread;
 
@@ -99,8 +103,9 @@ pub(crate) struct WorkerSide {
     pub(crate) taken_bytes: AtomicU64,
     pub(crate) invoked: AtomicU64,
     pub(crate) invoked_bytes: AtomicU64,
-    /// Set by the worker just before it parks; producers that see it wake the worker.
-    pub(crate) sleeping: AtomicBool,
+    /// [`AWAKE`], or how the worker is parked: [`WAITING_FOR_GP`] (a grace period it asked
+    /// for will wake it) or [`IDLE`] (nothing pending: producers must wake it).
+    pub(crate) sleeping: AtomicU8,
     pub(crate) thread: OnceLock<Thread>,
 }
 
@@ -116,6 +121,16 @@ impl WorkerSide {
         )
     }
 }
+
+/// The worker is running.
+pub(crate) const AWAKE: u8 = 0;
+/// The worker is parked with callbacks waiting for a grace period it has requested: the end of
+/// that grace period wakes it, and it will take new callbacks then. Producers wake it only
+/// once per 1,024 calls, so a stream of sparse `call`s costs about one wake-up per grace
+/// period, not one per call (the kernel's `call_rcu` wakes nobody).
+pub(crate) const WAITING_FOR_GP: u8 = 1;
+/// The worker is parked with nothing pending: the next callback must wake it.
+pub(crate) const IDLE: u8 = 2;
 
 /// One intake and its worker's state.
 pub(crate) struct Shard {
@@ -133,18 +148,22 @@ impl Shard {
         }
     }
 
-    /// Wake the worker if it is parked. Called after publishing with a sequentially consistent
-    /// store; pairs with the worker's `sleeping.store(true, SeqCst)` followed by its SeqCst
-    /// check of the intake, so one side always sees the other.
+    /// Wake the worker if it is parked idle, or, when `nudge` (every 1,024 callbacks from one
+    /// producer), if it is waiting for a grace period: a flood must not wait a whole grace
+    /// period to be seen by the backlog control. Called after publishing with a sequentially
+    /// consistent store; pairs with the worker's `sleeping.store(.., SeqCst)` followed by its
+    /// SeqCst check of the intake, so one side always sees the other.
     #[inline]
-    fn wake_if_sleeping(&self) {
-        if self.worker.sleeping.load(SeqCst) {
-            self.wake();
+    fn wake_if_sleeping(&self, nudge: bool) {
+        match self.worker.sleeping.load(SeqCst) {
+            IDLE => self.wake(),
+            WAITING_FOR_GP if nudge => self.wake(),
+            _ => {}
         }
     }
 
     pub(crate) fn wake(&self) {
-        self.worker.sleeping.store(false, Relaxed);
+        self.worker.sleeping.store(AWAKE, Relaxed);
         if let Some(thread) = self.worker.thread.get() {
             thread.unpark();
         }
@@ -329,8 +348,8 @@ impl Callbacks {
             let callback = callback.take().expect("taken once");
             // Count before publishing, so `pending` never under-counts.
             slot.counters.add(callback.bytes() as u64);
-            slot.producer.push(&shard.intake, Work::Callback(callback));
-            shard.wake_if_sleeping();
+            let nudge = slot.producer.push(&shard.intake, Work::Callback(callback));
+            shard.wake_if_sleeping(nudge);
         });
         if let Some(callback) = callback {
             self.push_without_thread_local(callback);
@@ -376,7 +395,7 @@ impl Callbacks {
             producers.exited_bytes += callback.bytes() as u64;
         }
         shard.intake.push_single(Work::Callback(callback));
-        shard.wake_if_sleeping();
+        shard.wake_if_sleeping(true);
     }
 
     /// Is the calling thread one of this domain's callback workers?

@@ -3,19 +3,23 @@
 //!
 //! Each pass of the loop:
 //!
-//! 1. moves up to `batch` entries from the shard's lock-free intake into its segmented list
+//! 1. moves up to 16 × `batch` entries from the shard's lock-free intake into its segmented list
 //!    (callbacks to NEXT, barrier markers entrained behind the last non-empty segment);
 //! 2. *accelerates*: stamps NEXT with a fresh full cookie and requests the normal grace period
 //!    it needs;
 //! 3. *advances*: moves every leading segment whose cookie polls complete, by the normal or,
 //!    with `expedited_callbacks` on, the expedited counter, to DONE, counting which released it;
 //! 4. runs up to `batch` DONE callbacks, each under `catch_unwind`;
-//! 5. asks for an expedited grace period if the shard's backlog is past a threshold;
+//! 5. runs an expedited grace period if the shard's backlog is past a threshold and nothing is
+//!    ready to run (see [the backlog control](super#backlog-control));
 //! 6. parks when there is nothing to do.
 //!
 //! The worker is subscribed to the domain's grace-period event, so the end of a grace period of
-//! *either* kind unparks it (seed 004's first notification gap), and producers unpark it when
-//! they queue into an empty intake while it sleeps. A periodic tick is only a safety net.
+//! *either* kind unparks it (seed 004's first notification gap). Producers unpark it when it
+//! parked with nothing pending; while it waits for a grace period it asked for, new callbacks
+//! wait to be taken when that grace period ends, and a producer nudges it only once per 1,024
+//! callbacks (one wake-up per grace period instead of one per callback, while a flood is still
+//! seen quickly). A periodic tick is only a safety net.
 //!
 //! On shutdown (the domain is being dropped) the worker keeps going until its intake and list
 //! are empty, running expedited grace periods itself for whatever is still waiting, so nothing
@@ -24,11 +28,16 @@
 use super::callback::Work;
 use super::intake::Consumer;
 use super::segcblist::{ReleasedBy, SegCbList, NEXT, NEXT_READY, WAIT};
-use super::{Shard, SHARD_HINT, WORKER_OF};
+use super::{Shard, AWAKE, IDLE, SHARD_HINT, WAITING_FOR_GP, WORKER_OF};
 use crate::domain::Inner;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Duration;
+
+/// A pass takes up to this many `batch`es from the intake: stamping, and under a backlog the
+/// expedited grace period, are then paid once per large group of callbacks. Running callbacks
+/// stays bounded by `batch` per pass.
+const INTAKE_BATCHES: usize = 16;
 
 /// How long a parked worker sleeps before looking around on its own.
 const TICK: Duration = Duration::from_millis(10);
@@ -47,7 +56,7 @@ pub(crate) fn run(inner: &Inner, index: usize) {
     loop {
         match step(inner, shard, &mut consumer, &mut list) {
             Step::Busy => {}
-            Step::Idle => park(inner, shard, &consumer),
+            Step::Idle => park(inner, shard, &consumer, &list),
             Step::Drain => drain_step(inner, &list),
             Step::Exit => return,
         }
@@ -103,7 +112,7 @@ fn take_intake(
 ) -> usize {
     let mut markers = Vec::new();
     let (mut took, mut bytes) = (0, 0u64);
-    let mut limit = inner.callbacks.config.batch;
+    let mut limit = inner.callbacks.config.batch.saturating_mul(INTAKE_BATCHES);
     loop {
         let seen = markers.len();
         took += consumer.take(&shard.intake, limit, |work| match work {
@@ -234,10 +243,15 @@ fn report_panic(inner: &Inner, payload: Box<dyn std::any::Any + Send>) {
     );
 }
 
-/// Past the backlog thresholds, ask for an expedited grace period covering the newest stamp.
+/// Past the backlog thresholds, with nothing ready to run, run an expedited grace period
+/// covering the newest stamp.
 fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
     let config = &inner.callbacks.config;
     if !config.expedited {
+        return;
+    }
+    // Callbacks that are ready come first: a grace period now would only add to the work.
+    if list.done_len() > 0 {
         return;
     }
     let (pending, bytes) = shard.worker.backlog();
@@ -245,7 +259,9 @@ fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
         return;
     }
     if let Some(cookie) = list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
-        inner.exp.request(cookie.expedited);
+        inner
+            .exp
+            .run_until(cookie.expedited, &inner.core, &inner.event);
     }
 }
 
@@ -259,12 +275,19 @@ pub(crate) fn drain_step(inner: &Inner, list: &SegCbList<Work>) {
     inner.exp.run_until(target, &inner.core, &inner.event);
 }
 
-fn park(inner: &Inner, shard: &Shard, consumer: &Consumer) {
-    shard.worker.sleeping.store(true, SeqCst);
+fn park(inner: &Inner, shard: &Shard, consumer: &Consumer, list: &SegCbList<Work>) {
+    // With entries waiting, a grace period we requested will wake us (and we take new
+    // callbacks then); with none, producers must.
+    let how = if list.is_empty() {
+        IDLE
+    } else {
+        WAITING_FOR_GP
+    };
+    shard.worker.sleeping.store(how, SeqCst);
     if !consumer.is_drained(&shard.intake) || inner.callbacks.is_shutting_down() {
-        shard.worker.sleeping.store(false, Relaxed);
+        shard.worker.sleeping.store(AWAKE, Relaxed);
         return;
     }
     std::thread::park_timeout(TICK);
-    shard.worker.sleeping.store(false, Relaxed);
+    shard.worker.sleeping.store(AWAKE, Relaxed);
 }

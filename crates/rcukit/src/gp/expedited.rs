@@ -16,8 +16,8 @@
 //!
 //! # Polled expedited requests
 //!
-//! [`Rcu::start_poll_expedited`](crate::Rcu::start_poll_expedited) and the callback workers'
-//! backlog "hurry" must not block the caller, so they hand their snapshot to a per-domain
+//! [`Rcu::start_poll_expedited`](crate::Rcu::start_poll_expedited) must not block the caller,
+//! so it hands its snapshot to a per-domain
 //! helper thread (`ExpeditedGp::run_helper`) that runs expedited grace periods until the
 //! highest requested snapshot is reached (the kernel queues work for this on a workqueue).
 

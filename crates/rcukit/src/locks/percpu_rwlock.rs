@@ -95,7 +95,9 @@
 //! writer arriving between the two acquisitions would wait for the first while the second
 //! waits for the writer. `lock_api`'s `read_recursive` is not offered for that reason.
 //!
-//! Waiting spins, then yields, then sleeps in growing naps of at most one millisecond.
+//! A writer waiting for readers spins, then yields, then sleeps in growing naps of at most one
+//! millisecond. A reader waiting out a writer only spins and yields: writer sections are short,
+//! and a sleeping reader would miss the gaps between back-to-back writers.
 
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::error::Error;
@@ -350,7 +352,7 @@ impl RawPerCpuRwLock {
             let word = &self.table().slots[slot].writer;
             let mut backoff = Backoff::new();
             while word.load(Acquire) {
-                backoff.snooze();
+                backoff.spin_or_yield();
             }
         }
     }
