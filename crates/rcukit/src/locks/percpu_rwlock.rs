@@ -84,6 +84,11 @@
 //! *Writers get in among busy readers.* Once `writer` is set, new readers of that slot back
 //! off, so the counts can only fall; each reader section is finite.
 //!
+//! *Readers get in among busy writers.* A reader that backed off counts itself in the slot's
+//! `waiting`; a writer yields (a bounded number of times) while any reader waits before it
+//! takes the flags, so a writer that unlocks and locks again in a loop does not shut readers
+//! out for good.
+//!
 //! *Cost.* An outermost read is a store, a compiler fence and a load, all on the reader's own
 //! cache line, and the unlock is one store: no atomic read-modify-write, no fence instruction
 //! (with membarrier). A writer pays one membarrier, a few microseconds: the asymmetry of the
@@ -109,6 +114,10 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 /// Most slots a lock may have.
 pub const MAX_SLOTS: usize = 1024;
 
+/// How many times a writer yields to readers that are waiting to retry before it takes the
+/// slots anyway.
+const READER_TURN_YIELDS: u32 = 64;
+
 /// One slot: a cache line that its owning thread's readers write, and writers visit.
 #[derive(Default)]
 struct SlotState {
@@ -118,6 +127,9 @@ struct SlotState {
     owned: AtomicUsize,
     /// Read guards of threads that share this slot (read-modify-write).
     shared: AtomicUsize,
+    /// Readers of this slot that backed off for a writer and are waiting to retry; the next
+    /// writer lets them in first (fairness; see `lock_exclusive_slots`).
+    waiting: AtomicUsize,
 }
 
 type Slot = CachePadded<SlotState>;
@@ -348,13 +360,25 @@ impl RawPerCpuRwLock {
 
     #[inline]
     pub(crate) fn lock_shared_on(&self, slot: usize, path: Path) {
-        while !self.try_lock_shared_on(slot, path) {
-            let word = &self.table().slots[slot].writer;
+        if !self.try_lock_shared_on(slot, path) {
+            self.lock_shared_slow(slot, path);
+        }
+    }
+
+    #[cold]
+    fn lock_shared_slow(&self, slot: usize, path: Path) {
+        let s = &self.table().slots[slot];
+        s.waiting.fetch_add(1, Relaxed);
+        loop {
             let mut backoff = Backoff::new();
-            while word.load(Acquire) {
+            while s.writer.load(Acquire) {
                 backoff.spin_or_yield();
             }
+            if self.try_lock_shared_on(slot, path) {
+                break;
+            }
         }
+        s.waiting.fetch_sub(1, Relaxed);
     }
 
     #[inline]
@@ -393,6 +417,15 @@ impl RawPerCpuRwLock {
     /// variant).
     pub(crate) fn lock_exclusive_slots(&self, slots: impl Iterator<Item = usize> + Clone) {
         let table = self.table();
+        // Fairness: readers that backed off for the previous writer get in before this one
+        // takes the flags again (bounded, so that writers cannot starve either).
+        for i in slots.clone() {
+            let mut waits = 0;
+            while table.slots[i].waiting.load(Relaxed) > 0 && waits < READER_TURN_YIELDS {
+                std::thread::yield_now();
+                waits += 1;
+            }
+        }
         for i in slots.clone() {
             Self::take_writer_flag(&table.slots[i]);
         }
