@@ -205,12 +205,12 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     pub fn load<'g>(&'g self, guard: &'g Guard<'_>) -> &'g T {
         domain_ref::check_guard("RcuCell", guard, self.domain.rcu());
         let ptr = self.ptr.load(Acquire);
-        // SAFETY: the pointer is never null and was published with a Release swap after the
-        // value was written (this Acquire load sees the initialised value). It is reclaimed
-        // only after a grace period of this domain that starts after it was swapped out; the
-        // guard (of this domain, checked above, and held by this thread because `Guard` is
-        // !Send/!Sync) holds any such grace period back for 'g, and the cell cannot be dropped
-        // while borrowed for 'g.
+        // The pointer is never null and was published with a Release swap after the value was
+        // written (this Acquire load sees the initialised value). It is reclaimed only after a
+        // grace period of this domain that starts after it was swapped out; the guard (of this
+        // domain, checked above, held by this thread because `Guard` is !Send/!Sync) holds any
+        // such grace period back for 'g. SAFETY: so the value outlives 'g, and the cell
+        // cannot be dropped while borrowed for 'g.
         unsafe { &*ptr }
     }
 

@@ -424,10 +424,10 @@ impl<'g, T> Iterator for Iter<'g, T> {
 
     #[inline]
     fn next(&mut self) -> Option<&'g T> {
-        // SAFETY: `next` is null or a node the reader reached through Acquire loads of links
-        // under a guard of the list's domain that lives for 'g: it was initialised before it
-        // was linked, and it is freed only after a grace period that waits for that guard
-        // (see the module docs).
+        // `next` is null or a node the reader reached through Acquire loads of links under a
+        // guard of the list's domain that lives for 'g. SAFETY: such a node was initialised
+        // before it was linked, and it is freed only after a grace period that waits for that
+        // guard (see the module docs).
         let node = unsafe { self.next.as_ref() }?;
         self.next = node.next.load(Acquire);
         Some(&node.value)

@@ -601,10 +601,10 @@ impl Tap for QsbrTap {
             me.is_online() && std::ptr::eq(me.domain(), &self.qsbr),
             "a qsbr packet thread must be online in the tap's domain"
         );
-        // SAFETY: this thread is registered and online in `self.qsbr` (checked above) and
-        // announces no quiescent state before this function returns; lists are freed only by
-        // the domain's callbacks, after every online thread has passed a quiescent state
-        // since the list was swapped out.
+        // Lists are freed only by the domain's callbacks, after every online thread has passed
+        // a quiescent state since the list was swapped out. SAFETY: so, as this thread is
+        // online in `self.qsbr` (checked above) and announces no quiescent state before this
+        // function returns, the list stays valid while we use it.
         let list = unsafe { &*self.current.load(Acquire) };
         run_filters(&list.list, p)
     }

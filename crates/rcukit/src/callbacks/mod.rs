@@ -338,8 +338,8 @@ impl Callbacks {
             } else {
                 self.producer_slot(p)
             };
-            // SAFETY: slots are boxed and owned by this thread's table, which drops them only
-            // at thread exit or (in `producer_slot`) once their domain is gone. This domain is
+            // Slots are boxed and owned by this thread's table, which drops them only at thread
+            // exit or (in `producer_slot`) once their domain is gone. SAFETY: this domain is
             // alive (we are borrowed from it), so `slot` is valid, and no other reference to
             // it exists while we use it (nothing below re-enters the table).
             let slot = unsafe { &mut *slot };
