@@ -402,46 +402,95 @@ impl Tap for RwLockTap {
     }
 }
 
-/// The descriptor list behind an RCU-protected pointer in a domain of its own.
-struct RcuTap {
-    rcu: Rcu,
+/// A descriptor list behind a pointer that writers replace (copy, edit, swap) and retire
+/// through a grace-period domain: what the `rcu` and `qsbr` taps share.
+struct PublishedList {
     current: AtomicPtr<DescList>,
     writer: parking_lot::Mutex<()>,
     retired: AtomicU64,
     freed: Arc<AtomicU64>,
 }
 
-impl RcuTap {
-    fn new(list: Vec<Arc<Descriptor>>) -> Result<RcuTap> {
+impl PublishedList {
+    fn new(list: Vec<Arc<Descriptor>>) -> PublishedList {
         let freed = Arc::new(AtomicU64::new(0));
         let first = Box::new(DescList {
             list,
             freed: freed.clone(),
         });
-        Ok(RcuTap {
-            rcu: Rcu::builder().name("lab-capture").build()?,
+        PublishedList {
             current: AtomicPtr::new(Box::into_raw(first)),
             writer: parking_lot::Mutex::new(()),
             retired: AtomicU64::new(0),
             freed,
-        })
+        }
     }
 
-    fn replace(&self, f: impl FnOnce(&mut Vec<Arc<Descriptor>>)) {
+    /// The list as published now.
+    ///
+    /// # Safety
+    ///
+    /// The caller must be protected by the grace-period domain the old lists are retired
+    /// through, for as long as it uses the returned list.
+    unsafe fn load(&self) -> &DescList {
+        // SAFETY: lists are retired only after being swapped out, and the caller is protected
+        // by the domain that frees them.
+        unsafe { &*self.current.load(Acquire) }
+    }
+
+    /// Copy the list, edit the copy, publish it, and hand the old one to `retire`, which must
+    /// free it (with `Box::from_raw`) only after a grace period of the readers' domain.
+    fn replace(
+        &self,
+        edit: impl FnOnce(&mut Vec<Arc<Descriptor>>),
+        retire: impl FnOnce(*mut DescList),
+    ) {
         let _writer = self.writer.lock();
         // SAFETY: only writers replace (and retire) lists, serialised by `writer`, which we
         // hold; the current list stays valid while we copy it.
         let mut list = unsafe { &*self.current.load(Acquire) }.list.clone();
-        f(&mut list);
+        edit(&mut list);
         let new = Box::into_raw(Box::new(DescList {
             list,
             freed: self.freed.clone(),
         }));
-        let old = self.current.swap(new, AcqRel);
-        // SAFETY: `old` came from `Box::into_raw`, the swap made it unreachable for new
-        // readers, and it is retired exactly once.
-        unsafe { self.rcu.retire_raw(old) };
+        retire(self.current.swap(new, AcqRel));
         self.retired.fetch_add(1, Relaxed);
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        (self.retired.load(Relaxed), self.freed.load(Relaxed))
+    }
+}
+
+impl Drop for PublishedList {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no reader or writer is left; the current list came from
+        // `Box::into_raw` and is freed once, here.
+        drop(unsafe { Box::from_raw(*self.current.get_mut()) });
+    }
+}
+
+/// The descriptor list behind an RCU-protected pointer in a domain of its own.
+struct RcuTap {
+    rcu: Rcu,
+    list: PublishedList,
+}
+
+impl RcuTap {
+    fn new(list: Vec<Arc<Descriptor>>) -> Result<RcuTap> {
+        Ok(RcuTap {
+            rcu: Rcu::builder().name("lab-capture").build()?,
+            list: PublishedList::new(list),
+        })
+    }
+
+    fn replace(&self, edit: impl FnOnce(&mut Vec<Arc<Descriptor>>)) {
+        self.list.replace(edit, |old| {
+            // SAFETY: `old` came from `Box::into_raw`, the swap made it unreachable for new
+            // readers, and it is retired exactly once.
+            unsafe { self.rcu.retire_raw(old) }
+        });
     }
 }
 
@@ -450,7 +499,7 @@ impl Tap for RcuTap {
         let _guard = self.rcu.read();
         // SAFETY: lists are freed only by `retire`, after a grace period; we are in a
         // read-side critical section until `_guard` drops.
-        let list = unsafe { &*self.current.load(Acquire) };
+        let list = unsafe { self.list.load() };
         run_filters(&list.list, p)
     }
     fn attach(&self, d: Arc<Descriptor>) {
@@ -467,15 +516,7 @@ impl Tap for RcuTap {
         while self.rcu.stats().callbacks_pending > 0 {
             self.rcu.barrier();
         }
-        (self.retired.load(Relaxed), self.freed.load(Relaxed))
-    }
-}
-
-impl Drop for RcuTap {
-    fn drop(&mut self) {
-        // SAFETY: `&mut self`: no reader or writer is left; the current list came from
-        // `Box::into_raw` and is freed once, here.
-        drop(unsafe { Box::from_raw(*self.current.get_mut()) });
+        self.list.counts()
     }
 }
 
@@ -552,43 +593,23 @@ impl Tap for RcuListTap {
 /// callbacks.
 struct QsbrTap {
     qsbr: Qsbr,
-    current: AtomicPtr<DescList>,
-    writer: parking_lot::Mutex<()>,
-    retired: AtomicU64,
-    freed: Arc<AtomicU64>,
+    list: PublishedList,
 }
 
 impl QsbrTap {
     fn new(list: Vec<Arc<Descriptor>>) -> Result<QsbrTap> {
-        let freed = Arc::new(AtomicU64::new(0));
-        let first = Box::new(DescList {
-            list,
-            freed: freed.clone(),
-        });
         Ok(QsbrTap {
             qsbr: Qsbr::builder().name("lab-capture-qsbr").build()?,
-            current: AtomicPtr::new(Box::into_raw(first)),
-            writer: parking_lot::Mutex::new(()),
-            retired: AtomicU64::new(0),
-            freed,
+            list: PublishedList::new(list),
         })
     }
 
-    fn replace(&self, f: impl FnOnce(&mut Vec<Arc<Descriptor>>)) {
-        let _writer = self.writer.lock();
-        // SAFETY: only writers replace (and retire) lists, serialised by `writer`, which we
-        // hold; the current list stays valid while we copy it.
-        let mut list = unsafe { &*self.current.load(Acquire) }.list.clone();
-        f(&mut list);
-        let new = Box::into_raw(Box::new(DescList {
-            list,
-            freed: self.freed.clone(),
-        }));
-        let old = self.current.swap(new, AcqRel);
-        // SAFETY: `old` came from `Box::into_raw`, the swap made it unreachable for threads
-        // that pass a quiescent state afterwards, and it is retired exactly once.
-        unsafe { self.qsbr.retire_raw(old) };
-        self.retired.fetch_add(1, Relaxed);
+    fn replace(&self, edit: impl FnOnce(&mut Vec<Arc<Descriptor>>)) {
+        self.list.replace(edit, |old| {
+            // SAFETY: `old` came from `Box::into_raw`, the swap made it unreachable for
+            // threads that pass a quiescent state afterwards, and it is retired exactly once.
+            unsafe { self.qsbr.retire_raw(old) }
+        });
     }
 }
 
@@ -605,7 +626,7 @@ impl Tap for QsbrTap {
         // a quiescent state since the list was swapped out. SAFETY: so, as this thread is
         // online in `self.qsbr` (checked above) and announces no quiescent state before this
         // function returns, the list stays valid while we use it.
-        let list = unsafe { &*self.current.load(Acquire) };
+        let list = unsafe { self.list.load() };
         run_filters(&list.list, p)
     }
     fn attach(&self, d: Arc<Descriptor>) {
@@ -626,15 +647,7 @@ impl Tap for QsbrTap {
         while self.qsbr.stats().callbacks_pending > 0 {
             self.qsbr.barrier();
         }
-        (self.retired.load(Relaxed), self.freed.load(Relaxed))
-    }
-}
-
-impl Drop for QsbrTap {
-    fn drop(&mut self) {
-        // SAFETY: `&mut self`: no reader or writer is left; the current list came from
-        // `Box::into_raw` and is freed once, here.
-        drop(unsafe { Box::from_raw(*self.current.get_mut()) });
+        self.list.counts()
     }
 }
 
