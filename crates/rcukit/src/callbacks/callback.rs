@@ -17,8 +17,14 @@ use std::sync::Arc;
 pub(crate) struct Callback {
     run: unsafe fn(*mut ()),
     data: *mut (),
+    /// The bytes accounted, with [`DROP_ONLY`] set for callbacks that only drop a box.
     bytes: usize,
 }
+
+/// Marks a callback that only drops a box (`retire`, `retire_raw`): such callbacks may be run
+/// by producer threads (see [`ready`](super::ready)). Sizes never reach the top bit: no Rust
+/// object is larger than `isize::MAX` bytes.
+const DROP_ONLY: usize = 1 << (usize::BITS - 1);
 
 // SAFETY: a Callback is only ever built from `Send` closures and `Send` boxes (see the
 // constructors), or by `from_raw`, whose contract requires the data to be sendable.
@@ -53,7 +59,7 @@ impl Callback {
         Callback {
             run: drop_boxed::<T>,
             data: Box::into_raw(value).cast(),
-            bytes: std::mem::size_of::<T>(),
+            bytes: std::mem::size_of::<T>() | DROP_ONLY,
         }
     }
 
@@ -67,7 +73,7 @@ impl Callback {
         Callback {
             run: drop_boxed::<T>,
             data: ptr.cast(),
-            bytes: std::mem::size_of::<T>(),
+            bytes: std::mem::size_of::<T>() | DROP_ONLY,
         }
     }
 
@@ -77,11 +83,21 @@ impl Callback {
     ///
     /// Calling `run(data)` once, on any thread, after a grace period, must be sound.
     pub(crate) unsafe fn from_raw(run: unsafe fn(*mut ()), data: *mut (), bytes: usize) -> Self {
-        Callback { run, data, bytes }
+        Callback {
+            run,
+            data,
+            // Declared sizes past `isize::MAX` are clamped to keep the marker bit clear.
+            bytes: bytes.min(isize::MAX as usize),
+        }
     }
 
     pub(crate) fn bytes(&self) -> usize {
-        self.bytes
+        self.bytes & !DROP_ONLY
+    }
+
+    /// Does this callback only drop a box (queued by `retire` or `retire_raw`)?
+    pub(crate) fn is_drop_only(&self) -> bool {
+        self.bytes & DROP_ONLY != 0
     }
 
     /// Run the callback, consuming it.

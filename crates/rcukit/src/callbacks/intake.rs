@@ -38,11 +38,12 @@
 //! single-entry chunks that are born sealed.
 
 use super::callback::Work;
-use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Mutex, UnsafeCell};
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::time::{Duration, Instant};
 
 /// Slots per chunk.
 pub(crate) const CHUNK_LEN: usize = 64;
@@ -80,24 +81,82 @@ impl Chunk {
     ///
     /// The caller holds one of the chunk's shares and does not use the chunk afterwards.
     unsafe fn release(chunk: *mut Chunk) {
-        // SAFETY: the caller holds a share, so the chunk is alive.
-        if unsafe { (*chunk).owners.fetch_sub(1, AcqRel) } == 1 {
+        // SAFETY: forwarded from the caller.
+        if let Some(chunk) = unsafe { Chunk::release_share(chunk) } {
             // SAFETY: that was the last share: nobody else can reach the chunk. Slots not taken
             // (only possible if a domain is torn down abnormally) are leaked, not run.
             drop(unsafe { Box::from_raw(chunk) });
         }
     }
+
+    /// Give up one owner's share. Returns the chunk if that was the last share: the caller
+    /// then owns it outright (to free or recycle).
+    ///
+    /// # Safety
+    ///
+    /// As for [`release`](Chunk::release).
+    unsafe fn release_share(chunk: *mut Chunk) -> Option<*mut Chunk> {
+        // SAFETY: the caller holds a share, so the chunk is alive.
+        (unsafe { (*chunk).owners.fetch_sub(1, AcqRel) } == 1).then_some(chunk)
+    }
 }
+
+/// Most drained chunks a shard keeps for reuse.
+const MAX_SPARE_CHUNKS: usize = 16;
+
+/// Drained chunks kept for reuse, so that producers do not allocate a chunk the worker then
+/// frees: with glibc malloc, frees of another thread's memory slow down both threads.
+struct SpareChunks(Vec<*mut Chunk>);
+
+// SAFETY: the chunks in the list are owned by nobody else (their last share was given up
+// before they were put here); the list moves them between threads under its mutex.
+unsafe impl Send for SpareChunks {}
 
 /// The shard's stack of chunks that the worker has not picked up yet.
 pub(crate) struct Intake {
     head: AtomicPtr<Chunk>,
+    spare: Mutex<SpareChunks>,
 }
 
 impl Intake {
     pub(crate) fn new() -> Intake {
         Intake {
             head: AtomicPtr::new(ptr::null_mut()),
+            spare: Mutex::new(SpareChunks(Vec::new())),
+        }
+    }
+
+    /// A chunk with `owners` shares, nothing published and not sealed: a spare one if there
+    /// is one, else a new one.
+    fn fresh_chunk(&self, owners: usize) -> *mut Chunk {
+        let Some(chunk) = self.spare.lock().0.pop() else {
+            return Chunk::alloc(owners);
+        };
+        // SAFETY: spare chunks are owned by nobody else (see `recycle`); the stores below reset
+        // it before it is shared again by `push_chunk`.
+        unsafe {
+            (*chunk).next.store(ptr::null_mut(), Relaxed);
+            (*chunk).filled.store(0, Relaxed);
+            (*chunk).sealed.store(false, Relaxed);
+            (*chunk).owners.store(owners, Relaxed);
+        }
+        chunk
+    }
+
+    /// Keep a drained chunk for reuse (or free it if enough are kept).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `chunk` outright (it gave up the last share) and every published slot
+    /// has been taken.
+    unsafe fn recycle(&self, chunk: *mut Chunk) {
+        let mut spare = self.spare.lock();
+        if spare.0.len() < MAX_SPARE_CHUNKS {
+            spare.0.push(chunk);
+        } else {
+            drop(spare);
+            // SAFETY: owned outright (the caller's contract).
+            drop(unsafe { Box::from_raw(chunk) });
         }
     }
 
@@ -120,7 +179,7 @@ impl Intake {
     /// Queue one entry in a chunk of its own, born sealed (for barrier markers and producers
     /// without thread-local storage).
     pub(crate) fn push_single(&self, work: Work) {
-        let chunk = Chunk::alloc(1);
+        let chunk = self.fresh_chunk(1);
         // SAFETY: the chunk is not shared yet; slot 0 is written once.
         unsafe {
             (*chunk).slots[0].with_mut(|slot| (*slot).write(work));
@@ -145,6 +204,10 @@ impl Drop for Intake {
             // SAFETY: as above; the chunk is not used after this.
             unsafe { Chunk::release(chunk) };
             chunk = next;
+        }
+        for chunk in self.spare.lock().0.drain(..) {
+            // SAFETY: spare chunks are owned by the intake alone.
+            drop(unsafe { Box::from_raw(chunk) });
         }
     }
 }
@@ -196,7 +259,7 @@ impl Producer {
     #[cold]
     fn start_chunk(&mut self, intake: &Intake) {
         self.seal();
-        self.chunk = Chunk::alloc(2);
+        self.chunk = intake.fresh_chunk(2);
         self.filled = 0;
         intake.push_chunk(self.chunk);
     }
@@ -227,6 +290,8 @@ pub(crate) struct Consumer {
     open: VecDeque<OpenChunk>,
     /// Scratch list used to reverse a batch taken off the stack.
     fresh: Vec<*mut Chunk>,
+    /// When `take` last found an entry.
+    last_taken: Option<Instant>,
 }
 
 // SAFETY: the consumer holds the worker's shares of its chunks; moving it to another thread
@@ -238,6 +303,7 @@ impl Consumer {
         Consumer {
             open: VecDeque::new(),
             fresh: Vec::new(),
+            last_taken: None,
         }
     }
 
@@ -278,12 +344,24 @@ impl Consumer {
             if sealed && open.taken == filled {
                 let done = self.open.remove(i).expect("index in range");
                 // SAFETY: drained and sealed: we give up our share and never touch it again.
-                unsafe { Chunk::release(done.chunk) };
+                if let Some(chunk) = unsafe { Chunk::release_share(done.chunk) } {
+                    // SAFETY: ours outright now, and drained.
+                    unsafe { intake.recycle(chunk) };
+                }
                 continue;
             }
             i += 1;
         }
+        if taken > 0 {
+            self.last_taken = Some(Instant::now());
+        }
         taken
+    }
+
+    /// Have producers queued anything in the last `window`? Under loom, always yes: a model's
+    /// outcome must not depend on the clock.
+    pub(crate) fn taken_within(&self, window: Duration) -> bool {
+        cfg!(loom) || self.last_taken.is_some_and(|at| at.elapsed() <= window)
     }
 
     /// Nothing published is waiting (checked with sequentially consistent loads, to pair with

@@ -9,6 +9,8 @@
 //! * [`worker`]: one thread per shard (the kernel's offloaded "NOCB" kthreads) that moves
 //!   callbacks from the intake into its list, stamps them, requests grace periods, advances
 //!   and runs what is ready in bounded batches.
+//! * [`ready`]: batches of ready `retire` drops that the worker hands back to the threads that
+//!   are retiring, so that memory is freed by the thread that allocated it.
 //!
 //! # Seed 004 in one function
 //!
@@ -46,6 +48,7 @@
 
 pub mod callback;
 pub mod intake;
+pub mod ready;
 pub mod segcblist;
 pub mod worker;
 
@@ -53,7 +56,9 @@ use callback::{BarrierCount, Callback, Work};
 use crossbeam_utils::CachePadded;
 use intake::{Intake, Producer};
 use parking_lot::Mutex;
+use ready::Ready;
 use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, OnceLock, Weak};
@@ -67,6 +72,7 @@ pub(crate) struct CallbackConfig {
     pub(crate) backlog_callbacks: u64,
     pub(crate) backlog_bytes: u64,
     pub(crate) batch: usize,
+    pub(crate) retire_on_producers: bool,
 }
 
 /// Queue counters of one producer thread on one shard. Written only by that thread (plain
@@ -137,6 +143,7 @@ pub(crate) struct Shard {
     pub(crate) intake: Intake,
     producers: Mutex<ProducerRegistry>,
     pub(crate) worker: CachePadded<WorkerSide>,
+    pub(crate) ready: CachePadded<Ready>,
 }
 
 impl Shard {
@@ -145,6 +152,7 @@ impl Shard {
             intake: Intake::new(),
             producers: Mutex::new(ProducerRegistry::default()),
             worker: CachePadded::new(WorkerSide::default()),
+            ready: CachePadded::new(Ready::new()),
         }
     }
 
@@ -255,6 +263,7 @@ pub(crate) struct CallbackStats {
     pub(crate) released_by_normal: u64,
     pub(crate) released_by_expedited: u64,
     pub(crate) panics: u64,
+    pub(crate) run_by_producers: u64,
 }
 
 /// The callback machinery of one domain.
@@ -264,8 +273,11 @@ pub(crate) struct Callbacks {
     pub(crate) released_by_normal: AtomicU64,
     pub(crate) released_by_expedited: AtomicU64,
     pub(crate) panics: AtomicU64,
+    /// Callbacks run by producer threads from [`ready`] batches.
+    run_by_producers: AtomicU64,
     shutdown: AtomicBool,
     domain: u64,
+    name: String,
 }
 
 thread_local! {
@@ -274,12 +286,14 @@ thread_local! {
     static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
     /// The domain whose callback worker this thread is (0 for other threads).
     static WORKER_OF: Cell<u64> = const { Cell::new(0) };
+    /// The domain whose ready batch this (producer) thread is running (0 when none).
+    static RUNNING_BATCH_OF: Cell<u64> = const { Cell::new(0) };
 }
 
 static NEXT_SHARD_HINT: AtomicUsize = AtomicUsize::new(0);
 
 impl Callbacks {
-    pub(crate) fn new(config: CallbackConfig, domain: u64) -> Callbacks {
+    pub(crate) fn new(config: CallbackConfig, domain: u64, name: String) -> Callbacks {
         let shards = (0..config.workers)
             .map(|_| Arc::new(Shard::new()))
             .collect();
@@ -289,8 +303,10 @@ impl Callbacks {
             released_by_normal: AtomicU64::new(0),
             released_by_expedited: AtomicU64::new(0),
             panics: AtomicU64::new(0),
+            run_by_producers: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             domain,
+            name,
         }
     }
 
@@ -331,8 +347,9 @@ impl Callbacks {
     #[cfg(not(loom))]
     #[inline]
     fn push_with_thread_local(&self, callback: Callback) {
+        let drop_only = callback.is_drop_only();
         let mut callback = Some(callback);
-        let _ = PRODUCERS.try_with(|p| {
+        let shard = PRODUCERS.try_with(|p| {
             let slot = if p.last_domain.get() == self.domain {
                 p.last.get()
             } else {
@@ -350,10 +367,77 @@ impl Callbacks {
             slot.counters.add(callback.bytes() as u64);
             let nudge = slot.producer.push(&shard.intake, Work::Callback(callback));
             shard.wake_if_sleeping(nudge);
+            slot.shard
         });
         if let Some(callback) = callback {
             self.push_without_thread_local(callback);
         }
+        if let Ok(shard) = shard {
+            // SAFETY: the shard belongs to this domain, which is alive; the slot reference is
+            // gone, so callbacks run below may queue more (re-entering the table) safely.
+            let shard = unsafe { &*shard };
+            if drop_only && self.config.retire_on_producers && shard.ready.queued() > 0 {
+                self.run_ready_batch(shard);
+            }
+        }
+    }
+
+    /// Run one ready batch of drop-only callbacks on this producer thread (see [`ready`]),
+    /// unless this thread is already running one.
+    #[cold]
+    #[inline(never)]
+    fn run_ready_batch(&self, shard: &Shard) {
+        let idle = RUNNING_BATCH_OF.try_with(|r| r.get() == 0).unwrap_or(false);
+        if !idle {
+            return;
+        }
+        let Some(mut batch) = shard.ready.take() else {
+            return;
+        };
+        RUNNING_BATCH_OF.with(|r| r.set(self.domain));
+        let ran = self.run_batch(shard, &mut batch);
+        RUNNING_BATCH_OF.with(|r| r.set(0));
+        self.run_by_producers.fetch_add(ran, Relaxed);
+        shard.ready.finished(batch);
+    }
+
+    /// Run every callback of `batch` (emptying it), each under `catch_unwind`, and add them to
+    /// the shard's invoked counters. Returns how many ran.
+    pub(crate) fn run_batch(&self, shard: &Shard, batch: &mut Vec<Callback>) -> u64 {
+        let (mut invoked, mut bytes) = (0u64, 0u64);
+        let mut callbacks = batch.drain(..);
+        loop {
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                for cb in callbacks.by_ref() {
+                    invoked += 1;
+                    bytes += cb.bytes() as u64;
+                    cb.invoke();
+                }
+            }));
+            match outcome {
+                Ok(()) => break,
+                Err(payload) => self.report_panic(payload),
+            }
+        }
+        drop(callbacks);
+        shard.worker.invoked.fetch_add(invoked, Relaxed);
+        shard.worker.invoked_bytes.fetch_add(bytes, Relaxed);
+        invoked
+    }
+
+    /// Count a callback's panic and report it on stderr.
+    pub(crate) fn report_panic(&self, payload: Box<dyn std::any::Any + Send>) {
+        let n = self.panics.fetch_add(1, Relaxed) + 1;
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "<non-string panic payload>".to_string());
+        eprintln!(
+            "rcukit: a callback of domain '{}' panicked ({msg}); caught, counted ({n} so far), \
+             the remaining callbacks still run",
+            self.name
+        );
     }
 
     /// The calling thread's producer slot for this domain, created on first use.
@@ -398,19 +482,23 @@ impl Callbacks {
         shard.wake_if_sleeping(true);
     }
 
-    /// Is the calling thread one of this domain's callback workers?
-    pub(crate) fn on_worker_thread(&self) -> bool {
+    /// Is the calling thread running this domain's callbacks: one of its workers, or a
+    /// producer running a ready batch?
+    pub(crate) fn in_callback_context(&self) -> bool {
         WORKER_OF
             .try_with(|w| w.get() == self.domain)
             .unwrap_or(false)
+            || RUNNING_BATCH_OF
+                .try_with(|r| r.get() == self.domain)
+                .unwrap_or(false)
     }
 
     /// Wait until every callback queued before this call has run.
     pub(crate) fn barrier(&self) {
         assert!(
-            !self.on_worker_thread(),
+            !self.in_callback_context(),
             "rcukit: barrier() called from a callback of the same domain; the barrier would \
-             wait for the very worker that runs it. Queue another callback instead."
+             wait for the very thread that runs it. Queue another callback instead."
         );
         self.start_barrier().wait();
     }
@@ -432,6 +520,7 @@ impl Callbacks {
             released_by_normal: self.released_by_normal.load(Relaxed),
             released_by_expedited: self.released_by_expedited.load(Relaxed),
             panics: self.panics.load(Relaxed),
+            run_by_producers: self.run_by_producers.load(Relaxed),
             ..CallbackStats::default()
         };
         for shard in self.shards.iter() {

@@ -215,6 +215,14 @@ impl<T> SegCbList<T> {
         item
     }
 
+    /// The oldest DONE entry, left in place.
+    pub(crate) fn peek_done(&self) -> Option<&T> {
+        if self.ends[DONE] == 0 {
+            return None;
+        }
+        self.items.front()
+    }
+
     /// Number of DONE entries.
     pub(crate) fn done_len(&self) -> usize {
         self.ends[DONE]

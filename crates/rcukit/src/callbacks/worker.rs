@@ -9,7 +9,9 @@
 //!    it needs;
 //! 3. *advances*: moves every leading segment whose cookie polls complete, by the normal or,
 //!    with `expedited_callbacks` on, the expedited counter, to DONE, counting which released it;
-//! 4. runs up to `batch` DONE callbacks, each under `catch_unwind`;
+//! 4. runs up to `batch` DONE callbacks, each under `catch_unwind`; while producers are
+//!    queuing, it hands DONE `retire` drops back to them in batches instead (see
+//!    [`ready`](super::ready)) and runs what they leave for longer than 1 ms;
 //! 5. runs an expedited grace period if the shard's backlog is past a threshold and nothing is
 //!    ready to run (see [the backlog control](super#backlog-control));
 //! 6. parks when there is nothing to do.
@@ -27,6 +29,7 @@
 
 use super::callback::Work;
 use super::intake::Consumer;
+use super::ready::{MAX_BATCHES, PATIENCE};
 use super::segcblist::{ReleasedBy, SegCbList, NEXT, NEXT_READY, WAIT};
 use super::{Shard, AWAKE, IDLE, SHARD_HINT, WAITING_FOR_GP, WORKER_OF};
 use crate::domain::Inner;
@@ -42,6 +45,10 @@ const INTAKE_BATCHES: usize = 16;
 /// How long a parked worker sleeps before looking around on its own.
 const TICK: Duration = Duration::from_millis(10);
 
+/// How long a worker naps while producers have all the batches it may hand back and it has
+/// nothing else to do.
+const NAP: Duration = Duration::from_micros(100);
+
 /// The body of worker thread `index` of the domain `inner`.
 pub(crate) fn run(inner: &Inner, index: usize) {
     SHARD_HINT.with(|h| h.set(index));
@@ -56,6 +63,7 @@ pub(crate) fn run(inner: &Inner, index: usize) {
     loop {
         match step(inner, shard, &mut consumer, &mut list) {
             Step::Busy => {}
+            Step::WaitForProducers => std::thread::park_timeout(NAP),
             Step::Idle => park(inner, shard, &consumer, &list),
             Step::Drain => drain_step(inner, &list),
             Step::Exit => return,
@@ -68,6 +76,9 @@ pub(crate) fn run(inner: &Inner, index: usize) {
 pub(crate) enum Step {
     /// It did something; go again.
     Busy,
+    /// Ready callbacks wait for room among the batches handed back to producers; nothing else
+    /// to do. Nap briefly, then go again.
+    WaitForProducers,
     /// Nothing to do until a grace period ends or work arrives.
     Idle,
     /// Shutting down with entries still waiting: run a grace period, then go again.
@@ -87,10 +98,15 @@ pub(crate) fn step(
     let took = take_intake(inner, shard, consumer, list);
     stamp(inner, list);
     advance(inner, list, shutting_down);
-    let ran = run_done(inner, shard, list);
+    let hand_back = inner.callbacks.config.retire_on_producers
+        && !shutting_down
+        && consumer.taken_within(PATIENCE);
+    let ran = run_done(inner, shard, list, hand_back);
     hurry(inner, shard, list);
-    if took > 0 || ran > 0 || list.done_len() > 0 {
+    if took > 0 || ran > 0 {
         Step::Busy
+    } else if list.done_len() > 0 {
+        Step::WaitForProducers
     } else if !shutting_down {
         Step::Idle
     } else if list.is_empty() && consumer.is_drained(&shard.intake) {
@@ -140,7 +156,12 @@ fn take_intake(
     }
     for count in markers {
         if let Err(Work::Barrier(count)) = list.entrain(Work::Barrier(count)) {
-            // Nothing queued before it on this shard is still waiting: complete at once.
+            // Nothing queued before it is still in the list; batches handed back to producers
+            // may still be waiting or running: finish them, then complete the marker.
+            let callbacks = &inner.callbacks;
+            shard.ready.finish(|b| {
+                callbacks.run_batch(shard, b);
+            });
             count.arrive();
         }
     }
@@ -185,10 +206,42 @@ fn advance(inner: &Inner, list: &mut SegCbList<Work>, draining: bool) {
     }
 }
 
-/// Run up to `batch` DONE entries. Returns how many entries (callbacks and markers) it took.
-fn run_done(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>) -> usize {
-    let batch = inner.callbacks.config.batch;
+/// Run up to `batch` DONE entries, or with `hand_back` give ready `retire` drops to producers
+/// (see [`ready`](super::ready)). Returns how many entries (callbacks and markers) it ran or
+/// handed back.
+fn run_done(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>, hand_back: bool) -> usize {
+    let callbacks = &inner.callbacks;
+    let batch = callbacks.config.batch;
+    let ready = &shard.ready;
     let mut taken = 0usize;
+    let mut run = |b: &mut Vec<_>| taken += callbacks.run_batch(shard, b) as usize;
+    if hand_back {
+        // Batches the producers have left waiting too long.
+        while let Some(mut b) = ready.take_stale() {
+            run(&mut b);
+            ready.finished(b);
+        }
+    } else {
+        // Producers are gone (or we are shutting down): run what they did not take.
+        ready.finish(&mut run);
+    }
+    if hand_back {
+        while ready.queued() < MAX_BATCHES && front_is_drop(list) {
+            let mut b = ready.empty_batch(batch);
+            while b.len() < batch && front_is_drop(list) {
+                match list.pop_done() {
+                    Some(Work::Callback(cb)) => b.push(cb),
+                    _ => unreachable!("the front entry is a drop-only callback"),
+                }
+            }
+            taken += b.len();
+            ready.publish(b);
+        }
+        if front_is_drop(list) {
+            // No room: the producers have enough to do; the rest waits in DONE.
+            return taken;
+        }
+    }
     let mut invoked = 0u64;
     let mut bytes = 0u64;
     let flush = |invoked: &mut u64, bytes: &mut u64| {
@@ -202,9 +255,17 @@ fn run_done(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>) -> usize {
     loop {
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             while taken < batch {
+                if hand_back && front_is_drop(list) {
+                    // Left for the next pass to hand back.
+                    return;
+                }
                 match list.pop_done() {
                     None => return,
                     Some(Work::Callback(cb)) => {
+                        if !cb.is_drop_only() {
+                            // Everything queued before a closure runs before it.
+                            ready.finish(|b| taken += callbacks.run_batch(shard, b) as usize);
+                        }
                         taken += 1;
                         invoked += 1;
                         bytes += cb.bytes() as u64;
@@ -212,8 +273,9 @@ fn run_done(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>) -> usize {
                     }
                     Some(Work::Barrier(count)) => {
                         taken += 1;
-                        // Everything before the marker has run: make the counters say so
-                        // before the barrier returns.
+                        // Everything before the marker has run, including batches handed
+                        // back: make the counters say so before the barrier returns.
+                        ready.finish(|b| taken += callbacks.run_batch(shard, b) as usize);
                         flush(&mut invoked, &mut bytes);
                         count.arrive();
                     }
@@ -222,25 +284,16 @@ fn run_done(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>) -> usize {
         }));
         match outcome {
             Ok(()) => break,
-            Err(payload) => report_panic(inner, payload),
+            Err(payload) => callbacks.report_panic(payload),
         }
     }
     flush(&mut invoked, &mut bytes);
     taken
 }
 
-fn report_panic(inner: &Inner, payload: Box<dyn std::any::Any + Send>) {
-    let n = inner.callbacks.panics.fetch_add(1, Relaxed) + 1;
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "<non-string panic payload>".to_string());
-    eprintln!(
-        "rcukit: a callback of domain '{}' panicked ({msg}); caught, counted ({n} so far), \
-         the remaining callbacks still run",
-        inner.name
-    );
+/// Is the oldest DONE entry a callback that only drops a box (one that may be handed back)?
+fn front_is_drop(list: &SegCbList<Work>) -> bool {
+    matches!(list.peek_done(), Some(Work::Callback(cb)) if cb.is_drop_only())
 }
 
 /// Past the backlog thresholds, with nothing ready to run, run an expedited grace period
@@ -250,8 +303,9 @@ fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
     if !config.expedited {
         return;
     }
-    // Callbacks that are ready come first: a grace period now would only add to the work.
-    if list.done_len() > 0 {
+    // Callbacks that are ready come first (here or in batches handed back to producers): a
+    // grace period now would only add to the work.
+    if list.done_len() > 0 || shard.ready.queued() > 0 {
         return;
     }
     let (pending, bytes) = shard.worker.backlog();
@@ -288,6 +342,12 @@ fn park(inner: &Inner, shard: &Shard, consumer: &Consumer, list: &SegCbList<Work
         shard.worker.sleeping.store(AWAKE, Relaxed);
         return;
     }
-    std::thread::park_timeout(TICK);
+    // Batches handed back to producers must not wait much longer than `PATIENCE`.
+    let nap = if shard.ready.queued() > 0 {
+        PATIENCE
+    } else {
+        TICK
+    };
+    std::thread::park_timeout(nap);
     shard.worker.sleeping.store(AWAKE, Relaxed);
 }

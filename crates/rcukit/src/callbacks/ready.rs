@@ -1,0 +1,208 @@
+//! Ready batches handed back to producers: retired objects dropped on the threads that retire.
+//!
+//! # Why
+//!
+//! With a worker thread running every callback, `retire(Box<T>)` frees on the worker what the
+//! producer allocated. Allocators with per-thread caches (glibc's tcache and arenas, jemalloc)
+//! pay for that on both sides: the worker's frees go to shared lists, and the producer's next
+//! allocations miss its own cache and take the slow path. Under a flood of `retire` that made
+//! the producer and the worker each about twice as slow as the same work done on one thread
+//! (what crossbeam-epoch does: it frees on the thread that defers). So while producers are
+//! queuing, the worker hands batches of *ready* drop-only callbacks (`retire`, `retire_raw`)
+//! back, and a producer runs one batch per `retire` call that finds one waiting: the memory
+//! returns to the thread that allocated it, and a producer that outruns reclamation pays for
+//! its own frees, which paces it (back-pressure without blocking).
+//!
+//! Closures queued with `call` are never handed back: they run on the worker, as the API
+//! promises, and so do barrier markers.
+//!
+//! # Policy (in the worker, see [`worker`](super::worker))
+//!
+//! * Hand back only while producers are queuing (the worker took callbacks from its intake in
+//!   the last [`PATIENCE`]), and keep at most [`MAX_BATCHES`] batches waiting.
+//! * A batch that has waited longer than [`PATIENCE`] is taken back and run by the worker, so a
+//!   producer that stops queuing never strands memory for longer than that.
+//! * A producer runs at most one batch per call, and none while it is already running one (a
+//!   drop that retires more objects does not recurse).
+//!
+//! # Why it is correct
+//!
+//! * *Nothing runs early.* Only DONE entries, whose grace period has completed, are handed
+//!   back.
+//! * *Exactly once.* A batch leaves the queue under the lock, to exactly one thread.
+//! * *Barriers and order.* Before the worker runs a closure or completes a barrier marker
+//!   (whether the marker reached DONE or found the list empty), it
+//!   [`finish`](Ready::finish)es: it runs every batch still queued and waits until no batch
+//!   that a producer took is still running. A batch counts as running from the critical
+//!   section that took it until its thread has run it and added it to the shard's invoked
+//!   counters, so everything queued before a marker or closure has run, and is counted, before
+//!   it. Drop-only callbacks may run on several threads at once; nothing else changes order.
+//! * *Nothing lost.* The worker hands nothing back while shutting down, and exits only when
+//!   the queue is [quiet](Ready::is_quiet).
+
+use super::callback::Callback;
+use crate::sync::{AtomicUsize, Mutex};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::time::{Duration, Instant};
+
+/// At most this many batches wait for producers at once.
+pub(crate) const MAX_BATCHES: usize = 4;
+
+/// How long producers may leave a batch waiting (and how recently they must have queued for
+/// the worker to hand batches back at all).
+pub(crate) const PATIENCE: Duration = Duration::from_millis(1);
+
+struct Batch {
+    callbacks: Vec<Callback>,
+    published: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    batches: VecDeque<Batch>,
+    /// Batches taken and not yet finished running.
+    running: usize,
+    /// Emptied batch vectors, for the worker to fill again.
+    spare: Vec<Vec<Callback>>,
+}
+
+/// A shard's queue of ready batches.
+pub(crate) struct Ready {
+    state: Mutex<State>,
+    /// `batches.len()`, readable without the lock: producers look at it on every call.
+    queued: AtomicUsize,
+    /// `batches.len() + running`, stored (`Release`) under the lock after every change, so
+    /// that a thread that loads 0 (`Acquire`) sees every callback published here as run and
+    /// counted.
+    outstanding: AtomicUsize,
+}
+
+impl Ready {
+    pub(crate) fn new() -> Ready {
+        Ready {
+            state: Mutex::new(State::default()),
+            queued: AtomicUsize::new(0),
+            outstanding: AtomicUsize::new(0),
+        }
+    }
+
+    /// Batches waiting for a producer (a hint: read without the lock).
+    #[inline]
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Relaxed)
+    }
+
+    /// An empty vector to fill with the next batch (recycled when one is available).
+    pub(crate) fn empty_batch(&self, capacity: usize) -> Vec<Callback> {
+        self.state
+            .lock()
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(capacity))
+    }
+
+    /// Queue a batch of ready drop-only callbacks for producers to run.
+    pub(crate) fn publish(&self, callbacks: Vec<Callback>) {
+        debug_assert!(callbacks.iter().all(Callback::is_drop_only));
+        let mut state = self.state.lock();
+        state.batches.push_back(Batch {
+            callbacks,
+            published: Instant::now(),
+        });
+        self.update_counts(&state);
+    }
+
+    fn update_counts(&self, state: &State) {
+        self.queued.store(state.batches.len(), Relaxed);
+        self.outstanding
+            .store(state.batches.len() + state.running, Release);
+    }
+
+    /// Take the oldest batch to run it. The caller must hand the vector back to
+    /// [`finished`](Ready::finished) once every callback in it has run and been counted.
+    pub(crate) fn take(&self) -> Option<Vec<Callback>> {
+        if self.queued() == 0 {
+            return None;
+        }
+        self.take_if(|_| true)
+    }
+
+    /// Take the oldest batch if it has waited longer than [`PATIENCE`] (the worker's rescue of
+    /// batches that producers left behind). Same contract as [`take`](Ready::take).
+    pub(crate) fn take_stale(&self) -> Option<Vec<Callback>> {
+        if self.queued() == 0 {
+            return None;
+        }
+        self.take_if(|batch| is_stale(batch.published))
+    }
+
+    fn take_if(&self, pred: impl FnOnce(&Batch) -> bool) -> Option<Vec<Callback>> {
+        let mut state = self.state.lock();
+        if !pred(state.batches.front()?) {
+            return None;
+        }
+        let batch = state.batches.pop_front()?;
+        state.running += 1;
+        self.update_counts(&state);
+        Some(batch.callbacks)
+    }
+
+    /// A broken `take` for the loom model's busted variant: the batch leaves the queue
+    /// without being counted as running, so `finish` cannot wait for it.
+    #[cfg(loom)]
+    pub(crate) fn take_uncounted_busted(&self) -> Option<Vec<Callback>> {
+        let mut state = self.state.lock();
+        let batch = state.batches.pop_front()?;
+        self.update_counts(&state);
+        Some(batch.callbacks)
+    }
+
+    /// A batch from [`take`](Ready::take) has run and been counted.
+    pub(crate) fn finished(&self, mut callbacks: Vec<Callback>) {
+        debug_assert!(callbacks.is_empty(), "every callback of the batch ran");
+        callbacks.clear();
+        let mut state = self.state.lock();
+        state.running -= 1;
+        self.update_counts(&state);
+        if state.spare.len() < MAX_BATCHES && callbacks.capacity() > 0 {
+            state.spare.push(callbacks);
+        }
+    }
+
+    /// Nothing queued and nothing running.
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.outstanding.load(Acquire) == 0
+    }
+
+    /// Run (with `run`) every batch still queued, then wait until no batch taken by another
+    /// thread is still running. On return everything ever published has run and been counted.
+    pub(crate) fn finish(&self, mut run: impl FnMut(&mut Vec<Callback>)) {
+        let mut backoff = crate::sync::Backoff::new();
+        loop {
+            if let Some(mut batch) = self.take() {
+                run(&mut batch);
+                self.finished(batch);
+                continue;
+            }
+            if self.is_quiet() {
+                return;
+            }
+            backoff.snooze();
+        }
+    }
+}
+
+/// Has a batch published at `published` waited longer than [`PATIENCE`]? Under loom, always:
+/// a model's outcome must not depend on the clock.
+fn is_stale(published: Instant) -> bool {
+    cfg!(loom) || published.elapsed() > PATIENCE
+}
+
+impl Drop for Ready {
+    fn drop(&mut self) {
+        // The worker exits only when the queue is quiet; anything left here could only come
+        // from a crashed worker and is leaked (see `Callback`), never run early.
+        debug_assert!(self.state.lock().batches.is_empty());
+    }
+}
