@@ -314,8 +314,10 @@ mod callbacks_model {
                     backlog_callbacks: 1_000,
                     backlog_bytes: 1 << 20,
                     batch: 16,
+                    retire_on_producers: true,
                 },
                 7,
+                "loom".into(),
             ),
             expedited_callbacks: true,
         })
@@ -376,7 +378,7 @@ mod callbacks_model {
                     while !count.is_done() {
                         match step(&inner, shard, &mut consumer, &mut list) {
                             Step::Busy => {}
-                            Step::Idle | Step::Drain => {
+                            Step::Idle | Step::Drain | Step::WaitForProducers => {
                                 if list.is_empty() {
                                     thread::yield_now();
                                 } else {
@@ -398,6 +400,119 @@ mod callbacks_model {
             );
             reader.join().unwrap();
         });
+    }
+
+    /// Sets its flag when dropped: a retired object.
+    struct SetOnDrop(Arc<AtomicUsize>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(1, Relaxed);
+        }
+    }
+
+    /// A retired object, handed back to producers once ready, and `barrier()`: the barrier must
+    /// not complete before the object is dropped, whoever drops it (the worker, after taking
+    /// the batch back, or the producer thread that took it). With `late_barrier` the barrier
+    /// starts only once the object has left the worker's list (its marker then finds the list
+    /// empty); otherwise it is queued right behind the object. `counted` selects a correct
+    /// producer (`Ready::take`) or a busted one that takes the batch without counting it as
+    /// running.
+    fn handback_barrier(late_barrier: bool, counted: bool) {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(move || {
+            let inner = inner();
+            let freed = Arc::new(AtomicUsize::new(0));
+            let mut producer = Producer::new();
+            producer.push(
+                &inner.callbacks.shard(0).intake,
+                Work::Callback(Callback::from_box(Box::new(SetOnDrop(freed.clone())))),
+            );
+            // The producer thread, later, in some `retire` call: run a batch if one is ready.
+            let helper = {
+                let inner = inner.clone();
+                thread::spawn(move || {
+                    let shard = inner.callbacks.shard(0);
+                    for _ in 0..3 {
+                        let batch = if counted {
+                            shard.ready.take()
+                        } else {
+                            shard.ready.take_uncounted_busted()
+                        };
+                        if let Some(mut batch) = batch {
+                            inner.callbacks.run_batch(shard, &mut batch);
+                            if counted {
+                                shard.ready.finished(batch);
+                            }
+                            return;
+                        }
+                        thread::yield_now();
+                    }
+                })
+            };
+            let shard = inner.callbacks.shard(0);
+            let mut consumer = Consumer::new();
+            let mut list: SegCbList<Work> = SegCbList::new();
+            let mut worker_until = |done: &dyn Fn(&SegCbList<Work>) -> bool| {
+                while !done(&list) {
+                    match step(&inner, shard, &mut consumer, &mut list) {
+                        Step::Busy => {}
+                        Step::Idle | Step::Drain | Step::WaitForProducers => {
+                            if list.is_empty() {
+                                thread::yield_now();
+                            } else {
+                                drain_step(&inner, &list);
+                            }
+                        }
+                        Step::Exit => unreachable!("not shutting down"),
+                    }
+                }
+            };
+            // The barrier caller: checks the object as soon as its barrier returns.
+            let returned = Arc::new(AtomicUsize::new(0));
+            let barrier_caller = || {
+                let (inner, freed, returned) = (inner.clone(), freed.clone(), returned.clone());
+                thread::spawn(move || {
+                    let count = inner.callbacks.start_barrier();
+                    while !count.is_done() {
+                        thread::yield_now();
+                    }
+                    assert_eq!(
+                        freed.load(Relaxed),
+                        1,
+                        "barrier returned before a handed-back object was dropped"
+                    );
+                    returned.store(1, Relaxed);
+                })
+            };
+            let caller = if late_barrier {
+                worker_until(&|list| list.is_empty());
+                barrier_caller()
+            } else {
+                barrier_caller()
+            };
+            worker_until(&|_| returned.load(Relaxed) == 1);
+            caller.join().unwrap();
+            helper.join().unwrap();
+            producer.seal();
+        });
+    }
+
+    #[test]
+    fn handback_barrier_behind_the_object() {
+        handback_barrier(false, true);
+    }
+
+    #[test]
+    fn handback_barrier_on_an_empty_list() {
+        handback_barrier(true, true);
+    }
+
+    #[test]
+    #[should_panic(expected = "barrier returned before a handed-back object was dropped")]
+    fn handback_barrier_uncounted_take_busted() {
+        handback_barrier(true, false);
     }
 }
 

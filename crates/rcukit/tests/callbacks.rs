@@ -396,3 +396,184 @@ fn byte_threshold_also_hurries() {
     assert!(stats.pending_bytes <= 64 * 1024, "{stats:?}");
     assert_eq!(stats.normal_gps, 0);
 }
+
+// --- retired objects dropped by the threads that retire (`retire_on_producers`) -------------
+
+thread_local! {
+    static IS_PRODUCER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Records, when dropped, whether it was dropped on a thread marked as the producer; panics
+/// in its drop when asked to (after recording).
+struct Recorded {
+    on_producer: Arc<AtomicU64>,
+    on_other: Arc<AtomicU64>,
+    panics_on_producer: Arc<AtomicU64>,
+    panic: bool,
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let on_producer = IS_PRODUCER.with(|p| p.get());
+        if on_producer {
+            self.on_producer.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.on_other.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.panic {
+            if on_producer {
+                self.panics_on_producer.fetch_add(1, Ordering::Relaxed);
+            }
+            panic!("a retired object's drop fails on purpose");
+        }
+    }
+}
+
+#[derive(Default, Clone)]
+struct Counters {
+    on_producer: Arc<AtomicU64>,
+    on_other: Arc<AtomicU64>,
+    panics_on_producer: Arc<AtomicU64>,
+}
+
+impl Counters {
+    fn object(&self, panic: bool) -> Box<Recorded> {
+        Box::new(Recorded {
+            on_producer: self.on_producer.clone(),
+            on_other: self.on_other.clone(),
+            panics_on_producer: self.panics_on_producer.clone(),
+            panic,
+        })
+    }
+}
+
+/// Retire objects in a flood from this thread (marked as the producer) until `done` says so or
+/// 20 s pass; returns how many were retired.
+fn flood(rcu: &Rcu, c: &Counters, panic_every: u64, done: impl Fn(&Rcu) -> bool) -> u64 {
+    IS_PRODUCER.with(|p| p.set(true));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut n = 0u64;
+    while !(n >= 100_000 && done(rcu)) {
+        assert!(Instant::now() < deadline, "flood did not reach its goal");
+        for _ in 0..10_000 {
+            n += 1;
+            rcu.retire(c.object(panic_every != 0 && n % panic_every == 0));
+        }
+    }
+    IS_PRODUCER.with(|p| p.set(false));
+    n
+}
+
+#[test]
+fn a_flood_of_retires_is_dropped_by_the_retiring_thread() {
+    let rcu = domain();
+    let c = Counters::default();
+    let n = flood(&rcu, &c, 0, |rcu| {
+        rcu.stats().callbacks_run_by_producers > 0
+    });
+    rcu.barrier();
+    let stats = rcu.stats();
+    let (mine, others) = (
+        c.on_producer.load(Ordering::Relaxed),
+        c.on_other.load(Ordering::Relaxed),
+    );
+    println!("{n} retired: {mine} dropped by the producer, {others} by the worker; {stats:?}");
+    assert_eq!(mine + others, n, "each object dropped once");
+    assert_eq!(stats.callbacks_run_by_producers, mine);
+    assert_eq!(stats.callbacks_invoked, n);
+    assert_eq!(stats.callbacks_pending, 0);
+    assert_eq!(stats.pending_bytes, 0);
+}
+
+#[test]
+fn with_retire_on_producers_off_every_drop_runs_on_a_worker() {
+    let rcu = Rcu::builder().retire_on_producers(false).build().unwrap();
+    let c = Counters::default();
+    let n = flood(&rcu, &c, 0, |_| true);
+    rcu.barrier();
+    assert_eq!(c.on_producer.load(Ordering::Relaxed), 0);
+    assert_eq!(c.on_other.load(Ordering::Relaxed), n);
+    assert_eq!(rcu.stats().callbacks_run_by_producers, 0);
+}
+
+#[test]
+fn closures_run_on_the_worker_after_every_earlier_retired_object_is_dropped() {
+    let rcu = domain();
+    let c = Counters::default();
+    let misplaced = Arc::new(AtomicU64::new(0));
+    let out_of_order = Arc::new(AtomicU64::new(0));
+    IS_PRODUCER.with(|p| p.set(true));
+    let mut retired = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while retired < 200_000 || rcu.stats().callbacks_run_by_producers == 0 {
+        assert!(Instant::now() < deadline, "no batch was handed back");
+        for _ in 0..2_000 {
+            retired += 1;
+            rcu.retire(c.object(false));
+        }
+        let (c2, misplaced, out_of_order) = (c.clone(), misplaced.clone(), out_of_order.clone());
+        let before = retired;
+        rcu.call(move || {
+            if IS_PRODUCER.with(|p| p.get()) {
+                misplaced.fetch_add(1, Ordering::Relaxed);
+            }
+            let dropped =
+                c2.on_producer.load(Ordering::Relaxed) + c2.on_other.load(Ordering::Relaxed);
+            if dropped < before {
+                out_of_order.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    IS_PRODUCER.with(|p| p.set(false));
+    rcu.barrier();
+    assert_eq!(
+        misplaced.load(Ordering::Relaxed),
+        0,
+        "a closure ran on the producer"
+    );
+    assert_eq!(
+        out_of_order.load(Ordering::Relaxed),
+        0,
+        "a closure ran before an object retired ahead of it was dropped"
+    );
+    assert_eq!(
+        c.on_producer.load(Ordering::Relaxed) + c.on_other.load(Ordering::Relaxed),
+        retired
+    );
+}
+
+#[test]
+fn a_panicking_drop_on_a_producer_is_caught_and_counted() {
+    let rcu = domain();
+    let c = Counters::default();
+    let n = flood(&rcu, &c, 20_000, |_| {
+        c.panics_on_producer.load(Ordering::Relaxed) > 0
+    });
+    rcu.barrier();
+    let stats = rcu.stats();
+    assert_eq!(stats.callback_panics, n / 20_000);
+    assert_eq!(
+        c.on_producer.load(Ordering::Relaxed) + c.on_other.load(Ordering::Relaxed),
+        n
+    );
+    assert_eq!(stats.callbacks_pending, 0);
+}
+
+#[test]
+fn batches_a_producer_leaves_behind_are_dropped_without_another_call() {
+    let rcu = domain();
+    let c = Counters::default();
+    let n = flood(&rcu, &c, 0, |rcu| {
+        rcu.stats().callbacks_run_by_producers > 0
+    });
+    // No barrier, no more calls: the worker must take back what the producer left.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rcu.stats().callbacks_pending > 0 {
+        assert!(Instant::now() < deadline, "{:?}", rcu.stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        c.on_producer.load(Ordering::Relaxed) + c.on_other.load(Ordering::Relaxed),
+        n
+    );
+}
