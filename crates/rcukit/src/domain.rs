@@ -327,6 +327,7 @@ impl RcuBuilder {
                     backlog_bytes: self.backlog_bytes,
                     batch: self.callback_batch,
                     retire_on_producers: self.retire_on_producers,
+                    fence,
                 },
                 id,
                 name.clone(),

@@ -315,6 +315,7 @@ mod callbacks_model {
                     backlog_bytes: 1 << 20,
                     batch: 16,
                     retire_on_producers: true,
+                    fence: FenceKind::SeqCst,
                 },
                 7,
                 "loom".into(),

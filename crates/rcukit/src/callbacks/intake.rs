@@ -230,9 +230,11 @@ impl Producer {
         }
     }
 
-    /// Queue `work`. The publishing store is sequentially consistent: it pairs with the worker's
-    /// `sleeping` flag (the caller checks the flag after this returns), so a worker that is
-    /// about to park either sees this entry or is seen sleeping and woken.
+    /// Queue `work`. The publishing store is a release store; the caller then issues the light
+    /// half of the domain's barrier pair and looks at the worker's `sleeping` flag, which the
+    /// worker sets before the heavy half and a last look at the intake, so a worker that is
+    /// about to park idle either sees this entry or is seen sleeping and woken (see
+    /// `Shard::wake_if_sleeping`).
     ///
     /// Returns true once every [`NUDGE_EVERY`] entries (when a chunk starts): the caller then
     /// wakes a worker that is waiting for a grace period, so a flood is seen by the backlog
@@ -250,7 +252,7 @@ impl Producer {
         // nobody else reads or writes it.
         unsafe {
             (*self.chunk).slots[i].with_mut(|slot| (*slot).write(work));
-            (*self.chunk).filled.store(i + 1, SeqCst);
+            (*self.chunk).filled.store(i + 1, Release);
         }
         self.filled = i + 1;
         nudge

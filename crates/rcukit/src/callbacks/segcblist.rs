@@ -11,8 +11,9 @@
 //!
 //! * `enqueue` appends to NEXT.
 //! * `accelerate` stamps NEXT with a fresh cookie: it merges NEXT
-//!   into the newest segment whose cookie asks for the same normal grace period, or into the
-//!   first free one. The caller then requests that grace period.
+//!   into the newest segment whose cookie asks for the same grace periods (the same normal
+//!   one, and when expedited grace periods release callbacks, the same expedited one), or
+//!   into the first free one. The caller then requests that grace period.
 //! * `advance` moves WAIT, then NEXT_READY, to DONE while their cookies
 //!   poll complete (normal *or* expedited half, as the caller's poll function decides), and
 //!   stops at the first that does not.
@@ -111,6 +112,10 @@ impl<T> SegCbList<T> {
         self.end(seg) - self.start(seg)
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
@@ -128,16 +133,23 @@ impl<T> SegCbList<T> {
 
     /// Stamp the entries of NEXT with `cookie`. Returns true when a segment was stamped, in
     /// which case the caller must make sure a normal grace period reaching `cookie.normal` is
-    /// requested.
-    pub(crate) fn accelerate(&mut self, cookie: GpCookie) -> bool {
+    /// requested. `by_expedited` says whether the expedited half releases entries (then a
+    /// segment is only merged into when its expedited target is the same too).
+    pub(crate) fn accelerate(&mut self, cookie: GpCookie, by_expedited: bool) -> bool {
         if self.seg_len(NEXT) == 0 {
             return false;
         }
         // The newest segment whose cookie is strictly older than the new one keeps its stamp;
-        // everything after it merges under the new stamp.
+        // everything after it merges under the new stamp. With expedited releases, "older"
+        // means older in *either* half: merging a segment whose expedited target is older
+        // would re-stamp its entries with a later expedited target, and under a stream of
+        // callbacks each merge would push their release by an expedited grace period one
+        // grace period further away, forever.
         let mut keep = DONE;
         for seg in [NEXT_READY, WAIT] {
-            if self.seg_len(seg) > 0 && seq::cmp_lt(self.gp[seg].normal, cookie.normal) {
+            let older = seq::cmp_lt(self.gp[seg].normal, cookie.normal)
+                || (by_expedited && seq::cmp_lt(self.gp[seg].expedited, cookie.expedited));
+            if self.seg_len(seg) > 0 && older {
                 keep = seg;
                 break;
             }
@@ -301,26 +313,51 @@ mod tests {
     }
 
     #[test]
+    fn a_newer_expedited_target_restamps_nothing_when_it_releases() {
+        let mut l = SegCbList::new();
+        l.enqueue(1);
+        assert!(l.accelerate(cookie(8, 100), true));
+        l.enqueue(2);
+        // Same normal target, later expedited one: entry 1 keeps its stamp.
+        assert!(l.accelerate(cookie(8, 104), true));
+        assert_eq!(l.cookie(WAIT), Some(cookie(8, 100)));
+        assert_eq!(l.cookie(NEXT_READY), Some(cookie(8, 104)));
+        // The expedited grace period entry 1 asked for releases it alone.
+        let r = l.advance(poller(4, 100), all);
+        assert_eq!((r.by_normal, r.by_expedited), (0, 1));
+        assert_eq!(l.pop_done(), Some(1));
+
+        // Without expedited releases only the normal half matters: merge.
+        let mut l = SegCbList::new();
+        l.enqueue(1);
+        assert!(l.accelerate(cookie(8, 100), false));
+        l.enqueue(2);
+        assert!(l.accelerate(cookie(8, 104), false));
+        assert_eq!(l.seg_len(WAIT), 2);
+        assert_eq!(l.seg_len(NEXT_READY), 0);
+    }
+
+    #[test]
     fn pipeline_wait_then_next_ready() {
         // Realistic values: the normal counter idles at 4, the expedited one at 96, and every
         // cookie is a snapshot of them (at most two grace periods ahead).
         let mut l = SegCbList::new();
         l.enqueue(1);
         l.enqueue(2);
-        assert!(l.accelerate(cookie(8, 100)));
+        assert!(l.accelerate(cookie(8, 100), true));
         assert_eq!(l.seg_len(WAIT), 2);
         l.enqueue(3);
-        // Same normal target: merges into WAIT, restamped with the newer cookie.
-        assert!(l.accelerate(cookie(8, 104)));
+        // Same targets: merges into WAIT.
+        assert!(l.accelerate(cookie(8, 100), true));
         assert_eq!(l.seg_len(WAIT), 3);
-        assert_eq!(l.cookie(WAIT), Some(cookie(8, 104)));
+        assert_eq!(l.cookie(WAIT), Some(cookie(8, 100)));
         l.enqueue(4);
         // Later target: NEXT_READY.
-        assert!(l.accelerate(cookie(12, 108)));
+        assert!(l.accelerate(cookie(12, 108), true));
         assert_eq!(l.seg_len(NEXT_READY), 1);
         l.enqueue(5);
         // Still later target, but no free segment.
-        assert!(!l.accelerate(cookie(16, 112)));
+        assert!(!l.accelerate(cookie(16, 112), true));
         assert_eq!(l.seg_len(NEXT), 1);
         l.check_invariants();
 
@@ -336,7 +373,7 @@ mod tests {
         assert_eq!(l.seg_len(NEXT_READY), 0);
         l.check_invariants();
         // Now NEXT can be stamped.
-        assert!(l.accelerate(cookie(16, 112)));
+        assert!(l.accelerate(cookie(16, 112), true));
         l.check_invariants();
         // The expedited counter passes both: released by expedited.
         let r = l.advance(poller(8, 112), all);
@@ -350,9 +387,9 @@ mod tests {
     fn advance_stops_at_first_incomplete_segment() {
         let mut l = SegCbList::new();
         l.enqueue('a');
-        l.accelerate(cookie(8, 100));
+        l.accelerate(cookie(8, 100), true);
         l.enqueue('b');
-        l.accelerate(cookie(12, 104));
+        l.accelerate(cookie(12, 104), true);
         // Only NEXT_READY's cookie would poll complete (cannot happen with monotonic stamps,
         // but advance must still not reorder).
         let r = l.advance(|c| (c.normal == 12).then_some(ReleasedBy::Normal), all);
@@ -365,7 +402,7 @@ mod tests {
         let mut l: SegCbList<u32> = SegCbList::new();
         assert_eq!(l.entrain(9), Err(9));
         l.enqueue(1);
-        l.accelerate(cookie(8, 100));
+        l.accelerate(cookie(8, 100), true);
         l.entrain(99).unwrap();
         assert_eq!(l.seg_len(WAIT), 2, "the marker joins WAIT, not NEXT");
         l.advance(poller(8, 0), all);
@@ -375,7 +412,7 @@ mod tests {
         );
         // Behind DONE only: ready at once.
         l.enqueue(2);
-        l.accelerate(cookie(12, 104));
+        l.accelerate(cookie(12, 104), true);
         l.advance(poller(12, 0), all);
         l.entrain(98).unwrap();
         assert_eq!(l.done_len(), 2);
@@ -385,7 +422,7 @@ mod tests {
     fn completed_and_not_tracked_halves() {
         let mut l = SegCbList::new();
         l.enqueue(1);
-        l.accelerate(cookie(8, seq::NOT_TRACKED));
+        l.accelerate(cookie(8, seq::NOT_TRACKED), true);
         // Expedited counter far ahead, but the half is not tracked.
         assert_eq!(l.advance(poller(4, u64::MAX / 4), all), Released::default());
         assert_eq!(l.advance(poller(8, 0), all).by_normal, 1);
@@ -437,6 +474,7 @@ mod proptests {
         last_popped: Option<u64>,
         popped: u64,
         last_wait_cookie: Option<GpCookie>,
+        first_stamp: std::collections::HashMap<u64, GpCookie>,
     }
 
     impl Model {
@@ -451,6 +489,7 @@ mod proptests {
                 last_popped: None,
                 popped: 0,
                 last_wait_cookie: None,
+                first_stamp: Default::default(),
             }
         }
 
@@ -500,6 +539,17 @@ mod proptests {
             }
         }
 
+        /// Remember the first stamp of every entry that just got one (stamped by `accelerate`,
+        /// or a marker entrained into a stamped segment).
+        fn record_first_stamps(&mut self) {
+            for seg in [WAIT, NEXT_READY] {
+                for i in self.list.start(seg)..self.list.end(seg) {
+                    let (id, _) = self.list.items[i];
+                    self.first_stamp.entry(id).or_insert(self.list.gp[seg]);
+                }
+            }
+        }
+
         fn apply(&mut self, op: &Op) {
             match *op {
                 Op::Enqueue => {
@@ -516,16 +566,32 @@ mod proptests {
                         self.last_popped = Some(id);
                         self.popped += 1;
                     }
+                    self.record_first_stamps();
                 }
                 Op::Accelerate => {
                     let cookie = self.cookie();
-                    self.list.accelerate(cookie);
+                    self.list.accelerate(cookie, self.expedited_releases);
+                    self.record_first_stamps();
                 }
                 Op::StartNormal if state(self.norm) == 0 => self.norm = self.norm.wrapping_add(1),
                 Op::EndNormal if state(self.norm) != 0 => self.norm = end_value(self.norm),
                 Op::StartExpedited if state(self.exp) == 0 => self.exp = self.exp.wrapping_add(1),
                 Op::EndExpedited if state(self.exp) != 0 => self.exp = end_value(self.exp),
-                Op::Advance => self.advance(),
+                Op::Advance => {
+                    self.advance();
+                    // Stamps are kept, never postponed: whatever the grace periods that
+                    // completed cover, by the first stamp an entry got, is now ready.
+                    let (norm, exp) = (self.norm, self.exp);
+                    for seg in [WAIT, NEXT_READY] {
+                        for i in self.list.start(seg)..self.list.end(seg) {
+                            let (id, _) = self.list.items[i];
+                            let c = self.first_stamp[&id];
+                            let covered = seq::half_done(norm, c.normal)
+                                || (self.expedited_releases && seq::half_done(exp, c.expedited));
+                            assert!(!covered, "entry {id} still waits for a completed stamp");
+                        }
+                    }
+                }
                 Op::Pop(n) => self.pop(n),
                 _ => {}
             }

@@ -32,6 +32,7 @@ use super::intake::Consumer;
 use super::ready::{MAX_BATCHES, PATIENCE};
 use super::segcblist::{ReleasedBy, SegCbList, NEXT, NEXT_READY, WAIT};
 use super::{Shard, AWAKE, IDLE, SHARD_HINT, WAITING_FOR_GP, WORKER_OF};
+use crate::barrier::{self, Heavy};
 use crate::domain::Inner;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -173,7 +174,7 @@ fn stamp(inner: &Inner, list: &mut SegCbList<Work>) {
         return;
     }
     let cookie = inner.get_state();
-    if list.accelerate(cookie) {
+    if list.accelerate(cookie, inner.callbacks.config.expedited) {
         inner.normal.request(cookie.normal);
     }
 }
@@ -303,13 +304,22 @@ fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
     if !config.expedited {
         return;
     }
-    // Callbacks that are ready come first (here or in batches handed back to producers): a
-    // grace period now would only add to the work.
-    if list.done_len() > 0 || shard.ready.queued() > 0 {
+    // Callbacks that are ready come first: a grace period now would only add to the work.
+    if list.done_len() > 0 {
         return;
     }
+    // Count what a grace period would release: entries still waiting for one. Callbacks
+    // already ready (handed back to producers, or running) need none, and counting them would
+    // run grace periods back to back for nothing. Their bytes are estimated from the mean
+    // size of the shard's pending callbacks.
+    let waiting = list.len() as u64;
     let (pending, bytes) = shard.worker.backlog();
-    if pending <= config.backlog_callbacks && bytes <= config.backlog_bytes {
+    let waiting_bytes = if pending == 0 {
+        0
+    } else {
+        (u128::from(bytes) * u128::from(waiting.min(pending)) / u128::from(pending)) as u64
+    };
+    if waiting <= config.backlog_callbacks && waiting_bytes <= config.backlog_bytes {
         return;
     }
     if let Some(cookie) = list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
@@ -337,7 +347,13 @@ fn park(inner: &Inner, shard: &Shard, consumer: &Consumer, list: &SegCbList<Work
     } else {
         WAITING_FOR_GP
     };
-    shard.worker.sleeping.store(how, SeqCst);
+    shard.worker.sleeping.store(how, Relaxed);
+    if how == IDLE {
+        // Pairs with producers' light barrier (see `Shard::wake_if_sleeping`).
+        barrier::heavy(inner.callbacks.config.fence, Heavy::Expedited);
+    } else {
+        std::sync::atomic::fence(SeqCst);
+    }
     if !consumer.is_drained(&shard.intake) || inner.callbacks.is_shutting_down() {
         shard.worker.sleeping.store(AWAKE, Relaxed);
         return;
