@@ -200,15 +200,16 @@ impl RcuBuilder {
         self
     }
 
-    /// Pending callbacks per worker shard past which the worker asks for expedited grace
-    /// periods (default 10,000, the kernel's `qhimark`; at least 1).
+    /// Callbacks waiting for a grace period, per worker shard, past which the worker runs
+    /// expedited grace periods (default 10,000, the kernel's `qhimark`; at least 1).
+    /// Callbacks already released and waiting to run do not count.
     pub fn backlog_callbacks(mut self, callbacks: u64) -> Self {
         self.backlog_callbacks = callbacks;
         self
     }
 
-    /// Pending bytes per worker shard past which the worker asks for expedited grace periods
-    /// (default 16 MiB; at least 1).
+    /// Bytes of callbacks waiting for a grace period, per worker shard, past which the worker
+    /// runs expedited grace periods (default 16 MiB; at least 1).
     pub fn backlog_bytes(mut self, bytes: u64) -> Self {
         self.backlog_bytes = bytes;
         self

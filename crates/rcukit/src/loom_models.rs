@@ -379,7 +379,7 @@ mod callbacks_model {
                     while !count.is_done() {
                         match step(&inner, shard, &mut consumer, &mut list) {
                             Step::Busy => {}
-                            Step::Idle | Step::Drain | Step::WaitForProducers => {
+                            Step::Idle | Step::Drain => {
                                 if list.is_empty() {
                                     thread::yield_now();
                                 } else {
@@ -459,7 +459,7 @@ mod callbacks_model {
                 while !done(&list) {
                     match step(&inner, shard, &mut consumer, &mut list) {
                         Step::Busy => {}
-                        Step::Idle | Step::Drain | Step::WaitForProducers => {
+                        Step::Idle | Step::Drain => {
                             if list.is_empty() {
                                 thread::yield_now();
                             } else {

@@ -23,16 +23,19 @@
 //!
 //! # Backlog control
 //!
-//! A worker whose shard holds more than `backlog_callbacks` pending callbacks or
-//! `backlog_bytes` pending bytes, and has nothing ready to run, runs an expedited grace period
-//! itself covering its newest stamp (the kernel's "hurry"), instead of waiting for the slow
-//! normal one. Running it in the worker (not on the domain's expedited helper thread) saves a
+//! A worker whose list holds more than `backlog_callbacks` callbacks waiting for a grace
+//! period, or more than `backlog_bytes` bytes of them (estimated from the mean size of the
+//! shard's pending callbacks), and has nothing ready that only it will run, runs an expedited
+//! grace period itself covering its newest stamp (the kernel's "hurry"), instead of waiting
+//! for the slow normal one. Callbacks already released do not count: no grace period would
+//! release them. Running it in the worker (not on the domain's expedited helper thread) saves a
 //! thread hand-off per grace period, which under a flood on a small machine is the difference
 //! between keeping the backlog near the threshold and letting it run away. While it waits in
 //! that grace period for a long reader the worker takes no new callbacks, but none of its
-//! callbacks could be released anyway. `call` itself never waits, so a flood that outruns even back-to-back
-//! expedited grace periods grows the backlog without bound: memory is the only limit, as with
-//! the kernel's `call_rcu`. Producers that can outrun reclamation should apply their own
+//! callbacks could be released anyway. `call` itself never waits, so a flood of `call` that
+//! outruns even back-to-back expedited grace periods grows the backlog without bound: memory is
+//! the only limit, as with the kernel's `call_rcu`. A flood of `retire` is paced by its own
+//! drops (see [`ready`]): the retiring thread drops a ready batch in the calls that find one. Producers that can outrun reclamation should apply their own
 //! back-pressure, for example by calling [`Rcu::synchronize`](crate::Rcu::synchronize) or
 //! [`Rcu::barrier`](crate::Rcu::barrier) every so many callbacks, or by watching
 //! [`Stats::pending_bytes`](crate::Stats::pending_bytes).

@@ -10,10 +10,12 @@
 //! 3. *advances*: moves every leading segment whose cookie polls complete, by the normal or,
 //!    with `expedited_callbacks` on, the expedited counter, to DONE, counting which released it;
 //! 4. runs up to `batch` DONE callbacks, each under `catch_unwind`; while producers are
-//!    queuing, it hands DONE `retire` drops back to them in batches instead (see
-//!    [`ready`](super::ready)) and runs what they leave for longer than 1 ms;
-//! 5. runs an expedited grace period if the shard's backlog is past a threshold and nothing is
-//!    ready to run (see [the backlog control](super#backlog-control));
+//!    queuing, it first hands DONE `retire` drops back to them in batches (see
+//!    [`ready`](super::ready)), runs drops itself only when four batches already wait, and
+//!    runs what producers leave for longer than 1 ms;
+//! 5. runs an expedited grace period if more callbacks than a threshold wait for a grace
+//!    period and nothing is ready that only the worker will run (see
+//!    [the backlog control](super#backlog-control));
 //! 6. parks when there is nothing to do.
 //!
 //! The worker is subscribed to the domain's grace-period event, so the end of a grace period of
@@ -46,10 +48,6 @@ const INTAKE_BATCHES: usize = 16;
 /// How long a parked worker sleeps before looking around on its own.
 const TICK: Duration = Duration::from_millis(10);
 
-/// How long a worker naps while producers have all the batches it may hand back and it has
-/// nothing else to do.
-const NAP: Duration = Duration::from_micros(100);
-
 /// The body of worker thread `index` of the domain `inner`.
 pub(crate) fn run(inner: &Inner, index: usize) {
     SHARD_HINT.with(|h| h.set(index));
@@ -64,7 +62,6 @@ pub(crate) fn run(inner: &Inner, index: usize) {
     loop {
         match step(inner, shard, &mut consumer, &mut list) {
             Step::Busy => {}
-            Step::WaitForProducers => std::thread::park_timeout(NAP),
             Step::Idle => park(inner, shard, &consumer, &list),
             Step::Drain => drain_step(inner, &list),
             Step::Exit => return,
@@ -77,9 +74,6 @@ pub(crate) fn run(inner: &Inner, index: usize) {
 pub(crate) enum Step {
     /// It did something; go again.
     Busy,
-    /// Ready callbacks wait for room among the batches handed back to producers; nothing else
-    /// to do. Nap briefly, then go again.
-    WaitForProducers,
     /// Nothing to do until a grace period ends or work arrives.
     Idle,
     /// Shutting down with entries still waiting: run a grace period, then go again.
@@ -103,11 +97,9 @@ pub(crate) fn step(
         && !shutting_down
         && consumer.taken_within(PATIENCE);
     let ran = run_done(inner, shard, list, hand_back);
-    hurry(inner, shard, list);
-    if took > 0 || ran > 0 {
+    hurry(inner, shard, list, hand_back);
+    if took > 0 || ran > 0 || list.done_len() > 0 {
         Step::Busy
-    } else if list.done_len() > 0 {
-        Step::WaitForProducers
     } else if !shutting_down {
         Step::Idle
     } else if list.is_empty() && consumer.is_drained(&shard.intake) {
@@ -238,10 +230,6 @@ fn run_done(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>, hand_back:
             taken += b.len();
             ready.publish(b);
         }
-        if front_is_drop(list) {
-            // No room: the producers have enough to do; the rest waits in DONE.
-            return taken;
-        }
     }
     let mut invoked = 0u64;
     let mut bytes = 0u64;
@@ -256,10 +244,11 @@ fn run_done(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>, hand_back:
     loop {
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             while taken < batch {
-                if hand_back && front_is_drop(list) {
+                if hand_back && front_is_drop(list) && ready.queued() < MAX_BATCHES {
                     // Left for the next pass to hand back.
                     return;
                 }
+                // (With the queue full, the worker drops objects too: both threads work.)
                 match list.pop_done() {
                     None => return,
                     Some(Work::Callback(cb)) => {
@@ -299,13 +288,15 @@ fn front_is_drop(list: &SegCbList<Work>) -> bool {
 
 /// Past the backlog thresholds, with nothing ready to run, run an expedited grace period
 /// covering the newest stamp.
-fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>) {
+fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>, hand_back: bool) {
     let config = &inner.callbacks.config;
     if !config.expedited {
         return;
     }
-    // Callbacks that are ready come first: a grace period now would only add to the work.
-    if list.done_len() > 0 {
+    // Callbacks that are ready and that only this worker will run come first: a grace period
+    // now would only add to its work. Ready drops being handed back to producers do not hold
+    // the grace period up: the producers run them, while the flood they come from grows.
+    if list.done_len() > 0 && !hand_back {
         return;
     }
     // Count what a grace period would release: entries still waiting for one. Callbacks
