@@ -85,10 +85,23 @@ fn crossbeam_defer_destroy(n: u64, ops_per_pin: u64) -> Run {
     }
 }
 
-fn median_run(runs: usize, mut f: impl FnMut() -> Run) -> Run {
+/// Several runs of one scheme: the median throughput, its range, and the worst peak backlog.
+struct Runs {
+    median: f64,
+    min: f64,
+    max: f64,
+    worst_peak: u64,
+}
+
+fn runs_of(runs: usize, mut f: impl FnMut() -> Run) -> Runs {
     let mut all: Vec<Run> = (0..runs).map(|_| f()).collect();
     all.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
-    all.swap_remove(runs / 2)
+    Runs {
+        median: all[runs / 2].per_sec,
+        min: all[0].per_sec,
+        max: all[runs - 1].per_sec,
+        worst_peak: all.iter().map(|r| r.peak_backlog).max().unwrap_or(0),
+    }
 }
 
 /// Mean latency of `synchronize()` on an idle domain: the length of one normal grace period.
@@ -180,7 +193,7 @@ pub fn run(allocator: &str) {
             || args.iter().any(|a| a == &format!("--only={part}"))
     };
     let n: u64 = if quick { 1_000_000 } else { 5_000_000 };
-    let runs = if quick { 1 } else { 3 };
+    let runs = if quick { 1 } else { 5 };
 
     println!("# callbacks benchmark, {allocator}\n");
     if only("retire") {
@@ -199,24 +212,32 @@ fn retire_table(n: u64, runs: usize) {
     let gp = normal_gp_length();
     // First, on a fresh heap: a steady stream.
     let run_for = Duration::from_millis(if runs == 1 { 500 } else { 1500 });
-    let peak = rcukit_paced(STEADY_RATE, run_for);
+    let peaks: Vec<u64> = (0..runs.min(3))
+        .map(|_| rcukit_paced(STEADY_RATE, run_for))
+        .collect();
+    let peak = peaks.iter().copied().max().unwrap_or(0);
     let gp_worth = STEADY_RATE * gp.as_secs_f64();
     println!(
         "## peak backlog of a steady stream of {:.1} M retires/s for {run_for:?}\n\n\
          normal grace period (idle synchronize) {gp:.2?}; one grace period's worth at this rate \
-         = {gp_worth:.0} objects; rcukit peak backlog {peak} = {:.2} of that\n",
+         = {gp_worth:.0} objects; rcukit peak backlog per run {peaks:?}, worst {peak} = {:.2} \
+         of that\n",
         STEADY_RATE / 1e6,
         peak as f64 / gp_worth
     );
 
     println!("## retire throughput, one producer, end to end (queued to dropped), n = {n}");
-    let ours = median_run(runs, || rcukit_retire(n, true));
-    let worker_only = median_run(runs, || rcukit_retire(n, false));
-    let cb1 = median_run(runs, || crossbeam_defer_destroy(n, 1));
-    let cb64 = median_run(runs, || crossbeam_defer_destroy(n, 64));
+    let ours = runs_of(runs, || rcukit_retire(n, true));
+    let worker_only = runs_of(runs, || rcukit_retire(n, false));
+    let cb1 = runs_of(runs, || crossbeam_defer_destroy(n, 1));
+    let cb64 = runs_of(runs, || crossbeam_defer_destroy(n, 64));
     println!(
-        "| scheme | objects/s | ratio to rcukit | peak backlog | one normal GP's worth at \
-         this rate | peak / GP's worth |"
+        "{runs} runs each: median objects/s (min-max); the worst peak backlog of the runs, \
+         against one normal grace period's worth of objects at the median rate.\n"
+    );
+    println!(
+        "| scheme | objects/s | ratio to rcukit | worst peak backlog | one normal GP's worth \
+         | peak / GP's worth |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, r) in [
@@ -225,13 +246,15 @@ fn retire_table(n: u64, runs: usize) {
         ("crossbeam-epoch defer_destroy (pin per op)", &cb1),
         ("crossbeam-epoch defer_destroy (pin per 64 ops)", &cb64),
     ] {
-        let gp_worth = r.per_sec * gp.as_secs_f64();
+        let gp_worth = r.median * gp.as_secs_f64();
         println!(
-            "| {name} | {:.2} M | {:.2} | {} | {gp_worth:.0} | {:.2} |",
-            r.per_sec / 1e6,
-            r.per_sec / ours.per_sec,
-            r.peak_backlog,
-            r.peak_backlog as f64 / gp_worth
+            "| {name} | {:.2} M ({:.2}-{:.2}) | {:.2} | {} | {gp_worth:.0} | {:.2} |",
+            r.median / 1e6,
+            r.min / 1e6,
+            r.max / 1e6,
+            r.median / ours.median,
+            r.worst_peak,
+            r.worst_peak as f64 / gp_worth
         );
     }
     println!(
