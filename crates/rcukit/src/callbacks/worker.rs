@@ -61,7 +61,12 @@ pub(crate) fn run(inner: &Inner, index: usize) {
     let mut list: SegCbList<Work> = SegCbList::new();
     loop {
         match step(inner, shard, &mut consumer, &mut list) {
-            Step::Busy => {}
+            Step::Busy => {
+                // Found work after an idle park: producers need not wake us any more.
+                if shard.worker.sleeping.load(Relaxed) != AWAKE {
+                    shard.worker.sleeping.store(AWAKE, Relaxed);
+                }
+            }
             Step::Idle => park(inner, shard, &consumer, &list),
             Step::Drain => drain_step(inner, &list),
             Step::Exit => return,
@@ -338,15 +343,23 @@ fn park(inner: &Inner, shard: &Shard, consumer: &Consumer, list: &SegCbList<Work
     } else {
         WAITING_FOR_GP
     };
-    shard.worker.sleeping.store(how, Relaxed);
+    let sleeping = &shard.worker.sleeping;
     if how == IDLE {
-        // Pairs with producers' light barrier (see `Shard::wake_if_sleeping`).
-        barrier::heavy(inner.callbacks.config.fence, Heavy::Expedited);
+        // Pairs with producers' light barrier (see `Shard::wake_if_sleeping`). If the flag
+        // still says IDLE from the last park (we woke for a grace period's end or a tick, and
+        // no producer has woken us since), the barrier issued then still holds: every producer
+        // that publishes from now on sees the flag. Grace periods wake an idle worker often,
+        // and a membarrier per wake-up would interrupt every thread of the process each time.
+        if sleeping.load(Relaxed) != IDLE {
+            sleeping.store(IDLE, Relaxed);
+            barrier::heavy(inner.callbacks.config.fence, Heavy::Expedited);
+        }
     } else {
+        sleeping.store(how, Relaxed);
         std::sync::atomic::fence(SeqCst);
     }
     if !consumer.is_drained(&shard.intake) || inner.callbacks.is_shutting_down() {
-        shard.worker.sleeping.store(AWAKE, Relaxed);
+        sleeping.store(AWAKE, Relaxed);
         return;
     }
     // Batches handed back to producers must not wait much longer than `PATIENCE`.
@@ -356,5 +369,9 @@ fn park(inner: &Inner, shard: &Shard, consumer: &Consumer, list: &SegCbList<Work
         TICK
     };
     std::thread::park_timeout(nap);
-    shard.worker.sleeping.store(AWAKE, Relaxed);
+    // An idle worker keeps its flag (and its barrier) until it finds work or a producer wakes
+    // it (which sets AWAKE); see `run`.
+    if how != IDLE {
+        sleeping.store(AWAKE, Relaxed);
+    }
 }
