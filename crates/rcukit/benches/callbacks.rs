@@ -85,22 +85,27 @@ fn crossbeam_defer_destroy(n: u64, ops_per_pin: u64) -> Run {
     }
 }
 
-/// Several runs of one scheme: the median throughput, its range, and the worst peak backlog.
+/// Several runs of one scheme: the median throughput, its range, and the median and worst
+/// peak backlog.
 struct Runs {
     median: f64,
     min: f64,
     max: f64,
+    median_peak: u64,
     worst_peak: u64,
 }
 
 fn runs_of(runs: usize, mut f: impl FnMut() -> Run) -> Runs {
     let mut all: Vec<Run> = (0..runs).map(|_| f()).collect();
     all.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
+    let mut peaks: Vec<u64> = all.iter().map(|r| r.peak_backlog).collect();
+    peaks.sort_unstable();
     Runs {
         median: all[runs / 2].per_sec,
         min: all[0].per_sec,
         max: all[runs - 1].per_sec,
-        worst_peak: all.iter().map(|r| r.peak_backlog).max().unwrap_or(0),
+        median_peak: peaks[runs / 2],
+        worst_peak: peaks[runs - 1],
     }
 }
 
@@ -159,15 +164,34 @@ fn pending_bytes(expedited_callbacks: bool, run_for: Duration) -> (f64, u64) {
     })
 }
 
+/// The most a paced producer catches up after oversleeping: 1 ms of its rate.
+const MAX_DEBT: Duration = Duration::from_millis(1);
+
 /// Retire objects at a steady `rate` per second (a burst every 100 µs) and report the peak
-/// backlog (callbacks queued and not yet run), sampled by the producer after each burst.
-fn rcukit_paced(rate: f64, run_for: Duration) -> u64 {
+/// backlog (callbacks queued and not yet run), sampled by the producer after each burst, and
+/// how often the producer's 100 µs sleep overran `MAX_DEBT`.
+///
+/// This VM sometimes oversleeps a 100 µs sleep by up to 10 ms even when idle (the same loop
+/// without rcukit shows it). Catching up all of that at once would turn the steady stream into
+/// a short flood, so the producer forgives debts beyond `MAX_DEBT`: the stream stays at most
+/// `rate`, and the count of forgiven stalls is printed.
+fn rcukit_paced(rate: f64, run_for: Duration) -> (u64, u32) {
     let rcu = Rcu::builder().build().unwrap();
     let start = Instant::now();
+    let max_debt = (rate * MAX_DEBT.as_secs_f64()) as u64;
     let mut sent = 0u64;
+    let mut forgiven = 0u64;
+    let mut stalls = 0;
     let mut peak = 0;
     while start.elapsed() < run_for {
-        let due = (start.elapsed().as_secs_f64() * rate) as u64;
+        let scheduled = (start.elapsed().as_secs_f64() * rate) as u64 - forgiven;
+        let due = if scheduled > sent + max_debt {
+            forgiven += scheduled - sent - max_debt;
+            stalls += 1;
+            sent + max_debt
+        } else {
+            scheduled
+        };
         while sent < due {
             rcu.retire(Box::new(Obj([sent, sent])));
             sent += 1;
@@ -176,7 +200,7 @@ fn rcukit_paced(rate: f64, run_for: Duration) -> u64 {
         std::thread::sleep(Duration::from_micros(100));
     }
     rcu.barrier();
-    peak
+    (peak, stalls)
 }
 
 fn main() {
@@ -212,16 +236,18 @@ fn retire_table(n: u64, runs: usize) {
     let gp = normal_gp_length();
     // First, on a fresh heap: a steady stream.
     let run_for = Duration::from_millis(if runs == 1 { 500 } else { 1500 });
-    let peaks: Vec<u64> = (0..runs.min(3))
+    let paced: Vec<(u64, u32)> = (0..runs.min(3))
         .map(|_| rcukit_paced(STEADY_RATE, run_for))
         .collect();
+    let peaks: Vec<u64> = paced.iter().map(|p| p.0).collect();
+    let stalls: Vec<u32> = paced.iter().map(|p| p.1).collect();
     let peak = peaks.iter().copied().max().unwrap_or(0);
     let gp_worth = STEADY_RATE * gp.as_secs_f64();
     println!(
         "## peak backlog of a steady stream of {:.1} M retires/s for {run_for:?}\n\n\
          normal grace period (idle synchronize) {gp:.2?}; one grace period's worth at this rate \
          = {gp_worth:.0} objects; rcukit peak backlog per run {peaks:?}, worst {peak} = {:.2} \
-         of that\n",
+         of that (producer oversleeps past {MAX_DEBT:?}, forgiven, per run: {stalls:?})\n",
         STEADY_RATE / 1e6,
         peak as f64 / gp_worth
     );
@@ -232,12 +258,12 @@ fn retire_table(n: u64, runs: usize) {
     let cb1 = runs_of(runs, || crossbeam_defer_destroy(n, 1));
     let cb64 = runs_of(runs, || crossbeam_defer_destroy(n, 64));
     println!(
-        "{runs} runs each: median objects/s (min-max); the worst peak backlog of the runs, \
-         against one normal grace period's worth of objects at the median rate.\n"
+        "{runs} runs each: median objects/s (min-max); the median and the worst peak backlog of \
+         the runs, against one normal grace period's worth of objects at the median rate.\n"
     );
     println!(
-        "| scheme | objects/s | ratio to rcukit | worst peak backlog | one normal GP's worth \
-         | peak / GP's worth |"
+        "| scheme | objects/s | ratio to rcukit | peak backlog, median / worst | one normal \
+         GP's worth | peak / GP's worth, median / worst |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, r) in [
@@ -248,12 +274,14 @@ fn retire_table(n: u64, runs: usize) {
     ] {
         let gp_worth = r.median * gp.as_secs_f64();
         println!(
-            "| {name} | {:.2} M ({:.2}-{:.2}) | {:.2} | {} | {gp_worth:.0} | {:.2} |",
+            "| {name} | {:.2} M ({:.2}-{:.2}) | {:.2} | {} / {} | {gp_worth:.0} | {:.2} / {:.2} |",
             r.median / 1e6,
             r.min / 1e6,
             r.max / 1e6,
             r.median / ours.median,
+            r.median_peak,
             r.worst_peak,
+            r.median_peak as f64 / gp_worth,
             r.worst_peak as f64 / gp_worth
         );
     }
