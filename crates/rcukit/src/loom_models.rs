@@ -324,6 +324,22 @@ mod callbacks_model {
         })
     }
 
+    /// One pass of shard 0's worker; where the real worker would park, the model runs the
+    /// grace period it would wait for (as the worker does when draining), or yields.
+    fn worker_pass(inner: &Inner, consumer: &mut Consumer, list: &mut SegCbList<Work>) {
+        match step(inner, inner.callbacks.shard(0), consumer, list) {
+            Step::Busy => {}
+            Step::Idle | Step::Drain => {
+                if list.is_empty() {
+                    thread::yield_now();
+                } else {
+                    drain_step(inner, list);
+                }
+            }
+            Step::Exit => unreachable!("not shutting down"),
+        }
+    }
+
     /// An updater unpublishes an object, queues its "free" with `call`, and runs `barrier`,
     /// while a reader may hold the object and the worker runs its loop (making grace periods
     /// itself, as it does when draining). The callback must not run while a reader that saw the
@@ -373,21 +389,10 @@ mod callbacks_model {
             let worker = {
                 let (inner, count) = (inner.clone(), count.clone());
                 thread::spawn(move || {
-                    let shard = inner.callbacks.shard(0);
                     let mut consumer = Consumer::new();
                     let mut list: SegCbList<Work> = SegCbList::new();
                     while !count.is_done() {
-                        match step(&inner, shard, &mut consumer, &mut list) {
-                            Step::Busy => {}
-                            Step::Idle | Step::Drain => {
-                                if list.is_empty() {
-                                    thread::yield_now();
-                                } else {
-                                    drain_step(&inner, &list);
-                                }
-                            }
-                            Step::Exit => unreachable!("not shutting down"),
-                        }
+                        worker_pass(&inner, &mut consumer, &mut list);
                     }
                 })
             };
@@ -452,22 +457,11 @@ mod callbacks_model {
                     }
                 })
             };
-            let shard = inner.callbacks.shard(0);
             let mut consumer = Consumer::new();
             let mut list: SegCbList<Work> = SegCbList::new();
             let mut worker_until = |done: &dyn Fn(&SegCbList<Work>) -> bool| {
                 while !done(&list) {
-                    match step(&inner, shard, &mut consumer, &mut list) {
-                        Step::Busy => {}
-                        Step::Idle | Step::Drain => {
-                            if list.is_empty() {
-                                thread::yield_now();
-                            } else {
-                                drain_step(&inner, &list);
-                            }
-                        }
-                        Step::Exit => unreachable!("not shutting down"),
-                    }
+                    worker_pass(&inner, &mut consumer, &mut list);
                 }
             };
             // The barrier caller: checks the object as soon as its barrier returns.

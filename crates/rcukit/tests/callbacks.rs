@@ -436,7 +436,17 @@ struct Counters {
     panics_on_producer: Arc<AtomicU64>,
 }
 
+/// A `flood` goal: the producer has run at least one ready batch.
+fn some_ran_on_the_producer(rcu: &Rcu) -> bool {
+    rcu.stats().callbacks_run_by_producers > 0
+}
+
 impl Counters {
+    /// Objects dropped so far, on any thread.
+    fn dropped(&self) -> u64 {
+        self.on_producer.load(Ordering::Relaxed) + self.on_other.load(Ordering::Relaxed)
+    }
+
     fn object(&self, panic: bool) -> Box<Recorded> {
         Box::new(Recorded {
             on_producer: self.on_producer.clone(),
@@ -468,9 +478,7 @@ fn flood(rcu: &Rcu, c: &Counters, panic_every: u64, done: impl Fn(&Rcu) -> bool)
 fn a_flood_of_retires_is_dropped_by_the_retiring_thread() {
     let rcu = domain();
     let c = Counters::default();
-    let n = flood(&rcu, &c, 0, |rcu| {
-        rcu.stats().callbacks_run_by_producers > 0
-    });
+    let n = flood(&rcu, &c, 0, some_ran_on_the_producer);
     rcu.barrier();
     let stats = rcu.stats();
     let (mine, others) = (
@@ -517,9 +525,7 @@ fn closures_run_on_the_worker_after_every_earlier_retired_object_is_dropped() {
             if IS_PRODUCER.with(|p| p.get()) {
                 misplaced.fetch_add(1, Ordering::Relaxed);
             }
-            let dropped =
-                c2.on_producer.load(Ordering::Relaxed) + c2.on_other.load(Ordering::Relaxed);
-            if dropped < before {
+            if c2.dropped() < before {
                 out_of_order.fetch_add(1, Ordering::Relaxed);
             }
         });
@@ -536,10 +542,7 @@ fn closures_run_on_the_worker_after_every_earlier_retired_object_is_dropped() {
         0,
         "a closure ran before an object retired ahead of it was dropped"
     );
-    assert_eq!(
-        c.on_producer.load(Ordering::Relaxed) + c.on_other.load(Ordering::Relaxed),
-        retired
-    );
+    assert_eq!(c.dropped(), retired);
 }
 
 #[test]
@@ -552,10 +555,7 @@ fn a_panicking_drop_on_a_producer_is_caught_and_counted() {
     rcu.barrier();
     let stats = rcu.stats();
     assert_eq!(stats.callback_panics, n / 20_000);
-    assert_eq!(
-        c.on_producer.load(Ordering::Relaxed) + c.on_other.load(Ordering::Relaxed),
-        n
-    );
+    assert_eq!(c.dropped(), n);
     assert_eq!(stats.callbacks_pending, 0);
 }
 
@@ -563,17 +563,12 @@ fn a_panicking_drop_on_a_producer_is_caught_and_counted() {
 fn batches_a_producer_leaves_behind_are_dropped_without_another_call() {
     let rcu = domain();
     let c = Counters::default();
-    let n = flood(&rcu, &c, 0, |rcu| {
-        rcu.stats().callbacks_run_by_producers > 0
-    });
+    let n = flood(&rcu, &c, 0, some_ran_on_the_producer);
     // No barrier, no more calls: the worker must take back what the producer left.
     let deadline = Instant::now() + Duration::from_secs(20);
     while rcu.stats().callbacks_pending > 0 {
         assert!(Instant::now() < deadline, "{:?}", rcu.stats());
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert_eq!(
-        c.on_producer.load(Ordering::Relaxed) + c.on_other.load(Ordering::Relaxed),
-        n
-    );
+    assert_eq!(c.dropped(), n);
 }
