@@ -16,7 +16,9 @@
 //!   quiescent state is exactly what a QSBR stall is. For a flavor without polling (RecSeq) no
 //!   grace period is requested; the writer's next wait is the one that stalls.
 //! * **Callback bursts**: about every three seconds, four times the backlog threshold of
-//!   `call()`s in a tight loop, then `barrier()`. Every callback of the burst must run; the
+//!   `call()`s in a tight loop (every other burst: `retire()`s of counted objects, which the
+//!   domain partly drops on the bursting thread itself), then `barrier()`. Every callback of
+//!   the burst must run, every retired object be dropped exactly once; the
 //!   report shows how far the backlog went past the threshold and how many expedited grace
 //!   periods ran during the bursts (the backlog control asks for them).
 //!
@@ -82,6 +84,8 @@ pub(crate) fn run<F: Flavor>(shared: &Shared<F>) {
     let mut next_panic = start + PANIC_EVERY / 2;
     let mut next_stall = start + STALL_EVERY / 2;
     let mut next_burst = start + BURST_EVERY * 5 / 6;
+    let mut bursts = 0u64;
+    let can_retire = flavor.supports(UpdateKind::Retire);
     while !shared.stop.load(Relaxed) {
         let now = Instant::now();
         if can_call && now >= next_panic {
@@ -96,7 +100,8 @@ pub(crate) fn run<F: Flavor>(shared: &Shared<F>) {
         }
         if let Some(threshold) = flavor.backlog_callbacks() {
             if can_call && now >= next_burst {
-                burst(shared, threshold);
+                bursts += 1;
+                burst(shared, threshold, can_retire && bursts % 2 == 0);
                 next_burst = Instant::now() + BURST_EVERY;
             }
         }
@@ -165,17 +170,32 @@ fn stall<F: Flavor>(shared: &Shared<F>, timeout: Duration) {
     }
 }
 
-fn burst<F: Flavor>(shared: &Shared<F>, threshold: u64) {
+/// An object retired by a burst: counts its drop.
+struct CountsDrop(Arc<AtomicU64>);
+
+impl Drop for CountsDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+}
+
+/// Queue `BURST_FACTOR` times `threshold` callbacks (`call`, or with `retire` boxes to drop)
+/// in a tight loop, then `barrier()`: all of them must have run by then.
+fn burst<F: Flavor>(shared: &Shared<F>, threshold: u64, retire: bool) {
     let flavor = &shared.flavor;
     let faults = &shared.faults;
     let calls = threshold.saturating_mul(BURST_FACTOR);
     let ran = Arc::new(AtomicU64::new(0));
     let before = flavor.stats();
     for _ in 0..calls {
-        let ran = ran.clone();
-        flavor.call(move || {
-            ran.fetch_add(1, Relaxed);
-        });
+        if retire {
+            flavor.retire(Box::new(CountsDrop(ran.clone())));
+        } else {
+            let ran = ran.clone();
+            flavor.call(move || {
+                ran.fetch_add(1, Relaxed);
+            });
+        }
     }
     let queued = flavor.stats();
     flavor.barrier();
@@ -197,9 +217,10 @@ fn burst<F: Flavor>(shared: &Shared<F>, threshold: u64) {
     );
     let ran = ran.load(Ordering::Relaxed);
     if ran != calls {
+        let what = if retire { "retires" } else { "calls" };
         faults.problem(
             &shared.counters,
-            format!("a burst of {calls} calls ran only {ran} of them before barrier() returned"),
+            format!("a burst of {calls} {what} ran only {ran} of them before barrier() returned"),
         );
     }
 }

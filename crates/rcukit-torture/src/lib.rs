@@ -35,7 +35,8 @@
 //!   concurrently, checking that a cookie taken before a wait expires by its end, and testing
 //!   `barrier()`.
 //! * [`faults`]: reader threads that exit and respawn, panicking callbacks, a
-//!   reader that stalls past the stall timeout, bursts of `call` past the backlog threshold.
+//!   reader that stalls past the stall timeout, bursts of `call` or `retire` past the backlog
+//!   threshold.
 //!
 //! ## Why a pass means something
 //!

@@ -377,9 +377,10 @@ impl fmt::Display for Report {
         if has_callbacks {
             writeln!(
                 f,
-                "{p} callbacks: invoked {} pending {} panics {} released by normal {} by \
-                 expedited {}; calls from readers {}",
+                "{p} callbacks: invoked {} (run by retiring threads {}) pending {} panics {} \
+                 released by normal {} by expedited {}; calls from readers {}",
                 self.stats.callbacks_invoked,
+                self.stats.callbacks_run_by_producers,
                 self.stats.callbacks_pending,
                 self.stats.callback_panics,
                 self.stats.released_by_normal,
@@ -413,7 +414,7 @@ impl fmt::Display for Report {
             match fr.backlog_callbacks.filter(|_| has_callbacks) {
                 Some(t) => write!(
                     f,
-                    ", backlog {} bursts of {} calls (threshold {t}, peak pending {}): \
+                    ", backlog {} bursts of {} calls or retires (threshold {t}, peak pending {}): \
                      expedited GPs during bursts {}, callbacks released by expedited {}",
                     fr.bursts,
                     t * BURST_FACTOR,

@@ -143,6 +143,24 @@ pub struct FlavorStats {
     pub released_by_normal: u64,
     /// Callbacks released by an expedited grace period.
     pub released_by_expedited: u64,
+    /// Retired objects dropped by the threads that retire (rcukit's `retire_on_producers`).
+    pub callbacks_run_by_producers: u64,
+}
+
+impl From<rcukit::Stats> for FlavorStats {
+    fn from(s: rcukit::Stats) -> FlavorStats {
+        FlavorStats {
+            normal_gps: s.normal_gps,
+            expedited_gps: s.expedited_gps,
+            stalls: s.stalls,
+            callbacks_invoked: s.callbacks_invoked,
+            callbacks_pending: s.callbacks_pending,
+            callback_panics: s.callback_panics,
+            released_by_normal: s.released_by_normal,
+            released_by_expedited: s.released_by_expedited,
+            callbacks_run_by_producers: s.callbacks_run_by_producers,
+        }
+    }
 }
 
 /// Grace periods completed between two cookies of a flavor.

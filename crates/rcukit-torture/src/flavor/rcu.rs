@@ -121,17 +121,7 @@ impl Flavor for RcuFlavor {
     }
 
     fn stats(&self) -> FlavorStats {
-        let s = self.rcu.stats();
-        FlavorStats {
-            normal_gps: s.normal_gps,
-            expedited_gps: s.expedited_gps,
-            stalls: s.stalls,
-            callbacks_invoked: s.callbacks_invoked,
-            callbacks_pending: s.callbacks_pending,
-            callback_panics: s.callback_panics,
-            released_by_normal: s.released_by_normal,
-            released_by_expedited: s.released_by_expedited,
-        }
+        FlavorStats::from(self.rcu.stats())
     }
 
     fn stall_timeout(&self) -> Option<Duration> {

@@ -291,8 +291,9 @@ fn front_is_drop(list: &SegCbList<Work>) -> bool {
     matches!(list.peek_done(), Some(Work::Callback(cb)) if cb.is_drop_only())
 }
 
-/// Past the backlog thresholds, with nothing ready to run, run an expedited grace period
-/// covering the newest stamp.
+/// With more callbacks (or bytes) waiting for a grace period than the backlog thresholds, and
+/// nothing ready that only this worker will run, run an expedited grace period covering the
+/// newest stamp.
 fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>, hand_back: bool) {
     let config = &inner.callbacks.config;
     if !config.expedited {
