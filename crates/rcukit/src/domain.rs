@@ -591,12 +591,14 @@ impl Rcu {
     /// grace period; `f` runs once every reader that might see what the caller removed before
     /// this call has finished.
     pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
-        self.inner.callbacks.push(Callback::from_fn(f));
+        self.inner.callbacks.push(&self.inner, Callback::from_fn(f));
     }
 
     /// Drop `value` after a grace period (the kernel's `kfree_rcu`). Never blocks.
     pub fn retire<T: Send + 'static>(&self, value: Box<T>) {
-        self.inner.callbacks.push(Callback::from_box(value));
+        self.inner
+            .callbacks
+            .push(&self.inner, Callback::from_box(value));
     }
 
     /// Drop the box behind `ptr` after a grace period, for data structures that hold raw
@@ -612,7 +614,7 @@ impl Rcu {
     pub unsafe fn retire_raw<T: Send + 'static>(&self, ptr: *mut T) {
         // SAFETY: forwarded to the caller: `ptr` is an owned, unreachable `Box<T>`.
         let callback = unsafe { Callback::from_raw_box(ptr) };
-        self.inner.callbacks.push(callback);
+        self.inner.callbacks.push(&self.inner, callback);
     }
 
     /// Call `run(data)` on a callback worker after a grace period, accounting `bytes` to the
@@ -626,7 +628,7 @@ impl Rcu {
     pub unsafe fn call_raw(&self, run: unsafe fn(*mut ()), data: *mut (), bytes: usize) {
         // SAFETY: forwarded to the caller.
         let callback = unsafe { Callback::from_raw(run, data, bytes) };
-        self.inner.callbacks.push(callback);
+        self.inner.callbacks.push(&self.inner, callback);
     }
 
     /// Wait until every callback queued before this call has run (`rcu_barrier`). It is not a

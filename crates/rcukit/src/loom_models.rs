@@ -509,6 +509,117 @@ mod callbacks_model {
     fn handback_barrier_uncounted_take_busted() {
         handback_barrier(true, false);
     }
+
+    /// A producer's local list (`local.rs`). The owner retires an object into its list, then,
+    /// in a later call, seals the block, takes it as ready and drops the object itself. A
+    /// stealer (the worker meeting a barrier marker) starts after the retire (happens-before)
+    /// and steals the list, dropping what it took. When the steal returns the object must have
+    /// been dropped, by one of the two, exactly once. Without `after_retire` the steal races
+    /// with the retire. `correct` selects the real steal or a busted one that does not wait
+    /// for the owner's drops.
+    fn local_steal(after_retire: bool, correct: bool) {
+        use crate::callbacks::local::LocalRetires;
+        use crate::seq::GpCookie;
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(move || {
+            let local = Arc::new(LocalRetires::new());
+            let drops = Arc::new(AtomicUsize::new(0));
+            let retired = Arc::new(AtomicUsize::new(0));
+            let owner = {
+                let (local, drops, retired) = (local.clone(), drops.clone(), retired.clone());
+                thread::spawn(move || {
+                    let object = Callback::from_box(Box::new(CountOnDrop(drops)));
+                    match local.enter(FenceKind::SeqCst) {
+                        Some(mut guard) => {
+                            guard.with(|list| list.push(object));
+                        }
+                        // A steal is under way: `retire` queues on the intake instead, and the
+                        // worker runs it later.
+                        None => object.invoke(),
+                    }
+                    retired.store(1, Release);
+                    // A later `retire` call seals the block and finds it ready.
+                    let Some(mut guard) = local.enter(FenceKind::SeqCst) else {
+                        return; // the list is being stolen
+                    };
+                    let mut ready = Vec::new();
+                    guard.with(|list| {
+                        list.seal(GpCookie::completed());
+                        list.take_ready(|_| true, &mut ready);
+                    });
+                    let dropping = !ready.is_empty();
+                    if dropping {
+                        guard.mark_dropping();
+                    }
+                    drop(guard);
+                    for block in ready {
+                        block.callbacks.into_iter().for_each(Callback::invoke);
+                    }
+                    if dropping {
+                        local.finished_dropping();
+                    }
+                })
+            };
+            let steal = || {
+                let taken = if correct {
+                    LocalRetires::steal_all(&[&local], FenceKind::SeqCst)
+                } else {
+                    LocalRetires::steal_all_busted(&[&local], FenceKind::SeqCst)
+                };
+                for callback in taken.into_iter().flat_map(|t| t.into_callbacks()) {
+                    callback.invoke();
+                }
+            };
+            if after_retire {
+                while retired.load(Acquire) == 0 {
+                    thread::yield_now();
+                }
+                steal();
+                assert_eq!(
+                    drops.load(Relaxed),
+                    1,
+                    "a steal returned before a retired object was dropped"
+                );
+            } else {
+                // Racing with the retire itself: owner and stealer must never both be in the
+                // list (loom checks the list's cell), and nothing may be lost.
+                steal();
+            }
+            owner.join().unwrap();
+            steal();
+            assert_eq!(
+                drops.load(Relaxed),
+                1,
+                "an object was lost or dropped twice"
+            );
+        });
+    }
+
+    /// Counts its drops: a retired object.
+    struct CountOnDrop(Arc<AtomicUsize>);
+
+    impl Drop for CountOnDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    #[test]
+    fn local_list_steal_sees_every_retired_object() {
+        local_steal(true, true);
+    }
+
+    #[test]
+    fn local_list_steal_racing_with_a_retire_loses_nothing() {
+        local_steal(false, true);
+    }
+
+    #[test]
+    #[should_panic(expected = "a steal returned before a retired object was dropped")]
+    fn local_list_steal_without_waiting_for_drops_busted() {
+        local_steal(true, false);
+    }
 }
 
 // --- QSBR: coming online and quiescent states -------------------------------------------------

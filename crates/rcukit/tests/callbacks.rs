@@ -166,8 +166,28 @@ fn barrier_waits_for_callbacks_of_every_worker() {
     assert_eq!(rcu.stats().callbacks_pending, 0);
 }
 
+/// Increments its counter when dropped: a retired object that says it was reclaimed.
+struct CountsDrop(Arc<Vec<AtomicU64>>, usize);
+
+impl Drop for CountsDrop {
+    fn drop(&mut self) {
+        self.0[self.1].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 #[test]
 fn barrier_racing_with_producers() {
+    barrier_race(false);
+}
+
+/// The same race with `retire`: the objects sit in the producers' own lists (see
+/// `callbacks::local`), which each barrier must reach.
+#[test]
+fn barrier_racing_with_retiring_producers() {
+    barrier_race(true);
+}
+
+fn barrier_race(retire: bool) {
     let rcu = Rcu::builder().callback_workers(2).build().unwrap();
     const PRODUCERS: usize = 3;
     let queued: Vec<AtomicU64> = (0..PRODUCERS).map(|_| AtomicU64::new(0)).collect();
@@ -181,9 +201,13 @@ fn barrier_racing_with_producers() {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let ran = ran.clone();
-                    rcu.call(move || {
-                        ran[p].fetch_add(1, Ordering::Relaxed);
-                    });
+                    if retire {
+                        rcu.retire(Box::new(CountsDrop(ran, p)));
+                    } else {
+                        rcu.call(move || {
+                            ran[p].fetch_add(1, Ordering::Relaxed);
+                        });
+                    }
                     queued[p].fetch_add(1, Ordering::Release);
                     n += 1;
                     // Three unthrottled producers would outrun the one worker on two cores
@@ -571,4 +595,54 @@ fn batches_a_producer_leaves_behind_are_dropped_without_another_call() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(c.dropped(), n);
+}
+
+#[test]
+fn a_few_objects_retired_by_a_thread_that_then_waits_are_dropped_without_another_call() {
+    // Fewer objects than a block, from a thread that then blocks: the worker must find the
+    // list left behind and release it (no barrier, no more calls).
+    let rcu = domain();
+    let dropped = Arc::new(vec![AtomicU64::new(0)]);
+    std::thread::scope(|s| {
+        // (A failed assertion drops `tx`, which ends the other thread's wait.)
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (rcu, dropped) = (&rcu, &dropped);
+        s.spawn(move || {
+            for _ in 0..10 {
+                rcu.retire(Box::new(CountsDrop(dropped.clone(), 0)));
+            }
+            // Stay alive (and quiet) until the main thread has seen the drops.
+            let _ = rx.recv();
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while dropped[0].load(Ordering::Relaxed) < 10 {
+            assert!(Instant::now() < deadline, "{:?}", rcu.stats());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        tx.send(()).unwrap();
+    });
+    let stats = rcu.stats();
+    assert_eq!(stats.callbacks_pending, 0);
+    assert_eq!(stats.callbacks_invoked, 10);
+}
+
+#[test]
+fn objects_retired_by_threads_that_exit_are_dropped_by_barrier() {
+    let rcu = domain();
+    let dropped = Arc::new(vec![AtomicU64::new(0)]);
+    for _ in 0..4 {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..1_000 {
+                    rcu.retire(Box::new(CountsDrop(dropped.clone(), 0)));
+                }
+            });
+        });
+    }
+    rcu.barrier();
+    assert_eq!(dropped[0].load(Ordering::Relaxed), 4_000);
+    let stats = rcu.stats();
+    assert_eq!(stats.callbacks_queued, 4_000);
+    assert_eq!(stats.callbacks_invoked, 4_000);
+    assert_eq!(stats.callbacks_pending, 0);
 }

@@ -9,8 +9,14 @@
 //! * [`worker`]: one thread per shard (the kernel's offloaded "NOCB" kthreads) that moves
 //!   callbacks from the intake into its list, stamps them, requests grace periods, advances
 //!   and runs what is ready in bounded batches.
+//! * [`local`]: by default `retire` keeps objects in the retiring thread's own list, stamped in
+//!   blocks, and that thread drops them once their grace period has ended (the kernel's
+//!   non-offloaded callbacks); the worker steals lists left behind and, for `barrier()`, all
+//!   of them.
 //! * [`ready`]: batches of ready `retire` drops that the worker hands back to the threads that
-//!   are retiring, so that memory is freed by the thread that allocated it.
+//!   are retiring, so that memory is freed by the thread that allocated it (for drop-only
+//!   callbacks that reach the worker: lists it stole, and a thread's objects flushed ahead of
+//!   its closures).
 //!
 //! # Seed 004 in one function
 //!
@@ -35,7 +41,10 @@
 //! callbacks could be released anyway. `call` itself never waits, so a flood of `call` that
 //! outruns even back-to-back expedited grace periods grows the backlog without bound: memory is
 //! the only limit, as with the kernel's `call_rcu`. A flood of `retire` is paced by its own
-//! drops (see [`ready`]): the retiring thread drops a ready batch in the calls that find one. Producers that can outrun reclamation should apply their own
+//! drops: the retiring thread keeps its objects in its own list (see [`local`]), asks the
+//! domain's helper thread for an expedited grace period once that list holds more than the
+//! thresholds, and drops up to four blocks of ready objects each time it seals a block, so it
+//! frees four times as fast as it retires whenever grace periods keep up. Producers that can outrun reclamation should apply their own
 //! back-pressure, for example by calling [`Rcu::synchronize`](crate::Rcu::synchronize) or
 //! [`Rcu::barrier`](crate::Rcu::barrier) every so many callbacks, or by watching
 //! [`Stats::pending_bytes`](crate::Stats::pending_bytes).
@@ -51,14 +60,18 @@
 
 pub mod callback;
 pub mod intake;
+pub mod local;
 pub mod ready;
 pub mod segcblist;
 pub mod worker;
 
 use crate::barrier::{self, FenceKind};
+use crate::domain::Inner;
+use crate::seq::GpCookie;
 use callback::{BarrierCount, Callback, Work};
 use crossbeam_utils::CachePadded;
 use intake::{Intake, Producer};
+use local::LocalRetires;
 use parking_lot::Mutex;
 use ready::Ready;
 use std::cell::{Cell, RefCell};
@@ -67,6 +80,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::Thread;
+use std::time::Instant;
 
 /// Settings of the callback machinery (validated by the domain builder).
 #[derive(Clone, Debug)]
@@ -81,30 +95,53 @@ pub(crate) struct CallbackConfig {
     pub(crate) fence: FenceKind,
 }
 
-/// Queue counters of one producer thread on one shard. Written only by that thread (plain
-/// load and store, no read-modify-write), read by `stats()`.
-#[derive(Default)]
-struct ProducerCounters {
+/// What one producer thread shares with others for one shard: its counters, written only by
+/// that thread (plain load and store, no read-modify-write) and read by `stats()`, and its
+/// list of retired objects (see [`local`]).
+pub(crate) struct ProducerShared {
     queued: AtomicU64,
     queued_bytes: AtomicU64,
+    /// Callbacks this thread ran from its own list.
+    invoked: AtomicU64,
+    invoked_bytes: AtomicU64,
+    pub(crate) local: LocalRetires,
 }
 
-impl ProducerCounters {
+impl ProducerShared {
+    fn new() -> ProducerShared {
+        ProducerShared {
+            queued: AtomicU64::new(0),
+            queued_bytes: AtomicU64::new(0),
+            invoked: AtomicU64::new(0),
+            invoked_bytes: AtomicU64::new(0),
+            local: LocalRetires::new(),
+        }
+    }
+
     #[inline]
     fn add(&self, bytes: u64) {
         self.queued.store(self.queued.load(Relaxed) + 1, Relaxed);
         self.queued_bytes
             .store(self.queued_bytes.load(Relaxed) + bytes, Relaxed);
     }
+
+    fn add_invoked(&self, invoked: u64, bytes: u64) {
+        self.invoked
+            .store(self.invoked.load(Relaxed) + invoked, Relaxed);
+        self.invoked_bytes
+            .store(self.invoked_bytes.load(Relaxed) + bytes, Relaxed);
+    }
 }
 
 /// Counters of every producer that ever queued to a shard.
 #[derive(Default)]
 struct ProducerRegistry {
-    live: Vec<Arc<ProducerCounters>>,
+    live: Vec<Arc<ProducerShared>>,
     /// Totals of producers whose threads have exited.
     exited_queued: u64,
     exited_bytes: u64,
+    exited_invoked: u64,
+    exited_invoked_bytes: u64,
 }
 
 /// Counters and wake-up state written by the shard's worker.
@@ -119,9 +156,26 @@ pub(crate) struct WorkerSide {
     /// for will wake it) or [`IDLE`] (nothing pending: producers must wake it).
     pub(crate) sleeping: AtomicU8,
     pub(crate) thread: OnceLock<Thread>,
+    /// When the worker last looked for producers' lists left behind.
+    last_scan: parking_lot::Mutex<Option<Instant>>,
 }
 
 impl WorkerSide {
+    /// Is it time to look for producers' local lists left behind (at most once per
+    /// [`PATIENCE`](ready::PATIENCE))? Under loom, always.
+    pub(crate) fn scan_due(&self) -> bool {
+        if cfg!(loom) {
+            return true;
+        }
+        let mut last = self.last_scan.lock();
+        let now = Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < ready::PATIENCE) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+
     /// Callbacks and bytes the worker holds (taken, not yet run): what the backlog control
     /// looks at, without touching the producers' counters.
     pub(crate) fn backlog(&self) -> (u64, u64) {
@@ -191,23 +245,25 @@ impl Shard {
         }
     }
 
-    fn queued(&self) -> (u64, u64) {
+    fn counts(&self) -> ShardCounts {
+        // Read what ran first: producers count before they publish, so the queued totals read
+        // afterwards are never below them.
+        let mut invoked = self.worker.invoked.load(Acquire);
+        let mut invoked_bytes = self.worker.invoked_bytes.load(Acquire);
         let producers = self.producers.lock();
+        invoked += producers.exited_invoked;
+        invoked_bytes += producers.exited_invoked_bytes;
+        for p in &producers.live {
+            invoked += p.invoked.load(Acquire);
+            invoked_bytes += p.invoked_bytes.load(Acquire);
+        }
         let mut queued = producers.exited_queued;
-        let mut bytes = producers.exited_bytes;
+        let mut queued_bytes = producers.exited_bytes;
         for p in &producers.live {
             queued += p.queued.load(Relaxed);
-            bytes += p.queued_bytes.load(Relaxed);
+            queued_bytes += p.queued_bytes.load(Relaxed);
         }
-        (queued, bytes)
-    }
-
-    fn counts(&self) -> ShardCounts {
-        // Read the worker's counters first: producers count before they publish, so the
-        // producers' totals read afterwards are never below them.
-        let invoked = self.worker.invoked.load(Acquire);
-        let invoked_bytes = self.worker.invoked_bytes.load(Acquire);
-        let (queued, queued_bytes) = self.queued();
+        drop(producers);
         ShardCounts {
             queued,
             invoked,
@@ -232,20 +288,79 @@ struct ProducerSlot {
     /// For the thread-exit destructor, which may run after the domain is gone.
     shard_weak: Weak<Shard>,
     producer: Producer,
-    counters: Arc<ProducerCounters>,
+    counters: Arc<ProducerShared>,
+    /// The domain's barrier pair (for the local list's lock).
+    fence: FenceKind,
+}
+
+impl ProducerSlot {
+    /// Move this thread's local list of retired objects to its intake chunk, in order, so
+    /// that the worker runs them. With `wait` false it gives up if the worker is stealing the
+    /// list right now (the worker then has it); with `wait` true it waits for the steal.
+    fn flush_local(&mut self, shard: &Shard, wait: bool) {
+        let mut backoff = crate::sync::Backoff::new();
+        let mut guard = loop {
+            if let Some(guard) = self.counters.local.enter(self.fence) {
+                break guard;
+            }
+            if !wait {
+                return;
+            }
+            backoff.snooze();
+        };
+        // Published while still holding the list: a worker stealing for a barrier waits for
+        // us, then looks at the intake again, so the objects are never out of its sight.
+        let mut any = false;
+        for callback in guard.with(|list| list.take_all()).into_callbacks() {
+            any = true;
+            self.producer.push(&shard.intake, Work::Callback(callback));
+        }
+        drop(guard);
+        if any {
+            shard.wake_if_sleeping(true, self.fence);
+        }
+    }
 }
 
 impl Drop for ProducerSlot {
     fn drop(&mut self) {
-        // The chunk has a share of its own: sealing it is safe even if the domain is gone.
-        self.producer.seal();
         if let Some(shard) = self.shard_weak.upgrade() {
+            // Retired objects still in the local list go to the worker (no steal waits for
+            // this thread: it is not running any).
+            self.flush_local(&shard, true);
+            // The chunk has a share of its own: sealing it is safe even if the domain is gone.
+            self.producer.seal();
             let mut producers = shard.producers.lock();
             producers.exited_queued += self.counters.queued.load(Relaxed);
             producers.exited_bytes += self.counters.queued_bytes.load(Relaxed);
+            producers.exited_invoked += self.counters.invoked.load(Relaxed);
+            producers.exited_invoked_bytes += self.counters.invoked_bytes.load(Relaxed);
             producers.live.retain(|p| !Arc::ptr_eq(p, &self.counters));
+        } else {
+            self.producer.seal();
         }
     }
+}
+
+/// What `push` does once it has let go of the thread-local table.
+#[cfg(not(loom))]
+enum After {
+    /// Queued on the intake of this shard (valid while the domain lives).
+    Intake(*const Shard),
+    /// Kept in the local list; after a seal, there is more to do.
+    Local(Option<AfterSeal>),
+}
+
+/// What a producer does after sealing a block of its local list.
+#[cfg(not(loom))]
+struct AfterSeal {
+    shared: Arc<ProducerShared>,
+    /// The sealed block's cookie: its normal grace period is requested.
+    cookie: GpCookie,
+    /// With the list past the backlog thresholds: the newest cookie, to expedite.
+    hurry: Option<GpCookie>,
+    /// Blocks taken to run (the list is marked `dropping` until they have).
+    ready: Vec<local::Block>,
 }
 
 /// The calling thread's producer slots, one per domain it has queued to.
@@ -347,23 +462,27 @@ impl Callbacks {
 
     /// Queue a callback. Never blocks, never waits for a grace period.
     #[inline]
-    pub(crate) fn push(&self, callback: Callback) {
+    pub(crate) fn push(&self, inner: &Inner, callback: Callback) {
         // Loom runs every execution of a model on one OS thread, so a thread-local would carry
         // loom objects from one execution into the next: models drive `Producer` directly.
         #[cfg(loom)]
         {
+            let _ = inner;
             self.push_without_thread_local(callback);
         }
         #[cfg(not(loom))]
-        self.push_with_thread_local(callback);
+        self.push_with_thread_local(inner, callback);
     }
 
     #[cfg(not(loom))]
     #[inline]
-    fn push_with_thread_local(&self, callback: Callback) {
+    fn push_with_thread_local(&self, inner: &Inner, callback: Callback) {
         let drop_only = callback.is_drop_only();
+        // Retired objects stay on this thread (see `local`), except on a worker, whose chains
+        // stay on its own list.
+        let keep_local = drop_only && self.config.retire_on_producers && !self.on_worker_thread();
         let mut callback = Some(callback);
-        let shard = PRODUCERS.try_with(|p| {
+        let after = PRODUCERS.try_with(|p| {
             let slot = if p.last_domain.get() == self.domain {
                 p.last.get()
             } else {
@@ -376,24 +495,145 @@ impl Callbacks {
             let slot = unsafe { &mut *slot };
             // SAFETY: the shard belongs to this domain, which is alive.
             let shard = unsafe { &*slot.shard };
-            let callback = callback.take().expect("taken once");
+            let mut callback = callback.take().expect("taken once");
             // Count before publishing, so `pending` never under-counts.
             slot.counters.add(callback.bytes() as u64);
+            if keep_local {
+                match self.retire_local(inner, slot, callback) {
+                    Ok(after) => return After::Local(after),
+                    // The worker is stealing the list right now: use the intake this once.
+                    Err(back) => callback = back,
+                }
+            } else if !drop_only && slot.counters.local.len() > 0 {
+                // Objects this thread retired earlier are dropped before this closure runs.
+                slot.flush_local(shard, false);
+            }
             let nudge = slot.producer.push(&shard.intake, Work::Callback(callback));
             shard.wake_if_sleeping(nudge, self.config.fence);
-            slot.shard
+            After::Intake(slot.shard)
         });
         if let Some(callback) = callback {
             self.push_without_thread_local(callback);
         }
-        if let Ok(shard) = shard {
-            // SAFETY: the shard belongs to this domain, which is alive; the slot reference is
-            // gone, so callbacks run below may queue more (re-entering the table) safely.
-            let shard = unsafe { &*shard };
-            if drop_only && self.config.retire_on_producers && shard.ready.queued() > 0 {
-                self.run_ready_batch(shard);
+        // The slot reference is gone, so callbacks run below may queue more (re-entering the
+        // table) safely.
+        match after {
+            Ok(After::Local(Some(after))) => self.after_seal(inner, after),
+            Ok(After::Intake(shard)) => {
+                // SAFETY: the shard belongs to this domain, which is alive.
+                let shard = unsafe { &*shard };
+                if drop_only && self.config.retire_on_producers && shard.ready.queued() > 0 {
+                    self.run_ready_batch(shard);
+                }
             }
+            _ => {}
         }
+    }
+
+    /// Add a drop-only callback to this thread's local list (see [`local`]). Returns what to
+    /// do once the thread-local table is let go (after a seal), or the callback if the worker
+    /// is stealing the list.
+    #[cfg(not(loom))]
+    #[inline]
+    fn retire_local(
+        &self,
+        inner: &Inner,
+        slot: &mut ProducerSlot,
+        callback: Callback,
+    ) -> Result<Option<AfterSeal>, Callback> {
+        let local = &slot.counters.local;
+        let Some(mut guard) = local.enter(self.config.fence) else {
+            return Err(callback);
+        };
+        local.count_op();
+        if !guard.with(|list| list.push(callback)) {
+            return Ok(None);
+        }
+        // Read after every callback of the block was queued (with a full fence).
+        let cookie = inner.get_state();
+        // A drop that retires more objects only queues them: its thread is running blocks.
+        let running = RUNNING_BATCH_OF.try_with(|r| r.get() != 0).unwrap_or(true);
+        let mut ready = Vec::new();
+        let (backlog, newest) = guard.with(|list| {
+            list.seal(cookie);
+            if !running {
+                list.take_ready(|c| self.expired(inner, c), &mut ready);
+            }
+            (list.backlog(), list.newest_cookie())
+        });
+        if !ready.is_empty() {
+            guard.mark_dropping();
+        }
+        drop(guard);
+        Ok(Some(AfterSeal {
+            shared: slot.counters.clone(),
+            cookie,
+            hurry: newest.filter(|_| {
+                self.config.expedited
+                    && (backlog.0 as u64 > self.config.backlog_callbacks
+                        || backlog.1 > self.config.backlog_bytes)
+            }),
+            ready,
+        }))
+    }
+
+    /// Has `cookie` expired, by the normal or (when enabled) the expedited counter?
+    pub(crate) fn expired(&self, inner: &Inner, cookie: &GpCookie) -> bool {
+        inner.normal.seq.poll(cookie.normal)
+            || (self.config.expedited && inner.exp.seq.poll(cookie.expedited))
+    }
+
+    /// After a seal: request the grace periods the list needs, and run the blocks taken.
+    #[cfg(not(loom))]
+    fn after_seal(&self, inner: &Inner, after: AfterSeal) {
+        inner.normal.request(after.cookie.normal);
+        if let Some(newest) = after.hurry {
+            // Past the backlog thresholds: the kernel's hurry, on the helper thread.
+            inner.exp.request(newest.expedited);
+        }
+        if after.ready.is_empty() {
+            return;
+        }
+        let (mut invoked, mut bytes) = (0u64, 0u64);
+        let mut spare = Vec::with_capacity(after.ready.len());
+        RUNNING_BATCH_OF.with(|r| r.set(self.domain));
+        for mut block in after.ready {
+            self.count_released(inner, &block);
+            let (i, b) = self.invoke_all(&mut block.callbacks);
+            invoked += i;
+            bytes += b;
+            spare.push(block.callbacks);
+        }
+        RUNNING_BATCH_OF.with(|r| r.set(0));
+        self.run_by_producers.fetch_add(invoked, Relaxed);
+        let local = &after.shared.local;
+        after.shared.add_invoked(invoked, bytes);
+        local.finished_dropping();
+        if let Some(mut guard) = local.enter(self.config.fence) {
+            guard.with(|list| spare.into_iter().for_each(|v| list.recycle(v)));
+        }
+    }
+
+    /// Count `block` (whose cookie has expired) as released by the grace period that did it.
+    pub(crate) fn count_released(&self, inner: &Inner, block: &local::Block) {
+        let n = block.callbacks.len() as u64;
+        if inner.normal.seq.poll(block.cookie.normal) {
+            self.released_by_normal.fetch_add(n, Relaxed);
+        } else {
+            self.released_by_expedited.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// Is the calling thread one of this domain's workers?
+    fn on_worker_thread(&self) -> bool {
+        WORKER_OF
+            .try_with(|w| w.get() == self.domain)
+            .unwrap_or(false)
+    }
+
+    /// The producers of `shard` (for its worker's steals).
+    pub(crate) fn producers_of(shard: &Shard) -> Vec<Arc<ProducerShared>> {
+        shard.producers.lock().live.clone()
     }
 
     /// Run one ready batch of drop-only callbacks on this producer thread (see [`ready`]),
@@ -418,6 +658,15 @@ impl Callbacks {
     /// Run every callback of `batch` (emptying it), each under `catch_unwind`, and add them to
     /// the shard's invoked counters. Returns how many ran.
     pub(crate) fn run_batch(&self, shard: &Shard, batch: &mut Vec<Callback>) -> u64 {
+        let (invoked, bytes) = self.invoke_all(batch);
+        shard.worker.invoked.fetch_add(invoked, Relaxed);
+        shard.worker.invoked_bytes.fetch_add(bytes, Relaxed);
+        invoked
+    }
+
+    /// Run every callback of `batch` (emptying it), each under `catch_unwind`. Returns how many
+    /// ran and their bytes.
+    fn invoke_all(&self, batch: &mut Vec<Callback>) -> (u64, u64) {
         let (mut invoked, mut bytes) = (0u64, 0u64);
         let mut callbacks = batch.drain(..);
         loop {
@@ -433,10 +682,7 @@ impl Callbacks {
                 Err(payload) => self.report_panic(payload),
             }
         }
-        drop(callbacks);
-        shard.worker.invoked.fetch_add(invoked, Relaxed);
-        shard.worker.invoked_bytes.fetch_add(bytes, Relaxed);
-        invoked
+        (invoked, bytes)
     }
 
     /// Count a callback's panic and report it on stderr.
@@ -465,7 +711,7 @@ impl Callbacks {
             Some(slot) => &mut **slot,
             None => {
                 let shard = &self.shards[self.shard_index_for_current_thread()];
-                let counters = Arc::new(ProducerCounters::default());
+                let counters = Arc::new(ProducerShared::new());
                 shard.producers.lock().live.push(counters.clone());
                 slots.push(Box::new(ProducerSlot {
                     domain: self.domain,
@@ -473,6 +719,7 @@ impl Callbacks {
                     shard_weak: Arc::downgrade(shard),
                     producer: Producer::new(),
                     counters,
+                    fence: self.config.fence,
                 }));
                 &mut **slots.last_mut().expect("just pushed")
             }

@@ -4,7 +4,10 @@
 //! Each pass of the loop:
 //!
 //! 1. moves up to 16 × `batch` entries from the shard's lock-free intake into its segmented list
-//!    (callbacks to NEXT, barrier markers entrained behind the last non-empty segment);
+//!    (callbacks to NEXT, barrier markers entrained behind the last non-empty segment); on a
+//!    barrier marker, first steals every producer's local list of retired objects (see
+//!    [`local`](super::local)), and at most once per millisecond steals the lists of
+//!    producers that have gone quiet;
 //! 2. *accelerates*: stamps NEXT with a fresh full cookie and requests the normal grace period
 //!    it needs;
 //! 3. *advances*: moves every leading segment whose cookie polls complete, by the normal or,
@@ -31,9 +34,10 @@
 
 use super::callback::Work;
 use super::intake::Consumer;
+use super::local::LocalRetires;
 use super::ready::{MAX_BATCHES, PATIENCE};
 use super::segcblist::{ReleasedBy, SegCbList, NEXT, NEXT_READY, WAIT};
-use super::{Shard, AWAKE, IDLE, SHARD_HINT, WAITING_FOR_GP, WORKER_OF};
+use super::{Callbacks, Shard, AWAKE, IDLE, SHARD_HINT, WAITING_FOR_GP, WORKER_OF};
 use crate::barrier::{self, Heavy};
 use crate::domain::Inner;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -95,7 +99,12 @@ pub(crate) fn step(
     list: &mut SegCbList<Work>,
 ) -> Step {
     let shutting_down = inner.callbacks.is_shutting_down();
-    let took = take_intake(inner, shard, consumer, list);
+    let mut took = take_intake(inner, shard, consumer, list);
+    if shutting_down {
+        took += steal_locals(inner, shard, list, Which::All);
+    } else if shard.worker.scan_due() {
+        took += steal_locals(inner, shard, list, Which::Idle);
+    }
     stamp(inner, list);
     advance(inner, list, shutting_down);
     let hand_back = inner.callbacks.config.retire_on_producers
@@ -107,7 +116,7 @@ pub(crate) fn step(
         Step::Busy
     } else if !shutting_down {
         Step::Idle
-    } else if list.is_empty() && consumer.is_drained(&shard.intake) {
+    } else if list.is_empty() && consumer.is_drained(&shard.intake) && shard.ready.is_quiet() {
         Step::Exit
     } else {
         Step::Drain
@@ -139,7 +148,12 @@ fn take_intake(
         if markers.len() == seen {
             break;
         }
-        // A marker was seen: one more full pass before it may be entrained.
+        // A marker was seen: every object retired before its barrier call is in a producer's
+        // local list (or being dropped by it): take them all, ahead of the marker. Then one
+        // more full pass over the intake before the marker may be entrained.
+        if seen == 0 {
+            steal_locals(inner, shard, list, Which::All);
+        }
         limit = usize::MAX;
     }
     let callbacks = (took - markers.len()) as u64;
@@ -162,6 +176,70 @@ fn take_intake(
             });
             count.arrive();
         }
+    }
+    took
+}
+
+/// Which producers' local lists a steal takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Which {
+    /// Every one (a barrier marker arrived, or shutdown), and wait for their drops.
+    All,
+    /// Those with callbacks whose owner queued nothing since the previous look.
+    Idle,
+}
+
+/// Take producers' local lists of retired objects (see [`local`](super::local)) into this
+/// worker: blocks whose grace period has already ended run now, the rest join NEXT. Returns
+/// how many callbacks were taken.
+fn steal_locals(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>, which: Which) -> usize {
+    let producers = Callbacks::producers_of(shard);
+    let locals: Vec<&LocalRetires> = producers
+        .iter()
+        .map(|p| &p.local)
+        .filter(|local| match which {
+            Which::All => true,
+            // (Every producer's look is recorded, so `&&` must not skip it.)
+            Which::Idle => local.idle_since_last_look() & (local.len() > 0),
+        })
+        .collect();
+    if locals.is_empty() {
+        return 0;
+    }
+    let callbacks = &inner.callbacks;
+    let (mut took, mut bytes) = (0usize, 0u64);
+    for taken in LocalRetires::steal_all(&locals, callbacks.config.fence) {
+        for mut block in taken.blocks {
+            took += block.callbacks.len();
+            bytes += block
+                .callbacks
+                .iter()
+                .map(|c| c.bytes() as u64)
+                .sum::<u64>();
+            if callbacks.expired(inner, &block.cookie) {
+                callbacks.count_released(inner, &block);
+                callbacks.run_batch(shard, &mut block.callbacks);
+            } else {
+                block
+                    .callbacks
+                    .into_iter()
+                    .for_each(|c| list.enqueue(Work::Callback(c)));
+            }
+        }
+        took += taken.open.len();
+        for c in taken.open {
+            bytes += c.bytes() as u64;
+            list.enqueue(Work::Callback(c));
+        }
+    }
+    if took > 0 {
+        let worker = &shard.worker;
+        worker
+            .taken
+            .store(worker.taken.load(Relaxed) + took as u64, Relaxed);
+        worker
+            .taken_bytes
+            .store(worker.taken_bytes.load(Relaxed) + bytes, Relaxed);
     }
     took
 }

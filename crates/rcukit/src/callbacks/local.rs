@@ -1,0 +1,379 @@
+//! Retired objects kept by the thread that retires them: the kernel's non-offloaded callback
+//! lists, for `retire`.
+//!
+//! # Why
+//!
+//! The offloaded path (intake, worker, segmented list; see [`worker`](super::worker)) moves
+//! every callback between two threads twice: into the worker, and, for `retire`, back to the
+//! producer that drops it (see [`ready`](super::ready)). Under a flood of `retire` the worker
+//! then has about as much work per object as the producer, so whenever the scheduler takes it
+//! off the CPU for a few milliseconds the backlog grows at the producer's full rate, and on a
+//! small machine that happens often. A kernel CPU whose callbacks are not offloaded keeps them
+//! in its own list and invokes them itself when their grace period has ended; nothing waits on
+//! another thread being scheduled. This module does the same for drop-only callbacks
+//! (`retire`, `retire_raw`), which may run on any thread.
+//!
+//! # The list
+//!
+//! Each producer thread has, per domain, a `LocalList`: an *open* block of callbacks not yet
+//! stamped, and a FIFO of *sealed* blocks, each stamped with the full cookie
+//! (`GpCookie`) read when it was sealed. A block is sealed when it holds
+//! `BLOCK` callbacks or when it has been open for `SEAL_AFTER`. Sealing requests the
+//! normal grace period the cookie needs; if more than the backlog thresholds wait, the
+//! producer also asks the domain's expedited helper thread for an expedited grace period (the
+//! hurry, without blocking the caller). Then the producer takes up to `MAX_READY_BLOCKS`
+//! leading blocks whose cookie has expired, by the normal *or* (with `expedited_callbacks`)
+//! the expedited counter, and drops their objects after it has let go of the list: so a
+//! producer releases what it retired about as fast as it retires, with no other thread in the
+//! loop, and a `Drop` that retires more objects works.
+//!
+//! # Reaching a list from other threads
+//!
+//! A list left behind must still be released: a thread may retire a few objects and then
+//! block for an hour, and `barrier()` must see every object retired before it was called. So
+//! the shard's worker can *steal* a list: take everything in it into its own segmented list.
+//! Owner and stealer use an asymmetric lock built from the domain's barrier pair, the same one
+//! readers and grace periods use:
+//!
+//! * The owner, to use its list: stores `busy = true`, issues the light barrier (a compiler
+//!   fence under membarrier) and loads `steal`. If a steal is under way it clears `busy` and
+//!   queues the callback on the offloaded path instead (it never waits); otherwise it uses the
+//!   list and clears `busy` with a `Release` store.
+//! * The stealer: stores `steal = true`, issues the heavy barrier (membarrier), waits until it
+//!   loads `busy == false` (`Acquire`), takes the list, and clears `steal` (`Release`).
+//!
+//! Either the stealer sees the owner's `busy` (and waits for the owner to leave), or the owner
+//! sees `steal` (and stays out): the heavy barrier orders the owner's store before its load as
+//! seen from the stealer, exactly as it does for a reader's counter and pointer load. The
+//! `Release`/`Acquire` pairs on `busy` and on `steal` hand the list's contents from one side to
+//! the other. So the owner pays two plain stores and a load per `retire`, and only a steal pays
+//! for a barrier.
+//!
+//! # Why nothing runs early, and nothing is lost
+//!
+//! * A block's cookie is read after every callback in it was queued, and reading it includes a
+//!   full fence (`SeqCounter::snap`), so the grace period it names started after the objects
+//!   were unlinked. Blocks run only once that cookie has expired. A stolen block joins the
+//!   worker's list unstamped, and is stamped again later (a later cookie is only more
+//!   conservative).
+//! * Each block leaves the list under the owner's side of the lock, or under the stealer's,
+//!   never both: exactly once.
+//! * The owner marks `dropping` (inside its side of the lock) before it runs blocks it took,
+//!   and clears it (`Release`) once they have run and been counted. A stealer that then loads
+//!   `dropping` waits for that to finish: everything retired before a `barrier()` call is in
+//!   some list, in a block being dropped, or already dropped. That is what the worker needs
+//!   when it meets a barrier marker: it steals every list of its shard and waits for their
+//!   drops before it entrains the marker.
+//! * The worker also steals lists whose owner has not retired anything since its previous
+//!   look (at most every `ready::PATIENCE`; a parked worker looks at every
+//!   tick), a thread flushes its list to the offloaded path at exit and before it queues a
+//!   closure with `call` (so a thread's closures still run after the objects it retired before
+//!   them), and a domain being dropped steals everything.
+
+use super::callback::Callback;
+use crate::barrier::{self, FenceKind, Heavy};
+use crate::seq::GpCookie;
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Backoff, Mutex, UnsafeCell};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::time::{Duration, Instant};
+
+/// A block is sealed when it holds this many callbacks...
+pub(crate) const BLOCK: usize = 256;
+
+/// ... or when it has been open this long (checked every 16 callbacks).
+pub(crate) const SEAL_AFTER: Duration = Duration::from_millis(1);
+
+/// A producer runs at most this many ready blocks per seal: it drains four times faster than
+/// it fills, and one `retire` runs at most this many blocks' drops.
+pub(crate) const MAX_READY_BLOCKS: usize = 4;
+
+/// Callbacks stamped with one cookie.
+pub(crate) struct Block {
+    pub(crate) cookie: GpCookie,
+    pub(crate) callbacks: Vec<Callback>,
+}
+
+/// What a steal or a flush takes out of a list: sealed blocks oldest first, then the open
+/// callbacks.
+#[derive(Default)]
+pub(crate) struct Taken {
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) open: Vec<Callback>,
+}
+
+impl Taken {
+    /// Every callback, oldest first.
+    pub(crate) fn into_callbacks(self) -> impl Iterator<Item = Callback> {
+        self.blocks
+            .into_iter()
+            .flat_map(|b| b.callbacks)
+            .chain(self.open)
+    }
+}
+
+/// A producer's list (single-threaded; [`LocalRetires`] guards it).
+pub(crate) struct LocalList {
+    open: Vec<Callback>,
+    opened_at: Option<Instant>,
+    sealed: VecDeque<Block>,
+    /// Callbacks and bytes in `open` and `sealed`.
+    len: usize,
+    bytes: u64,
+    /// Emptied vectors, to refill.
+    spare: Vec<Vec<Callback>>,
+}
+
+impl LocalList {
+    fn new() -> LocalList {
+        LocalList {
+            open: Vec::new(),
+            opened_at: None,
+            sealed: VecDeque::new(),
+            len: 0,
+            bytes: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Add a callback. Returns whether the open block should be sealed now.
+    #[inline]
+    pub(crate) fn push(&mut self, callback: Callback) -> bool {
+        if self.open.capacity() == 0 {
+            self.open = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(BLOCK));
+        }
+        self.len += 1;
+        self.bytes += callback.bytes() as u64;
+        self.open.push(callback);
+        let n = self.open.len();
+        if n == 1 {
+            self.opened_at = Some(Instant::now());
+            return false;
+        }
+        n >= BLOCK || (n % 16 == 0 && self.opened_at.is_some_and(|t| t.elapsed() > SEAL_AFTER))
+    }
+
+    /// Seal the open block with `cookie`, read after its last callback was queued.
+    pub(crate) fn seal(&mut self, cookie: GpCookie) {
+        if self.open.is_empty() {
+            return;
+        }
+        let callbacks = std::mem::take(&mut self.open);
+        self.opened_at = None;
+        self.sealed.push_back(Block { cookie, callbacks });
+    }
+
+    /// The cookie of the newest sealed block.
+    pub(crate) fn newest_cookie(&self) -> Option<GpCookie> {
+        self.sealed.back().map(|b| b.cookie)
+    }
+
+    /// Move up to `MAX_READY_BLOCKS` leading blocks for which `expired` says yes to `out`.
+    pub(crate) fn take_ready(
+        &mut self,
+        mut expired: impl FnMut(&GpCookie) -> bool,
+        out: &mut Vec<Block>,
+    ) {
+        while out.len() < MAX_READY_BLOCKS {
+            match self.sealed.front() {
+                Some(block) if expired(&block.cookie) => {
+                    let block = self.sealed.pop_front().expect("front exists");
+                    self.len -= block.callbacks.len();
+                    self.bytes -= block
+                        .callbacks
+                        .iter()
+                        .map(|c| c.bytes() as u64)
+                        .sum::<u64>();
+                    out.push(block);
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Give an emptied vector back for reuse.
+    pub(crate) fn recycle(&mut self, mut v: Vec<Callback>) {
+        debug_assert!(v.is_empty());
+        v.clear();
+        if self.spare.len() < MAX_READY_BLOCKS && v.capacity() >= BLOCK {
+            self.spare.push(v);
+        }
+    }
+
+    /// Callbacks waiting here, and their bytes.
+    pub(crate) fn backlog(&self) -> (usize, u64) {
+        (self.len, self.bytes)
+    }
+
+    /// Take everything.
+    pub(crate) fn take_all(&mut self) -> Taken {
+        self.len = 0;
+        self.bytes = 0;
+        self.opened_at = None;
+        Taken {
+            blocks: self.sealed.drain(..).collect(),
+            open: std::mem::take(&mut self.open),
+        }
+    }
+}
+
+/// One producer's list and the asymmetric lock around it (see the module docs).
+pub(crate) struct LocalRetires {
+    busy: AtomicBool,
+    steal: AtomicBool,
+    /// The owner is running blocks it took (see the module docs).
+    dropping: AtomicBool,
+    /// Incremented by the owner each time it finishes running blocks.
+    drops_done: AtomicU64,
+    /// Callbacks queued here so far (only the owner writes it).
+    ops: AtomicU64,
+    /// Callbacks in the list (a hint, stored by whoever last changed it).
+    len: AtomicUsize,
+    /// `ops` at the worker's previous look.
+    seen_ops: AtomicU64,
+    /// Serializes stealers.
+    stealers: Mutex<()>,
+    list: UnsafeCell<LocalList>,
+}
+
+// SAFETY: `list` is only touched by the owner between a successful `enter` and the guard's
+// drop, or by a stealer between seeing `busy == false` with `steal` set and clearing `steal`;
+// the module docs show these never overlap and hand the contents over with Release/Acquire.
+// The callbacks in it are `Send`.
+unsafe impl Sync for LocalRetires {}
+// SAFETY: as above; the list's callbacks are `Send`.
+unsafe impl Send for LocalRetires {}
+
+impl LocalRetires {
+    pub(crate) fn new() -> LocalRetires {
+        LocalRetires {
+            busy: AtomicBool::new(false),
+            steal: AtomicBool::new(false),
+            dropping: AtomicBool::new(false),
+            drops_done: AtomicU64::new(0),
+            ops: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+            seen_ops: AtomicU64::new(0),
+            stealers: Mutex::new(()),
+            list: UnsafeCell::new(LocalList::new()),
+        }
+    }
+
+    /// The owner's side: the list, unless a steal is under way. Only the owning thread may
+    /// call this.
+    #[inline]
+    pub(crate) fn enter(&self, fence: FenceKind) -> Option<OwnerGuard<'_>> {
+        self.busy.store(true, Relaxed);
+        barrier::light(fence);
+        if self.steal.load(Acquire) {
+            self.busy.store(false, Release);
+            return None;
+        }
+        Some(OwnerGuard { local: self })
+    }
+
+    /// Count one callback queued here (owner only).
+    #[inline]
+    pub(crate) fn count_op(&self) {
+        self.ops.store(self.ops.load(Relaxed) + 1, Relaxed);
+    }
+
+    /// Callbacks in the list (a hint).
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
+    /// The owner has run and counted the blocks it marked `dropping` for.
+    pub(crate) fn finished_dropping(&self) {
+        self.drops_done
+            .store(self.drops_done.load(Relaxed) + 1, Release);
+        self.dropping.store(false, Release);
+    }
+
+    /// Has the owner queued nothing since the previous call of this (by the worker)? Only one
+    /// thread (the shard's worker) may call this.
+    pub(crate) fn idle_since_last_look(&self) -> bool {
+        let ops = self.ops.load(Relaxed);
+        let idle = ops == self.seen_ops.load(Relaxed);
+        self.seen_ops.store(ops, Relaxed);
+        idle
+    }
+
+    /// The stealer's side, for several lists at once (one heavy barrier for all): take
+    /// everything from each, then wait until none of their owners is still running blocks it
+    /// took before. Must not be called by an owner of one of the lists.
+    pub(crate) fn steal_all(locals: &[&LocalRetires], fence: FenceKind) -> Vec<Taken> {
+        Self::steal(locals, fence, true)
+    }
+
+    /// A broken steal for the loom model's busted variant: it does not wait for the owner's
+    /// drops, so a barrier could return before an object the owner took is dropped.
+    #[cfg(loom)]
+    pub(crate) fn steal_all_busted(locals: &[&LocalRetires], fence: FenceKind) -> Vec<Taken> {
+        Self::steal(locals, fence, false)
+    }
+
+    fn steal(locals: &[&LocalRetires], fence: FenceKind, wait_for_drops: bool) -> Vec<Taken> {
+        let guards: Vec<_> = locals.iter().map(|l| l.stealers.lock()).collect();
+        for local in locals {
+            local.steal.store(true, Relaxed);
+        }
+        barrier::heavy(fence, Heavy::Expedited);
+        let mut taken = Vec::with_capacity(locals.len());
+        for local in locals {
+            let mut backoff = Backoff::new();
+            while local.busy.load(Acquire) {
+                backoff.snooze();
+            }
+            // SAFETY: `steal` is set and visible to the owner (heavy barrier) and the owner has
+            // left its side (`busy == false`, Acquire): the list is ours until we clear `steal`.
+            let t = local.list.with_mut(|list| unsafe { (*list).take_all() });
+            local.len.store(0, Relaxed);
+            // Blocks the owner took before it left: wait until they have run and been counted.
+            if wait_for_drops && local.dropping.load(Acquire) {
+                // (Acquire on both: whichever shows the drops finished also shows their
+                // effects and counters.)
+                let done = local.drops_done.load(Acquire);
+                let mut backoff = Backoff::new();
+                while local.dropping.load(Acquire) && local.drops_done.load(Acquire) == done {
+                    backoff.snooze();
+                }
+            }
+            local.steal.store(false, Release);
+            taken.push(t);
+        }
+        drop(guards);
+        taken
+    }
+}
+
+/// The owner's access to its list; leaving (dropping the guard) publishes the changes.
+pub(crate) struct OwnerGuard<'a> {
+    local: &'a LocalRetires,
+}
+
+impl OwnerGuard<'_> {
+    /// Mark that blocks taken in this section will be run by the owner after it leaves; it
+    /// must call [`LocalRetires::finished_dropping`] once they have run.
+    pub(crate) fn mark_dropping(&self) {
+        self.local.dropping.store(true, Relaxed);
+    }
+
+    /// The list.
+    pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut LocalList) -> R) -> R {
+        // SAFETY: we are inside the owner's side of the lock (see `enter`), and `&mut self`
+        // keeps this the only reference.
+        self.local.list.with_mut(|list| f(unsafe { &mut *list }))
+    }
+}
+
+impl Drop for OwnerGuard<'_> {
+    fn drop(&mut self) {
+        let len = self.with(|list| list.len);
+        self.local.len.store(len, Relaxed);
+        self.local.busy.store(false, Release);
+    }
+}
