@@ -286,10 +286,11 @@ fn retire_table(n: u64, runs: usize) {
         );
     }
     println!(
-        "\nA flood as fast as one thread can allocate. rcukit's worker hands ready objects back \
-         to the retiring thread, which drops them as it goes (with `retire_on_producers(false)` \
-         the worker drops everything); crossbeam-epoch drops on the producer's own thread. \
-         The normal grace period measured above ({gp:.2?}) sets the GP's worth."
+        "\nA flood as fast as one thread can allocate. rcukit's retiring thread keeps its \
+         objects in its own list and drops them once their grace period has ended, asking for \
+         expedited grace periods past the backlog threshold (with `retire_on_producers(false)` \
+         everything goes through the worker); crossbeam-epoch drops on the producer's own \
+         thread. The normal grace period measured above ({gp:.2?}) sets the GP's worth."
     );
 }
 

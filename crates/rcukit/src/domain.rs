@@ -222,13 +222,19 @@ impl RcuBuilder {
         self
     }
 
-    /// Let threads that call [`retire`](Rcu::retire) or [`retire_raw`](Rcu::retire_raw) drop
-    /// objects that are ready, in batches, while they keep retiring (default true). Memory then
-    /// goes back to the thread that allocated it, which with glibc malloc more than doubles
-    /// `retire` throughput, and a thread that retires faster than the worker can drop is paced
-    /// by its own drops. A ready batch waits at most 1 ms for a producer before the worker
-    /// takes it back. Closures from [`call`](Rcu::call) always run on a worker. With `false`,
-    /// workers drop everything.
+    /// Let threads that call [`retire`](Rcu::retire) or [`retire_raw`](Rcu::retire_raw) keep
+    /// the objects in a list of their own and drop them themselves once their grace period has
+    /// ended (default true), like a kernel CPU whose callbacks are not offloaded. Each thread
+    /// stamps its objects in blocks of up to 256 (or whatever it retired within 1 ms), requests
+    /// the grace period a block needs, asks the domain's helper thread for an expedited one
+    /// when its list passes the backlog thresholds, and drops up to four ready blocks each
+    /// time it seals one. Memory goes back to the thread that allocated it, no other thread
+    /// has to be scheduled for a flood to be reclaimed, and a thread that retires faster than
+    /// grace periods end is paced by its own drops. A thread that stops retiring has its list
+    /// taken over by the worker within a few milliseconds; `barrier()` takes every list, and a
+    /// thread's list goes to the worker before a closure it queues with [`call`](Rcu::call)
+    /// (closures always run on a worker) and when the thread exits. With `false`, everything
+    /// goes through the workers, which hand ready drops back to retiring threads in batches.
     ///
     /// A `retire` call may therefore run `Drop` of *other*, earlier retired objects (never one
     /// still waiting for its grace period) on the calling thread, as crossbeam-epoch's
