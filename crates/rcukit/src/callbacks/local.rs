@@ -21,7 +21,8 @@
 //! `BLOCK` callbacks or when it has been open for `SEAL_AFTER`. Sealing requests the
 //! normal grace period the cookie needs; if more than the backlog thresholds wait, the
 //! producer also asks the domain's expedited helper thread for an expedited grace period (the
-//! hurry, without blocking the caller). Then the producer takes up to `MAX_READY_BLOCKS`
+//! hurry, without blocking the caller). Then, and every 16 callbacks in between if the oldest
+//! block's cookie has expired, the producer takes up to `MAX_READY_BLOCKS`
 //! leading blocks whose cookie has expired, by the normal *or* (with `expedited_callbacks`)
 //! the expedited counter, and drops their objects after it has let go of the list: so a
 //! producer releases what it retired about as fast as it retires, with no other thread in the
@@ -112,6 +113,18 @@ impl Taken {
     }
 }
 
+/// What the owner does after [`LocalList::push`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Nothing more.
+    Nothing,
+    /// Seal the open block (then look for ready blocks).
+    Seal,
+    /// Look whether the oldest sealed block is ready (every 16 callbacks, so that a grace
+    /// period's end is noticed without waiting for the next seal).
+    Poll,
+}
+
 /// A producer's list (single-threaded; [`LocalRetires`] guards it).
 pub(crate) struct LocalList {
     open: Vec<Callback>,
@@ -136,9 +149,9 @@ impl LocalList {
         }
     }
 
-    /// Add a callback. Returns whether the open block should be sealed now.
+    /// Add a callback. Returns what the owner should do next.
     #[inline]
-    pub(crate) fn push(&mut self, callback: Callback) -> bool {
+    pub(crate) fn push(&mut self, callback: Callback) -> Next {
         if self.open.capacity() == 0 {
             self.open = self
                 .spare
@@ -151,9 +164,26 @@ impl LocalList {
         let n = self.open.len();
         if n == 1 {
             self.opened_at = Some(Instant::now());
-            return false;
+            return Next::Nothing;
         }
-        n >= BLOCK || (n % 16 == 0 && self.opened_at.is_some_and(|t| t.elapsed() > SEAL_AFTER))
+        if n >= BLOCK {
+            return Next::Seal;
+        }
+        if n % 16 != 0 {
+            return Next::Nothing;
+        }
+        if self.opened_at.is_some_and(|t| t.elapsed() > SEAL_AFTER) {
+            Next::Seal
+        } else if self.sealed.is_empty() {
+            Next::Nothing
+        } else {
+            Next::Poll
+        }
+    }
+
+    /// The cookie of the oldest sealed block.
+    pub(crate) fn oldest_cookie(&self) -> Option<GpCookie> {
+        self.sealed.front().map(|b| b.cookie)
     }
 
     /// Seal the open block with `cookie`, read after its last callback was queued.

@@ -71,7 +71,7 @@ use crate::seq::GpCookie;
 use callback::{BarrierCount, Callback, Work};
 use crossbeam_utils::CachePadded;
 use intake::{Intake, Producer};
-use local::LocalRetires;
+use local::{LocalRetires, Next};
 use parking_lot::Mutex;
 use ready::Ready;
 use std::cell::{Cell, RefCell};
@@ -347,16 +347,19 @@ impl Drop for ProducerSlot {
 enum After {
     /// Queued on the intake of this shard (valid while the domain lives).
     Intake(*const Shard),
-    /// Kept in the local list; after a seal, there is more to do.
+    /// Kept in the local list; after a seal or a poll that found a ready block, there is
+    /// more to do.
     Local(Option<AfterSeal>),
 }
 
-/// What a producer does after sealing a block of its local list.
+/// What a producer does after sealing a block of its local list, or after finding its oldest
+/// block ready.
 #[cfg(not(loom))]
 struct AfterSeal {
     shared: Arc<ProducerShared>,
-    /// The sealed block's cookie: its normal grace period is requested.
-    cookie: GpCookie,
+    /// The cookie of the block just sealed (none after a poll): its normal grace period is
+    /// requested.
+    cookie: Option<GpCookie>,
     /// With the list past the backlog thresholds: the newest cookie, to expedite.
     hurry: Option<GpCookie>,
     /// Blocks taken to run (the list is marked `dropping` until they have).
@@ -546,16 +549,25 @@ impl Callbacks {
             return Err(callback);
         };
         local.count_op();
-        if !guard.with(|list| list.push(callback)) {
-            return Ok(None);
-        }
-        // Read after every callback of the block was queued (with a full fence).
-        let cookie = inner.get_state();
+        let cookie = match guard.with(|list| list.push(callback)) {
+            Next::Nothing => return Ok(None),
+            // Read after every callback of the block was queued (with a full fence).
+            Next::Seal => Some(inner.get_state()),
+            Next::Poll => {
+                let oldest = guard.with(|list| list.oldest_cookie());
+                if !oldest.is_some_and(|c| self.expired(inner, &c)) {
+                    return Ok(None);
+                }
+                None
+            }
+        };
         // A drop that retires more objects only queues them: its thread is running blocks.
         let running = RUNNING_BATCH_OF.try_with(|r| r.get() != 0).unwrap_or(true);
         let mut ready = Vec::new();
         let (backlog, newest) = guard.with(|list| {
-            list.seal(cookie);
+            if let Some(cookie) = cookie {
+                list.seal(cookie);
+            }
             if !running {
                 list.take_ready(|c| self.expired(inner, c), &mut ready);
             }
@@ -569,7 +581,8 @@ impl Callbacks {
             shared: slot.counters.clone(),
             cookie,
             hurry: newest.filter(|_| {
-                self.config.expedited
+                cookie.is_some()
+                    && self.config.expedited
                     && (backlog.0 as u64 > self.config.backlog_callbacks
                         || backlog.1 > self.config.backlog_bytes)
             }),
@@ -586,7 +599,9 @@ impl Callbacks {
     /// After a seal: request the grace periods the list needs, and run the blocks taken.
     #[cfg(not(loom))]
     fn after_seal(&self, inner: &Inner, after: AfterSeal) {
-        inner.normal.request(after.cookie.normal);
+        if let Some(cookie) = after.cookie {
+            inner.normal.request(cookie.normal);
+        }
         if let Some(newest) = after.hurry {
             // Past the backlog thresholds: the kernel's hurry, on the helper thread.
             inner.exp.request(newest.expedited);
