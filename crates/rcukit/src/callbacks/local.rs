@@ -16,17 +16,17 @@
 //! # The list
 //!
 //! Each producer thread has, per domain, a `LocalList`: an *open* block of callbacks not yet
-//! stamped, and a FIFO of *sealed* blocks, each stamped with the full cookie
-//! (`GpCookie`) read when it was sealed. A block is sealed when it holds
-//! `BLOCK` callbacks or when it has been open for `SEAL_AFTER`. Sealing requests the
-//! normal grace period the cookie needs; if more than the backlog thresholds wait, the
-//! producer also asks the domain's expedited helper thread for an expedited grace period (the
-//! hurry, without blocking the caller). Then, and every 16 callbacks in between if the oldest
-//! block's cookie has expired, the producer takes up to `MAX_READY_BLOCKS`
-//! leading blocks whose cookie has expired, by the normal *or* (with `expedited_callbacks`)
-//! the expedited counter, and drops their objects after it has let go of the list: so a
-//! producer releases what it retired about as fast as it retires, with no other thread in the
-//! loop, and a `Drop` that retires more objects works.
+//! stamped, and a FIFO of *sealed* blocks, each stamped with the full cookie (`GpCookie`) read
+//! when it was sealed. A block is sealed when it holds `BLOCK` (256) callbacks or when it has
+//! been open for `SEAL_AFTER` (1 ms). Sealing requests the normal grace period the cookie
+//! needs; if more than the backlog thresholds wait, the producer also asks the domain's
+//! expedited helper thread for an expedited grace period (the hurry, without blocking the
+//! caller). Then, and every 16 callbacks in between if the oldest block's cookie has expired,
+//! the producer takes up to `MAX_READY_BLOCKS` (4) leading blocks whose cookie has expired, by
+//! the normal *or* (with `expedited_callbacks`) the expedited counter, and drops their objects
+//! after it has let go of the list: so a producer releases what it retired up to four times as
+//! fast as it retires, with no other thread in the loop, and a `Drop` that retires more
+//! objects works (a thread that is running blocks only queues).
 //!
 //! # Reaching a list from other threads
 //!
@@ -54,9 +54,9 @@
 //!
 //! * A block's cookie is read after every callback in it was queued, and reading it includes a
 //!   full fence (`SeqCounter::snap`), so the grace period it names started after the objects
-//!   were unlinked. Blocks run only once that cookie has expired. A stolen block joins the
-//!   worker's list unstamped, and is stamped again later (a later cookie is only more
-//!   conservative).
+//!   were unlinked. Blocks run only once that cookie has expired. A stolen block whose cookie
+//!   has expired runs on the worker at once; any other joins the worker's list unstamped and
+//!   is stamped again (a later cookie is only more conservative).
 //! * Each block leaves the list under the owner's side of the lock, or under the stealer's,
 //!   never both: exactly once.
 //! * The owner marks `dropping` (inside its side of the lock) before it runs blocks it took,
@@ -70,6 +70,12 @@
 //!   tick), a thread flushes its list to the offloaded path at exit and before it queues a
 //!   closure with `call` (so a thread's closures still run after the objects it retired before
 //!   them), and a domain being dropped steals everything.
+//!
+//! The loom models in `loom_models.rs` check the lock and the `dropping` hand-over: a steal
+//! racing with a retire (owner and stealer never both in the list, nothing lost or dropped
+//! twice; the model fails if the owner's light barrier is removed), a steal after a retire
+//! (the object is dropped by the time the steal returns), and a busted steal that does not
+//! wait for the owner's drops (caught).
 
 use super::callback::Callback;
 use crate::barrier::{self, FenceKind, Heavy};
