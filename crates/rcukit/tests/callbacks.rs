@@ -646,3 +646,37 @@ fn objects_retired_by_threads_that_exit_are_dropped_by_barrier() {
     assert_eq!(stats.callbacks_invoked, 4_000);
     assert_eq!(stats.callbacks_pending, 0);
 }
+
+#[test]
+fn a_flood_is_reclaimed_by_the_retiring_thread_with_expedited_grace_periods() {
+    // Normal grace periods are held back by a 10 s window: objects can only be released by
+    // the expedited grace periods that the retiring thread asks for past the threshold, and
+    // the retiring thread drops them itself while the flood goes on.
+    let rcu = Rcu::builder()
+        .normal_gp_delay(Duration::from_secs(10))
+        .backlog_callbacks(1_000)
+        .build()
+        .unwrap();
+    let c = Counters::default();
+    let n = flood(&rcu, &c, 0, |rcu| {
+        rcu.stats().callbacks_run_by_producers > 0
+    });
+    let stats = rcu.stats();
+    assert_eq!(stats.normal_gps, 0, "{stats:?}");
+    assert!(stats.expedited_gps > 0, "{stats:?}");
+    assert!(stats.released_by_expedited > 0, "{stats:?}");
+    assert_eq!(
+        c.on_producer.load(Ordering::Relaxed),
+        stats.callbacks_run_by_producers
+    );
+    // The rest (left in the thread's list, then taken by the worker) go with more expedited
+    // grace periods.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rcu.stats().callbacks_pending > 0 {
+        assert!(Instant::now() < deadline, "{:?}", rcu.stats());
+        rcu.synchronize_expedited();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(c.dropped(), n);
+    assert_eq!(rcu.stats().normal_gps, 0);
+}
