@@ -595,12 +595,16 @@ impl Rcu {
 
     /// Run `f` on a callback worker after a grace period. Never blocks and never waits for a
     /// grace period; `f` runs once every reader that might see what the caller removed before
-    /// this call has finished.
+    /// this call has finished. Closures queued by one thread run in the order queued, each
+    /// after every object that thread [`retire`](Rcu::retire)d before it.
     pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
         self.inner.callbacks.push(&self.inner, Callback::from_fn(f));
     }
 
-    /// Drop `value` after a grace period (the kernel's `kfree_rcu`). Never blocks.
+    /// Drop `value` after a grace period (the kernel's `kfree_rcu`). Never blocks. By default
+    /// the calling thread keeps `value` and drops it in a later `retire` once the grace
+    /// period has ended (see [`RcuBuilder::retire_on_producers`]); objects are not ordered
+    /// against closures queued before them with [`call`](Rcu::call).
     pub fn retire<T: Send + 'static>(&self, value: Box<T>) {
         self.inner
             .callbacks

@@ -5,7 +5,10 @@
 //! * [`callback`]: the type-erased unit of work.
 //! * [`segcblist`]: the segmented list each worker keeps (pure data structure).
 //! * `Shard` (here): a lock-free intake queue and its producer/worker counters. A producer
-//!   thread always uses the same shard, so its callbacks stay in FIFO order.
+//!   thread always uses the same shard, so its closures run in the order it queued them, each
+//!   after every object it retired before it. Retired objects are dropped when their own grace
+//!   period has ended, possibly before a closure queued ahead of them has run (the kernel's
+//!   `kfree_rcu` batches are not ordered against `call_rcu` callbacks either).
 //! * [`worker`]: one thread per shard (the kernel's offloaded "NOCB" kthreads) that moves
 //!   callbacks from the intake into its list, stamps them, requests grace periods, advances
 //!   and runs what is ready in bounded batches.
