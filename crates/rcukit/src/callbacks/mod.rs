@@ -74,7 +74,7 @@ use crate::seq::GpCookie;
 use callback::{BarrierCount, Callback, Work};
 use crossbeam_utils::CachePadded;
 use intake::{Intake, Producer};
-use local::{LocalRetires, Next};
+use local::LocalRetires;
 use parking_lot::Mutex;
 use ready::Ready;
 use std::cell::{Cell, RefCell};
@@ -427,6 +427,12 @@ thread_local! {
 
 static NEXT_SHARD_HINT: AtomicUsize = AtomicUsize::new(0);
 
+/// Is this thread already running drops of some domain (a ready batch or blocks of its own
+/// list)? Drops that retire more objects then only queue them, so runs never nest.
+fn running_drops() -> bool {
+    RUNNING_BATCH_OF.try_with(|r| r.get() != 0).unwrap_or(true)
+}
+
 impl Callbacks {
     pub(crate) fn new(config: CallbackConfig, domain: u64, name: String) -> Callbacks {
         let shards = (0..config.workers)
@@ -553,10 +559,10 @@ impl Callbacks {
         };
         local.count_op();
         let cookie = match guard.with(|list| list.push(callback)) {
-            Next::Nothing => return Ok(None),
+            local::Next::Nothing => return Ok(None),
             // Read after every callback of the block was queued (with a full fence).
-            Next::Seal => Some(inner.get_state()),
-            Next::Poll => {
+            local::Next::Seal => Some(inner.get_state()),
+            local::Next::Poll => {
                 let oldest = guard.with(|list| list.oldest_cookie());
                 if !oldest.is_some_and(|c| self.expired(inner, &c)) {
                     return Ok(None);
@@ -565,7 +571,7 @@ impl Callbacks {
             }
         };
         // A drop that retires more objects only queues them: its thread is running blocks.
-        let running = RUNNING_BATCH_OF.try_with(|r| r.get() != 0).unwrap_or(true);
+        let running = running_drops();
         let mut ready = Vec::new();
         let (backlog, newest) = guard.with(|list| {
             if let Some(cookie) = cookie {
@@ -614,16 +620,16 @@ impl Callbacks {
         }
         let (mut invoked, mut bytes) = (0u64, 0u64);
         let mut spare = Vec::with_capacity(after.ready.len());
-        RUNNING_BATCH_OF.with(|r| r.set(self.domain));
-        for mut block in after.ready {
-            self.count_released(inner, &block);
-            let (i, b) = self.invoke_all(&mut block.callbacks);
-            invoked += i;
-            bytes += b;
-            spare.push(block.callbacks);
-        }
-        RUNNING_BATCH_OF.with(|r| r.set(0));
-        self.run_by_producers.fetch_add(invoked, Relaxed);
+        self.run_as_producer(|| {
+            for mut block in after.ready {
+                self.count_released(inner, &block);
+                let (i, b) = self.invoke_all(&mut block.callbacks);
+                invoked += i;
+                bytes += b;
+                spare.push(block.callbacks);
+            }
+            invoked
+        });
         let local = &after.shared.local;
         after.shared.add_invoked(invoked, bytes);
         local.finished_dropping();
@@ -659,18 +665,24 @@ impl Callbacks {
     #[cold]
     #[inline(never)]
     fn run_ready_batch(&self, shard: &Shard) {
-        let idle = RUNNING_BATCH_OF.try_with(|r| r.get() == 0).unwrap_or(false);
-        if !idle {
+        if running_drops() {
             return;
         }
         let Some(mut batch) = shard.ready.take() else {
             return;
         };
+        self.run_as_producer(|| self.run_batch(shard, &mut batch));
+        shard.ready.finished(batch);
+    }
+
+    /// Run drops on this producer thread: marked as running them (see
+    /// [`in_callback_context`](Self::in_callback_context)), and counted in `run_by_producers`
+    /// (`run` returns how many it ran).
+    fn run_as_producer(&self, run: impl FnOnce() -> u64) {
         RUNNING_BATCH_OF.with(|r| r.set(self.domain));
-        let ran = self.run_batch(shard, &mut batch);
+        let ran = run();
         RUNNING_BATCH_OF.with(|r| r.set(0));
         self.run_by_producers.fetch_add(ran, Relaxed);
-        shard.ready.finished(batch);
     }
 
     /// Run every callback of `batch` (emptying it), each under `catch_unwind`, and add them to
@@ -764,9 +776,7 @@ impl Callbacks {
     /// Is the calling thread running this domain's callbacks: one of its workers, or a
     /// producer running a ready batch?
     pub(crate) fn in_callback_context(&self) -> bool {
-        WORKER_OF
-            .try_with(|w| w.get() == self.domain)
-            .unwrap_or(false)
+        self.on_worker_thread()
             || RUNNING_BATCH_OF
                 .try_with(|r| r.get() == self.domain)
                 .unwrap_or(false)
