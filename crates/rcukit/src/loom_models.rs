@@ -299,7 +299,7 @@ mod callbacks_model {
     use crate::sync::AtomicUsize;
     use std::sync::atomic::Ordering::{Acquire, Release};
 
-    fn inner() -> Arc<Inner> {
+    pub(super) fn inner() -> Arc<Inner> {
         Arc::new(Inner {
             id: 7,
             name: "loom".into(),
@@ -619,6 +619,96 @@ mod callbacks_model {
     #[should_panic(expected = "a steal returned before a retired object was dropped")]
     fn local_list_steal_without_waiting_for_drops_busted() {
         local_steal(true, false);
+    }
+}
+
+// --- callbacks: two barriers from different threads racing a retire ---------------------------
+
+mod barrier_race_model {
+    use super::*;
+    use crate::callbacks::callback::{Callback, Work};
+    use crate::callbacks::intake::Consumer;
+    use crate::callbacks::segcblist::SegCbList;
+    use crate::callbacks::worker::{drain_step, step, Step};
+    use crate::callbacks::Callbacks;
+    use crate::sync::AtomicUsize;
+
+    struct CountOnDrop(Arc<AtomicUsize>);
+
+    impl Drop for CountOnDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Thread A calls `barrier()`. Thread C retires an object into its own local list, then
+    /// calls `barrier()`. A worker pass runs meanwhile. A's marker may make the worker steal
+    /// every local list before C retires; C's marker then arrives in a later iteration of the
+    /// same intake drain and must cause a steal of its own (the defect: it was entrained at
+    /// once, and C's barrier completed with C's object still in C's list). Whenever C's
+    /// barrier has completed, C's object must have been dropped.
+    #[test]
+    fn two_barriers_from_different_threads_racing_a_retire() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(|| {
+            let inner = super::callbacks_model::inner();
+            let producer = Callbacks::register_producer_for_model(inner.callbacks.shard(0));
+            let drops = Arc::new(AtomicUsize::new(0));
+            let a = {
+                let inner = inner.clone();
+                thread::spawn(move || inner.callbacks.start_barrier())
+            };
+            let c = {
+                let (inner, drops) = (inner.clone(), drops.clone());
+                thread::spawn(move || {
+                    let object = Callback::from_box(Box::new(CountOnDrop(drops)));
+                    match producer.local.enter(FenceKind::SeqCst) {
+                        Some(mut guard) => {
+                            guard.with(|list| list.push(object));
+                        }
+                        // A steal is under way: `retire` queues on the intake instead.
+                        None => {
+                            let shard = inner.callbacks.shard(0);
+                            shard.intake.push_single(Work::Callback(object));
+                        }
+                    }
+                    inner.callbacks.start_barrier()
+                })
+            };
+            let mut consumer = Consumer::new();
+            let mut list: SegCbList<Work> = SegCbList::new();
+            let worker = {
+                let inner = inner.clone();
+                thread::spawn(move || {
+                    let _ = step(&inner, inner.callbacks.shard(0), &mut consumer, &mut list);
+                    (consumer, list)
+                })
+            };
+            let count_a = a.join().unwrap();
+            let count_c = c.join().unwrap();
+            let (mut consumer, mut list) = worker.join().unwrap();
+            if count_c.is_done() {
+                assert_eq!(
+                    drops.load(Relaxed),
+                    1,
+                    "barrier returned before an object its caller retired was dropped"
+                );
+            }
+            let shard = inner.callbacks.shard(0);
+            while !(count_a.is_done() && count_c.is_done()) {
+                match step(&inner, shard, &mut consumer, &mut list) {
+                    Step::Busy => {}
+                    Step::Idle | Step::Drain => drain_step(&inner, &list),
+                    Step::Exit => unreachable!("not shutting down"),
+                }
+            }
+            assert_eq!(
+                drops.load(Relaxed),
+                1,
+                "an object was lost or dropped twice"
+            );
+        });
     }
 }
 

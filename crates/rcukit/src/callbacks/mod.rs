@@ -655,6 +655,15 @@ impl Callbacks {
             .unwrap_or(false)
     }
 
+    /// Register a producer on `shard` without a thread-local slot (loom models drive the
+    /// owner's side of its local list by hand).
+    #[cfg(loom)]
+    pub(crate) fn register_producer_for_model(shard: &Shard) -> Arc<ProducerShared> {
+        let producer = Arc::new(ProducerShared::new());
+        shard.producers.lock().live.push(producer.clone());
+        producer
+    }
+
     /// The producers of `shard` (for its worker's steals).
     pub(crate) fn producers_of(shard: &Shard) -> Vec<Arc<ProducerShared>> {
         shard.producers.lock().live.clone()

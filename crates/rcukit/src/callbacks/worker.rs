@@ -148,12 +148,12 @@ fn take_intake(
         if markers.len() == seen {
             break;
         }
-        // A marker was seen: every object retired before its barrier call is in a producer's
-        // local list (or being dropped by it): take them all, ahead of the marker. Then one
-        // more full pass over the intake before the marker may be entrained.
-        if seen == 0 {
-            steal_locals(inner, shard, list, Which::All);
-        }
+        // New markers were seen: every object retired before their barrier calls is now in a
+        // producer's local list (or being dropped by it): take them all, ahead of the markers.
+        // The steal must follow *each* pass that finds a marker: a marker found in a later
+        // pass may come from a thread that retired objects after the previous steal. Then one
+        // more full pass over the intake before the markers may be entrained.
+        steal_locals(inner, shard, list, Which::All);
         limit = usize::MAX;
     }
     let callbacks = (took - markers.len()) as u64;
