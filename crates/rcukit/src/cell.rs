@@ -60,13 +60,13 @@
 //!
 //! * `RcuCell<T, D>: Sync` exactly when `T: Send + Sync` (and the handle `D` is `Sync`):
 //!   readers on many threads share `&T` at once (`T: Sync`), and a value stored by one thread
-//!   is dropped by another thread, a writer or a callback worker (`T: Send`). This is
-//!   `RwLock`'s rule. `RcuCell<Rc<_>>` and `RcuCell<Cell<_>>` are therefore not `Sync`.
+//!   may be dropped by another thread: a writer, a callback worker, or a thread that drops
+//!   retired values in a later retire (`T: Send`). This is `RwLock`'s rule. `RcuCell<Rc<_>>` and `RcuCell<Cell<_>>` are therefore not `Sync`.
 //! * `RcuCell<T, D>: Send` exactly when `T: Send` (and `D: Send`): moving the cell moves
 //!   ownership of its value.
 //! * Methods that may retire a value through a callback (`store`, `swap`, `update`,
-//!   [`Reclaim::Deferred`]) also need `T: Send + 'static`: the callback runs on a worker thread
-//!   at some later time, possibly after the cell is gone.
+//!   [`Reclaim::Deferred`]) also need `T: Send + 'static`: the value is dropped at some
+//!   later time on some thread, possibly after the cell is gone.
 //! * The cell is *invariant* in `T`, like `Cell<T>`: it is written through `&self`, so an
 //!   `RcuCell<&'static str>` must not pass for an `RcuCell<&'a str>` into which a short-lived
 //!   string could be stored for `'static` readers to find.
@@ -89,8 +89,12 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire};
 /// How a writer reclaims the value it replaced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Reclaim {
-    /// Retire it through a callback ([`Rcu::retire`]): the writer never blocks, and the value
-    /// is dropped on a callback worker thread after a grace period of either kind. The default.
+    /// Retire it ([`Rcu::retire`]): the writer never blocks, and the value is dropped after a
+    /// grace period of either kind, on a callback worker or, with the domain's
+    /// [`retire_on_producers`](crate::RcuBuilder::retire_on_producers) on (the default), by
+    /// this thread in a later retire of the same domain. The write itself may drop older
+    /// values retired earlier (see [where user code runs](crate::callbacks::invoke)). The
+    /// default.
     #[default]
     Deferred,
     /// Wait for a normal grace period ([`Rcu::synchronize`], milliseconds, batched with other
@@ -159,7 +163,8 @@ pub struct RcuCell<T, D: DomainRef = &'static Rcu> {
 }
 
 // SAFETY: readers on any thread get `&T` (needs `T: Sync`); values stored on one thread are
-// dropped on another (a writer or a callback worker; needs `T: Send`); the handle is shared
+// dropped on another (a writer, a callback worker or a later retiring thread; needs
+// `T: Send`); the handle is shared
 // (needs `D: Sync`). The raw pointer is owned by the cell and only reached through these paths.
 unsafe impl<T: Send + Sync, D: DomainRef + Sync> Sync for RcuCell<T, D> {}
 
@@ -281,8 +286,10 @@ impl<T, D: DomainRef> RcuCell<T, D> {
         }
     }
 
-    /// Publish `value`; the old value is retired through a callback and dropped on a worker
-    /// thread after a grace period ([`Reclaim::Deferred`]). Never waits for a grace period.
+    /// Publish `value`; the old value is retired and dropped after a grace period
+    /// ([`Reclaim::Deferred`], which says on which thread). Never waits for a grace period.
+    /// May drop values retired earlier in this domain, never under the cell's writer lock and
+    /// never inside a read-side critical section of the domain.
     pub fn store(&self, value: T)
     where
         T: Send + 'static,

@@ -27,6 +27,7 @@ use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{Flavor, GpCore, GpEvent};
 use crate::reader::{self, Guard};
+use crate::report::{Report, Reporter};
 use crate::seq::GpCookie;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -53,6 +54,15 @@ impl Inner {
             normal: self.normal.seq.snap(),
             expedited: self.exp.seq.snap(),
             domain: self.id,
+        }
+    }
+
+    /// Is the calling thread inside a read-side critical section of this domain (for a QSBR
+    /// domain: online in it)?
+    pub(crate) fn is_reading_here(&self) -> bool {
+        match self.core.flavor() {
+            Flavor::Guards => reader::is_reading(self.id),
+            Flavor::Qsbr => crate::qsbr::online_here(self.id),
         }
     }
 
@@ -131,6 +141,7 @@ pub struct RcuBuilder {
     callback_batch: usize,
     retire_on_producers: bool,
     flavor: Flavor,
+    reporter: Reporter,
 }
 
 impl Default for RcuBuilder {
@@ -147,6 +158,7 @@ impl Default for RcuBuilder {
             callback_batch: 1024,
             retire_on_producers: true,
             flavor: Flavor::Guards,
+            reporter: Reporter::default(),
         }
     }
 }
@@ -233,14 +245,47 @@ impl RcuBuilder {
     /// grace periods end is paced by its own drops. A thread that stops retiring has its list
     /// taken over by the worker within a few milliseconds; `barrier()` takes every list, and a
     /// thread's list goes to the worker before a closure it queues with [`call`](Rcu::call)
-    /// (closures always run on a worker) and when the thread exits. With `false`, everything
-    /// goes through the workers, which hand ready drops back to retiring threads in batches.
+    /// (closures always run on a worker) and when the thread exits.
     ///
-    /// A `retire` call may therefore run `Drop` of *other*, earlier retired objects (never one
-    /// still waiting for its grace period) on the calling thread, as crossbeam-epoch's
-    /// `defer_destroy` does: such a `Drop` should not take a lock the retiring thread may hold.
+    /// A `retire` call (and so an `RcuCell` write or an `RcuList` removal) may therefore run
+    /// `Drop` of *other*, earlier retired objects (never one still waiting for its grace
+    /// period) on the calling thread, as crossbeam-epoch and seize do: such a `Drop` should not
+    /// take a lock the retiring thread may hold. rcukit itself never does that under a lock of
+    /// its own, inside a read-side critical section of the domain, or inside another such
+    /// drop; see [where user code runs](crate::callbacks::invoke) for the rule and why it is
+    /// the default.
+    ///
+    /// With `false`, every retired object is dropped on a callback worker thread, like every
+    /// `call` closure, and no rcukit call runs user code on the calling thread (the kernel's
+    /// rule: `call_rcu` never invokes callbacks). For the global domain, choose this with
+    /// [`build_global`](RcuBuilder::build_global) before its first use.
     pub fn retire_on_producers(mut self, enabled: bool) -> Self {
         self.retire_on_producers = enabled;
+        self
+    }
+
+    /// Where the domain's reports go: stall reports and caught callback panics (see
+    /// [`report`](crate::report)). By default each is one line on standard error; write
+    /// errors are ignored, so a closed stderr never stops the domain. `hook` runs on whichever
+    /// thread makes the report (the grace-period thread, a callback worker, a thread running
+    /// drops, a caller of `synchronize_expedited`); if it panics, the panic is caught and one
+    /// line about it goes to standard error. With the `log` feature,
+    /// `on_report(rcukit::report::log)` sends reports to the `log` facade.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = seen.clone();
+    /// let rcu = rcukit::Rcu::builder()
+    ///     .on_report(move |report| sink.lock().unwrap().push(report.to_string()))
+    ///     .build()
+    ///     .unwrap();
+    /// rcu.call(|| panic!("oops"));
+    /// rcu.barrier();
+    /// assert!(seen.lock().unwrap()[0].contains("oops"));
+    /// ```
+    pub fn on_report(mut self, hook: impl Fn(&Report) + Send + Sync + 'static) -> Self {
+        self.reporter = Reporter::new(Some(Arc::new(hook)));
         self
     }
 
@@ -314,6 +359,38 @@ impl RcuBuilder {
         }
     }
 
+    /// Build the process-wide domain ([`Rcu::global`]) with these settings, like rayon's
+    /// `ThreadPoolBuilder::build_global`. Call it once, early in `main`, before anything uses
+    /// the global domain (`Rcu::global()`, `RcuCell::new`, `RcuList::new`); the name defaults
+    /// to `rcu-global`.
+    ///
+    /// ```no_run
+    /// // Every retired object of the global domain is dropped on its worker thread.
+    /// rcukit::Rcu::builder()
+    ///     .retire_on_producers(false)
+    ///     .build_global()
+    ///     .expect("first use of the global domain");
+    /// let cell = rcukit::RcuCell::new(1); // uses it
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GlobalAlreadyBuilt`] if the global domain already exists (it was built by an
+    /// earlier call or on first use with default settings; it cannot be changed), or any
+    /// error of [`build`](RcuBuilder::build).
+    pub fn build_global(mut self) -> Result<&'static Rcu, Error> {
+        if GLOBAL.get().is_some() {
+            return Err(Error::GlobalAlreadyBuilt);
+        }
+        if self.name.is_none() {
+            self.name = Some(GLOBAL_NAME.to_string());
+        }
+        let rcu = self.build()?;
+        // A racing first use may have won; then our domain is dropped (nothing used it).
+        GLOBAL.set(rcu).map_err(|_| Error::GlobalAlreadyBuilt)?;
+        Ok(GLOBAL.get().expect("just set"))
+    }
+
     /// Build the domain and start its threads.
     pub fn build(self) -> Result<Rcu, Error> {
         let fence = self.validate()?;
@@ -322,7 +399,13 @@ impl RcuBuilder {
         let inner = Arc::new(Inner {
             id,
             name: name.clone(),
-            core: GpCore::new(fence, self.stall_timeout, name.clone()).with_flavor(self.flavor),
+            core: GpCore::new(
+                fence,
+                self.stall_timeout,
+                name.clone(),
+                self.reporter.clone(),
+            )
+            .with_flavor(self.flavor),
             normal: NormalGp::new(self.normal_gp_delay),
             exp: ExpeditedGp::new(),
             event: GpEvent::new(),
@@ -338,6 +421,7 @@ impl RcuBuilder {
                 },
                 id,
                 name.clone(),
+                self.reporter.clone(),
             ),
             expedited_callbacks: self.expedited_callbacks,
         });
@@ -362,6 +446,10 @@ impl RcuBuilder {
     }
 }
 
+/// The process-wide domain behind [`Rcu::global`] (and every `RcuCell::new`, `RcuList::new`).
+static GLOBAL: OnceLock<Rcu> = OnceLock::new();
+const GLOBAL_NAME: &str = "rcu-global";
+
 /// An RCU domain: readers, normal and expedited grace periods, polling cookies and callbacks.
 ///
 /// Most programs use the process-wide [`Rcu::global`] domain. Build separate domains with
@@ -379,10 +467,9 @@ impl Rcu {
     ///
     /// If the operating system refuses to start the domain's threads on first use.
     pub fn global() -> &'static Rcu {
-        static GLOBAL: OnceLock<Rcu> = OnceLock::new();
         GLOBAL.get_or_init(|| {
             Rcu::builder()
-                .name("rcu-global")
+                .name(GLOBAL_NAME)
                 .build()
                 .unwrap_or_else(|e| panic!("rcukit: cannot start the global domain: {e}"))
         })

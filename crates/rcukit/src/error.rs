@@ -21,6 +21,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// [`RcuBuilder::build_global`](crate::RcuBuilder::build_global) was called when the
+    /// global domain already existed.
+    #[error(
+        "the global domain already exists (built by an earlier build_global() or on first use \
+         with default settings); call build_global() once, before anything uses the global domain"
+    )]
+    GlobalAlreadyBuilt,
 }
 
 impl Error {
@@ -35,7 +42,7 @@ impl Error {
     pub fn setting(&self) -> Option<&'static str> {
         match self {
             Error::InvalidSetting { setting, .. } => Some(setting),
-            Error::Spawn { .. } => None,
+            Error::Spawn { .. } | Error::GlobalAlreadyBuilt => None,
         }
     }
 }

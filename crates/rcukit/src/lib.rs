@@ -102,6 +102,7 @@ pub mod list;
 pub mod locks;
 pub mod qsbr;
 pub mod reader;
+pub mod report;
 pub mod seq;
 mod sync;
 
@@ -120,6 +121,7 @@ pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLock
 pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
 pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
 pub use reader::Guard;
+pub use report::Report;
 pub use seq::GpCookie;
 
 /// The README's Rust examples, compiled and run as doctests.

@@ -50,8 +50,10 @@
 //! frozen the same way).
 //!
 //! **Removed nodes are freed only after a grace period.** Every removed node is retired
-//! ([`Rcu::retire_raw`]): freed by a callback once a grace period that started after its
-//! removal has ended. The claim is that every node a reader visits was in the list at some
+//! ([`Rcu::retire_raw`]): freed once a grace period that started after its removal has ended.
+//! The retire happens after the writer lock is released, because a retire may drop objects
+//! retired earlier (see [where user code runs](crate::callbacks::invoke)), and such a `Drop`
+//! may use this very list. The claim is that every node a reader visits was in the list at some
 //! moment after the reader's critical section began; its removal came later still, so the
 //! grace period that frees it waits for the reader. By induction along the walk: the first
 //! node is read from the head, so it is in the list at that moment. If the reader stands on a
@@ -77,7 +79,7 @@
 //! # `Send` and `Sync`
 //!
 //! The same rules as [`RcuCell`](crate::RcuCell): `RcuList<T, D>: Sync` exactly when
-//! `T: Send + Sync` (readers share `&T`; removed elements are dropped on callback workers), and
+//! `T: Send + Sync` (readers share `&T`; removed elements are dropped on other threads), and
 //! `Send` exactly when `T: Send`. Removing elements needs `T: Send + 'static` because the
 //! callback that drops them may run on another thread after the list is gone.
 
@@ -131,8 +133,8 @@ pub struct RcuList<T, D: DomainRef = &'static Rcu> {
 }
 
 // SAFETY: readers on any thread get `&T` (needs `T: Sync`); elements pushed on one thread are
-// dropped on another (a callback worker or whoever drops the list; needs `T: Send`); the
-// handle is shared (needs `D: Sync`). The raw pointers (head, links, tail) are owned by the
+// dropped on another (a callback worker, a later retiring thread or whoever drops the list;
+// needs `T: Send`); the handle is shared (needs `D: Sync`). The raw pointers (head, links, tail) are owned by the
 // list and only used under the rules in the module docs.
 unsafe impl<T: Send + Sync, D: DomainRef + Sync> Sync for RcuList<T, D> {}
 
@@ -248,12 +250,13 @@ impl<T, D: DomainRef> RcuList<T, D> {
         let Some((prev, node)) = self.find(&mut pred) else {
             return false;
         };
-        // SAFETY: under the writer lock, `node` is in the list right after `prev`; once
-        // unlinked it is retired exactly once.
-        unsafe {
-            self.unlink(&mut w, prev, node);
-            self.domain.rcu().retire_raw(node);
-        }
+        // SAFETY: under the writer lock, `node` is in the list right after `prev`.
+        unsafe { self.unlink(&mut w, prev, node) };
+        // Retired after the lock is released: a retire may run drops of earlier objects (see
+        // `Rcu::retire`), and one of them may use this list.
+        drop(w);
+        // SAFETY: `node` was unlinked above and is retired exactly once.
+        unsafe { self.domain.rcu().retire_raw(node) };
         true
     }
 
@@ -265,6 +268,12 @@ impl<T, D: DomainRef> RcuList<T, D> {
         F: FnMut(&T) -> bool,
         T: Send + 'static,
     {
+        // Declared before the lock guard, so dropped after it: the unlinked nodes are retired
+        // once the lock is released, also if `keep` panics.
+        let mut unlinked = Unlinked {
+            rcu: self.domain.rcu(),
+            nodes: Vec::new(),
+        };
         let mut w = self.writer.lock();
         let mut removed = 0;
         let mut prev: *mut Node<T> = ptr::null_mut();
@@ -277,12 +286,9 @@ impl<T, D: DomainRef> RcuList<T, D> {
             if keep(&n.value) {
                 prev = node;
             } else {
-                // SAFETY: `node` is in the list right after `prev`; once unlinked it is retired
-                // exactly once, after we read its successor.
-                unsafe {
-                    self.unlink(&mut w, prev, node);
-                    self.domain.rcu().retire_raw(node);
-                }
+                // SAFETY: `node` is in the list right after `prev`; `unlinked` retires it once.
+                unsafe { self.unlink(&mut w, prev, node) };
+                unlinked.nodes.push(node);
                 removed += 1;
             }
             node = next;
@@ -314,7 +320,8 @@ impl<T, D: DomainRef> RcuList<T, D> {
         if w.tail == old {
             w.tail = new;
         }
-        // SAFETY: `old` is unlinked (its predecessor now points at `new`) and retired once.
+        drop(w); // before the retire, as in `remove_first`
+                 // SAFETY: `old` is unlinked (its predecessor now points at `new`) and retired once.
         unsafe { self.domain.rcu().retire_raw(old) };
         true
     }
@@ -390,6 +397,23 @@ impl<T, D: DomainRef> RcuList<T, D> {
 
     fn bump_len(&self, by: usize) {
         self.len.store(self.len.load(Relaxed) + by, Relaxed);
+    }
+}
+
+/// Nodes unlinked under the writer lock, retired when this drops: after the lock guard, which
+/// is declared later (so nothing a retire runs executes under the lock), and also on unwind.
+struct Unlinked<'a, T: Send + 'static> {
+    rcu: &'a Rcu,
+    nodes: Vec<*mut Node<T>>,
+}
+
+impl<T: Send + 'static> Drop for Unlinked<'_, T> {
+    fn drop(&mut self) {
+        for node in self.nodes.drain(..) {
+            // SAFETY: every node here was unlinked from the list under the writer lock (so new
+            // readers cannot reach it) and is pushed here once, so it is retired exactly once.
+            unsafe { self.rcu.retire_raw(node) };
+        }
     }
 }
 

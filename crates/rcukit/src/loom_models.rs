@@ -22,7 +22,12 @@ struct Domain {
 
 fn domain() -> Arc<Domain> {
     Arc::new(Domain {
-        core: GpCore::new(FenceKind::SeqCst, Duration::from_secs(3600), "loom".into()),
+        core: GpCore::new(
+            FenceKind::SeqCst,
+            Duration::from_secs(3600),
+            "loom".into(),
+            Default::default(),
+        ),
         exp: ExpeditedGp::new(),
         event: GpEvent::new(),
     })
@@ -303,7 +308,12 @@ mod callbacks_model {
         Arc::new(Inner {
             id: 7,
             name: "loom".into(),
-            core: GpCore::new(FenceKind::SeqCst, Duration::from_secs(3600), "loom".into()),
+            core: GpCore::new(
+                FenceKind::SeqCst,
+                Duration::from_secs(3600),
+                "loom".into(),
+                Default::default(),
+            ),
             normal: NormalGp::new(Duration::ZERO),
             exp: ExpeditedGp::new(),
             event: GpEvent::new(),
@@ -319,6 +329,7 @@ mod callbacks_model {
                 },
                 7,
                 "loom".into(),
+                Default::default(),
             ),
             expedited_callbacks: true,
         })

@@ -178,7 +178,7 @@ thread_local! {
 }
 
 /// Is the calling thread registered with domain `id` and online?
-fn online_here(id: u64) -> bool {
+pub(crate) fn online_here(id: u64) -> bool {
     REGISTRATIONS
         .try_with(|table| {
             table.0.try_borrow().is_ok_and(|entries| {
@@ -210,6 +210,13 @@ impl QsbrBuilder {
     /// for it, before a stall report names it on stderr (default 10 s; at least 1 ms).
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.rcu = self.rcu.stall_timeout(timeout);
+        self
+    }
+
+    /// Where stall and callback-panic reports go (default: standard error), as
+    /// [`RcuBuilder::on_report`].
+    pub fn on_report(mut self, hook: impl Fn(&crate::Report) + Send + Sync + 'static) -> Self {
+        self.rcu = self.rcu.on_report(hook);
         self
     }
 

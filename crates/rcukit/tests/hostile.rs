@@ -4,7 +4,7 @@
 //! Every test runs under a watchdog: a hang fails the test instead of blocking the run.
 
 use rcukit::{Rcu, RcuCell, RcuList};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -101,4 +101,280 @@ fn barrier_racing_barriers_and_floods_sees_every_earlier_retire() {
              was dropped (up to {worst} missing)"
         );
     });
+}
+
+// --- defect 2: where user code runs -------------------------------------------------------------
+
+/// An element whose `Drop` uses the list it lived in.
+struct Reentrant {
+    reenter: bool,
+}
+
+static LIST: std::sync::LazyLock<RcuList<Reentrant>> = std::sync::LazyLock::new(RcuList::new);
+
+impl Drop for Reentrant {
+    fn drop(&mut self) {
+        if self.reenter {
+            // Takes the list's writer lock.
+            LIST.remove_first(|_| false);
+            LIST.push_back(Reentrant { reenter: false });
+            LIST.remove_first(|e| !e.reenter);
+        }
+    }
+}
+
+/// `RcuList` removals used to retire under the writer lock, and a retire may drop earlier
+/// removed elements: one whose `Drop` uses the same list deadlocked on the first such drop.
+#[test]
+fn a_list_element_whose_drop_uses_the_list_does_not_deadlock() {
+    watchdog(Duration::from_secs(120), || {
+        for i in 0..100_000u32 {
+            LIST.push_back(Reentrant { reenter: true });
+            assert!(LIST.remove_first(|e| e.reenter));
+            if i % 10_000 == 0 {
+                std::thread::sleep(Duration::from_millis(2)); // let grace periods end
+            }
+        }
+        LIST.retain(|_| false);
+        Rcu::global().barrier();
+    });
+}
+
+thread_local! {
+    static IN_GUARD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Counts drops, and drops that ran while the dropping thread was inside a read-side critical
+/// section (marked by the test in `IN_GUARD`).
+struct Witness {
+    dropped: Arc<AtomicU64>,
+    under_guard: Arc<AtomicU64>,
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        if IN_GUARD.with(|g| g.get()) {
+            self.under_guard.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A `retire` made inside a read-side critical section of the same domain must not run
+/// earlier objects' drops there (a `Drop` that waits for a grace period would deadlock).
+#[test]
+fn drops_never_run_inside_a_read_side_critical_section_of_the_same_domain() {
+    watchdog(Duration::from_secs(120), || {
+        let rcu = Rcu::new();
+        let dropped = Arc::new(AtomicU64::new(0));
+        let under_guard = Arc::new(AtomicU64::new(0));
+        let mut retired = 0u64;
+        for _ in 0..100 {
+            {
+                let _guard = rcu.read();
+                IN_GUARD.with(|g| g.set(true));
+                for _ in 0..2_000 {
+                    rcu.retire(Box::new(Witness {
+                        dropped: dropped.clone(),
+                        under_guard: under_guard.clone(),
+                    }));
+                    retired += 1;
+                }
+                IN_GUARD.with(|g| g.set(false));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        rcu.barrier();
+        assert_eq!(dropped.load(Ordering::Relaxed), retired);
+        assert_eq!(
+            under_guard.load(Ordering::Relaxed),
+            0,
+            "retired objects were dropped inside the retiring thread's read-side section"
+        );
+    });
+}
+
+// --- defect 3: panics inside panics --------------------------------------------------------------
+
+/// A panic payload whose own `Drop` panics.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("the payload's drop panics too");
+    }
+}
+
+/// A retired object whose `Drop` panics with a `PanicsOnDrop` payload.
+struct DoublePanic(Arc<AtomicU64>);
+
+impl Drop for DoublePanic {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        std::panic::panic_any(PanicsOnDrop);
+    }
+}
+
+fn quiet_domain() -> Rcu {
+    Rcu::builder().on_report(|_| {}).build().unwrap()
+}
+
+/// The payload used to be dropped outside `catch_unwind`: the worker thread died, the rest of
+/// its batch was lost, `barrier()` never returned and dropping the domain looped forever.
+#[test]
+fn a_callback_panicking_with_a_payload_whose_drop_panics_is_contained() {
+    watchdog(Duration::from_secs(60), || {
+        let rcu = quiet_domain();
+        let ran = Arc::new(AtomicU64::new(0));
+        for round in 0..3 {
+            rcu.call(|| std::panic::panic_any(PanicsOnDrop));
+            for _ in 0..10 {
+                let ran = ran.clone();
+                rcu.call(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            rcu.barrier();
+            assert_eq!(ran.load(Ordering::Relaxed), 10 * (round + 1));
+        }
+        assert_eq!(rcu.stats().callback_panics, 3);
+        drop(rcu);
+    });
+}
+
+/// The same on a retiring thread: the payload's panic escaped `retire()` and left "running a
+/// batch" and the list's "dropping" mark set, so the thread's objects were never freed again
+/// and other threads' steals spun.
+#[test]
+fn a_retired_object_whose_drop_panics_twice_is_contained_on_the_retiring_thread() {
+    watchdog(Duration::from_secs(60), || {
+        let rcu = Arc::new(quiet_domain());
+        let panicked = Arc::new(AtomicU64::new(0));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let producer = {
+            let (rcu, panicked, dropped) = (rcu.clone(), panicked.clone(), dropped.clone());
+            std::thread::spawn(move || {
+                for i in 0..200_000u64 {
+                    if i % 5_000 == 0 {
+                        rcu.retire(Box::new(DoublePanic(panicked.clone())));
+                    } else {
+                        rcu.retire(Box::new(Counted(dropped.clone())));
+                    }
+                    if i % 20_000 == 0 {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+                rcu.barrier();
+            })
+        };
+        producer.join().expect("no panic escapes retire()");
+        rcu.barrier();
+        assert_eq!(panicked.load(Ordering::Relaxed), 40);
+        assert_eq!(dropped.load(Ordering::Relaxed), 200_000 - 40);
+        assert_eq!(rcu.stats().callback_panics, 40);
+        assert_eq!(rcu.stats().callbacks_pending, 0);
+    });
+}
+
+/// With worker-side drops, a write made while holding a lock that the old value's `Drop`
+/// takes cannot deadlock: no rcukit call runs user code on the calling thread.
+#[test]
+fn with_worker_side_drops_a_store_under_the_callers_lock_cannot_deadlock() {
+    static HELD: Mutex<u64> = Mutex::new(0);
+    struct TakesTheLock;
+    impl Drop for TakesTheLock {
+        fn drop(&mut self) {
+            *HELD.lock().unwrap() += 1;
+        }
+    }
+    watchdog(Duration::from_secs(60), || {
+        let rcu = Rcu::builder().retire_on_producers(false).build().unwrap();
+        let cell = RcuCell::with_domain(TakesTheLock, &rcu);
+        for i in 0..200_000u32 {
+            let _held = HELD.lock().unwrap();
+            cell.store(TakesTheLock);
+            if i % 20_000 == 0 {
+                drop(_held);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        rcu.barrier();
+        assert_eq!(*HELD.lock().unwrap(), 200_000);
+    });
+}
+
+// --- defect 4: a closed stderr ----------------------------------------------------------------
+
+/// Run this test binary again, as a child process, for the test `name` with `RCUKIT_CHILD` set
+/// to `mode`, standard error a pipe whose reading end is already closed. Fails if the child
+/// does not exit successfully within `limit`.
+fn run_child_with_closed_stderr(name: &str, mode: &str, limit: Duration) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env("RCUKIT_CHILD", mode)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take()); // close the reading end: writes to stderr now fail (EPIPE)
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "the child failed: {status}");
+            return;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child hung (did not exit within {limit:?})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn in_child(mode: &str) -> bool {
+    std::env::var("RCUKIT_CHILD").is_ok_and(|m| m == mode)
+}
+
+/// `eprintln!` panics when stderr is a closed pipe: the grace-period thread died at its first
+/// stall report and the next `synchronize()` hung. Stall reports from both engines and
+/// callback-panic reports are made here with stderr closed; everything must keep working.
+#[test]
+fn reports_with_a_closed_stderr_do_not_stop_the_domain() {
+    if !in_child("closed-stderr") {
+        run_child_with_closed_stderr(
+            "reports_with_a_closed_stderr_do_not_stop_the_domain",
+            "closed-stderr",
+            Duration::from_secs(60),
+        );
+        return;
+    }
+    let rcu = Arc::new(
+        Rcu::builder()
+            .stall_timeout(Duration::from_millis(1))
+            .build()
+            .unwrap(),
+    );
+    for round in 0..3 {
+        // A reader that holds the grace period well past the stall timeout.
+        let reader = {
+            let rcu = rcu.clone();
+            std::thread::spawn(move || {
+                let _guard = rcu.read();
+                std::thread::sleep(Duration::from_millis(50));
+            })
+        };
+        std::thread::sleep(Duration::from_millis(5));
+        if round % 2 == 0 {
+            rcu.synchronize(); // the stall is reported by the grace-period thread
+        } else {
+            rcu.synchronize_expedited(); // ... by this thread
+        }
+        reader.join().unwrap();
+        rcu.call(|| panic!("a callback panics")); // reported by the worker
+        rcu.barrier();
+    }
+    rcu.synchronize();
+    assert!(rcu.stats().stalls >= 3);
+    assert_eq!(rcu.stats().callback_panics, 3);
 }

@@ -63,6 +63,7 @@
 
 pub mod callback;
 pub mod intake;
+pub mod invoke;
 pub mod local;
 pub mod ready;
 pub mod segcblist;
@@ -70,15 +71,16 @@ pub mod worker;
 
 use crate::barrier::{self, FenceKind};
 use crate::domain::Inner;
+use crate::report::Reporter;
 use crate::seq::GpCookie;
 use callback::{BarrierCount, Callback, Work};
 use crossbeam_utils::CachePadded;
 use intake::{Intake, Producer};
+use invoke::running_drops;
 use local::LocalRetires;
 use parking_lot::Mutex;
 use ready::Ready;
 use std::cell::{Cell, RefCell};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, OnceLock, Weak};
@@ -360,6 +362,11 @@ enum After {
 #[cfg(not(loom))]
 struct AfterSeal {
     shared: Arc<ProducerShared>,
+    /// This thread's shard (valid while the domain lives).
+    shard: *const Shard,
+    /// Give the ready blocks to the worker instead of running them here (the thread is inside
+    /// a read-side critical section of the domain).
+    hand_off: bool,
     /// The cookie of the block just sealed (none after a poll): its normal grace period is
     /// requested.
     cookie: Option<GpCookie>,
@@ -367,6 +374,23 @@ struct AfterSeal {
     hurry: Option<GpCookie>,
     /// Blocks taken to run (the list is marked `dropping` until they have).
     ready: Vec<local::Block>,
+}
+
+/// Adds what a producer ran to its counters and clears its list's `dropping` mark when
+/// dropped (also on unwind).
+#[cfg(not(loom))]
+struct FinishDropping<'a> {
+    shared: &'a ProducerShared,
+    invoked: u64,
+    bytes: u64,
+}
+
+#[cfg(not(loom))]
+impl Drop for FinishDropping<'_> {
+    fn drop(&mut self) {
+        self.shared.add_invoked(self.invoked, self.bytes);
+        self.shared.local.finished_dropping();
+    }
 }
 
 /// The calling thread's producer slots, one per domain it has queued to.
@@ -413,6 +437,7 @@ pub(crate) struct Callbacks {
     shutdown: AtomicBool,
     domain: u64,
     name: String,
+    reporter: Reporter,
 }
 
 thread_local! {
@@ -421,20 +446,17 @@ thread_local! {
     static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
     /// The domain whose callback worker this thread is (0 for other threads).
     static WORKER_OF: Cell<u64> = const { Cell::new(0) };
-    /// The domain whose ready batch this (producer) thread is running (0 when none).
-    static RUNNING_BATCH_OF: Cell<u64> = const { Cell::new(0) };
 }
 
 static NEXT_SHARD_HINT: AtomicUsize = AtomicUsize::new(0);
 
-/// Is this thread already running drops of some domain (a ready batch or blocks of its own
-/// list)? Drops that retire more objects then only queue them, so runs never nest.
-fn running_drops() -> bool {
-    RUNNING_BATCH_OF.try_with(|r| r.get() != 0).unwrap_or(true)
-}
-
 impl Callbacks {
-    pub(crate) fn new(config: CallbackConfig, domain: u64, name: String) -> Callbacks {
+    pub(crate) fn new(
+        config: CallbackConfig,
+        domain: u64,
+        name: String,
+        reporter: Reporter,
+    ) -> Callbacks {
         let shards = (0..config.workers)
             .map(|_| Arc::new(Shard::new()))
             .collect();
@@ -448,6 +470,7 @@ impl Callbacks {
             shutdown: AtomicBool::new(false),
             domain,
             name,
+            reporter,
         }
     }
 
@@ -535,7 +558,7 @@ impl Callbacks {
                 // SAFETY: the shard belongs to this domain, which is alive.
                 let shard = unsafe { &*shard };
                 if drop_only && self.config.retire_on_producers && shard.ready.queued() > 0 {
-                    self.run_ready_batch(shard);
+                    self.run_ready_batch(inner, shard);
                 }
             }
             _ => {}
@@ -572,6 +595,9 @@ impl Callbacks {
         };
         // A drop that retires more objects only queues them: its thread is running blocks.
         let running = running_drops();
+        // Inside a read-side critical section of this domain, or while unwinding (a drop that
+        // panicked then would abort the process), ready blocks go to the worker.
+        let hand_off = !running && (inner.is_reading_here() || std::thread::panicking());
         let mut ready = Vec::new();
         let (backlog, newest) = guard.with(|list| {
             if let Some(cookie) = cookie {
@@ -588,6 +614,8 @@ impl Callbacks {
         drop(guard);
         Ok(Some(AfterSeal {
             shared: slot.counters.clone(),
+            shard: slot.shard,
+            hand_off,
             cookie,
             hurry: newest.filter(|_| {
                 cookie.is_some()
@@ -618,21 +646,37 @@ impl Callbacks {
         if after.ready.is_empty() {
             return;
         }
-        let (mut invoked, mut bytes) = (0u64, 0u64);
+        // Until the blocks have run (or been handed to the worker) and been counted, the list
+        // stays marked `dropping`, so that a barrier's steal waits for them; also on unwind.
+        let finish = FinishDropping {
+            shared: &after.shared,
+            invoked: 0,
+            bytes: 0,
+        };
+        if after.hand_off {
+            // SAFETY: the shard belongs to this domain, which is alive (we are borrowed from it).
+            let shard = unsafe { &*after.shard };
+            for block in after.ready {
+                self.count_released(inner, &block);
+                shard.ready.publish(block.callbacks);
+            }
+            shard.wake();
+            return;
+        }
+        let mut finish = finish;
         let mut spare = Vec::with_capacity(after.ready.len());
         self.run_as_producer(|| {
             for mut block in after.ready {
                 self.count_released(inner, &block);
                 let (i, b) = self.invoke_all(&mut block.callbacks);
-                invoked += i;
-                bytes += b;
+                finish.invoked += i;
+                finish.bytes += b;
                 spare.push(block.callbacks);
             }
-            invoked
+            finish.invoked
         });
+        drop(finish);
         let local = &after.shared.local;
-        after.shared.add_invoked(invoked, bytes);
-        local.finished_dropping();
         if let Some(mut guard) = local.enter(self.config.fence) {
             guard.with(|list| spare.into_iter().for_each(|v| list.recycle(v)));
         }
@@ -673,25 +717,16 @@ impl Callbacks {
     /// unless this thread is already running one.
     #[cold]
     #[inline(never)]
-    fn run_ready_batch(&self, shard: &Shard) {
-        if running_drops() {
+    fn run_ready_batch(&self, inner: &Inner, shard: &Shard) {
+        if running_drops() || inner.is_reading_here() || std::thread::panicking() {
             return;
         }
-        let Some(mut batch) = shard.ready.take() else {
+        let Some(batch) = shard.ready.take() else {
             return;
         };
-        self.run_as_producer(|| self.run_batch(shard, &mut batch));
-        shard.ready.finished(batch);
-    }
-
-    /// Run drops on this producer thread: marked as running them (see
-    /// [`in_callback_context`](Self::in_callback_context)), and counted in `run_by_producers`
-    /// (`run` returns how many it ran).
-    fn run_as_producer(&self, run: impl FnOnce() -> u64) {
-        RUNNING_BATCH_OF.with(|r| r.set(self.domain));
-        let ran = run();
-        RUNNING_BATCH_OF.with(|r| r.set(0));
-        self.run_by_producers.fetch_add(ran, Relaxed);
+        // Counted as running until `finished`, also on unwind, so a barrier waits for it.
+        let mut batch = ready::Taken::new(&shard.ready, batch);
+        self.run_as_producer(|| self.run_batch(shard, batch.callbacks()));
     }
 
     /// Run every callback of `batch` (emptying it), each under `catch_unwind`, and add them to
@@ -701,42 +736,6 @@ impl Callbacks {
         shard.worker.invoked.fetch_add(invoked, Relaxed);
         shard.worker.invoked_bytes.fetch_add(bytes, Relaxed);
         invoked
-    }
-
-    /// Run every callback of `batch` (emptying it), each under `catch_unwind`. Returns how many
-    /// ran and their bytes.
-    fn invoke_all(&self, batch: &mut Vec<Callback>) -> (u64, u64) {
-        let (mut invoked, mut bytes) = (0u64, 0u64);
-        let mut callbacks = batch.drain(..);
-        loop {
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                for cb in callbacks.by_ref() {
-                    invoked += 1;
-                    bytes += cb.bytes() as u64;
-                    cb.invoke();
-                }
-            }));
-            match outcome {
-                Ok(()) => break,
-                Err(payload) => self.report_panic(payload),
-            }
-        }
-        (invoked, bytes)
-    }
-
-    /// Count a callback's panic and report it on stderr.
-    pub(crate) fn report_panic(&self, payload: Box<dyn std::any::Any + Send>) {
-        let n = self.panics.fetch_add(1, Relaxed) + 1;
-        let msg = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "<non-string panic payload>".to_string());
-        eprintln!(
-            "rcukit: a callback of domain '{}' panicked ({msg}); caught, counted ({n} so far), \
-             the remaining callbacks still run",
-            self.name
-        );
     }
 
     /// The calling thread's producer slot for this domain, created on first use.
@@ -785,10 +784,7 @@ impl Callbacks {
     /// Is the calling thread running this domain's callbacks: one of its workers, or a
     /// producer running a ready batch?
     pub(crate) fn in_callback_context(&self) -> bool {
-        self.on_worker_thread()
-            || RUNNING_BATCH_OF
-                .try_with(|r| r.get() == self.domain)
-                .unwrap_or(false)
+        self.on_worker_thread() || invoke::running_drops_of(self.domain)
     }
 
     /// Wait until every callback queued before this call has run.

@@ -196,6 +196,34 @@ impl Ready {
     }
 }
 
+/// A batch taken from a [`Ready`] queue, counted as running until this is dropped (also on
+/// unwind), when it goes back to [`Ready::finished`].
+pub(crate) struct Taken<'a> {
+    ready: &'a Ready,
+    callbacks: Vec<Callback>,
+}
+
+impl<'a> Taken<'a> {
+    pub(crate) fn new(ready: &'a Ready, callbacks: Vec<Callback>) -> Taken<'a> {
+        Taken { ready, callbacks }
+    }
+
+    /// The callbacks, to run (emptying the vector).
+    pub(crate) fn callbacks(&mut self) -> &mut Vec<Callback> {
+        &mut self.callbacks
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        // Whatever did not run (only possible if running them unwound) is leaked, not run
+        // early and not lost silently: `Callback` leaks its data when dropped.
+        let mut callbacks = std::mem::take(&mut self.callbacks);
+        callbacks.clear();
+        self.ready.finished(callbacks);
+    }
+}
+
 /// Has a batch published at `published` waited longer than [`PATIENCE`]? Under loom, always:
 /// a model's outcome must not depend on the clock.
 fn is_stale(published: Instant) -> bool {

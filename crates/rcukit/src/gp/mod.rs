@@ -21,6 +21,7 @@ pub mod normal;
 
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::reader::{ReaderRecord, Registry};
+use crate::report::{Report, Reporter, Stall};
 use crate::sync::{AtomicU64, Backoff};
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
@@ -70,10 +71,16 @@ pub(crate) struct GpCore {
     stalls: std::sync::atomic::AtomicU64,
     name: String,
     flavor: Flavor,
+    reporter: Reporter,
 }
 
 impl GpCore {
-    pub(crate) fn new(fence: FenceKind, stall_timeout: Duration, name: String) -> GpCore {
+    pub(crate) fn new(
+        fence: FenceKind,
+        stall_timeout: Duration,
+        name: String,
+        reporter: Reporter,
+    ) -> GpCore {
         GpCore {
             read_side: crossbeam_utils::CachePadded::new(ReadSide {
                 // Starts at 1: 0 in a record means "not reading".
@@ -85,6 +92,7 @@ impl GpCore {
             stalls: std::sync::atomic::AtomicU64::new(0),
             name,
             flavor: Flavor::Guards,
+            reporter,
         }
     }
 
@@ -135,25 +143,57 @@ impl GpCore {
                 let report = stall.check();
                 if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
                     self.stalls.fetch_add(1, Relaxed);
-                    match self.flavor {
-                        Flavor::Guards => eprintln!(
-                            "rcukit: stall: {} grace period of domain '{}' has waited {:.1?} for \
-                             the read-side critical section of {} (stall timeout {:?}); still \
-                             waiting",
-                            kind, self.name, held, record.thread, self.stall_timeout
-                        ),
-                        Flavor::Qsbr => eprintln!(
-                            "rcukit: stall: {} grace period of QSBR domain '{}' has waited {:.1?} \
-                             for {}, which is online and has announced no quiescent state \
-                             (stall timeout {:?}); call quiescent_state() or offline() in that \
-                             thread; still waiting",
-                            kind, self.name, held, record.thread, self.stall_timeout
-                        ),
-                    }
+                    self.reporter.report(self.stall_report(kind, held, record));
                 }
             }
             backoff.snooze();
         }
+    }
+}
+
+impl GpCore {
+    fn stall_report(&self, kind: GpKind, held: Duration, record: &ReaderRecord) -> Report {
+        let (waiter, reader, advice) = match (self.flavor, kind) {
+            (Flavor::Guards, GpKind::Normal) => (
+                "normal grace period",
+                format!("the read-side critical section of {}", record.thread),
+                "",
+            ),
+            (Flavor::Guards, GpKind::Expedited) => (
+                "expedited grace period",
+                format!("the read-side critical section of {}", record.thread),
+                "",
+            ),
+            (Flavor::Qsbr, kind) => (
+                if kind == GpKind::Normal {
+                    "normal grace period"
+                } else {
+                    "expedited grace period"
+                },
+                format!(
+                    "{}, which is online and has announced no quiescent state",
+                    record.thread
+                ),
+                "call quiescent_state() or offline() in that thread",
+            ),
+        };
+        Report::Stall(Stall {
+            domain_kind: match self.flavor {
+                Flavor::Guards => "domain",
+                Flavor::Qsbr => "QSBR domain",
+            },
+            domain: self.name.clone(),
+            waiter,
+            reader,
+            waited: held,
+            timeout: self.stall_timeout,
+            advice,
+        })
+    }
+
+    /// Whose reader records these are.
+    pub(crate) fn flavor(&self) -> Flavor {
+        self.flavor
     }
 }
 

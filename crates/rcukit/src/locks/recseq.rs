@@ -96,6 +96,7 @@ use crate::barrier::{self, FenceKind, Heavy};
 use crate::error::Error;
 use crate::gp::StallWatch;
 use crate::reader::{self, ReaderRecord, Registry};
+use crate::report::{Report, Reporter, Stall};
 use crate::sync::{AtomicPtr, Backoff};
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -109,6 +110,7 @@ use std::time::Duration;
 pub struct RecSeqBuilder {
     fence: FenceKind,
     stall_timeout: Duration,
+    reporter: Reporter,
 }
 
 impl Default for RecSeqBuilder {
@@ -116,6 +118,7 @@ impl Default for RecSeqBuilder {
         RecSeqBuilder {
             fence: FenceKind::SeqCst,
             stall_timeout: Duration::from_secs(10),
+            reporter: Reporter::default(),
         }
     }
 }
@@ -133,6 +136,13 @@ impl RecSeqBuilder {
     /// stderr and counted in [`RecSeq::stalls`] (default 10 s; at least 1 ms).
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = timeout;
+        self
+    }
+
+    /// Where stall reports go (default: one line on standard error, write errors ignored), as
+    /// [`RcuBuilder::on_report`](crate::RcuBuilder::on_report).
+    pub fn on_report(mut self, hook: impl Fn(&Report) + Send + Sync + 'static) -> Self {
+        self.reporter = Reporter::new(Some(std::sync::Arc::new(hook)));
         self
     }
 
@@ -154,11 +164,10 @@ impl RecSeqBuilder {
                  this kernel (or loom/miri, or RCUKIT_NO_MEMBARRIER) does not provide",
             ));
         }
-        Ok(RecSeq::with_settings(
-            Box::new(value),
-            self.fence,
-            self.stall_timeout,
-        ))
+        Ok(
+            RecSeq::with_settings(Box::new(value), self.fence, self.stall_timeout)
+                .with_reporter(self.reporter),
+        )
     }
 }
 
@@ -172,6 +181,7 @@ pub struct RecSeq<T> {
     stall_timeout: Duration,
     stalls: AtomicU64,
     replacements: AtomicU64,
+    reporter: Reporter,
     /// Owns a `T`; `Send`/`Sync` are implemented below with the bounds sharing needs.
     _owns: PhantomData<*mut T>,
 }
@@ -210,8 +220,14 @@ impl<T> RecSeq<T> {
             stall_timeout,
             stalls: AtomicU64::new(0),
             replacements: AtomicU64::new(0),
+            reporter: Reporter::default(),
             _owns: PhantomData,
         }
+    }
+
+    fn with_reporter(mut self, reporter: Reporter) -> RecSeq<T> {
+        self.reporter = reporter;
+        self
     }
 
     /// Enter a read-side section and borrow the current value. Nestable; the section ends when
@@ -305,11 +321,15 @@ impl<T> RecSeq<T> {
                 if backoff.is_sleeping() {
                     if let Some(held) = stall.check() {
                         self.stalls.fetch_add(1, Relaxed);
-                        eprintln!(
-                            "rcukit: stall: RecSeq #{} replace() has waited {:.1?} for the read \
-                             section of {} (stall timeout {:?}); still waiting",
-                            self.id, held, record.thread, self.stall_timeout
-                        );
+                        self.reporter.report(Report::Stall(Stall {
+                            domain_kind: "RecSeq",
+                            domain: format!("#{}", self.id),
+                            waiter: "replace()",
+                            reader: format!("the read section of {}", record.thread),
+                            waited: held,
+                            timeout: self.stall_timeout,
+                            advice: "",
+                        }));
                     }
                 }
                 backoff.snooze();

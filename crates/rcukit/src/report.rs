@@ -1,0 +1,201 @@
+//! Reports: what rcukit tells a human (a reader stalling a grace period, a callback that
+//! panicked), and where it goes.
+//!
+//! A report is a value ([`Report`]) handed to the domain's *report hook*: standard error by
+//! default, or any function set with [`RcuBuilder::on_report`](crate::RcuBuilder::on_report)
+//! (also on [`QsbrBuilder`](crate::QsbrBuilder) and [`RecSeqBuilder`](crate::RecSeqBuilder)).
+//! With the `log` feature, [`log`](fn@log) is a ready-made hook that sends reports to the
+//! [`log`](https://docs.rs/log) facade.
+//!
+//! # Reports never fail
+//!
+//! Reports are made by rcukit's own threads (the grace-period thread, callback workers) and in
+//! the middle of its own work. `eprintln!` panics when standard error is a closed pipe, and a
+//! hook may panic too; either would kill a thread that grace periods or callbacks depend on. So:
+//!
+//! * the default hook writes with `writeln!` and ignores write errors;
+//! * a hook is called under `catch_unwind`: a panicking hook is caught, its payload dropped
+//!   safely (see [`drop_payload`]), and a line about it written to standard error (errors
+//!   ignored again);
+//! * making a report allocates a little (the names in it) but takes no lock of the domain.
+
+use std::any::Any;
+use std::fmt;
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Something a human should know about, from a domain, a QSBR domain or a `RecSeq`.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Report {
+    /// A grace period (or a `RecSeq` replacement) has waited for one reader longer than the
+    /// stall timeout. It keeps waiting; one report per stalled critical section.
+    Stall(Stall),
+    /// A callback (a `call` closure, or the `Drop` of a retired object) panicked. The panic was
+    /// caught and counted, and the other callbacks still run.
+    CallbackPanic(CallbackPanic),
+}
+
+/// A reader holding back a grace period: see [`Report::Stall`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Stall {
+    /// What kind of object is stalled: `"domain"`, `"QSBR domain"` or `"RecSeq"`.
+    pub domain_kind: &'static str,
+    /// Its name (for a `RecSeq`, `#<id>`).
+    pub domain: String,
+    /// What is waiting: `"normal grace period"`, `"expedited grace period"` or `"replace()"`.
+    pub waiter: &'static str,
+    /// What it waits for, in words (the reader's thread name and OS thread id).
+    pub reader: String,
+    /// How long it had waited when the report was made.
+    pub waited: Duration,
+    /// The stall timeout it passed.
+    pub timeout: Duration,
+    /// What to do about it, in words (empty if nothing specific).
+    pub advice: &'static str,
+}
+
+/// A callback that panicked: see [`Report::CallbackPanic`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CallbackPanic {
+    /// The domain's name.
+    pub domain: String,
+    /// The panic message (`"<non-string panic payload>"` when the payload is not a string).
+    pub message: String,
+    /// Callbacks of this domain that have panicked so far, this one included.
+    pub total: u64,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Report::Stall(s) => {
+                write!(
+                    f,
+                    "rcukit: stall: {} of {} '{}' has waited {:.1?} for {} (stall timeout {:?}); ",
+                    s.waiter, s.domain_kind, s.domain, s.waited, s.reader, s.timeout
+                )?;
+                if !s.advice.is_empty() {
+                    write!(f, "{}; ", s.advice)?;
+                }
+                f.write_str("still waiting")
+            }
+            Report::CallbackPanic(p) => write!(
+                f,
+                "rcukit: a callback of domain '{}' panicked ({}); caught, counted ({} so far), \
+                 the remaining callbacks still run",
+                p.domain, p.message, p.total
+            ),
+        }
+    }
+}
+
+/// A user's report hook.
+pub(crate) type Hook = Arc<dyn Fn(&Report) + Send + Sync>;
+
+/// Where a domain's reports go (cheap to clone: shared by its threads).
+#[derive(Clone, Default)]
+pub(crate) struct Reporter {
+    hook: Option<Hook>,
+}
+
+impl Reporter {
+    pub(crate) fn new(hook: Option<Hook>) -> Reporter {
+        Reporter { hook }
+    }
+
+    /// Deliver `report`. Never panics and never unwinds into the caller.
+    pub(crate) fn report(&self, report: Report) {
+        let Some(hook) = &self.hook else {
+            to_stderr(&report);
+            return;
+        };
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| hook(&report))) {
+            let message = payload_message(&*payload);
+            drop_payload(payload);
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "rcukit: the report hook panicked ({message}) on: {report}"
+            );
+        }
+    }
+}
+
+impl fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.hook.is_some() {
+            "Reporter(hook)"
+        } else {
+            "Reporter(stderr)"
+        })
+    }
+}
+
+/// The default hook: one line on standard error, write errors ignored (a closed pipe must not
+/// kill the thread that reports).
+fn to_stderr(report: &Report) {
+    let _ = writeln!(std::io::stderr().lock(), "{report}");
+}
+
+/// A hook for [`RcuBuilder::on_report`](crate::RcuBuilder::on_report) that sends reports to
+/// the [`log`](https://docs.rs/log) facade, target `"rcukit"`: stalls at `warn`, callback
+/// panics at `error`.
+#[cfg(feature = "log")]
+pub fn log(report: &Report) {
+    match report {
+        Report::Stall(_) => log::warn!(target: "rcukit", "{report}"),
+        Report::CallbackPanic(_) => log::error!(target: "rcukit", "{report}"),
+    }
+}
+
+/// The message of a panic payload (`&str` or `String`), or a placeholder.
+pub(crate) fn payload_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic payload>".to_string())
+}
+
+/// Drop a panic payload without letting its `Drop` unwind into the caller. A payload whose own
+/// `Drop` panics is caught; the second payload is leaked (`mem::forget`) rather than dropped,
+/// since its `Drop` could panic again, and so on.
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct PanicsOnDrop;
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            std::panic::panic_any(PanicsOnDrop);
+        }
+    }
+
+    #[test]
+    fn a_payload_whose_drop_panics_forever_is_contained() {
+        drop_payload(Box::new(PanicsOnDrop));
+    }
+
+    #[test]
+    fn a_panicking_hook_is_contained() {
+        let reporter = Reporter::new(Some(Arc::new(|_: &Report| {
+            std::panic::panic_any(PanicsOnDrop)
+        })));
+        reporter.report(Report::CallbackPanic(CallbackPanic {
+            domain: "d".into(),
+            message: "m".into(),
+            total: 1,
+        }));
+    }
+}
