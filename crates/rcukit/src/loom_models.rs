@@ -89,6 +89,56 @@ fn grace_period_litmus_busted() {
     litmus(false);
 }
 
+/// The reader's announce store R2 must be a `Release` store (see `reader`, case 2). The reader
+/// runs two critical sections; in the first it reads an object if it still finds it published.
+/// The updater unpublishes the object, waits for readers and frees it (a write loom checks
+/// for races). The scan may read the *second* section's R2; with a `Relaxed` R2 nothing then
+/// orders the first section's read before the free (C++20 release sequences, which loom
+/// models, are not continued by plain stores), and loom reports the race.
+fn announce_store(order: std::sync::atomic::Ordering) {
+    loom::model(move || {
+        let d = domain();
+        let published = Arc::new(AtomicU64::new(1));
+        let object = Arc::new(loom::cell::UnsafeCell::new(7u64));
+        let record = reader_record(&d);
+        let reader = {
+            let (d, published, object) = (d.clone(), published.clone(), object.clone());
+            thread::spawn(move || {
+                let epoch = &d.core.read_side.epoch;
+                record.enter_announcing(epoch, d.core.fence(), order);
+                if published.load(std::sync::atomic::Ordering::Acquire) == 1 {
+                    // SAFETY: only read here, and freed (written) only after a grace period.
+                    let _ = object.with(|p| unsafe { *p });
+                }
+                record.exit();
+                record.enter_announcing(epoch, d.core.fence(), order);
+                record.exit();
+            })
+        };
+        published.store(0, std::sync::atomic::Ordering::Release);
+        // G1-G3 alone: the claim is that the scan's end orders the sections it waited for
+        // before what follows. (A full grace period ends with `SeqCounter::end`'s fence, and
+        // loom lets an acquire fence synchronize with every release store older than the one
+        // read, which C++20 does not promise; the scan alone shows the bare protocol.)
+        d.core.wait_for_readers(crate::gp::GpKind::Expedited);
+        // SAFETY: "free" the object: loom checks this write against the reader's read.
+        object.with_mut(|p| unsafe { *p = 0 });
+        reader.join().unwrap();
+    });
+}
+
+#[test]
+fn announce_store_must_release() {
+    announce_store(std::sync::atomic::Ordering::Release);
+}
+
+/// The checker must be able to fail: with a `Relaxed` announce store loom finds the race.
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn announce_store_relaxed_busted() {
+    announce_store(std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A cookie taken inside a reader does not poll complete before that reader ends, even while
 /// another thread runs expedited grace periods.
 #[test]

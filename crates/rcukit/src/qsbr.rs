@@ -91,6 +91,9 @@
 //!   the same lock after G2) missed it is ordered before the registration by the lock, hence
 //!   before the thread's first access: the thread sees the removal.
 //!
+//! Every store to a record (Q2, N2, F1) is a `Release` store, so no step leans on a release
+//! sequence continued by a plain store (C++20 dropped those; see [`reader`](crate::reader)).
+//!
 //! One scan suffices for the reason RCU's does: the epoch is 64 bits and never wraps.
 //!
 //! # Misuse made hard

@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! R1  e = epoch.load(Acquire)
-//! R2  record.ctr.store(e, Relaxed)
+//! R2  record.ctr.store(e, Release)
 //! R3  light barrier (compiler fence with membarrier, fence(SeqCst) otherwise)
 //!     ... the critical section: loads of RCU-protected pointers ...
 //! R4  record.ctr.store(0, Release)            (when the outermost guard drops)
@@ -39,9 +39,15 @@
 //!    the reader's accesses after `B`: the critical section cannot find the removed data. The
 //!    grace period need not wait for it, and whether G3 waits or not only affects latency.
 //! 2. **`B` first.** The reader's store R2 is visible to the scan G3, which therefore reads R2's
-//!    value, or a later value of the same word: 0 from R4 (or from a later section). Reading a
-//!    later value through the `Acquire` load synchronizes with the `Release` store R4, so the
-//!    whole critical section happens-before the rest of the grace period. If G3 reads R2's value
+//!    value, or a later value of the same word: 0 from this section's R4, or the R2 or R4 of a
+//!    later section of the same thread. Each of those later stores is a `Release` store
+//!    sequenced after this section's end, so the `Acquire` load that reads it synchronizes with
+//!    it, and the whole critical section happens-before the rest of the grace period. This is
+//!    why R2 is a `Release` store: since C++20 (whose model Rust uses) a later non-RMW store by
+//!    the same thread no longer continues the release sequence headed by R4, so a scan that
+//!    read a *`Relaxed`* R2 of a later section would prove nothing about this one (the loom
+//!    model `announce_store_must_release` finds that race). On x86 a `Release` store is the
+//!    same `mov` as a `Relaxed` one; on ARMv8 it is an `stlr`. If G3 reads R2's value
 //!    `e`, then `e < t`: R1 happens before `B`, which comes before G1, which is sequenced before
 //!    G2, so R1 cannot have read G2's increment or any later one (with `Acquire`/`AcqRel` on
 //!    the epoch, reading it would make G1 happen-before `B`, contradicting this case). So G3
@@ -77,7 +83,7 @@ use crossbeam_utils::CachePadded;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 use std::sync::{Arc, Weak};
 
 /// Nesting bit set on a record whose owning thread's thread-local storage is gone while a guard
@@ -164,9 +170,16 @@ impl ReaderRecord {
     /// Enter a read-side critical section (R1-R3 of the module docs, or a nested entry).
     #[inline]
     pub(crate) fn enter(&self, epoch: &AtomicU64, fence: FenceKind) {
+        self.enter_announcing(epoch, fence, Release);
+    }
+
+    /// [`enter`](Self::enter) with the announce store R2 made with `announce` ordering; only
+    /// the loom model's busted variant passes anything but `Release`.
+    #[inline(always)]
+    pub(crate) fn enter_announcing(&self, epoch: &AtomicU64, fence: FenceKind, announce: Ordering) {
         if self.nest() {
             let e = epoch.load(Acquire);
-            self.ctr.store(e, Relaxed);
+            self.ctr.store(e, announce);
             barrier::light(fence);
         }
     }
