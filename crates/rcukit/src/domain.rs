@@ -111,8 +111,12 @@ pub struct Stats {
     pub callbacks_invoked: u64,
     /// Callbacks queued but not yet run.
     pub callbacks_pending: u64,
-    /// Bytes held by pending callbacks: `size_of::<T>()` for `retire(Box<T>)`, the closure's
-    /// size for `call`, what the caller declared for raw callbacks.
+    /// Bytes the pending callbacks account for: `size_of::<T>()` for `retire(Box<T>)` (the
+    /// box's own allocation, not memory the `T` owns elsewhere, such as a `Vec`'s buffer), the
+    /// closure's size for `call` (its captures, not what they own), and what the caller
+    /// declared for raw callbacks (clamped to 1 TiB each). rcukit's own record per callback
+    /// (24 bytes in a queue slot or list) is not included. An estimate of the memory waiting
+    /// callbacks keep alive, not an allocator measurement.
     pub pending_bytes: u64,
     /// Callbacks moved to the ready list because a *normal* grace period covered them
     /// (counted in callbacks, not segments).
@@ -715,7 +719,8 @@ impl Rcu {
     }
 
     /// Call `run(data)` on a callback worker after a grace period, accounting `bytes` to the
-    /// pending-bytes statistics: the fully type-erased variant of [`call`](Rcu::call).
+    /// pending-bytes statistics (clamped to 1 TiB): the fully type-erased variant of
+    /// [`call`](Rcu::call).
     ///
     /// # Safety
     ///
@@ -778,15 +783,34 @@ impl std::fmt::Debug for Rcu {
     }
 }
 
+/// `Rcu::drop` gives up running chains of callbacks after this many rounds of `barrier()`.
+const MAX_DRAIN_ROUNDS: u32 = 10_000;
+
+impl Rcu {
+    /// Run every pending callback, chains included: rounds of `barrier()` until one round
+    /// saw no new callback queued, with every grace period expedited (a dropped domain does not
+    /// wait for a normal one). The end does not depend on the pending count being right: it
+    /// is reached when the callbacks stop queueing callbacks, which a chain does once it ends
+    /// (a chain that never ends needs a handle on this domain, which keeps it alive). Bounded
+    /// anyway: after `MAX_DRAIN_ROUNDS` rounds the rest is left to the workers' shutdown.
+    fn drain_callbacks(&self) {
+        let callbacks = &self.inner.callbacks;
+        callbacks.start_draining();
+        for _ in 0..MAX_DRAIN_ROUNDS {
+            let queued = callbacks.queued();
+            callbacks.barrier();
+            if callbacks.queued() == queued {
+                return;
+            }
+        }
+    }
+}
+
 impl Drop for Rcu {
     fn drop(&mut self) {
         let inner = &*self.inner;
-        let on_worker = inner.callbacks.in_callback_context();
-        if !on_worker {
-            // Run everything pending, chains included.
-            while inner.callbacks.pending() > 0 {
-                inner.callbacks.barrier();
-            }
+        if !inner.callbacks.in_callback_context() {
+            self.drain_callbacks();
         }
         // Workers drain whatever is left (a drop from inside a callback leaves the rest to the
         // worker running it) and exit; then the grace-period threads stop.

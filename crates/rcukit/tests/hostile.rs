@@ -378,3 +378,58 @@ fn reports_with_a_closed_stderr_do_not_stop_the_domain() {
     assert!(rcu.stats().stalls >= 3);
     assert_eq!(rcu.stats().callback_panics, 3);
 }
+
+// --- defect 7: memory and counters ---------------------------------------------------------------
+
+unsafe fn count_raw(data: *mut ()) {
+    // SAFETY: `data` is the `&'static AtomicU64` passed to `call_raw` below.
+    unsafe { &*(data as *const AtomicU64) }.fetch_add(1, Ordering::Relaxed);
+}
+
+/// An absurd declared size used to overflow one counter after another had been bumped (debug:
+/// a panic, then dropping the domain looped forever; release: `pending_bytes` wrapped).
+#[test]
+fn call_raw_with_absurd_byte_counts_keeps_the_counters_sane() {
+    static RAN: AtomicU64 = AtomicU64::new(0);
+    watchdog(Duration::from_secs(60), || {
+        let rcu = Rcu::new();
+        let data = &RAN as *const AtomicU64 as *mut ();
+        for _ in 0..5 {
+            // SAFETY: `count_raw` only reads a static through `data`; sound on any thread.
+            unsafe { rcu.call_raw(count_raw, data, usize::MAX) };
+        }
+        let pending = rcu.stats().pending_bytes;
+        assert!(pending <= 5 << 40, "pending_bytes {pending}");
+        rcu.barrier();
+        assert_eq!(RAN.load(Ordering::Relaxed), 5);
+        assert_eq!(rcu.stats().pending_bytes, 0);
+        assert_eq!(rcu.stats().callbacks_pending, 0);
+        drop(rcu);
+    });
+}
+
+/// Dropping a domain used to wait for a normal grace period (0.5 s with a long batching
+/// window, up to 10 s): it now expedites.
+#[test]
+fn dropping_a_domain_with_work_pending_does_not_wait_for_a_normal_grace_period() {
+    watchdog(Duration::from_secs(5), || {
+        let rcu = Rcu::builder()
+            .normal_gp_delay(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let dropped = Arc::new(AtomicU64::new(0));
+        for _ in 0..1_000 {
+            rcu.retire(Box::new(Counted(dropped.clone())));
+        }
+        let ran = Arc::new(AtomicU64::new(0));
+        for _ in 0..10 {
+            let ran = ran.clone();
+            rcu.call(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        drop(rcu);
+        assert_eq!(dropped.load(Ordering::Relaxed), 1_000);
+        assert_eq!(ran.load(Ordering::Relaxed), 10);
+    });
+}

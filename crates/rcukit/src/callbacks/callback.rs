@@ -26,6 +26,10 @@ pub(crate) struct Callback {
 /// object is larger than `isize::MAX` bytes.
 const DROP_ONLY: usize = 1 << (usize::BITS - 1);
 
+/// The most bytes one callback accounts for (1 TiB): a declared size is clamped to it, so that
+/// no sum of pending bytes comes near overflowing before memory runs out.
+pub(crate) const MAX_BYTES: usize = 1 << 40;
+
 // SAFETY: a Callback is only ever built from `Send` closures and `Send` boxes (see the
 // constructors), or by `from_raw`, whose contract requires the data to be sendable.
 unsafe impl Send for Callback {}
@@ -86,8 +90,8 @@ impl Callback {
         Callback {
             run,
             data,
-            // Declared sizes past `isize::MAX` are clamped to keep the marker bit clear.
-            bytes: bytes.min(isize::MAX as usize),
+            // Absurd declared sizes are clamped (this also keeps the marker bit clear).
+            bytes: bytes.min(MAX_BYTES),
         }
     }
 

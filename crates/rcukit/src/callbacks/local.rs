@@ -225,8 +225,13 @@ impl LocalList {
                         .sum::<u64>();
                     out.push(block);
                 }
-                _ => return,
+                _ => break,
             }
+        }
+        // Give memory back after a flood (blocks are small, but a long flood makes many).
+        let capacity = self.sealed.capacity();
+        if capacity > 64 && self.sealed.len() < capacity / 4 {
+            self.sealed.shrink_to(self.sealed.len() * 2);
         }
     }
 

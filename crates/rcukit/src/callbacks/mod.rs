@@ -123,19 +123,35 @@ impl ProducerShared {
         }
     }
 
+    // Counters wrap (never panic) and are only ever compared by difference, which wrapping
+    // keeps exact: the library's counters never overflow-check into a half-updated state.
     #[inline]
     fn add(&self, bytes: u64) {
-        self.queued.store(self.queued.load(Relaxed) + 1, Relaxed);
-        self.queued_bytes
-            .store(self.queued_bytes.load(Relaxed) + bytes, Relaxed);
+        bump(&self.queued, 1);
+        bump(&self.queued_bytes, bytes);
     }
 
     fn add_invoked(&self, invoked: u64, bytes: u64) {
-        self.invoked
-            .store(self.invoked.load(Relaxed) + invoked, Relaxed);
-        self.invoked_bytes
-            .store(self.invoked_bytes.load(Relaxed) + bytes, Relaxed);
+        bump(&self.invoked, invoked);
+        bump(&self.invoked_bytes, bytes);
     }
+}
+
+/// `a - b` for counters that wrap, where `a` is never truly below `b`; 0 if it looks negative
+/// (a counter read out of order, for estimates).
+fn difference(a: u64, b: u64) -> u64 {
+    let d = a.wrapping_sub(b);
+    if d > u64::MAX / 2 {
+        0
+    } else {
+        d
+    }
+}
+
+/// Add `by` to a counter that only its owner writes (a plain load and store, wrapping).
+#[inline]
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
 }
 
 /// Counters of every producer that ever queued to a shard.
@@ -147,6 +163,18 @@ struct ProducerRegistry {
     exited_bytes: u64,
     exited_invoked: u64,
     exited_invoked_bytes: u64,
+}
+
+impl ProducerRegistry {
+    /// Fold the counters of a producer that leaves into the totals.
+    fn add_exited(&mut self, p: &ProducerShared) {
+        self.exited_queued = self.exited_queued.wrapping_add(p.queued.load(Relaxed));
+        self.exited_bytes = self.exited_bytes.wrapping_add(p.queued_bytes.load(Relaxed));
+        self.exited_invoked = self.exited_invoked.wrapping_add(p.invoked.load(Relaxed));
+        self.exited_invoked_bytes = self
+            .exited_invoked_bytes
+            .wrapping_add(p.invoked_bytes.load(Relaxed));
+    }
 }
 
 /// Counters and wake-up state written by the shard's worker.
@@ -187,8 +215,8 @@ impl WorkerSide {
         let taken = self.taken.load(Relaxed);
         let bytes = self.taken_bytes.load(Relaxed);
         (
-            taken.saturating_sub(self.invoked.load(Relaxed)),
-            bytes.saturating_sub(self.invoked_bytes.load(Relaxed)),
+            difference(taken, self.invoked.load(Relaxed)),
+            difference(bytes, self.invoked_bytes.load(Relaxed)),
         )
     }
 }
@@ -256,24 +284,24 @@ impl Shard {
         let mut invoked = self.worker.invoked.load(Acquire);
         let mut invoked_bytes = self.worker.invoked_bytes.load(Acquire);
         let producers = self.producers.lock();
-        invoked += producers.exited_invoked;
-        invoked_bytes += producers.exited_invoked_bytes;
+        invoked = invoked.wrapping_add(producers.exited_invoked);
+        invoked_bytes = invoked_bytes.wrapping_add(producers.exited_invoked_bytes);
         for p in &producers.live {
-            invoked += p.invoked.load(Acquire);
-            invoked_bytes += p.invoked_bytes.load(Acquire);
+            invoked = invoked.wrapping_add(p.invoked.load(Acquire));
+            invoked_bytes = invoked_bytes.wrapping_add(p.invoked_bytes.load(Acquire));
         }
         let mut queued = producers.exited_queued;
         let mut queued_bytes = producers.exited_bytes;
         for p in &producers.live {
-            queued += p.queued.load(Relaxed);
-            queued_bytes += p.queued_bytes.load(Relaxed);
+            queued = queued.wrapping_add(p.queued.load(Relaxed));
+            queued_bytes = queued_bytes.wrapping_add(p.queued_bytes.load(Relaxed));
         }
         drop(producers);
         ShardCounts {
             queued,
             invoked,
-            pending: queued.saturating_sub(invoked),
-            pending_bytes: queued_bytes.saturating_sub(invoked_bytes),
+            pending: difference(queued, invoked),
+            pending_bytes: difference(queued_bytes, invoked_bytes),
         }
     }
 }
@@ -336,10 +364,7 @@ impl Drop for ProducerSlot {
             // The chunk has a share of its own: sealing it is safe even if the domain is gone.
             self.producer.seal();
             let mut producers = shard.producers.lock();
-            producers.exited_queued += self.counters.queued.load(Relaxed);
-            producers.exited_bytes += self.counters.queued_bytes.load(Relaxed);
-            producers.exited_invoked += self.counters.invoked.load(Relaxed);
-            producers.exited_invoked_bytes += self.counters.invoked_bytes.load(Relaxed);
+            producers.add_exited(&self.counters);
             producers.live.retain(|p| !Arc::ptr_eq(p, &self.counters));
         } else {
             self.producer.seal();
@@ -435,6 +460,8 @@ pub(crate) struct Callbacks {
     /// Callbacks run by producer threads from [`ready`] batches.
     run_by_producers: AtomicU64,
     shutdown: AtomicBool,
+    /// The domain is being dropped: workers expedite everything (see `Rcu::drop`).
+    draining: AtomicBool,
     domain: u64,
     name: String,
     reporter: Reporter,
@@ -468,6 +495,7 @@ impl Callbacks {
             panics: AtomicU64::new(0),
             run_by_producers: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             domain,
             name,
             reporter,
@@ -774,8 +802,8 @@ impl Callbacks {
         let shard = &self.shards[0];
         {
             let mut producers = shard.producers.lock();
-            producers.exited_queued += 1;
-            producers.exited_bytes += callback.bytes() as u64;
+            producers.exited_queued = producers.exited_queued.wrapping_add(1);
+            producers.exited_bytes = producers.exited_bytes.wrapping_add(callback.bytes() as u64);
         }
         shard.intake.push_single(Work::Callback(callback));
         shard.wake_if_sleeping(true, self.config.fence);
@@ -820,15 +848,30 @@ impl Callbacks {
         for shard in self.shards.iter() {
             let c = shard.counts();
             s.pending += c.pending;
-            s.pending_bytes += c.pending_bytes;
-            s.invoked += c.invoked;
-            s.queued += c.queued;
+            s.pending_bytes = s.pending_bytes.saturating_add(c.pending_bytes);
+            s.invoked = s.invoked.wrapping_add(c.invoked);
+            s.queued = s.queued.wrapping_add(c.queued);
         }
         s
     }
 
-    pub(crate) fn pending(&self) -> u64 {
-        self.shards.iter().map(|s| s.counts().pending).sum()
+    /// Callbacks queued so far (a wrapping count, for comparisons).
+    pub(crate) fn queued(&self) -> u64 {
+        self.shards
+            .iter()
+            .fold(0u64, |n, s| n.wrapping_add(s.counts().queued))
+    }
+
+    /// From now on, workers run expedited grace periods for everything that waits.
+    pub(crate) fn start_draining(&self) {
+        self.draining.store(true, SeqCst);
+        for shard in self.shards.iter() {
+            shard.wake();
+        }
+    }
+
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Relaxed)
     }
 
     /// Tell the workers to finish what they hold and exit.

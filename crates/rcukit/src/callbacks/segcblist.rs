@@ -44,6 +44,9 @@
 use crate::seq::{self, GpCookie};
 use std::collections::VecDeque;
 
+/// A list never shrinks below this many slots.
+const SHRINK_ABOVE: usize = 4096;
+
 /// Segment indices.
 pub(crate) const DONE: usize = 0;
 pub(crate) const WAIT: usize = 1;
@@ -124,6 +127,25 @@ impl<T> SegCbList<T> {
     pub(crate) fn cookie(&self, seg: usize) -> Option<GpCookie> {
         debug_assert!(seg == WAIT || seg == NEXT_READY);
         (self.seg_len(seg) > 0).then_some(self.gp[seg])
+    }
+
+    /// Give memory back after a backlog: when fewer than a quarter of the slots are in use (and
+    /// the list has grown past a few thousand), shrink to twice the entries held. The worker
+    /// calls this every pass; a 5-million-callback backlog would otherwise keep over 100 MB for
+    /// the domain's lifetime. Shrinking halves at least each time, so the copies cost O(1)
+    /// amortized per entry.
+    pub(crate) fn shrink_if_sparse(&mut self) {
+        let capacity = self.items.capacity();
+        if capacity > SHRINK_ABOVE && self.items.len() < capacity / 4 {
+            self.items
+                .shrink_to((self.items.len() * 2).max(SHRINK_ABOVE));
+        }
+    }
+
+    /// Slots allocated (for tests).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.items.capacity()
     }
 
     /// Append an entry to NEXT.
@@ -310,6 +332,38 @@ mod tests {
                 None
             }
         }
+    }
+
+    #[test]
+    fn a_drained_backlog_gives_its_memory_back() {
+        let mut l = SegCbList::new();
+        for i in 0..1_000_000u32 {
+            l.enqueue(i);
+        }
+        assert!(l.accelerate(cookie(8, 8), true));
+        l.advance(poller(8, 8), all);
+        let grown = l.capacity();
+        assert!(grown >= 1_000_000);
+        let mut popped = 0u32;
+        while let Some(i) = l.pop_done() {
+            assert_eq!(i, popped);
+            popped += 1;
+            l.shrink_if_sparse();
+            if popped == 900_000 {
+                assert!(l.capacity() < grown / 2, "shrinks while it drains");
+            }
+        }
+        assert_eq!(popped, 1_000_000);
+        assert!(
+            l.capacity() <= SHRINK_ABOVE,
+            "capacity {} left",
+            l.capacity()
+        );
+        // Still a working list.
+        l.enqueue(1);
+        assert!(l.accelerate(cookie(12, 12), true));
+        l.advance(poller(12, 12), all);
+        assert_eq!(l.pop_done(), Some(1));
     }
 
     #[test]

@@ -106,12 +106,15 @@ pub(crate) fn step(
         took += steal_locals(inner, shard, list, Which::Idle);
     }
     stamp(inner, list);
-    advance(inner, list, shutting_down);
+    // A domain being dropped waits for no normal grace period: expedite everything.
+    let draining = shutting_down || inner.callbacks.is_draining();
+    advance(inner, list, draining);
     let hand_back = inner.callbacks.config.retire_on_producers
         && !shutting_down
         && consumer.taken_within(PATIENCE);
     let ran = run_done(inner, shard, list, hand_back);
-    hurry(inner, shard, list, hand_back);
+    list.shrink_if_sparse();
+    hurry(inner, shard, list, hand_back, draining);
     if took > 0 || ran > 0 || list.done_len() > 0 {
         Step::Busy
     } else if !shutting_down {
@@ -161,10 +164,11 @@ fn take_intake(
         let worker = &shard.worker;
         worker
             .taken
-            .store(worker.taken.load(Relaxed) + callbacks, Relaxed);
-        worker
-            .taken_bytes
-            .store(worker.taken_bytes.load(Relaxed) + bytes, Relaxed);
+            .store(worker.taken.load(Relaxed).wrapping_add(callbacks), Relaxed);
+        worker.taken_bytes.store(
+            worker.taken_bytes.load(Relaxed).wrapping_add(bytes),
+            Relaxed,
+        );
     }
     for count in markers {
         if let Err(Work::Barrier(count)) = list.entrain(Work::Barrier(count)) {
@@ -234,12 +238,14 @@ fn steal_locals(inner: &Inner, shard: &Shard, list: &mut SegCbList<Work>, which:
     }
     if took > 0 {
         let worker = &shard.worker;
-        worker
-            .taken
-            .store(worker.taken.load(Relaxed) + took as u64, Relaxed);
-        worker
-            .taken_bytes
-            .store(worker.taken_bytes.load(Relaxed) + bytes, Relaxed);
+        worker.taken.store(
+            worker.taken.load(Relaxed).wrapping_add(took as u64),
+            Relaxed,
+        );
+        worker.taken_bytes.store(
+            worker.taken_bytes.load(Relaxed).wrapping_add(bytes),
+            Relaxed,
+        );
     }
     took
 }
@@ -372,9 +378,9 @@ fn front_is_drop(list: &SegCbList<Work>) -> bool {
 /// With more callbacks (or bytes) waiting for a grace period than the backlog thresholds, and
 /// nothing ready that only this worker will run, run an expedited grace period covering the
 /// newest stamp.
-fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>, hand_back: bool) {
+fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>, hand_back: bool, draining: bool) {
     let config = &inner.callbacks.config;
-    if !config.expedited {
+    if !config.expedited && !draining {
         return;
     }
     // Callbacks that are ready and that only this worker will run come first: a grace period
@@ -394,7 +400,9 @@ fn hurry(inner: &Inner, shard: &Shard, list: &SegCbList<Work>, hand_back: bool) 
     } else {
         (u128::from(bytes) * u128::from(waiting.min(pending)) / u128::from(pending)) as u64
     };
-    if waiting <= config.backlog_callbacks && waiting_bytes <= config.backlog_bytes {
+    let past_thresholds =
+        waiting > config.backlog_callbacks || waiting_bytes > config.backlog_bytes;
+    if !past_thresholds && !draining {
         return;
     }
     if let Some(cookie) = list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
