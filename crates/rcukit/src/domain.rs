@@ -23,15 +23,17 @@ use crate::barrier::{self, FenceKind};
 use crate::callbacks::callback::Callback;
 use crate::callbacks::{self, CallbackConfig, Callbacks};
 use crate::error::Error;
+use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{Flavor, GpCore, GpEvent};
 use crate::reader::{self, Guard};
 use crate::report::{Report, Reporter};
 use crate::seq::GpCookie;
+use crate::sync::lock;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -45,9 +47,112 @@ pub(crate) struct Inner {
     pub(crate) event: GpEvent,
     pub(crate) callbacks: Callbacks,
     pub(crate) expedited_callbacks: bool,
+    /// The fork generation this domain's threads and state belong to (see [`fork`]).
+    fork_generation: AtomicU64,
+    /// Serializes the repair after a fork.
+    fork_repair: Mutex<()>,
+    /// The domain's threads, joined when it is dropped (replaced after a fork).
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// This domain, for the threads it starts.
+    me: Weak<Inner>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        fork::unregister(self as *const Inner);
+    }
 }
 
 impl Inner {
+    /// Start the domain's threads: the normal grace-period thread, the expedited helper and
+    /// the callback workers.
+    fn start_threads(&self) -> Result<(), Error> {
+        let name = &self.name;
+        self.spawn("normal grace-period", format!("{name}-gp"), |inner| {
+            inner.normal.run(&inner.core, &inner.event)
+        })?;
+        self.spawn("expedited helper", format!("{name}-exp"), |inner| {
+            inner.exp.run_helper(&inner.core, &inner.event)
+        })?;
+        for index in 0..self.callbacks.config.workers {
+            self.spawn(
+                "callback worker",
+                format!("{name}-cb{index}"),
+                move |inner| callbacks::worker::run(inner, index),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn spawn(
+        &self,
+        what: &str,
+        thread_name: String,
+        body: impl FnOnce(&Inner) + Send + 'static,
+    ) -> Result<(), Error> {
+        let inner = self
+            .me
+            .upgrade()
+            .expect("a domain starts threads only while alive");
+        let handle = std::thread::Builder::new()
+            .name(thread_name)
+            .spawn(move || body(&inner))
+            .map_err(|source| Error::Spawn {
+                thread: what.to_string(),
+                source,
+            })?;
+        lock(&self.threads).push(handle);
+        Ok(())
+    }
+
+    /// Repair the domain if the process has forked since it last ran (see [`fork`]). Every
+    /// entry point that needs the domain's threads, or that scans its per-thread state, calls
+    /// this first.
+    #[inline]
+    pub(crate) fn check_fork(&self) {
+        if self.fork_generation.load(Acquire) != fork::generation() {
+            self.repair_after_fork();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn repair_after_fork(&self) {
+        let _repair = lock(&self.fork_repair);
+        let generation = fork::generation();
+        if self.fork_generation.load(Relaxed) == generation {
+            return; // another thread did it
+        }
+        // Every entry point waits here, so nothing of this domain runs in this process but
+        // readers and this repair; every internal lock is free (the fork handlers held them
+        // across the fork).
+        self.exp.after_fork();
+        self.core.registry.retain(|record| record.owner.is_alive());
+        self.callbacks.after_fork();
+        self.event.forget_listeners();
+        // Those threads do not exist here: joining or detaching them would act on thread
+        // state copied from the parent.
+        std::mem::forget(std::mem::take(&mut *lock(&self.threads)));
+        if let Err(e) = self.start_threads() {
+            panic!(
+                "rcukit: cannot restart the threads of domain '{}' after fork(): {e}",
+                self.name
+            );
+        }
+        self.fork_generation.store(generation, Release);
+    }
+
+    /// Hold the domain's internal locks across `fork()`, in one fixed order (see [`fork`]).
+    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
+        held.hold(&self.fork_repair);
+        held.hold(&self.threads);
+        self.normal.hold_for_fork(held);
+        self.exp.hold_for_fork(held);
+        self.event.hold_for_fork(held);
+        self.core.registry.hold_for_fork(held);
+        self.callbacks.hold_for_fork(held);
+    }
+
     /// Snapshot both counters (`get_state_synchronize_rcu_full`).
     pub(crate) fn get_state(&self) -> GpCookie {
         GpCookie {
@@ -129,6 +234,10 @@ pub struct Stats {
     /// Retired objects dropped by threads calling `retire` rather than by a worker (see
     /// [`RcuBuilder::retire_on_producers`]); included in `callbacks_invoked`.
     pub callbacks_run_by_producers: u64,
+    /// Callbacks that will never run in this process: queued before a `fork()` that this
+    /// process is the child of (they run in the parent; see [`fork`](crate::fork)). Not
+    /// counted in `callbacks_pending` or `callbacks_invoked`.
+    pub callbacks_abandoned: u64,
 }
 
 /// Builder for [`Rcu`] domains; see [`Rcu::builder`].
@@ -400,7 +509,7 @@ impl RcuBuilder {
         let fence = self.validate()?;
         let id = next_domain_id();
         let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));
-        let inner = Arc::new(Inner {
+        let inner = Arc::new_cyclic(|me| Inner {
             id,
             name: name.clone(),
             core: GpCore::new(
@@ -428,24 +537,15 @@ impl RcuBuilder {
                 self.reporter.clone(),
             ),
             expedited_callbacks: self.expedited_callbacks,
+            fork_generation: AtomicU64::new(fork::generation()),
+            fork_repair: Mutex::new(()),
+            threads: Mutex::new(Vec::new()),
+            me: me.clone(),
         });
-        let mut rcu = Rcu {
-            inner,
-            threads: Vec::new(),
-        };
-        rcu.spawn("normal grace-period", format!("{name}-gp"), |inner| {
-            inner.normal.run(&inner.core, &inner.event)
-        })?;
-        rcu.spawn("expedited helper", format!("{name}-exp"), |inner| {
-            inner.exp.run_helper(&inner.core, &inner.event)
-        })?;
-        for index in 0..self.callback_workers {
-            rcu.spawn(
-                "callback worker",
-                format!("{name}-cb{index}"),
-                move |inner| callbacks::worker::run(inner, index),
-            )?;
-        }
+        fork::register(&inner);
+        let rcu = Rcu { inner };
+        // On an error, dropping `rcu` stops the threads already started.
+        rcu.inner.start_threads()?;
         Ok(rcu)
     }
 }
@@ -461,7 +561,6 @@ const GLOBAL_NAME: &str = "rcu-global";
 /// readers of another, or to run with different settings.
 pub struct Rcu {
     inner: Arc<Inner>,
-    threads: Vec<JoinHandle<()>>,
 }
 
 impl Rcu {
@@ -494,24 +593,6 @@ impl Rcu {
     /// A builder for a domain with custom settings.
     pub fn builder() -> RcuBuilder {
         RcuBuilder::default()
-    }
-
-    fn spawn(
-        &mut self,
-        what: &str,
-        thread_name: String,
-        body: impl FnOnce(&Inner) + Send + 'static,
-    ) -> Result<(), Error> {
-        let inner = self.inner.clone();
-        let handle = std::thread::Builder::new()
-            .name(thread_name)
-            .spawn(move || body(&inner))
-            .map_err(|source| Error::Spawn {
-                thread: what.to_string(),
-                source,
-            })?;
-        self.threads.push(handle);
-        Ok(())
     }
 
     /// The shared state, for [`Qsbr`](crate::Qsbr), which is a domain whose reader records are
@@ -594,6 +675,7 @@ impl Rcu {
 
     fn wait_for_cookie(&self, cookie: &GpCookie) {
         let inner = &*self.inner;
+        inner.check_fork();
         let either = inner.expedited_callbacks;
         if inner.poll(cookie, either) {
             return;
@@ -612,6 +694,7 @@ impl Rcu {
     pub fn synchronize_expedited(&self) {
         self.assert_not_reading("synchronize_expedited()");
         let inner = &*self.inner;
+        inner.check_fork();
         inner.exp.synchronize(&inner.core, &inner.event);
     }
 
@@ -624,6 +707,7 @@ impl Rcu {
     /// Like [`get_state`](Rcu::get_state), and also request a normal grace period so that the
     /// cookie will expire without anybody waiting on it.
     pub fn start_poll(&self) -> GpCookie {
+        self.inner.check_fork();
         let cookie = self.inner.get_state();
         self.inner.normal.request(cookie.normal);
         cookie
@@ -632,6 +716,7 @@ impl Rcu {
     /// Like [`get_state`](Rcu::get_state), and also have the domain's helper thread run an
     /// expedited grace period for the cookie, without blocking the caller.
     pub fn start_poll_expedited(&self) -> GpCookie {
+        self.inner.check_fork();
         let cookie = self.inner.get_state();
         self.inner.exp.request(cookie.expedited);
         cookie
@@ -679,6 +764,7 @@ impl Rcu {
         }
         self.assert_not_reading("cond_synchronize_expedited()");
         let inner = &*self.inner;
+        inner.check_fork();
         inner
             .exp
             .run_until(cookie.expedited, &inner.core, &inner.event);
@@ -743,12 +829,14 @@ impl Rcu {
     #[track_caller]
     pub fn barrier(&self) {
         self.assert_not_reading("barrier()");
+        self.inner.check_fork();
         self.inner.callbacks.barrier();
     }
 
     /// Statistics for this domain.
     pub fn stats(&self) -> Stats {
         let inner = &*self.inner;
+        inner.check_fork();
         let cb = inner.callbacks.stats();
         Stats {
             normal_gps: inner.normal.completed(),
@@ -763,6 +851,7 @@ impl Rcu {
             released_by_expedited: cb.released_by_expedited,
             callback_panics: cb.panics,
             callbacks_run_by_producers: cb.run_by_producers,
+            callbacks_abandoned: cb.abandoned,
         }
     }
 }
@@ -795,6 +884,9 @@ impl Rcu {
     /// anyway: after `MAX_DRAIN_ROUNDS` rounds the rest is left to the workers' shutdown.
     fn drain_callbacks(&self) {
         let callbacks = &self.inner.callbacks;
+        if callbacks.pending() == 0 {
+            return;
+        }
         callbacks.start_draining();
         for _ in 0..MAX_DRAIN_ROUNDS {
             let queued = callbacks.queued();
@@ -809,6 +901,7 @@ impl Rcu {
 impl Drop for Rcu {
     fn drop(&mut self) {
         let inner = &*self.inner;
+        inner.check_fork();
         if !inner.callbacks.in_callback_context() {
             self.drain_callbacks();
         }
@@ -818,7 +911,8 @@ impl Drop for Rcu {
         inner.normal.shutdown();
         inner.exp.shutdown();
         let me = std::thread::current().id();
-        for handle in self.threads.drain(..) {
+        let threads = std::mem::take(&mut *lock(&inner.threads));
+        for handle in threads {
             if handle.thread().id() != me {
                 let _ = handle.join();
             }

@@ -97,6 +97,7 @@ pub mod cell;
 pub mod domain;
 pub mod domain_ref;
 mod error;
+pub mod fork;
 pub mod gp;
 pub mod list;
 pub mod locks;

@@ -144,6 +144,8 @@ pub(crate) struct ReaderRecord {
     /// with relaxed loads and stores (no read-modify-write) is enough and loom need not see it.
     nesting: AtomicU32,
     pub(crate) thread: ThreadInfo,
+    /// The thread that owns it, for the repair after `fork()` (see [`fork`](crate::fork)).
+    pub(crate) owner: crate::fork::Owner,
     registry: Weak<Registry>,
     /// The `ctr` value of the critical section a stall was last reported for, so that one
     /// stalled section yields one report even when several grace periods wait for it.
@@ -156,6 +158,7 @@ impl ReaderRecord {
             ctr: CachePadded::new(AtomicU64::new(0)),
             nesting: AtomicU32::new(0),
             thread,
+            owner: crate::fork::Owner::current(),
             registry,
             stall_reported: std::sync::atomic::AtomicU64::new(0),
         }
@@ -270,6 +273,18 @@ impl Registry {
                 .collect();
             *records = Arc::new(next);
         }
+    }
+
+    /// Keep only the records for which `keep` says yes (after `fork()`).
+    pub(crate) fn retain(&self, mut keep: impl FnMut(&ReaderRecord) -> bool) {
+        let mut records = self.records.lock();
+        let next: Vec<_> = records.iter().filter(|r| keep(r)).cloned().collect();
+        *records = Arc::new(next);
+    }
+
+    /// Hold the registry's lock across `fork()` (see [`fork`](crate::fork)).
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+        self.records.hold_for_fork(held);
     }
 
     /// The records registered now.

@@ -7,8 +7,14 @@
 //! copy of it.
 //!
 //! Background machinery that loom cannot model (the normal grace-period thread, callback
-//! workers, timed waits) uses `parking_lot` and `std` directly; the loom models drive the
-//! protocol through the caller-run paths instead.
+//! workers, timed waits) uses `std` directly; the loom models drive the protocol through the
+//! caller-run paths instead.
+//!
+//! Outside loom, [`Mutex`] is `std::sync::Mutex`, as are the condition variables of the
+//! grace-period engines: their waiters sleep in the kernel's futex queues, which `fork()` does
+//! not copy. `parking_lot` keeps its waiters in a process-wide table in user space; in a forked
+//! child that table still lists the parent's threads, and a `notify_one` or a fair unlock can
+//! hand the wake-up or the lock to a thread that does not exist (see [`fork`](crate::fork)).
 //!
 //! [loom]: https://docs.rs/loom
 
@@ -46,16 +52,17 @@ pub(crate) fn compiler_fence(order: std::sync::atomic::Ordering) {
     std::sync::atomic::compiler_fence(order);
 }
 
-/// A mutex with one API under both std and loom: `lock()` returns the guard directly.
+/// A mutex with one API under both std and loom: `lock()` returns the guard directly (a
+/// poisoned lock is taken anyway: no rcukit critical section runs user code).
 pub(crate) struct Mutex<T>(
     #[cfg(loom)] loom::sync::Mutex<T>,
-    #[cfg(not(loom))] parking_lot::Mutex<T>,
+    #[cfg(not(loom))] std::sync::Mutex<T>,
 );
 
 #[cfg(loom)]
 pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
 #[cfg(not(loom))]
-pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+pub(crate) type MutexGuard<'a, T> = std::sync::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
@@ -65,7 +72,7 @@ impl<T> Mutex<T> {
         }
         #[cfg(not(loom))]
         {
-            Mutex(parking_lot::Mutex::new(value))
+            Mutex(std::sync::Mutex::new(value))
         }
     }
 
@@ -76,9 +83,23 @@ impl<T> Mutex<T> {
         }
         #[cfg(not(loom))]
         {
-            self.0.lock()
+            self.0.lock().unwrap_or_else(|e| e.into_inner())
         }
     }
+
+    /// Hold this lock across `fork()` (see [`fork`](crate::fork)).
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+        #[cfg(not(loom))]
+        held.hold(&self.0);
+        #[cfg(loom)]
+        let _ = held;
+    }
+}
+
+/// Lock a `std` mutex, taking it even if poisoned (no rcukit critical section runs user code,
+/// so a poisoned lock only means some unrelated panic unwound through a guard).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Backoff for a thread that waits for another thread to change a shared word.

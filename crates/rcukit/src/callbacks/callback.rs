@@ -116,16 +116,16 @@ impl Callback {
 /// the caller until every marker is queued (so the count cannot reach zero early).
 pub(crate) struct BarrierCount {
     remaining: AtomicUsize,
-    lock: parking_lot::Mutex<()>,
-    cond: parking_lot::Condvar,
+    lock: std::sync::Mutex<()>,
+    cond: std::sync::Condvar,
 }
 
 impl BarrierCount {
     pub(crate) fn new(count: usize) -> Arc<BarrierCount> {
         Arc::new(BarrierCount {
             remaining: AtomicUsize::new(count),
-            lock: parking_lot::Mutex::new(()),
-            cond: parking_lot::Condvar::new(),
+            lock: std::sync::Mutex::new(()),
+            cond: std::sync::Condvar::new(),
         })
     }
 
@@ -134,7 +134,7 @@ impl BarrierCount {
     pub(crate) fn arrive(&self) {
         if self.remaining.fetch_sub(1, AcqRel) == 1 {
             // Taking the lock orders this wake-up after a waiter's check-then-wait.
-            let _guard = self.lock.lock();
+            let _guard = crate::sync::lock(&self.lock);
             self.cond.notify_all();
         }
     }
@@ -145,9 +145,9 @@ impl BarrierCount {
 
     /// Block until every marker has arrived.
     pub(crate) fn wait(&self) {
-        let mut guard = self.lock.lock();
+        let mut guard = crate::sync::lock(&self.lock);
         while !self.is_done() {
-            self.cond.wait(&mut guard);
+            guard = self.cond.wait(guard).unwrap_or_else(|e| e.into_inner());
         }
     }
 }

@@ -189,6 +189,18 @@ impl Intake {
         self.push_chunk(chunk);
     }
 
+    /// After `fork()` (see [`fork`](crate::fork)): forget every chunk on the stack. They are
+    /// leaked, not freed: their other owners (producers and the worker of the parent) may hold
+    /// shares, and what they hold is abandoned in the child.
+    pub(crate) fn forget_chunks(&self) {
+        self.head.store(ptr::null_mut(), Relaxed);
+    }
+
+    /// Hold the spare-chunk lock across `fork()`.
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+        self.spare.hold_for_fork(held);
+    }
+
     /// Is a chunk waiting to be picked up?
     pub(crate) fn has_new_chunks(&self) -> bool {
         !self.head.load(SeqCst).is_null()
@@ -264,6 +276,14 @@ impl Producer {
         self.chunk = intake.fresh_chunk(2);
         self.filled = 0;
         intake.push_chunk(self.chunk);
+    }
+
+    /// After `fork()`: forget the current chunk without touching it (its other owner, the
+    /// parent's worker, is gone from this process; the chunk is leaked). The next push starts
+    /// a fresh chunk on the intake.
+    pub(crate) fn abandon(&mut self) {
+        self.chunk = ptr::null_mut();
+        self.filled = 0;
     }
 
     /// Give the current chunk up: no more slots will be written to it.

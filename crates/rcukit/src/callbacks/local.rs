@@ -80,7 +80,7 @@
 use super::callback::Callback;
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::seq::GpCookie;
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Backoff, Mutex, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Backoff, UnsafeCell};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
@@ -275,8 +275,10 @@ pub(crate) struct LocalRetires {
     len: AtomicUsize,
     /// `ops` at the worker's previous look.
     seen_ops: AtomicU64,
-    /// Serializes stealers.
-    stealers: Mutex<()>,
+    /// Set while a stealer works on this list: serializes stealers (only the shard's worker
+    /// steals, so it is never contended). A flag rather than a mutex, so that a steal cut short
+    /// by `fork()` can be undone in the child (see [`fork`](crate::fork)).
+    stealing: AtomicBool,
     list: UnsafeCell<LocalList>,
 }
 
@@ -298,7 +300,7 @@ impl LocalRetires {
             ops: AtomicU64::new(0),
             len: AtomicUsize::new(0),
             seen_ops: AtomicU64::new(0),
-            stealers: Mutex::new(()),
+            stealing: AtomicBool::new(false),
             list: UnsafeCell::new(LocalList::new()),
         }
     }
@@ -358,7 +360,16 @@ impl LocalRetires {
     }
 
     fn steal(locals: &[&LocalRetires], fence: FenceKind, wait_for_drops: bool) -> Vec<Taken> {
-        let guards: Vec<_> = locals.iter().map(|l| l.stealers.lock()).collect();
+        for local in locals {
+            let mut backoff = Backoff::new();
+            while local
+                .stealing
+                .compare_exchange(false, true, Acquire, Relaxed)
+                .is_err()
+            {
+                backoff.snooze();
+            }
+        }
         for local in locals {
             local.steal.store(true, Relaxed);
         }
@@ -386,8 +397,21 @@ impl LocalRetires {
             local.steal.store(false, Release);
             taken.push(t);
         }
-        drop(guards);
+        for local in locals {
+            local.stealing.store(false, Release);
+        }
         taken
+    }
+
+    /// After `fork()` (see [`fork`](crate::fork)): a steal that the vanished worker had under
+    /// way is forgotten, and whatever the list holds is taken out (without waiting for drops
+    /// the owner may be running) for the caller to abandon.
+    pub(crate) fn take_after_fork(&self, fence: FenceKind) -> Taken {
+        self.stealing.store(false, Relaxed);
+        self.steal.store(false, Relaxed);
+        Self::steal(&[self], fence, false)
+            .pop()
+            .expect("one list stolen")
     }
 }
 

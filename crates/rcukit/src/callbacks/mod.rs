@@ -71,19 +71,21 @@ pub mod worker;
 
 use crate::barrier::{self, FenceKind};
 use crate::domain::Inner;
+use crate::fork::{self, Owner};
 use crate::report::Reporter;
 use crate::seq::GpCookie;
+use crate::sync::lock;
 use callback::{BarrierCount, Callback, Work};
 use crossbeam_utils::CachePadded;
 use intake::{Intake, Producer};
 use invoke::running_drops;
 use local::LocalRetires;
-use parking_lot::Mutex;
 use ready::Ready;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Mutex;
+use std::sync::{Arc, Weak};
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -110,6 +112,8 @@ pub(crate) struct ProducerShared {
     invoked: AtomicU64,
     invoked_bytes: AtomicU64,
     pub(crate) local: LocalRetires,
+    /// The producer thread, for the repair after `fork()`.
+    owner: Owner,
 }
 
 impl ProducerShared {
@@ -120,6 +124,7 @@ impl ProducerShared {
             invoked: AtomicU64::new(0),
             invoked_bytes: AtomicU64::new(0),
             local: LocalRetires::new(),
+            owner: Owner::current(),
         }
     }
 
@@ -163,6 +168,10 @@ struct ProducerRegistry {
     exited_bytes: u64,
     exited_invoked: u64,
     exited_invoked_bytes: u64,
+    /// Callbacks (and their bytes) abandoned by `fork()`: queued before it, never to run in
+    /// this process (see [`fork`](crate::fork)).
+    abandoned: u64,
+    abandoned_bytes: u64,
 }
 
 impl ProducerRegistry {
@@ -188,9 +197,9 @@ pub(crate) struct WorkerSide {
     /// [`AWAKE`], or how the worker is parked: [`WAITING_FOR_GP`] (a grace period it asked
     /// for will wake it) or [`IDLE`] (nothing pending: producers must wake it).
     pub(crate) sleeping: AtomicU8,
-    pub(crate) thread: OnceLock<Thread>,
+    pub(crate) thread: Mutex<Option<Thread>>,
     /// When the worker last looked for producers' lists left behind.
-    last_scan: parking_lot::Mutex<Option<Instant>>,
+    last_scan: Mutex<Option<Instant>>,
 }
 
 impl WorkerSide {
@@ -200,7 +209,7 @@ impl WorkerSide {
         if cfg!(loom) {
             return true;
         }
-        let mut last = self.last_scan.lock();
+        let mut last = lock(&self.last_scan);
         let now = Instant::now();
         if last.is_some_and(|t| now.duration_since(t) < ready::PATIENCE) {
             return false;
@@ -271,9 +280,51 @@ impl Shard {
         }
     }
 
+    /// After `fork()` (see [`fork`](crate::fork)): everything queued before the fork is
+    /// abandoned (the intake's chunks, the worker's list, ready batches, the producers'
+    /// lists), the producers whose threads are gone are forgotten, and the counters say so.
+    fn after_fork(&self, fence: FenceKind) {
+        self.intake.forget_chunks();
+        self.ready.forget_batches();
+        *lock(&self.worker.thread) = None;
+        self.worker.sleeping.store(AWAKE, Relaxed);
+        let mut producers = lock(&self.producers);
+        let (alive, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut producers.live)
+            .into_iter()
+            .partition(|p| p.owner.is_alive());
+        for p in &gone {
+            producers.add_exited(p);
+        }
+        for p in &alive {
+            // The objects are the child's copies of the parent's: never dropped here.
+            std::mem::forget(p.local.take_after_fork(fence));
+        }
+        producers.live = alive;
+        drop(producers);
+        let counts = self.counts();
+        let mut producers = lock(&self.producers);
+        producers.abandoned = producers.abandoned.wrapping_add(counts.pending);
+        producers.abandoned_bytes = producers.abandoned_bytes.wrapping_add(counts.pending_bytes);
+        drop(producers);
+        let worker = &self.worker;
+        worker.taken.store(worker.invoked.load(Relaxed), Relaxed);
+        worker
+            .taken_bytes
+            .store(worker.invoked_bytes.load(Relaxed), Relaxed);
+    }
+
+    /// Hold the shard's locks across `fork()`, in one fixed order.
+    fn hold_for_fork(&'static self, held: &mut fork::Held) {
+        held.hold(&self.producers);
+        held.hold(&self.worker.thread);
+        held.hold(&self.worker.last_scan);
+        self.intake.hold_for_fork(held);
+        self.ready.hold_for_fork(held);
+    }
+
     pub(crate) fn wake(&self) {
         self.worker.sleeping.store(AWAKE, Relaxed);
-        if let Some(thread) = self.worker.thread.get() {
+        if let Some(thread) = lock(&self.worker.thread).as_ref() {
             thread.unpark();
         }
     }
@@ -283,7 +334,7 @@ impl Shard {
         // afterwards are never below them.
         let mut invoked = self.worker.invoked.load(Acquire);
         let mut invoked_bytes = self.worker.invoked_bytes.load(Acquire);
-        let producers = self.producers.lock();
+        let producers = lock(&self.producers);
         invoked = invoked.wrapping_add(producers.exited_invoked);
         invoked_bytes = invoked_bytes.wrapping_add(producers.exited_invoked_bytes);
         for p in &producers.live {
@@ -296,9 +347,14 @@ impl Shard {
             queued = queued.wrapping_add(p.queued.load(Relaxed));
             queued_bytes = queued_bytes.wrapping_add(p.queued_bytes.load(Relaxed));
         }
+        let abandoned = producers.abandoned;
+        // Abandoned callbacks will never run: for what is pending they count as done.
+        invoked = invoked.wrapping_add(abandoned);
+        invoked_bytes = invoked_bytes.wrapping_add(producers.abandoned_bytes);
         drop(producers);
         ShardCounts {
             queued,
+            abandoned,
             invoked,
             pending: difference(queued, invoked),
             pending_bytes: difference(queued_bytes, invoked_bytes),
@@ -308,6 +364,7 @@ impl Shard {
 
 struct ShardCounts {
     queued: u64,
+    abandoned: u64,
     invoked: u64,
     pending: u64,
     pending_bytes: u64,
@@ -324,6 +381,8 @@ struct ProducerSlot {
     counters: Arc<ProducerShared>,
     /// The domain's barrier pair (for the local list's lock).
     fence: FenceKind,
+    /// The fork generation the slot was last used in (see [`fork`]).
+    generation: u64,
 }
 
 impl ProducerSlot {
@@ -363,7 +422,7 @@ impl Drop for ProducerSlot {
             self.flush_local(&shard, true);
             // The chunk has a share of its own: sealing it is safe even if the domain is gone.
             self.producer.seal();
-            let mut producers = shard.producers.lock();
+            let mut producers = lock(&shard.producers);
             producers.add_exited(&self.counters);
             producers.live.retain(|p| !Arc::ptr_eq(p, &self.counters));
         } else {
@@ -448,6 +507,7 @@ pub(crate) struct CallbackStats {
     pub(crate) released_by_expedited: u64,
     pub(crate) panics: u64,
     pub(crate) run_by_producers: u64,
+    pub(crate) abandoned: u64,
 }
 
 /// The callback machinery of one domain.
@@ -530,8 +590,7 @@ impl Callbacks {
         // loom objects from one execution into the next: models drive `Producer` directly.
         #[cfg(loom)]
         {
-            let _ = inner;
-            self.push_without_thread_local(callback);
+            self.push_without_thread_local(inner, callback);
         }
         #[cfg(not(loom))]
         self.push_with_thread_local(inner, callback);
@@ -549,13 +608,16 @@ impl Callbacks {
             let slot = if p.last_domain.get() == self.domain {
                 p.last.get()
             } else {
-                self.producer_slot(p)
+                self.producer_slot(inner, p)
             };
             // Slots are boxed and owned by this thread's table, which drops them only at thread
             // exit or (in `producer_slot`) once their domain is gone. SAFETY: this domain is
             // alive (we are borrowed from it), so `slot` is valid, and no other reference to
             // it exists while we use it (nothing below re-enters the table).
             let slot = unsafe { &mut *slot };
+            if slot.generation != fork::generation() {
+                Self::slot_after_fork(inner, slot);
+            }
             // SAFETY: the shard belongs to this domain, which is alive.
             let shard = unsafe { &*slot.shard };
             let mut callback = callback.take().expect("taken once");
@@ -576,7 +638,7 @@ impl Callbacks {
             After::Intake(slot.shard)
         });
         if let Some(callback) = callback {
-            self.push_without_thread_local(callback);
+            self.push_without_thread_local(inner, callback);
         }
         // The slot reference is gone, so callbacks run below may queue more (re-entering the
         // table) safely.
@@ -732,13 +794,13 @@ impl Callbacks {
     #[cfg(loom)]
     pub(crate) fn register_producer_for_model(shard: &Shard) -> Arc<ProducerShared> {
         let producer = Arc::new(ProducerShared::new());
-        shard.producers.lock().live.push(producer.clone());
+        lock(&shard.producers).live.push(producer.clone());
         producer
     }
 
     /// The producers of `shard` (for its worker's steals).
     pub(crate) fn producers_of(shard: &Shard) -> Vec<Arc<ProducerShared>> {
-        shard.producers.lock().live.clone()
+        lock(&shard.producers).live.clone()
     }
 
     /// Run one ready batch of drop-only callbacks on this producer thread (see [`ready`]),
@@ -766,10 +828,22 @@ impl Callbacks {
         invoked
     }
 
+    /// The first use of a slot after `fork()`: repair the domain, then forget the chunk this
+    /// thread was filling (the worker that had it is gone; see [`fork`]).
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn slot_after_fork(inner: &Inner, slot: &mut ProducerSlot) {
+        inner.check_fork();
+        slot.producer.abandon();
+        slot.generation = fork::generation();
+    }
+
     /// The calling thread's producer slot for this domain, created on first use.
     #[cfg(not(loom))]
     #[cold]
-    fn producer_slot(&self, p: &ProducerSlots) -> *mut ProducerSlot {
+    fn producer_slot(&self, inner: &Inner, p: &ProducerSlots) -> *mut ProducerSlot {
+        inner.check_fork();
         let mut slots = p.slots.borrow_mut();
         // Forget (and seal) the slots of domains that are gone.
         slots.retain(|slot| slot.shard_weak.strong_count() > 0);
@@ -778,7 +852,7 @@ impl Callbacks {
             None => {
                 let shard = &self.shards[self.shard_index_for_current_thread()];
                 let counters = Arc::new(ProducerShared::new());
-                shard.producers.lock().live.push(counters.clone());
+                lock(&shard.producers).live.push(counters.clone());
                 slots.push(Box::new(ProducerSlot {
                     domain: self.domain,
                     shard: Arc::as_ptr(shard),
@@ -786,6 +860,7 @@ impl Callbacks {
                     producer: Producer::new(),
                     counters,
                     fence: self.config.fence,
+                    generation: fork::generation(),
                 }));
                 &mut **slots.last_mut().expect("just pushed")
             }
@@ -798,10 +873,11 @@ impl Callbacks {
     /// Queue from a thread whose thread-local storage is already destroyed (a callback queued
     /// by another thread-local's destructor): a chunk of its own.
     #[cold]
-    fn push_without_thread_local(&self, callback: Callback) {
+    fn push_without_thread_local(&self, inner: &Inner, callback: Callback) {
+        inner.check_fork();
         let shard = &self.shards[0];
         {
-            let mut producers = shard.producers.lock();
+            let mut producers = lock(&shard.producers);
             producers.exited_queued = producers.exited_queued.wrapping_add(1);
             producers.exited_bytes = producers.exited_bytes.wrapping_add(callback.bytes() as u64);
         }
@@ -837,6 +913,21 @@ impl Callbacks {
         count
     }
 
+    /// Repair after `fork()` (see [`Shard::after_fork`]).
+    pub(crate) fn after_fork(&self) {
+        for shard in self.shards.iter() {
+            shard.after_fork(self.config.fence);
+        }
+    }
+
+    /// Hold every shard's locks across `fork()`.
+    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
+        for shard in self.shards.iter() {
+            let shard: &'static Shard = shard;
+            shard.hold_for_fork(held);
+        }
+    }
+
     pub(crate) fn stats(&self) -> CallbackStats {
         let mut s = CallbackStats {
             released_by_normal: self.released_by_normal.load(Relaxed),
@@ -851,8 +942,14 @@ impl Callbacks {
             s.pending_bytes = s.pending_bytes.saturating_add(c.pending_bytes);
             s.invoked = s.invoked.wrapping_add(c.invoked);
             s.queued = s.queued.wrapping_add(c.queued);
+            s.abandoned = s.abandoned.wrapping_add(c.abandoned);
         }
         s
+    }
+
+    /// Callbacks queued and not yet run (nor abandoned).
+    pub(crate) fn pending(&self) -> u64 {
+        self.shards.iter().map(|s| s.counts().pending).sum()
     }
 
     /// Callbacks queued so far (a wrapping count, for comparisons).

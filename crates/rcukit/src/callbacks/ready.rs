@@ -173,6 +173,20 @@ impl Ready {
         }
     }
 
+    /// After `fork()` (see [`fork`](crate::fork)): forget every batch, queued or being run by
+    /// a thread that is gone (their callbacks are abandoned: a `Callback` dropped unrun leaks).
+    pub(crate) fn forget_batches(&self) {
+        let mut state = self.state.lock();
+        state.batches.clear();
+        state.running = 0;
+        self.update_counts(&state);
+    }
+
+    /// Hold the queue's lock across `fork()`.
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+        self.state.hold_for_fork(held);
+    }
+
     /// Nothing queued and nothing running.
     pub(crate) fn is_quiet(&self) -> bool {
         self.outstanding.load(Acquire) == 0

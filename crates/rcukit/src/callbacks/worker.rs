@@ -58,7 +58,7 @@ pub(crate) fn run(inner: &Inner, index: usize) {
     WORKER_OF.with(|w| w.set(inner.id));
     let shard = inner.callbacks.shard(index);
     let me = std::thread::current();
-    let _ = shard.worker.thread.set(me.clone());
+    *crate::sync::lock(&shard.worker.thread) = Some(me.clone());
     inner.event.subscribe(me);
 
     let mut consumer = Consumer::new();

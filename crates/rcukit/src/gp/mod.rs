@@ -22,10 +22,11 @@ pub mod normal;
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::reader::{ReaderRecord, Registry};
 use crate::report::{Report, Reporter, Stall};
+use crate::sync::lock;
 use crate::sync::{AtomicU64, Backoff};
-use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
+use std::sync::{Condvar, Mutex};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -249,20 +250,30 @@ impl GpEvent {
 
     /// Add a thread to unpark whenever a grace period ends.
     pub(crate) fn subscribe(&self, thread: Thread) {
-        self.listeners.lock().push(thread);
+        lock(&self.listeners).push(thread);
     }
 
     /// Announce the end of a grace period. Call after the sequence counter has been ended, so a
     /// waiter that checks its condition under the lock cannot miss the change.
     pub(crate) fn notify(&self) {
         {
-            let mut generation = self.generation.lock();
+            let mut generation = lock(&self.generation);
             *generation = generation.wrapping_add(1);
         }
         self.cond.notify_all();
-        for thread in self.listeners.lock().iter() {
+        for thread in lock(&self.listeners).iter() {
             thread.unpark();
         }
+    }
+
+    /// Wake blocked waiters only (not the subscribed workers): for a state change that is not
+    /// the end of a grace period (the expedited engine's flag released without running one).
+    pub(crate) fn notify_waiters(&self) {
+        {
+            let mut generation = lock(&self.generation);
+            *generation = generation.wrapping_add(1);
+        }
+        self.cond.notify_all();
     }
 
     /// Block until `done()` is true; `done` is re-evaluated after every grace period.
@@ -270,9 +281,24 @@ impl GpEvent {
         if done() {
             return;
         }
-        let mut generation = self.generation.lock();
+        let mut generation = lock(&self.generation);
         while !done() {
-            self.cond.wait(&mut generation);
+            generation = self
+                .cond
+                .wait(generation)
+                .unwrap_or_else(|e| e.into_inner());
         }
+    }
+
+    /// Forget every subscribed thread (after `fork()`, the workers that subscribed are gone;
+    /// their replacements subscribe again).
+    pub(crate) fn forget_listeners(&self) {
+        lock(&self.listeners).clear();
+    }
+
+    /// Hold this event's locks across `fork()` (see [`fork`](crate::fork)).
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+        held.hold(&self.generation);
+        held.hold(&self.listeners);
     }
 }

@@ -1,0 +1,196 @@
+//! `fork()` of a process that uses rcukit: the child's domains work (grace periods of both
+//! kinds, cookies, callbacks, barriers, dropping a domain), whatever the parent's other threads
+//! were doing at the moment of the fork. A test binary of its own: it forks the whole process.
+#![cfg(unix)]
+
+use rcukit::Rcu;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Counts its drops.
+struct Counted(Arc<AtomicU64>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Everything the child checks on `rcu`: reads, both kinds of grace period, a polled cookie,
+/// retire and call followed by barrier, and the same from a thread born in the child.
+fn exercise(rcu: &Rcu) {
+    drop(rcu.read());
+    rcu.synchronize();
+    rcu.synchronize_expedited();
+    let cookie = rcu.start_poll();
+    while !rcu.poll(&cookie) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let cookie = rcu.start_poll_expedited();
+    while !rcu.poll(&cookie) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let dropped = Arc::new(AtomicU64::new(0));
+    for _ in 0..1_000 {
+        rcu.retire(Box::new(Counted(dropped.clone())));
+    }
+    let ran = Arc::new(AtomicU64::new(0));
+    let r = ran.clone();
+    rcu.call(move || {
+        r.fetch_add(1, Ordering::Relaxed);
+    });
+    rcu.barrier();
+    assert_eq!(
+        dropped.load(Ordering::Relaxed),
+        1_000,
+        "retired objects not dropped"
+    );
+    assert_eq!(ran.load(Ordering::Relaxed), 1, "closure did not run");
+    let _ = rcu.stats();
+}
+
+/// Fork, run `body` in the child (its exit status: 0 if it returned, 3 if it panicked) and
+/// return the child's wait status, killing it if it has not exited within 60 s.
+fn fork_and_wait(body: impl FnOnce()) -> Result<i32, String> {
+    // SAFETY: the child only runs `body` and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+        // SAFETY: leaving the child without running the parent's destructors.
+        unsafe { libc::_exit(if outcome.is_ok() { 0 } else { 3 }) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut status = 0;
+    loop {
+        // SAFETY: waiting for our own child.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            return Ok(status);
+        }
+        if Instant::now() > deadline {
+            // SAFETY: killing and reaping our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return Err("the child hung after fork()".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn succeeded(status: i32) -> bool {
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+/// The child's checks (panics on failure).
+fn child(global: &'static Rcu, own: &Arc<Rcu>, alone: Rcu, grandchild: bool) {
+    {
+        exercise(global);
+        exercise(own);
+        exercise(&alone);
+        // A thread born in the child uses the domains too.
+        let own2 = own.clone();
+        std::thread::spawn(move || {
+            exercise(Rcu::global());
+            exercise(&own2);
+        })
+        .join()
+        .unwrap();
+        let stats = own.stats();
+        assert_eq!(stats.callbacks_pending, 0, "{stats:?}");
+        if grandchild {
+            // A child's child: the same again, one generation further.
+            let status = fork_and_wait(|| {
+                exercise(global);
+                exercise(own);
+            })
+            .unwrap();
+            assert!(succeeded(status), "the grandchild failed ({status:#x})");
+        }
+        // Dropping a domain joins its threads: the child's, not the parent's.
+        drop(alone);
+    }
+}
+
+#[test]
+fn a_forked_child_can_use_every_domain() {
+    let global = Rcu::global();
+    let own = Arc::new(Rcu::builder().name("own").build().unwrap());
+    let alone = Rcu::builder().name("alone").build().unwrap();
+    for rcu in [global, &*own, &alone] {
+        for _ in 0..10_000 {
+            rcu.retire(Box::new(0u64));
+        }
+        rcu.call(|| ());
+        rcu.synchronize();
+    }
+    // Leave retired objects and a callback pending in the forking thread's domain.
+    alone.retire(Box::new(1u64));
+    alone.call(|| ());
+
+    // The parent's other threads at the moment of the fork: a reader holding guards, two
+    // retire floods, expedited grace periods and barriers in a loop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    {
+        let (own, stop) = (own.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _g1 = Rcu::global().read();
+                let _g2 = own.read();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }));
+    }
+    for _ in 0..2 {
+        let (own, stop) = (own.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                Rcu::global().retire(Box::new([0u8; 64]));
+                own.retire(Box::new([0u8; 64]));
+            }
+        }));
+    }
+    {
+        let (own, stop) = (own.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                own.synchronize_expedited();
+                Rcu::global().barrier();
+                own.call(|| ());
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+
+    for round in 0..8u64 {
+        let status = fork_and_wait(|| {
+            // SAFETY: the child's own copy of `alone`, taken over by the child; the parent's
+            // copy is never used in the child (it leaves with `_exit`).
+            let alone_in_child = unsafe { std::ptr::read(&alone) };
+            child(global, &own, alone_in_child, round % 2 == 1);
+        });
+        let status = match status {
+            Ok(status) => status,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                panic!("round {round}: {e}");
+            }
+        };
+        assert!(
+            succeeded(status),
+            "round {round}: the child failed ({status:#x})"
+        );
+        std::thread::sleep(Duration::from_millis(round * 7 % 20));
+        // The parent is unaffected.
+        exercise(global);
+        exercise(&own);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(alone);
+}
