@@ -16,6 +16,9 @@ pub enum FlavorName {
     Recseq,
     /// Grace periods that return at once: the run must fail (the checker's self-test).
     Busted,
+    /// An `rcukit::Rcu` domain whose `barrier()` returns at once: the run must fail (the
+    /// barrier checks' self-test).
+    BustedBarrier,
 }
 
 impl FlavorName {
@@ -26,6 +29,7 @@ impl FlavorName {
             FlavorName::Qsbr => "qsbr",
             FlavorName::Recseq => "recseq",
             FlavorName::Busted => "busted",
+            FlavorName::BustedBarrier => "busted-barrier",
         }
     }
 }

@@ -3,10 +3,18 @@
 //! * **Reader exits**: with faults on, every reader thread lives 0.1-1 s, then exits and the
 //!   engine starts a new one in its slot (rcutorture's read-exit test). Each exit unregisters a
 //!   reader record while grace periods scan the registry.
-//! * **Panicking callbacks**: about once a second, a `call()` whose callback panics. The domain
-//!   must catch it, count it in `callback_panics` and keep running callbacks. The panic is
-//!   raised with `resume_unwind`, which skips the panic hook, so it prints only the domain's
-//!   own report. At the end, the domain's count must equal the number injected.
+//! * **Panicking callbacks**: about once a second, in turn: a `call()` whose callback panics; a
+//!   `call()` whose callback panics with a payload whose own `Drop` panics; a retired object
+//!   whose `Drop` panics that way (dropped by a worker or by a retiring thread). The domain
+//!   must catch each, count it in `callback_panics` and keep running callbacks; no library
+//!   thread may die and no state may be left half-changed. Panics are raised with
+//!   `resume_unwind`, which skips the panic hook, so they print only the domain's own report.
+//!   At the end, the domain's count must equal the number injected.
+//! * **Re-entrant drops**: about every three seconds, objects are retired whose `Drop` uses the
+//!   library again (retires another object, queues a closure, takes a cookie and polls it,
+//!   and, where the flavor's readers need no registration, enters a read-side critical
+//!   section), then `barrier()` twice: every object and everything its drop queued must have
+//!   run.
 //! * **A stalled reader**: about every three seconds, a reader holds its critical section past
 //!   the domain's stall timeout, after asking for an expedited grace period so that one is
 //!   certainly waiting for it. It keeps holding until the domain's stall count goes up (the
@@ -35,6 +43,26 @@ use std::time::{Duration, Instant};
 
 /// The payload of injected callback panics.
 pub const INJECTED_PANIC: &str = "rcukit-torture: injected callback panic";
+
+/// A panic payload whose own `Drop` panics again.
+struct PanickingPayload;
+
+impl Drop for PanickingPayload {
+    fn drop(&mut self) {
+        std::panic::resume_unwind(Box::new(
+            "rcukit-torture: injected panic in a payload's drop",
+        ));
+    }
+}
+
+/// A retired object whose `Drop` panics with a [`PanickingPayload`].
+struct PanickingDrop;
+
+impl Drop for PanickingDrop {
+    fn drop(&mut self) {
+        std::panic::resume_unwind(Box::new(PanickingPayload));
+    }
+}
 
 const PANIC_EVERY: Duration = Duration::from_secs(1);
 const STALL_EVERY: Duration = Duration::from_secs(3);
@@ -65,6 +93,10 @@ pub struct FaultCounters {
     pub burst_expedited_gps: AtomicU64,
     /// Callbacks released by expedited grace periods while bursts were being drained.
     pub burst_released_by_expedited: AtomicU64,
+    /// Rounds of re-entrant drops.
+    pub reentrant_rounds: AtomicU64,
+    /// Objects whose `Drop` re-entered the library.
+    pub reentrant_drops: AtomicU64,
     /// Faults whose expected effect did not appear.
     pub problems: Mutex<Vec<String>>,
 }
@@ -77,20 +109,27 @@ impl FaultCounters {
 }
 
 /// The body of the fault-injection thread.
-pub(crate) fn run<F: Flavor>(shared: &Shared<F>) {
+pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>) {
     let flavor = &shared.flavor;
     let can_call = flavor.supports(UpdateKind::Call);
     let start = Instant::now();
     let mut next_panic = start + PANIC_EVERY / 2;
     let mut next_stall = start + STALL_EVERY / 2;
     let mut next_burst = start + BURST_EVERY * 5 / 6;
+    let mut next_reentrant = start + REENTRANT_EVERY / 3;
     let mut bursts = 0u64;
+    let mut panics = 0u64;
     let can_retire = flavor.supports(UpdateKind::Retire);
     while !shared.stop.load(Relaxed) {
         let now = Instant::now();
         if can_call && now >= next_panic {
-            inject_panic(shared);
+            panics += 1;
+            inject_panic(shared, panics % 3, can_retire);
             next_panic = now + PANIC_EVERY;
+        }
+        if can_call && can_retire && now >= next_reentrant {
+            reentrant(shared);
+            next_reentrant = Instant::now() + REENTRANT_EVERY;
         }
         if let Some(timeout) = flavor.stall_timeout() {
             if now >= next_stall {
@@ -109,11 +148,77 @@ pub(crate) fn run<F: Flavor>(shared: &Shared<F>) {
     }
 }
 
-fn inject_panic<F: Flavor>(shared: &Shared<F>) {
+/// Queue one callback that panics: `kind` 0, a plain panic in a closure; 1, a closure whose
+/// panic payload panics again when dropped; 2 (with `retire`), a retired object whose `Drop`
+/// panics that way.
+fn inject_panic<F: Flavor>(shared: &Shared<F>, kind: u64, retire: bool) {
     shared.faults.panics_injected.fetch_add(1, Relaxed);
-    shared
-        .flavor
-        .call(|| std::panic::resume_unwind(Box::new(INJECTED_PANIC)));
+    match kind {
+        0 => shared
+            .flavor
+            .call(|| std::panic::resume_unwind(Box::new(INJECTED_PANIC))),
+        2 if retire => shared.flavor.retire(Box::new(PanickingDrop)),
+        _ => shared
+            .flavor
+            .call(|| std::panic::resume_unwind(Box::new(PanickingPayload))),
+    }
+}
+
+/// A retired object whose `Drop` uses the library again (see the module docs).
+struct Reentrant<F: Flavor> {
+    shared: Arc<Shared<F>>,
+    done: Arc<AtomicU64>,
+}
+
+impl<F: Flavor> Drop for Reentrant<F> {
+    fn drop(&mut self) {
+        let flavor = &self.shared.flavor;
+        self.shared.faults.reentrant_drops.fetch_add(1, Relaxed);
+        flavor.retire(Box::new(CountsDrop(self.done.clone())));
+        let done = self.done.clone();
+        flavor.call(move || {
+            done.fetch_add(1, Relaxed);
+        });
+        if flavor.has_cookies() {
+            let cookie = flavor.get_state();
+            let _ = flavor.poll(&cookie);
+        }
+        if !flavor.protects_until_quiescent_state() {
+            // Readers of this flavor need no registration: read from inside a drop.
+            let registration = flavor.register_reader();
+            drop(flavor.read(&registration));
+        }
+    }
+}
+
+/// Objects per round of re-entrant drops.
+const REENTRANT_OBJECTS: u64 = 2_000;
+const REENTRANT_EVERY: Duration = Duration::from_secs(3);
+
+/// Retire objects whose drops re-enter the library, then `barrier()` twice: the first covers
+/// the objects, the second what their drops queued (all queued before it was called).
+fn reentrant<F: Flavor>(shared: &Arc<Shared<F>>) {
+    let flavor = &shared.flavor;
+    let done = Arc::new(AtomicU64::new(0));
+    for _ in 0..REENTRANT_OBJECTS {
+        flavor.retire(Box::new(Reentrant {
+            shared: shared.clone(),
+            done: done.clone(),
+        }));
+    }
+    flavor.barrier();
+    flavor.barrier();
+    shared.faults.reentrant_rounds.fetch_add(1, Relaxed);
+    let done = done.load(Relaxed);
+    if done != 2 * REENTRANT_OBJECTS {
+        shared.faults.problem(
+            &shared.counters,
+            format!(
+                "{REENTRANT_OBJECTS} objects with re-entrant drops: {done} of the {} callbacks                  their drops queued had run after two barriers",
+                2 * REENTRANT_OBJECTS
+            ),
+        );
+    }
 }
 
 fn stall<F: Flavor>(shared: &Shared<F>, timeout: Duration) {

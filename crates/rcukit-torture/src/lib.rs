@@ -141,6 +141,10 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
             let flavor = flavor::busted::BustedFlavor::new(&settings)?;
             Ok(engine::run(flavor, config, seed))
         }
+        FlavorName::BustedBarrier => {
+            let flavor = flavor::rcu::RcuFlavor::new(&settings)?.with_busted_barrier();
+            Ok(engine::run(flavor, config, seed))
+        }
         FlavorName::Qsbr => {
             if config.fence == Some(rcukit::FenceKind::Membarrier) {
                 return Err(TortureError::InvalidConfig(

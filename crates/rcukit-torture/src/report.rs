@@ -53,6 +53,10 @@ pub struct FaultReport {
     pub burst_expedited_gps: u64,
     /// Callbacks released by expedited grace periods during bursts.
     pub burst_released_by_expedited: u64,
+    /// Rounds of re-entrant drops.
+    pub reentrant_rounds: u64,
+    /// Objects whose `Drop` re-entered the library.
+    pub reentrant_drops: u64,
 }
 
 /// Everything a torture run measured, and its verdict ([`Report::passed`]).
@@ -189,6 +193,8 @@ impl Report {
                 burst_peak_pending: f.burst_peak_pending.load(Relaxed),
                 burst_expedited_gps: f.burst_expedited_gps.load(Relaxed),
                 burst_released_by_expedited: f.burst_released_by_expedited.load(Relaxed),
+                reentrant_rounds: f.reentrant_rounds.load(Relaxed),
+                reentrant_drops: f.reentrant_drops.load(Relaxed),
             },
             problems,
         }
@@ -423,6 +429,13 @@ impl fmt::Display for Report {
                     fr.burst_released_by_expedited
                 )?,
                 None => write!(f, ", backlog n/a")?,
+            }
+            if fr.reentrant_rounds > 0 {
+                write!(
+                    f,
+                    ", re-entrant drops {} in {} rounds",
+                    fr.reentrant_drops, fr.reentrant_rounds
+                )?;
             }
             writeln!(f)?;
         }

@@ -34,16 +34,37 @@ pub(crate) fn run<F: Flavor>(shared: &Shared<F>, seed: u64) {
     }
 }
 
-/// Queue a few callbacks, wait with `barrier()`, and check that all of them ran.
+/// Counts its drop: an object retired by the barrier test.
+struct CountsDrop(Arc<AtomicU64>);
+
+impl Drop for CountsDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+}
+
+/// Queue a few callbacks and retire a few counted objects, wait with `barrier()`, and check
+/// that all of them ran. Every updater does this, so `barrier()` calls race each other, the
+/// writer's, the bursts' and the worker's steals of the retiring threads' lists.
 fn barrier_test<F: Flavor>(shared: &Shared<F>, rng: &mut Rng) {
     let flavor = &shared.flavor;
-    let queued = rng.u64(1..=16);
+    let calls = rng.u64(1..=16);
+    let retires = if flavor.supports(UpdateKind::Retire) {
+        rng.u64(0..=300)
+    } else {
+        0
+    };
+    let queued = calls + retires;
     let ran = Arc::new(AtomicU64::new(0));
-    for _ in 0..queued {
+    for i in 0..queued {
         let ran = ran.clone();
-        flavor.call(move || {
-            ran.fetch_add(1, Relaxed);
-        });
+        if i < retires {
+            flavor.retire(Box::new(CountsDrop(ran)));
+        } else {
+            flavor.call(move || {
+                ran.fetch_add(1, Relaxed);
+            });
+        }
     }
     flavor.barrier();
     shared.counters.barrier_checks.fetch_add(1, Relaxed);

@@ -62,6 +62,10 @@ fn assert_clean_run(report: &Report) {
     assert_eq!(faults.stalls_reported, faults.stalls_injected);
     assert!(report.stats.stalls >= faults.stalls_reported);
     assert!(faults.bursts > 0, "no callback burst:\n{report}");
+    assert!(
+        faults.reentrant_rounds > 0 && faults.reentrant_drops > 0,
+        "no re-entrant drops:\n{report}"
+    );
     assert!(report.stats.expedited_gps > 0 && report.stats.normal_gps > 0);
 }
 
@@ -96,6 +100,21 @@ fn busted_fails_fast() {
     assert!(!report.passed());
     assert!(report.stopped_early, "it should stop at the first error");
     assert!(report.to_string().ends_with("\nFAILURE"));
+}
+
+/// A domain whose `barrier()` returns at once: the updaters' barrier checks (callbacks and
+/// retired objects queued before each call) must catch it.
+#[test]
+fn a_busted_barrier_fails_the_barrier_checks() {
+    let report = run(&config(FlavorName::BustedBarrier, None, 4)).unwrap();
+    println!("{report}");
+    assert!(!report.passed(), "{report}");
+    assert!(report.barrier_errors > 0, "no barrier error:\n{report}");
+    assert_eq!(
+        report.pipe_errors(),
+        0,
+        "only the barrier is broken:\n{report}"
+    );
 }
 
 #[test]

@@ -48,13 +48,13 @@ pub(crate) struct Inner {
     pub(crate) callbacks: Callbacks,
     pub(crate) expedited_callbacks: bool,
     /// The fork generation this domain's threads and state belong to (see [`fork`]).
-    fork_generation: AtomicU64,
+    pub(crate) fork_generation: AtomicU64,
     /// Serializes the repair after a fork.
-    fork_repair: Mutex<()>,
+    pub(crate) fork_repair: Mutex<()>,
     /// The domain's threads, joined when it is dropped (replaced after a fork).
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// This domain, for the threads it starts.
-    me: Weak<Inner>,
+    pub(crate) me: Weak<Inner>,
 }
 
 impl Drop for Inner {
@@ -235,7 +235,7 @@ pub struct Stats {
     /// [`RcuBuilder::retire_on_producers`]); included in `callbacks_invoked`.
     pub callbacks_run_by_producers: u64,
     /// Callbacks that will never run in this process: queued before a `fork()` that this
-    /// process is the child of (they run in the parent; see [`fork`](crate::fork)). Not
+    /// process is the child of (they run in the parent; see [`fork`](mod@crate::fork)). Not
     /// counted in `callbacks_pending` or `callbacks_invoked`.
     pub callbacks_abandoned: u64,
 }

@@ -44,7 +44,7 @@
 //!
 //! # Who is alive
 //!
-//! Every per-thread object (reader record, producer list) records its [`Owner`]: a per-thread
+//! Every per-thread object (reader record, producer list) records its owner: a per-thread
 //! token and the fork generation it was created in. In a process that has forked, the threads
 //! that exist are the one that made the latest fork and the ones created since; so an object
 //! is alive if it was created in the current generation or by the thread that forked last.

@@ -62,9 +62,13 @@
 //! * **Polling cookies** ([`Rcu::get_state`], [`Rcu::start_poll`], [`Rcu::poll`],
 //!   [`Rcu::cond_synchronize`], ...) let an updater do other work instead of blocking. A
 //!   [`GpCookie`] holds a target for both kinds and expires when *either* is reached.
-//! * **Callbacks** ([`Rcu::call`], [`Rcu::retire`], [`Rcu::barrier`]) run on worker threads once
-//!   a grace period of *either* kind covers them (seed 004): expedited grace periods that other
-//!   threads run anyway release memory early.
+//! * **Callbacks** ([`Rcu::call`], [`Rcu::retire`], [`Rcu::barrier`]) run once a grace period
+//!   of *either* kind covers them (seed 004): expedited grace periods that other threads run
+//!   anyway release memory early. Closures run on worker threads; retired objects are dropped
+//!   by default by the retiring thread in a later `retire` (never under an rcukit lock, never
+//!   inside a read-side critical section of the domain), or on workers with
+//!   [`RcuBuilder::retire_on_producers`]`(false)`: see [where user code
+//!   runs](callbacks::invoke).
 //!
 //! ## The guarantees
 //!
@@ -76,7 +80,12 @@
 //!   you, and tie every reference to its guard's lifetime.
 //! * **Misuse is loud:** waiting for a grace period inside a read-side critical section of the
 //!   same domain panics with an explanation instead of deadlocking; a reader that holds a grace
-//!   period longer than the stall timeout is reported on stderr and counted in [`Stats`].
+//!   period longer than the stall timeout is reported (to stderr, or wherever
+//!   [`RcuBuilder::on_report`] sends [`Report`]s) and counted in [`Stats`].
+//! * **Hostile use is survived:** a panicking callback or `Drop` (even one whose panic payload
+//!   panics again) is caught and reported, and no library thread dies of it; a closed stderr
+//!   stops nothing; a [`fork`]ed child's domains work (callbacks queued before the fork are
+//!   abandoned in the child, which counts them).
 //!
 //! ## Architecture
 //!
@@ -85,7 +94,8 @@
 //! [`reader`] (records, registry, guard), [`gp`] (the scan, [`gp::normal`],
 //! [`gp::expedited`]), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
 //! [`cell`] and [`list`] (RCU-protected data; [`domain_ref`] ties them to a domain), [`qsbr`]
-//! and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]).
+//! and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]), [`fork`] (what a
+//! forked child inherits) and [`report`] (stall and panic reports).
 
 #![warn(missing_docs)]
 // Under loom the thread-local fast paths are compiled out (see `callbacks::Callbacks::push`).

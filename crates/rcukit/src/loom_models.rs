@@ -174,7 +174,11 @@ fn cookie_inside_reader_does_not_expire_early() {
 /// after its snapshot, and together they run at most two.
 #[test]
 fn expedited_piggyback_is_sound() {
-    loom::model(|| {
+    let mut model = loom::model::Builder::new();
+    // Three threads, each taking and giving back the expedited turn: bound the preemptions
+    // (unbounded takes minutes) unless LOOM_MAX_PREEMPTIONS asks for another bound.
+    model.preemption_bound = model.preemption_bound.or(Some(4));
+    model.check(|| {
         let d = domain();
         let record = reader_record(&d);
         let flag = Arc::new(AtomicU64::new(0));
@@ -389,6 +393,10 @@ mod callbacks_model {
                 Default::default(),
             ),
             expedited_callbacks: true,
+            fork_generation: Default::default(),
+            fork_repair: Default::default(),
+            threads: Default::default(),
+            me: Default::default(),
         })
     }
 

@@ -4,7 +4,7 @@
 //! A report is a value ([`Report`]) handed to the domain's *report hook*: standard error by
 //! default, or any function set with [`RcuBuilder::on_report`](crate::RcuBuilder::on_report)
 //! (also on [`QsbrBuilder`](crate::QsbrBuilder) and [`RecSeqBuilder`](crate::RecSeqBuilder)).
-//! With the `log` feature, [`log`](fn@log) is a ready-made hook that sends reports to the
+//! With the `log` feature, `rcukit::report::log` is a ready-made hook that sends reports to the
 //! [`log`](https://docs.rs/log) facade.
 //!
 //! # Reports never fail
@@ -15,7 +15,7 @@
 //!
 //! * the default hook writes with `writeln!` and ignores write errors;
 //! * a hook is called under `catch_unwind`: a panicking hook is caught, its payload dropped
-//!   safely (see [`drop_payload`]), and a line about it written to standard error (errors
+//!   safely (a payload whose own `Drop` panics is leaked), and a line about it written to standard error (errors
 //!   ignored again);
 //! * making a report allocates a little (the names in it) but takes no lock of the domain.
 

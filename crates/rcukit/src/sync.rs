@@ -96,6 +96,34 @@ impl<T> Mutex<T> {
     }
 }
 
+/// A condition variable for [`Mutex`], with one API under both std and loom.
+pub(crate) struct Condvar(
+    #[cfg(loom)] loom::sync::Condvar,
+    #[cfg(not(loom))] std::sync::Condvar,
+);
+
+impl Condvar {
+    pub(crate) fn new() -> Self {
+        #[cfg(loom)]
+        {
+            Condvar(loom::sync::Condvar::new())
+        }
+        #[cfg(not(loom))]
+        {
+            Condvar(std::sync::Condvar::new())
+        }
+    }
+
+    /// Release `guard`'s lock, wait for a notification, take the lock again.
+    pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}
+
 /// Lock a `std` mutex, taking it even if poisoned (no rcukit critical section runs user code,
 /// so a poisoned lock only means some unrelated panic unwound through a guard).
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -1,4 +1,6 @@
-//! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is.
+//! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is; and its
+//! `busted-barrier` variant, whose `barrier()` returns at once (the barrier checks must catch
+//! it).
 
 use super::{gps_between_cookies, Flavor, FlavorSettings, FlavorStats, GpsBetween, UpdateKind};
 use rcukit::{GpCookie, Rcu};
@@ -9,6 +11,7 @@ use std::time::Duration;
 pub struct RcuFlavor {
     rcu: Rcu,
     settings: FlavorSettings,
+    busted_barrier: bool,
 }
 
 impl RcuFlavor {
@@ -25,7 +28,15 @@ impl RcuFlavor {
         Ok(RcuFlavor {
             rcu: builder.build()?,
             settings: settings.clone(),
+            busted_barrier: false,
         })
+    }
+
+    /// The same domain with a `barrier()` that returns at once, without waiting for anything:
+    /// a torture run must report FAILURE.
+    pub fn with_busted_barrier(mut self) -> RcuFlavor {
+        self.busted_barrier = true;
+        self
     }
 
     /// The domain under test.
@@ -40,7 +51,11 @@ impl Flavor for RcuFlavor {
     type Cookie = GpCookie;
 
     fn name(&self) -> &'static str {
-        "rcu"
+        if self.busted_barrier {
+            "busted-barrier"
+        } else {
+            "rcu"
+        }
     }
 
     fn describe(&self) -> String {
@@ -117,7 +132,9 @@ impl Flavor for RcuFlavor {
     }
 
     fn barrier(&self) {
-        self.rcu.barrier()
+        if !self.busted_barrier {
+            self.rcu.barrier()
+        }
     }
 
     fn stats(&self) -> FlavorStats {

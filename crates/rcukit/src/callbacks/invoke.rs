@@ -37,7 +37,7 @@
 //! Every callback and every drop runs under `catch_unwind`; a panic is counted, reported
 //! through the domain's report hook, and the remaining callbacks still run. The panic payload
 //! is dropped under `catch_unwind` too (a payload whose own `Drop` panics is leaked, see
-//! [`report::drop_payload`](crate::report::drop_payload)), so no user panic ever unwinds
+//! the `report` module), so no user panic ever unwinds
 //! into rcukit: no library thread dies of one, and no per-thread or shared state is left
 //! half-changed. State set around user code ("this thread is running drops", a local list's
 //! `dropping` mark, a ready batch counted as running) is restored by drop guards regardless.

@@ -1,12 +1,12 @@
 //! Expedited grace periods: run by the caller, shared by concurrent callers.
 //!
-//! `synchronize_expedited()` snapshots the expedited counter, then takes the right to run an
-//! expedited grace period (the `running` flag). Holding it, it checks the snapshot once more:
-//! if another caller's grace period ran while this one waited, and that grace period *started
-//! after the snapshot*, the work is done and the caller returns without running one (it
-//! piggybacks). Otherwise it runs the grace period itself with the IPI-ing heavy barrier
-//! (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`). A caller that finds the flag taken waits for the
-//! domain's grace-period event, which fires when the flag is released, and looks again.
+//! `synchronize_expedited()` snapshots the expedited counter, then takes the *turn* to run an
+//! expedited grace period. Holding it, it checks the snapshot once more: if another caller's
+//! grace period ran while this one waited, and that grace period *started after the snapshot*,
+//! the work is done and the caller returns without running one (it piggybacks). Otherwise it
+//! runs the grace period itself with the IPI-ing heavy barrier
+//! (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`). A caller that finds the turn taken sleeps on a
+//! condition variable until it is given back, and looks again.
 //!
 //! # Why piggybacking is safe
 //!
@@ -16,13 +16,15 @@
 //! costs about two grace periods: the one running when they arrive (too early for them) and one
 //! more that they all share.
 //!
-//! # Why a flag and not a mutex
+//! # Why a turn and not a mutex held for the whole grace period
 //!
-//! The flag is taken with an `Acquire` compare-and-swap and released with a `Release` store,
-//! which is all a mutex without data gives. Unlike a mutex it can be cleared after `fork()`
-//! when the thread that held it does not exist in the child (see [`fork`](crate::fork)); the
-//! grace period that thread had started is then finished by the next caller, which finds the
-//! counter's state bits set while it holds the flag (only possible after a fork).
+//! The turn is a `bool` under a mutex that is only ever held for a few instructions (to take
+//! or give back the turn), with a condition variable to wait on. That mutex can be held across
+//! `fork()` by the fork handlers, and a turn whose holder does not exist in the child is given
+//! back by the repair (see [`fork`](crate::fork)); a mutex held for a whole grace period could
+//! be neither. The grace period the vanished holder had started is finished by the next
+//! caller, which finds the counter's state bits set while it holds the turn (only possible
+//! after a fork).
 //!
 //! # Polled expedited requests
 //!
@@ -33,9 +35,9 @@
 
 use super::{GpCore, GpEvent, GpKind};
 use crate::seq::{self, SeqCounter};
-use crate::sync::{lock, AtomicBool};
+use crate::sync::lock;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Condvar, Mutex};
 
 struct HelperRequests {
@@ -46,10 +48,12 @@ struct HelperRequests {
 /// The expedited grace-period engine of one domain.
 pub(crate) struct ExpeditedGp {
     pub(crate) seq: SeqCounter,
-    /// Set while a caller runs (or decides whether to run) an expedited grace period of this
+    /// True while a caller runs (or decides whether to run) an expedited grace period of this
     /// domain; waiting for it is where concurrent callers find out that someone else did their
     /// work.
-    running: AtomicBool,
+    turn: crate::sync::Mutex<bool>,
+    /// Notified when the turn is given back.
+    turn_free: crate::sync::Condvar,
     completed: AtomicU64,
     helper: Mutex<HelperRequests>,
     helper_wake: Condvar,
@@ -61,7 +65,8 @@ impl ExpeditedGp {
         let needed = seq.load();
         ExpeditedGp {
             seq,
-            running: AtomicBool::new(false),
+            turn: crate::sync::Mutex::new(false),
+            turn_free: crate::sync::Condvar::new(),
             completed: AtomicU64::new(0),
             helper: Mutex::new(HelperRequests {
                 needed,
@@ -79,25 +84,21 @@ impl ExpeditedGp {
     /// Make sure an expedited grace period that started after the caller's snapshot `snap` has
     /// completed, running one if nobody else has.
     pub(crate) fn run_until(&self, snap: u64, core: &GpCore, event: &GpEvent) {
-        loop {
-            if self.seq.poll(snap) {
-                return;
-            }
-            if self
-                .running
-                .compare_exchange(false, true, Acquire, Relaxed)
-                .is_ok()
-            {
-                break;
-            }
-            // Someone else runs one: wait until the flag is released, then look again.
-            self.wait_for_turn(event);
-        }
         if self.seq.poll(snap) {
-            // Piggybacked on a grace period that ran while we waited.
-            self.running.store(false, Release);
-            event.notify_waiters();
             return;
+        }
+        {
+            let mut taken = self.turn.lock();
+            while *taken {
+                taken = self.turn_free.wait(taken);
+                if self.seq.poll(snap) {
+                    return; // piggybacked on the grace period we waited for
+                }
+            }
+            if self.seq.poll(snap) {
+                return; // piggybacked on a grace period that ran while we waited for the lock
+            }
+            *taken = true;
         }
         if seq::state(self.seq.load()) == 0 {
             self.seq.start();
@@ -105,31 +106,21 @@ impl ExpeditedGp {
         core.wait_for_readers(GpKind::Expedited);
         self.seq.end();
         self.completed.fetch_add(1, Relaxed);
-        self.running.store(false, Release);
+        *self.turn.lock() = false;
+        self.turn_free.notify_all();
         event.notify();
     }
 
-    /// Wait until the `running` flag may be free: for the grace-period event (which fires
-    /// after every release of the flag). Under loom, a yield.
-    fn wait_for_turn(&self, event: &GpEvent) {
-        #[cfg(loom)]
-        {
-            let _ = event;
-            loom::thread::yield_now();
-        }
-        #[cfg(not(loom))]
-        event.wait_until(|| !self.running.load(Acquire));
-    }
-
-    /// After `fork()`: the flag's holder, if any, does not exist in this process (see
+    /// After `fork()`: the turn's holder, if any, does not exist in this process (see
     /// [`fork`](crate::fork)).
     pub(crate) fn after_fork(&self) {
-        self.running.store(false, Release);
+        *self.turn.lock() = false;
     }
 
     /// Hold this engine's lock across `fork()` (see [`fork`](crate::fork)).
     pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
         held.hold(&self.helper);
+        self.turn.hold_for_fork(held);
     }
 
     /// `synchronize_expedited`: snapshot, then run or piggyback.

@@ -266,16 +266,6 @@ impl GpEvent {
         }
     }
 
-    /// Wake blocked waiters only (not the subscribed workers): for a state change that is not
-    /// the end of a grace period (the expedited engine's flag released without running one).
-    pub(crate) fn notify_waiters(&self) {
-        {
-            let mut generation = lock(&self.generation);
-            *generation = generation.wrapping_add(1);
-        }
-        self.cond.notify_all();
-    }
-
     /// Block until `done()` is true; `done` is re-evaluated after every grace period.
     pub(crate) fn wait_until(&self, mut done: impl FnMut() -> bool) {
         if done() {
