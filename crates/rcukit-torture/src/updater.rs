@@ -43,35 +43,38 @@ impl Drop for CountsDrop {
     }
 }
 
-/// Queue a few callbacks and retire a few counted objects, wait with `barrier()`, and check
-/// that all of them ran. Every updater does this, so `barrier()` calls race each other, the
-/// writer's, the bursts' and the worker's steals of the retiring threads' lists.
+/// Rounds of: queue a few callbacks, retire a few counted objects, `barrier()`, and check that
+/// all of them ran. Every updater does this, back to back, so `barrier()` calls race each
+/// other, the writer's, the bursts' and the worker's steals of the retiring threads' lists.
+/// Closures are queued before the objects: the objects are then still in this thread's own
+/// list when `barrier()` is called (a closure queued after them would first move them to the
+/// worker), which is the case the worker's steal for a barrier must get right.
 fn barrier_test<F: Flavor>(shared: &Shared<F>, rng: &mut Rng) {
     let flavor = &shared.flavor;
-    let calls = rng.u64(1..=16);
-    let retires = if flavor.supports(UpdateKind::Retire) {
-        rng.u64(0..=300)
-    } else {
-        0
-    };
-    let queued = calls + retires;
-    let ran = Arc::new(AtomicU64::new(0));
-    for i in 0..queued {
-        let ran = ran.clone();
-        if i < retires {
-            flavor.retire(Box::new(CountsDrop(ran)));
+    for _ in 0..rng.u64(1..=8) {
+        let calls = rng.u64(1..=16);
+        let retires = if flavor.supports(UpdateKind::Retire) {
+            rng.u64(0..=300)
         } else {
+            0
+        };
+        let ran = Arc::new(AtomicU64::new(0));
+        for _ in 0..calls {
+            let ran = ran.clone();
             flavor.call(move || {
                 ran.fetch_add(1, Relaxed);
             });
         }
-    }
-    flavor.barrier();
-    shared.counters.barrier_checks.fetch_add(1, Relaxed);
-    let missing = queued.saturating_sub(ran.load(Relaxed));
-    if missing > 0 {
-        shared
-            .counters
-            .error(&shared.counters.barrier_errors, missing);
+        for _ in 0..retires {
+            flavor.retire(Box::new(CountsDrop(ran.clone())));
+        }
+        flavor.barrier();
+        shared.counters.barrier_checks.fetch_add(1, Relaxed);
+        let missing = (calls + retires).saturating_sub(ran.load(Relaxed));
+        if missing > 0 {
+            shared
+                .counters
+                .error(&shared.counters.barrier_errors, missing);
+        }
     }
 }
