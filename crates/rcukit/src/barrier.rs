@@ -31,7 +31,7 @@
 //!   system call that reaches into other threads).
 
 use std::fmt;
-#[cfg(not(any(loom, miri)))]
+#[cfg(not(any(rcukit_loom, miri)))]
 use std::sync::OnceLock;
 
 /// Which barrier pair a domain uses between its readers and its grace periods.
@@ -78,12 +78,12 @@ pub(crate) struct Support {
 /// Query (once per process) which membarrier commands work here, registering this process for
 /// the private expedited command on the way.
 pub(crate) fn support() -> Support {
-    #[cfg(not(any(loom, miri)))]
+    #[cfg(not(any(rcukit_loom, miri)))]
     {
         static SUPPORT: OnceLock<Support> = OnceLock::new();
         *SUPPORT.get_or_init(detect)
     }
-    #[cfg(any(loom, miri))]
+    #[cfg(any(rcukit_loom, miri))]
     {
         Support {
             private_expedited: false,
@@ -92,7 +92,7 @@ pub(crate) fn support() -> Support {
     }
 }
 
-#[cfg(all(target_os = "linux", not(any(loom, miri))))]
+#[cfg(all(target_os = "linux", not(any(rcukit_loom, miri))))]
 fn detect() -> Support {
     use rustix::thread::{membarrier, membarrier_query, MembarrierCommand, MembarrierQuery};
     if std::env::var_os("RCUKIT_NO_MEMBARRIER").is_some() {
@@ -114,7 +114,7 @@ fn detect() -> Support {
     }
 }
 
-#[cfg(all(not(target_os = "linux"), not(any(loom, miri))))]
+#[cfg(all(not(target_os = "linux"), not(any(rcukit_loom, miri))))]
 fn detect() -> Support {
     Support {
         private_expedited: false,
@@ -148,7 +148,7 @@ pub(crate) fn heavy(kind: FenceKind, which: Heavy) {
     }
 }
 
-#[cfg(all(target_os = "linux", not(any(loom, miri))))]
+#[cfg(all(target_os = "linux", not(any(rcukit_loom, miri))))]
 fn membarrier(which: Heavy) {
     use rustix::thread::{membarrier, MembarrierCommand};
     let cmd = if which == Heavy::Normal && support().global {
@@ -164,7 +164,7 @@ fn membarrier(which: Heavy) {
     crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
-#[cfg(not(all(target_os = "linux", not(any(loom, miri)))))]
+#[cfg(not(all(target_os = "linux", not(any(rcukit_loom, miri)))))]
 fn membarrier(_which: Heavy) {
     unreachable!("membarrier mode is never selected where membarrier is unavailable");
 }

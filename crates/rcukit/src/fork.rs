@@ -186,7 +186,7 @@ extern "C" fn child() {
 }
 
 fn install_handlers() {
-    #[cfg(all(unix, not(loom), not(miri)))]
+    #[cfg(all(unix, not(rcukit_loom), not(miri)))]
     {
         static INSTALLED: std::sync::Once = std::sync::Once::new();
         INSTALLED.call_once(|| {

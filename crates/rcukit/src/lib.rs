@@ -99,7 +99,7 @@
 
 #![warn(missing_docs)]
 // Under loom the thread-local fast paths are compiled out (see `callbacks::Callbacks::push`).
-#![cfg_attr(loom, allow(dead_code))]
+#![cfg_attr(rcukit_loom, allow(dead_code))]
 
 pub mod barrier;
 pub mod callbacks;
@@ -117,7 +117,7 @@ pub mod report;
 pub mod seq;
 mod sync;
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, rcukit_loom))]
 mod loom_models;
 
 pub use barrier::FenceKind;
@@ -127,7 +127,7 @@ pub use domain_ref::DomainRef;
 pub use error::Error;
 pub use list::{Iter as ListIter, RcuList};
 pub use locks::percpu_rwlock::RawPerCpuRwLock;
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLockWriteGuard};
 pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
 pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};

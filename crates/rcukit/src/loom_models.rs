@@ -1,4 +1,4 @@
-//! loom models of the grace-period protocol (run with `RUSTFLAGS="--cfg loom"`; see README).
+//! loom models of the grace-period protocol (run with `RUSTFLAGS="--cfg rcukit_loom"`; see README).
 //!
 //! The models drive the real reader records, registry, sequence counters and expedited engine
 //! (their atomics and locks come from `sync.rs`, which switches to loom), in

@@ -25,7 +25,7 @@
 //! ```
 //!
 //! `done(cur, snap)` is a wrap-tolerant `cur >= snap`, so the counters may run through
-//! `u64::MAX` and back to zero. Test and debug builds start every counter 300 grace periods
+//! `u64::MAX` and back to zero. Every build starts every counter 300 grace periods
 //! below the wrap (as the kernel does at boot), so a comparison that forgets about wrapping
 //! fails in the first second of every test run instead of after 2^62 grace periods.
 //!
@@ -64,13 +64,10 @@ pub const COMPLETED: u64 = 0x1;
 /// Cookie half that is not tracked and must be ignored when polling.
 pub const NOT_TRACKED: u64 = 0x2;
 
-/// The value every counter starts from. Debug and test builds start 300 grace periods below
-/// the wrap-around so that wrap bugs show at once.
-pub(crate) const INITIAL: u64 = if cfg!(debug_assertions) {
-    0u64.wrapping_sub(300) << CTR_SHIFT
-} else {
-    0
-};
+/// The value every counter starts from: 300 grace periods below the wrap-around, in every
+/// build (as the kernel does at boot), so that wrap bugs show at once in release builds and
+/// benchmarks too, not only in debug tests.
+pub(crate) const INITIAL: u64 = 0u64.wrapping_sub(300) << CTR_SHIFT;
 
 /// The state bits of a sequence number (0 = idle).
 #[inline]
@@ -190,7 +187,7 @@ impl SeqCounter {
     }
 
     /// Number of grace periods between two counter values (for statistics only).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(rcukit_loom)))]
     pub(crate) fn gps_between(old: u64, new: u64) -> u64 {
         new.wrapping_sub(old) >> CTR_SHIFT
     }
@@ -245,14 +242,14 @@ impl GpCookie {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::*;
 
-    const W: u64 = INITIAL; // near the wrap in test builds
+    const W: u64 = INITIAL; // near the wrap
 
     #[test]
-    fn initial_value_is_near_wrap_in_test_builds() {
+    fn initial_value_is_near_wrap_in_every_build() {
         assert_eq!(INITIAL, 0u64.wrapping_sub(1200));
         assert_eq!(state(INITIAL), 0);
     }

@@ -2,9 +2,10 @@
 //!
 //! Everything the grace-period protocol is made of (the reader records, the sequence counters,
 //! the registry and the expedited mutex) imports its atomics, fences and locks from here.
-//! Under `RUSTFLAGS="--cfg loom"` these become loom's model-checked versions, so the loom
+//! Under `RUSTFLAGS="--cfg rcukit_loom"` these become loom's model-checked versions, so the loom
 //! models in `loom_models.rs` explore every interleaving of the real code rather than of a
-//! copy of it.
+//! copy of it. The cfg is rcukit's own (as crossbeam uses `crossbeam_loom`): a program that
+//! loom-tests its *own* code with `--cfg loom` gets the ordinary rcukit.
 //!
 //! Background machinery that loom cannot model (the normal grace-period thread, callback
 //! workers, timed waits) uses `std` directly; the loom models drive the protocol through the
@@ -18,21 +19,21 @@
 //!
 //! [loom]: https://docs.rs/loom
 
-#[cfg(loom)]
+#[cfg(rcukit_loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 
-#[cfg(loom)]
+#[cfg(rcukit_loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
 /// `std::cell::UnsafeCell` with loom's closure-based API, so that loom can check accesses.
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 impl<T> UnsafeCell<T> {
     pub(crate) const fn new(value: T) -> Self {
         UnsafeCell(std::cell::UnsafeCell::new(value))
@@ -55,33 +56,33 @@ pub(crate) fn compiler_fence(order: std::sync::atomic::Ordering) {
 /// A mutex with one API under both std and loom: `lock()` returns the guard directly (a
 /// poisoned lock is taken anyway: no rcukit critical section runs user code).
 pub(crate) struct Mutex<T>(
-    #[cfg(loom)] loom::sync::Mutex<T>,
-    #[cfg(not(loom))] std::sync::Mutex<T>,
+    #[cfg(rcukit_loom)] loom::sync::Mutex<T>,
+    #[cfg(not(rcukit_loom))] std::sync::Mutex<T>,
 );
 
-#[cfg(loom)]
+#[cfg(rcukit_loom)]
 pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 pub(crate) type MutexGuard<'a, T> = std::sync::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             Mutex(loom::sync::Mutex::new(value))
         }
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         {
             Mutex(std::sync::Mutex::new(value))
         }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             self.0.lock().unwrap_or_else(|e| e.into_inner())
         }
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         {
             self.0.lock().unwrap_or_else(|e| e.into_inner())
         }
@@ -89,26 +90,26 @@ impl<T> Mutex<T> {
 
     /// Hold this lock across `fork()` (see [`fork`](crate::fork)).
     pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         held.hold(&self.0);
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         let _ = held;
     }
 }
 
 /// A condition variable for [`Mutex`], with one API under both std and loom.
 pub(crate) struct Condvar(
-    #[cfg(loom)] loom::sync::Condvar,
-    #[cfg(not(loom))] std::sync::Condvar,
+    #[cfg(rcukit_loom)] loom::sync::Condvar,
+    #[cfg(not(rcukit_loom))] std::sync::Condvar,
 );
 
 impl Condvar {
     pub(crate) fn new() -> Self {
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             Condvar(loom::sync::Condvar::new())
         }
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         {
             Condvar(std::sync::Condvar::new())
         }
@@ -141,7 +142,7 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    #[cfg(not(loom))]
+    #[cfg(not(rcukit_loom))]
     const SPIN_STEPS: u32 = 64;
     const YIELD_STEPS: u32 = 64 + 16;
 
@@ -159,11 +160,11 @@ impl Backoff {
     /// critical section does (a reader waiting out a writer of a spinning lock). A sleeping
     /// waiter would miss the gaps between back-to-back writers and starve.
     pub(crate) fn spin_or_yield(&mut self) {
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             loom::thread::yield_now();
         }
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         {
             if self.step < Self::SPIN_STEPS {
                 std::hint::spin_loop();
@@ -175,11 +176,11 @@ impl Backoff {
     }
 
     pub(crate) fn snooze(&mut self) {
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             loom::thread::yield_now();
         }
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         {
             if self.step < Self::SPIN_STEPS {
                 std::hint::spin_loop();

@@ -210,3 +210,98 @@ fn exclusion_with_threads_sharing_slots() {
     let raw = RawPerCpuRwLock::with_slots(2).unwrap();
     churn(Arc::new(PerCpuRwLock::from_raw(raw, Pair { a: 0, b: 0 })));
 }
+
+/// Run `body` on its own thread and fail if it does not finish within `limit`.
+fn watchdog(limit: Duration, body: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        body();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) => handle.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(handle.join().unwrap_err())
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung for {limit:?}"),
+    }
+}
+
+/// A nested read while a writer waits, on `threads` threads at once with `slots` slots. With
+/// more threads than slots, some threads share their slot: a nested read used to deadlock
+/// there (the writer waits for the outer read, the inner read waits for the writer) while it
+/// worked on a thread that owns its slot.
+fn nested_reads_while_a_writer_waits(slots: usize, threads: usize) {
+    let lock = Arc::new(PerCpuRwLock::from_raw(
+        RawPerCpuRwLock::with_slots(slots).unwrap(),
+        0u64,
+    ));
+    let all_live = Arc::new(Barrier::new(threads));
+    let turn = Arc::new(std::sync::Mutex::new(()));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (lock, all_live, turn) = (lock.clone(), all_live.clone(), turn.clone());
+            std::thread::spawn(move || {
+                drop(lock.read()); // take a thread index (owner or shared path) ...
+                all_live.wait(); // ... while all the threads are alive
+                let _turn = turn.lock().unwrap();
+                let outer = lock.read();
+                let writer = {
+                    let lock = lock.clone();
+                    std::thread::spawn(move || *lock.write() += 1)
+                };
+                std::thread::sleep(Duration::from_millis(20)); // the writer now waits
+                let inner = lock.read();
+                assert_eq!(*inner, *outer);
+                let inner2 = lock.try_read().expect("a nested try_read succeeds too");
+                drop((inner2, inner, outer));
+                writer.join().unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(*lock.read(), threads as u64);
+}
+
+#[test]
+fn nested_reads_while_a_writer_waits_on_threads_that_share_a_slot() {
+    // One slot, three live threads: at least two of them share it.
+    watchdog(Duration::from_secs(60), || {
+        nested_reads_while_a_writer_waits(1, 3)
+    });
+}
+
+#[test]
+fn nested_reads_while_a_writer_waits_on_threads_that_own_their_slot() {
+    watchdog(Duration::from_secs(60), || {
+        nested_reads_while_a_writer_waits(1024, 2)
+    });
+}
+
+/// `is_locked_exclusive` used to look at slot 0's writer flag only: true while a writer still
+/// waited for readers (and even while it was backing out of a failed `try_write`).
+#[test]
+fn is_locked_exclusive_means_a_writer_holds_the_lock() {
+    let lock = Arc::new(PerCpuRwLock::new(0u32));
+    let reading = lock.read();
+    let writer = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            let mut w = lock.write();
+            *w += 1;
+            assert!(lock.is_locked_exclusive());
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50)); // the writer holds the flags, waits for us
+    assert!(
+        !lock.is_locked_exclusive(),
+        "a writer that still waits for a reader does not hold the lock"
+    );
+    assert!(lock.is_locked());
+    drop(reading);
+    writer.join().unwrap();
+    assert!(!lock.is_locked_exclusive());
+    assert_eq!(*lock.read(), 1);
+}

@@ -383,7 +383,7 @@ impl Consumer {
     /// Have producers queued anything in the last `window`? Under loom, always yes: a model's
     /// outcome must not depend on the clock.
     pub(crate) fn taken_within(&self, window: Duration) -> bool {
-        cfg!(loom) || self.last_taken.is_some_and(|at| at.elapsed() <= window)
+        cfg!(rcukit_loom) || self.last_taken.is_some_and(|at| at.elapsed() <= window)
     }
 
     /// Nothing published is waiting (checked with sequentially consistent loads, to pair with
@@ -409,7 +409,7 @@ impl Drop for Consumer {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::*;
     use crate::callbacks::callback::Callback;

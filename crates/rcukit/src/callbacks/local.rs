@@ -354,7 +354,7 @@ impl LocalRetires {
 
     /// A broken steal for the loom model's busted variant: it does not wait for the owner's
     /// drops, so a barrier could return before an object the owner took is dropped.
-    #[cfg(loom)]
+    #[cfg(rcukit_loom)]
     pub(crate) fn steal_all_busted(locals: &[&LocalRetires], fence: FenceKind) -> Vec<Taken> {
         Self::steal(locals, fence, false)
     }

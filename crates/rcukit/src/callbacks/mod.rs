@@ -206,7 +206,7 @@ impl WorkerSide {
     /// Is it time to look for producers' local lists left behind (at most once per
     /// [`PATIENCE`](ready::PATIENCE))? Under loom, always.
     pub(crate) fn scan_due(&self) -> bool {
-        if cfg!(loom) {
+        if cfg!(rcukit_loom) {
             return true;
         }
         let mut last = lock(&self.last_scan);
@@ -432,7 +432,7 @@ impl Drop for ProducerSlot {
 }
 
 /// What `push` does once it has let go of the thread-local table.
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 enum After {
     /// Queued on the intake of this shard (valid while the domain lives).
     Intake(*const Shard),
@@ -443,7 +443,7 @@ enum After {
 
 /// What a producer does after sealing a block of its local list, or after finding its oldest
 /// block ready.
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 struct AfterSeal {
     shared: Arc<ProducerShared>,
     /// This thread's shard (valid while the domain lives).
@@ -462,14 +462,14 @@ struct AfterSeal {
 
 /// Adds what a producer ran to its counters and clears its list's `dropping` mark when
 /// dropped (also on unwind).
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 struct FinishDropping<'a> {
     shared: &'a ProducerShared,
     invoked: u64,
     bytes: u64,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 impl Drop for FinishDropping<'_> {
     fn drop(&mut self) {
         self.shared.add_invoked(self.invoked, self.bytes);
@@ -588,15 +588,15 @@ impl Callbacks {
     pub(crate) fn push(&self, inner: &Inner, callback: Callback) {
         // Loom runs every execution of a model on one OS thread, so a thread-local would carry
         // loom objects from one execution into the next: models drive `Producer` directly.
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             self.push_without_thread_local(inner, callback);
         }
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         self.push_with_thread_local(inner, callback);
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(rcukit_loom))]
     #[inline]
     fn push_with_thread_local(&self, inner: &Inner, callback: Callback) {
         let drop_only = callback.is_drop_only();
@@ -658,7 +658,7 @@ impl Callbacks {
     /// Add a drop-only callback to this thread's local list (see [`local`]). Returns what to
     /// do once the thread-local table is let go (after a seal), or the callback if the worker
     /// is stealing the list.
-    #[cfg(not(loom))]
+    #[cfg(not(rcukit_loom))]
     #[inline]
     fn retire_local(
         &self,
@@ -724,7 +724,7 @@ impl Callbacks {
     }
 
     /// After a seal: request the grace periods the list needs, and run the blocks taken.
-    #[cfg(not(loom))]
+    #[cfg(not(rcukit_loom))]
     fn after_seal(&self, inner: &Inner, after: AfterSeal) {
         if let Some(cookie) = after.cookie {
             inner.normal.request(cookie.normal);
@@ -791,7 +791,7 @@ impl Callbacks {
 
     /// Register a producer on `shard` without a thread-local slot (loom models drive the
     /// owner's side of its local list by hand).
-    #[cfg(loom)]
+    #[cfg(rcukit_loom)]
     pub(crate) fn register_producer_for_model(shard: &Shard) -> Arc<ProducerShared> {
         let producer = Arc::new(ProducerShared::new());
         lock(&shard.producers).live.push(producer.clone());
@@ -830,7 +830,7 @@ impl Callbacks {
 
     /// The first use of a slot after `fork()`: repair the domain, then forget the chunk this
     /// thread was filling (the worker that had it is gone; see [`fork`]).
-    #[cfg(not(loom))]
+    #[cfg(not(rcukit_loom))]
     #[cold]
     #[inline(never)]
     fn slot_after_fork(inner: &Inner, slot: &mut ProducerSlot) {
@@ -840,7 +840,7 @@ impl Callbacks {
     }
 
     /// The calling thread's producer slot for this domain, created on first use.
-    #[cfg(not(loom))]
+    #[cfg(not(rcukit_loom))]
     #[cold]
     fn producer_slot(&self, inner: &Inner, p: &ProducerSlots) -> *mut ProducerSlot {
         inner.check_fork();

@@ -153,7 +153,7 @@ impl Ready {
 
     /// A broken `take` for the loom model's busted variant: the batch leaves the queue
     /// without being counted as running, so `finish` cannot wait for it.
-    #[cfg(loom)]
+    #[cfg(rcukit_loom)]
     pub(crate) fn take_uncounted_busted(&self) -> Option<Vec<Callback>> {
         let mut state = self.state.lock();
         let batch = state.batches.pop_front()?;
@@ -241,7 +241,7 @@ impl Drop for Taken<'_> {
 /// Has a batch published at `published` waited longer than [`PATIENCE`]? Under loom, always:
 /// a model's outcome must not depend on the clock.
 fn is_stale(published: Instant) -> bool {
-    cfg!(loom) || published.elapsed() > PATIENCE
+    cfg!(rcukit_loom) || published.elapsed() > PATIENCE
 }
 
 impl Drop for Ready {

@@ -282,7 +282,7 @@ impl<T> SegCbList<T> {
     }
 
     /// Check the structural invariants (tests and debug assertions).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(rcukit_loom)))]
     pub(crate) fn check_invariants(&self) {
         assert!(self.ends[DONE] <= self.ends[WAIT]);
         assert!(self.ends[WAIT] <= self.ends[NEXT_READY]);
@@ -305,7 +305,7 @@ impl<T> SegCbList<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::*;
 
@@ -483,7 +483,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(rcukit_loom)))]
 mod proptests {
     use super::*;
     use crate::seq::{done, end_value, snap, state, INITIAL};

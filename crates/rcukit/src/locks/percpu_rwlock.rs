@@ -94,11 +94,18 @@
 //! (with membarrier). A writer pays one membarrier, a few microseconds: the asymmetry of the
 //! kernel's `percpu_rw_semaphore`, whose readers skip the barrier unless a writer is pending.
 //!
-//! *Recursion.* On the owner path a nested read just counts up, even while a writer waits
-//! (the writer waits for the outer read anyway). On the shared path, as with
-//! `parking_lot::RwLock`, a thread must not take the read lock again while it holds it: a
-//! writer arriving between the two acquisitions would wait for the first while the second
-//! waits for the writer. `lock_api`'s `read_recursive` is not offered for that reason.
+//! *Recursion.* A thread may take a read guard of a lock while it holds one of the same lock,
+//! on either path, even while a writer waits: a nested read never looks at the writer flag,
+//! since the outer read already keeps every writer out of its critical section (the writer
+//! waits for the outer read's count anyway). On the owner path the slot's `owned` counter
+//! shows the nesting (only this thread writes it). On the shared path the counter is shared, so
+//! each thread keeps its own tally of the shared-path read guards it holds, per lock, in a
+//! thread-local table (`SharedHolds`): a lookup among the few locks the thread holds right
+//! now. Without that, a writer arriving between the two acquisitions would wait for the first
+//! while the second waited for the writer, on the shared path only: code that passed its
+//! tests on threads that own their slots would deadlock in production with more threads. A
+//! write while holding a read guard of the same lock deadlocks, as with every reader-writer
+//! lock.
 //!
 //! A writer waiting for readers spins, then yields, then sleeps in growing naps of at most one
 //! millisecond. A reader waiting out a writer only spins and yields: writer sections are short,
@@ -153,12 +160,101 @@ struct ThreadSlot {
     index: Cell<usize>,
     /// Read guards this thread holds on the owner path, over all locks.
     owned_guards: Cell<usize>,
+    /// Read guards this thread holds on the shared path, per lock.
+    shared: SharedHolds,
+}
+
+/// How many locks' shared-path guards a thread tallies without allocating.
+const TALLIED: usize = 8;
+
+/// A thread's shared-path read guards, per lock (see *Recursion* in the module docs): `(lock
+/// address, guards)` pairs, the first [`TALLIED`] in place (no destructor, so usable in late
+/// thread-local destructors), more in `SHARED_OVERFLOW`.
+struct SharedHolds {
+    len: Cell<usize>,
+    locks: [Cell<usize>; TALLIED],
+    guards: [Cell<usize>; TALLIED],
+}
+
+impl SharedHolds {
+    /// If the thread holds a guard of `lock`, count one more and return true.
+    fn add_if_held(&self, lock: usize) -> bool {
+        let len = self.len.get();
+        if let Some(i) = (0..len).find(|&i| self.locks[i].get() == lock) {
+            self.guards[i].set(self.guards[i].get() + 1);
+            return true;
+        }
+        len == TALLIED
+            && SHARED_OVERFLOW
+                .try_with(
+                    |o| match o.borrow_mut().iter_mut().find(|(l, _)| *l == lock) {
+                        Some((_, n)) => {
+                            *n += 1;
+                            true
+                        }
+                        None => false,
+                    },
+                )
+                .unwrap_or(false)
+    }
+
+    /// Count the first guard of `lock`.
+    fn add(&self, lock: usize) {
+        let len = self.len.get();
+        if len < TALLIED {
+            self.locks[len].set(lock);
+            self.guards[len].set(1);
+            self.len.set(len + 1);
+            return;
+        }
+        // Without thread-local storage (a late thread-local destructor holding guards of more
+        // than `TALLIED` locks) the guard goes untallied: only a nested read of it would block
+        // behind a waiting writer.
+        let _ = SHARED_OVERFLOW.try_with(|o| o.borrow_mut().push((lock, 1)));
+    }
+
+    /// Count one guard of `lock` less.
+    fn remove(&self, lock: usize) {
+        let len = self.len.get();
+        if let Some(i) = (0..len).find(|&i| self.locks[i].get() == lock) {
+            let n = self.guards[i].get() - 1;
+            if n > 0 {
+                self.guards[i].set(n);
+            } else {
+                // Move the last entry into the gap.
+                self.locks[i].set(self.locks[len - 1].get());
+                self.guards[i].set(self.guards[len - 1].get());
+                self.len.set(len - 1);
+            }
+            return;
+        }
+        let _ = SHARED_OVERFLOW.try_with(|o| {
+            let mut o = o.borrow_mut();
+            if let Some(at) = o.iter().position(|(l, _)| *l == lock) {
+                o[at].1 -= 1;
+                if o[at].1 == 0 {
+                    o.swap_remove(at);
+                }
+            }
+        });
+    }
 }
 
 thread_local! {
     static THREAD: ThreadSlot = const {
-        ThreadSlot { index: Cell::new(usize::MAX), owned_guards: Cell::new(0) }
+        ThreadSlot {
+            index: Cell::new(usize::MAX),
+            owned_guards: Cell::new(0),
+            shared: SharedHolds {
+                len: Cell::new(0),
+                locks: [const { Cell::new(0) }; TALLIED],
+                guards: [const { Cell::new(0) }; TALLIED],
+            },
+        }
     };
+    /// Shared-path guards of locks past the first [`TALLIED`] (rare).
+    static SHARED_OVERFLOW: std::cell::RefCell<Vec<(usize, usize)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
     /// Gives the thread's index back when thread-local storage is torn down.
     static INDEX_RELEASER: IndexReleaser = const { IndexReleaser };
 }
@@ -185,7 +281,7 @@ impl Drop for IndexReleaser {
     }
 }
 
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(rcukit_loom, allow(dead_code))]
 #[inline]
 fn thread_index() -> usize {
     THREAD.with(|t| {
@@ -199,7 +295,7 @@ fn thread_index() -> usize {
 }
 
 #[cold]
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(rcukit_loom, allow(dead_code))]
 fn assign_thread_index(t: &ThreadSlot) -> usize {
     // Only take an index if this thread can give it back at exit; otherwise read through the
     // shared path from the start.
@@ -237,6 +333,8 @@ fn new_slots(n: usize) -> Box<[Slot]> {
 struct Table {
     slots: Box<[Slot]>,
     fence: FenceKind,
+    /// A writer holds every slot with no reader inside (for `is_locked_exclusive`).
+    exclusive: AtomicBool,
 }
 
 impl Table {
@@ -249,15 +347,16 @@ impl Table {
         Table {
             slots: new_slots(slots),
             fence,
+            exclusive: AtomicBool::new(false),
         }
     }
 }
 
 /// The raw per-slot reader-writer lock; use it through [`PerCpuRwLock`].
 pub struct RawPerCpuRwLock {
-    #[cfg(not(loom))]
+    #[cfg(not(rcukit_loom))]
     table: std::sync::OnceLock<Table>,
-    #[cfg(loom)]
+    #[cfg(rcukit_loom)]
     table: Table,
 }
 
@@ -279,13 +378,13 @@ impl RawPerCpuRwLock {
             ));
         }
         let table = Table::new(slots.next_power_of_two());
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         {
             let cell = std::sync::OnceLock::new();
             let _ = cell.set(table);
             Ok(RawPerCpuRwLock { table: cell })
         }
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             Ok(RawPerCpuRwLock { table })
         }
@@ -293,11 +392,11 @@ impl RawPerCpuRwLock {
 
     #[inline]
     fn table(&self) -> &Table {
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         {
             self.table.get_or_init(|| Table::new(default_slots()))
         }
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             &self.table
         }
@@ -314,7 +413,7 @@ impl RawPerCpuRwLock {
     }
 
     /// The slot and path the calling thread reads through.
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(rcukit_loom, allow(dead_code))]
     #[inline]
     fn my_slot(&self) -> (usize, Path) {
         let slots = self.slot_count();
@@ -436,10 +535,12 @@ impl RawPerCpuRwLock {
                 backoff.snooze();
             }
         }
+        table.exclusive.store(true, Relaxed);
     }
 
     pub(crate) fn unlock_exclusive_slots(&self, slots: impl Iterator<Item = usize>) {
         let table = self.table();
+        table.exclusive.store(false, Relaxed);
         for i in slots {
             let was = table.slots[i].writer.swap(false, Release);
             debug_assert!(was, "unlock_exclusive without the lock");
@@ -449,13 +550,13 @@ impl RawPerCpuRwLock {
 
 impl Default for RawPerCpuRwLock {
     fn default() -> Self {
-        #[cfg(not(loom))]
+        #[cfg(not(rcukit_loom))]
         {
             RawPerCpuRwLock {
                 table: std::sync::OnceLock::new(),
             }
         }
-        #[cfg(loom)]
+        #[cfg(rcukit_loom)]
         {
             RawPerCpuRwLock {
                 table: Table::new(default_slots()),
@@ -473,17 +574,42 @@ impl std::fmt::Debug for RawPerCpuRwLock {
     }
 }
 
-#[cfg(not(loom))]
-fn note_owned_guard(path: Path, delta: isize) {
-    if path == Path::Owner {
-        THREAD.with(|t| {
+/// Tally a read guard of `lock` taken (`delta` 1) or released (-1) by this thread: owner-path
+/// guards over all locks (for the index release at thread exit), shared-path guards per lock
+/// (for nested reads).
+#[cfg(not(rcukit_loom))]
+fn note_guard(lock: &RawPerCpuRwLock, path: Path, delta: isize) {
+    THREAD.with(|t| match path {
+        Path::Owner => {
             let n = t.owned_guards.get();
             t.owned_guards.set(n.wrapping_add_signed(delta));
-        });
+        }
+        Path::Shared if delta > 0 => t.shared.add(lock.key()),
+        Path::Shared => t.shared.remove(lock.key()),
+    });
+}
+
+#[cfg(not(rcukit_loom))]
+impl RawPerCpuRwLock {
+    /// This lock's key in the thread's tally of shared-path guards.
+    fn key(&self) -> usize {
+        self as *const RawPerCpuRwLock as usize
+    }
+
+    /// A read on the shared path by a thread that already holds a read guard of this lock:
+    /// enter without looking at the writer flag (see *Recursion* in the module docs), tally it
+    /// and return true; else return false, with nothing done.
+    #[inline]
+    fn nested_shared(&self, slot: usize) -> bool {
+        let nested = THREAD.with(|t| t.shared.add_if_held(self.key()));
+        if nested {
+            self.table().slots[slot].shared.fetch_add(1, Relaxed);
+        }
+        nested
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 // SAFETY: a writer holds every slot's writer flag with no reader inside (module docs); the
 // guards are `GuardNoSend`, so `unlock_shared` runs on the locking thread, whose index (hence
 // slot and path) cannot change while it holds a guard on the owner path.
@@ -498,16 +624,22 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     #[inline]
     fn lock_shared(&self) {
         let (slot, path) = self.my_slot();
+        if path == Path::Shared && self.nested_shared(slot) {
+            return;
+        }
         self.lock_shared_on(slot, path);
-        note_owned_guard(path, 1);
+        note_guard(self, path, 1);
     }
 
     #[inline]
     fn try_lock_shared(&self) -> bool {
         let (slot, path) = self.my_slot();
+        if path == Path::Shared && self.nested_shared(slot) {
+            return true;
+        }
         let ok = self.try_lock_shared_on(slot, path);
         if ok {
-            note_owned_guard(path, 1);
+            note_guard(self, path, 1);
         }
         ok
     }
@@ -516,7 +648,7 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     unsafe fn unlock_shared(&self) {
         let (slot, path) = self.my_slot();
         self.unlock_shared_on(slot, path);
-        note_owned_guard(path, -1);
+        note_guard(self, path, -1);
     }
 
     fn lock_exclusive(&self) {
@@ -526,6 +658,11 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     fn try_lock_exclusive(&self) -> bool {
         let table = self.table();
         let n = table.slots.len();
+        // The reader turn `lock_exclusive` gives: readers that backed off for the previous
+        // writer get in first, or a writer polling `try_write` would shut them out.
+        if table.slots.iter().any(|s| s.waiting.load(Relaxed) > 0) {
+            return false;
+        }
         for (i, slot) in table.slots.iter().enumerate() {
             if slot
                 .writer
@@ -538,6 +675,7 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
         }
         barrier::heavy(table.fence, Heavy::Expedited);
         if table.slots.iter().all(|s| Self::readers_gone(s)) {
+            table.exclusive.store(true, Relaxed);
             true
         } else {
             self.unlock_exclusive_slots(0..n);
@@ -556,14 +694,11 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     }
 
     fn is_locked_exclusive(&self) -> bool {
-        self.table()
-            .slots
-            .first()
-            .is_some_and(|s| s.writer.load(Relaxed))
+        self.table().exclusive.load(Relaxed)
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 // SAFETY: the writer joins its own slot as a reader (it holds every writer flag, so no check is
 // needed) before it clears the flags, so no writer slips in between; the read guard is released
 // on that same slot and path.
@@ -577,7 +712,7 @@ unsafe impl lock_api::RawRwLockDowngrade for RawPerCpuRwLock {
                 s.shared.fetch_add(1, Relaxed);
             }
         }
-        note_owned_guard(path, 1);
+        note_guard(self, path, 1);
         self.unlock_exclusive_slots(0..self.slot_count());
     }
 }
@@ -588,13 +723,47 @@ unsafe impl lock_api::RawRwLockDowngrade for RawPerCpuRwLock {
 /// This is `lock_api::RwLock`, so it has the usual guards, `read`, `write`, `try_read`,
 /// `try_write`, `get_mut`, `into_inner` and (through
 /// [`RwLockWriteGuard::downgrade`](lock_api::RwLockWriteGuard::downgrade)) downgrading.
-#[cfg(not(loom))]
+///
+/// # Rules
+///
+/// * **Nested reads are allowed**, on every thread, even while a writer waits: a thread that
+///   holds a read guard may take another of the same lock (unlike `parking_lot::RwLock`, where
+///   that can deadlock). Whether a thread owns its slot or shares it (more threads than slots)
+///   changes the cost of a read, never what is allowed.
+/// * A write (or `try_write` in a loop) while holding a read guard of the same lock never
+///   succeeds, as with every reader-writer lock.
+/// * Writers let readers that backed off for the previous writer in first (bounded), so
+///   back-to-back writers cannot shut readers out; `try_write` fails while such readers wait.
+/// * Guards are `!Send`; a guard kept in a thread-local may be dropped during thread exit.
+#[cfg(not(rcukit_loom))]
 pub type PerCpuRwLock<T> = lock_api::RwLock<RawPerCpuRwLock, T>;
 
 /// Read guard of a [`PerCpuRwLock`] (`!Send`).
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 pub type PerCpuRwLockReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawPerCpuRwLock, T>;
 
 /// Write guard of a [`PerCpuRwLock`] (`!Send`).
-#[cfg(not(loom))]
+#[cfg(not(rcukit_loom))]
 pub type PerCpuRwLockWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawPerCpuRwLock, T>;
+
+#[cfg(all(test, not(rcukit_loom)))]
+mod tests {
+    use super::*;
+    use lock_api::RawRwLock;
+
+    /// `try_write` used to skip the reader turn that `write` gives: a writer polling it could
+    /// keep readers that backed off waiting for tens of milliseconds.
+    #[test]
+    fn try_write_lets_readers_that_backed_off_in_first() {
+        let lock = RawPerCpuRwLock::with_slots(4).unwrap();
+        lock.table().slots[2].waiting.store(1, Relaxed); // a reader waits to retry
+        assert!(!lock.try_lock_exclusive());
+        assert!(!lock.is_locked());
+        lock.table().slots[2].waiting.store(0, Relaxed);
+        assert!(lock.try_lock_exclusive());
+        assert!(lock.is_locked_exclusive());
+        // SAFETY: locked exclusively just above.
+        unsafe { lock.unlock_exclusive() };
+        assert!(!lock.is_locked_exclusive());
+    }
+}
