@@ -80,6 +80,9 @@ pub struct Counters {
     /// Pauses readers took between critical sections (sleeps and empty offline periods; a
     /// QSBR reader goes offline for each).
     pub reader_pauses: AtomicU64,
+    /// Sections read by reader threads in their thread-exit destructors, after rcukit's own
+    /// thread-locals were destroyed.
+    pub reads_during_exit: AtomicU64,
 
     /// Writer updates, by kind.
     pub writer_updates: [AtomicU64; UpdateKind::ALL.len()],

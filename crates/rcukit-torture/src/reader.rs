@@ -34,13 +34,42 @@
 //! Only sampled sections take cookies, because a cookie costs a full fence: the others keep
 //! the read side exactly as light as production readers, which is what the membarrier mode
 //! must be tested with.
+//!
+//! # Reading through thread exit
+//!
+//! With faults on, every other reader thread that reaches the end of its lifetime does not
+//! leave directly: its registration moves into a thread-local of its own, which the thread
+//! used before any of rcukit's, so it is destroyed *after* rcukit's per-thread tables. Its
+//! destructor keeps reading (still online, for a QSBR reader; with guards taken after rcukit's
+//! table is gone, for the others), with every check of a normal section, and only then drops
+//! the registration. A grace period that ignored such a reader would show in the Reader Pipe.
 
 use crate::counters::LocalHistogram;
 use crate::engine::Shared;
 use crate::flavor::{Flavor, UpdateKind};
 use fastrand::Rng;
+use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Sections a reader reads in its thread-exit destructor (see the module docs).
+const EXIT_SECTIONS: u64 = 64;
+
+/// Runs the closure it holds when the thread's thread-locals are destroyed.
+struct AtExit(RefCell<Option<Box<dyn FnOnce()>>>);
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.get_mut().take() {
+            f();
+        }
+    }
+}
+
+thread_local! {
+    static AT_EXIT: AtExit = const { AtExit(RefCell::new(None)) };
+}
 
 /// Deepest nesting of critical sections a reader uses (outermost included).
 const MAX_DEPTH: usize = 3;
@@ -77,8 +106,18 @@ impl Local {
 
 /// The body of a reader thread: read until the run stops or, if `lifetime` is set, until it
 /// has passed (the engine then respawns the reader in a new thread).
-pub(crate) fn run<F: Flavor>(shared: &Shared<F>, seed: u64, lifetime: Option<Duration>) {
-    let flavor = &shared.flavor;
+pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Option<Duration>) {
+    let through_exit = lifetime.is_some() && seed % 2 == 0;
+    if through_exit {
+        // Used before any of rcukit's thread-locals, so destroyed after all of them.
+        AT_EXIT.with(|_| ());
+    }
+    let owner = shared.clone();
+    // SAFETY: `owner` keeps the flavor alive for as long as `registration` (which borrows it)
+    // exists: both move into the thread-exit closure below, which drops `registration` first,
+    // or both are dropped at the end of this function, `registration` first.
+    let flavor: &'static F = unsafe { &*std::ptr::addr_of!(owner.flavor) };
+    let shared: &Shared<F> = shared;
     let mut rng = Rng::with_seed(seed);
     let mut local = Local::default();
     let deadline = lifetime.map(|d| Instant::now() + d);
@@ -105,6 +144,31 @@ pub(crate) fn run<F: Flavor>(shared: &Shared<F>, seed: u64, lifetime: Option<Dur
             // Let the updaters run on a small machine; readers are otherwise CPU-bound.
             std::thread::yield_now();
         }
+    }
+    if through_exit && !shared.stop.load(Relaxed) {
+        AT_EXIT.with(|a| {
+            *a.0.borrow_mut() = Some(Box::new(move || {
+                let shared: &Shared<F> = &owner;
+                let mut n = 0;
+                let mut burst = Burst::start(shared, &mut rng, bursts);
+                loop {
+                    let first = one_read(shared, &registration, &mut rng, &mut local);
+                    n += 1;
+                    if burst.add(first) {
+                        burst.check(shared, &mut local);
+                        if n >= EXIT_SECTIONS {
+                            break;
+                        }
+                        flavor.quiescent_state(&mut registration);
+                        burst = Burst::start(shared, &mut rng, bursts);
+                    }
+                }
+                shared.counters.reads_during_exit.fetch_add(n, Relaxed);
+                drop(registration);
+                local.flush(shared);
+            }));
+        });
+        return;
     }
     // Leaving in the middle of a burst is fine: unregistering is a quiescent state.
     drop(registration);

@@ -31,6 +31,8 @@ pub struct FaultReport {
     pub enabled: bool,
     /// Reader threads that exited and were respawned.
     pub reader_exits: u64,
+    /// Sections read in thread-exit destructors, after rcukit's thread-locals were gone.
+    pub reads_during_exit: u64,
     /// Panicking callbacks queued.
     pub panics_injected: u64,
     /// Stall timeout of the flavor, if it detects stalls.
@@ -182,6 +184,7 @@ impl Report {
             faults: FaultReport {
                 enabled: config.faults,
                 reader_exits: c.reader_exits.load(Relaxed),
+                reads_during_exit: c.reads_during_exit.load(Relaxed),
                 panics_injected: f.panics_injected.load(Relaxed),
                 stall_timeout: flavor.stall_timeout(),
                 stalls_injected: f.stalls_injected.load(Relaxed),
@@ -398,7 +401,11 @@ impl fmt::Display for Report {
         }
         let fr = &self.faults;
         if fr.enabled {
-            write!(f, "{p} faults: read-exits {}", fr.reader_exits)?;
+            write!(
+                f,
+                "{p} faults: read-exits {} (sections read during thread exit {})",
+                fr.reader_exits, fr.reads_during_exit
+            )?;
             if has_callbacks {
                 write!(
                     f,

@@ -53,6 +53,10 @@ fn assert_clean_run(report: &Report) {
     );
     let faults = &report.faults;
     assert!(faults.reader_exits > 0, "no reader exited:\n{report}");
+    assert!(
+        faults.reads_during_exit > 0,
+        "no reader read through thread exit:\n{report}"
+    );
     assert!(faults.panics_injected > 0);
     assert_eq!(report.stats.callback_panics, faults.panics_injected);
     assert!(
@@ -136,6 +140,8 @@ fn five_seconds_of_qsbr() {
     assert_clean_run(&report);
     // Readers went offline between sections (and came back online) many times.
     assert!(report.pauses > 0, "{report}");
+    // Some stayed online through thread exit, reading after rcukit's thread-locals were gone.
+    assert!(report.faults.reads_during_exit > 0, "{report}");
 }
 
 #[test]
@@ -171,6 +177,10 @@ fn four_seconds_of_recseq() {
     );
     let faults = &report.faults;
     assert!(faults.reader_exits > 0, "no reader exited:\n{report}");
+    assert!(
+        faults.reads_during_exit > 0,
+        "no reader read through thread exit:\n{report}"
+    );
     assert_eq!(faults.panics_injected, 0, "RecSeq has no callbacks");
     assert!(
         faults.stalls_injected > 0,

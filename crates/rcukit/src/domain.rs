@@ -166,8 +166,8 @@ impl Inner {
     /// domain: online in it)?
     pub(crate) fn is_reading_here(&self) -> bool {
         match self.core.flavor() {
-            Flavor::Guards => reader::is_reading(self.id),
-            Flavor::Qsbr => crate::qsbr::online_here(self.id),
+            Flavor::Guards => reader::is_reading(self.id, &self.core.registry),
+            Flavor::Qsbr => crate::qsbr::online_here(self.id, &self.core.registry),
         }
     }
 
@@ -206,8 +206,15 @@ pub struct Stats {
     pub normal_gps: u64,
     /// Expedited grace periods run (callers that piggybacked on another's ran none).
     pub expedited_gps: u64,
-    /// Reader records held by live threads (one per thread that has read this domain).
+    /// Reader records held by live threads (one per thread that has read this domain; for a
+    /// QSBR domain, one per registered thread).
     pub readers: usize,
+    /// Reader records that outlived their thread's thread-local table while still in a
+    /// read-side critical section (QSBR: still registered): a guard kept in a thread-local
+    /// destroyed late (transient), or leaked with `mem::forget` by a thread that has exited
+    /// since, which holds every grace period forever (the stall report says so). Not counted
+    /// in `readers`.
+    pub orphaned_readers: usize,
     /// Stall reports issued (a reader held a grace period past the stall timeout).
     pub stalls: u64,
     /// Callbacks queued with `call`, `retire` and the raw variants.
@@ -641,7 +648,7 @@ impl Rcu {
 
     /// Is the calling thread inside a read-side critical section of this domain?
     pub fn is_reading(&self) -> bool {
-        reader::is_reading(self.inner.id)
+        reader::is_reading(self.inner.id, &self.inner.core.registry)
     }
 
     #[track_caller]
@@ -782,6 +789,12 @@ impl Rcu {
     /// the calling thread keeps `value` and drops it in a later `retire` once the grace
     /// period has ended (see [`RcuBuilder::retire_on_producers`]); objects are not ordered
     /// against closures queued before them with [`call`](Rcu::call).
+    ///
+    /// # Thread exit
+    ///
+    /// What a thread still holds when it exits goes to the domain's workers, and `retire` or
+    /// `call` from a thread-local destructor (even after rcukit's own thread-locals are gone)
+    /// queues there directly: nothing is lost, and `barrier()` waits for it.
     pub fn retire<T: Send + 'static>(&self, value: Box<T>) {
         self.inner
             .callbacks
@@ -838,10 +851,12 @@ impl Rcu {
         let inner = &*self.inner;
         inner.check_fork();
         let cb = inner.callbacks.stats();
+        let (readers, orphaned_readers) = inner.core.registry.counts();
         Stats {
             normal_gps: inner.normal.completed(),
             expedited_gps: inner.exp.completed(),
-            readers: inner.core.registry.len(),
+            readers,
+            orphaned_readers,
             stalls: inner.core.stalls(),
             callbacks_queued: cb.queued,
             callbacks_invoked: cb.invoked,

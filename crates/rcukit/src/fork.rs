@@ -113,6 +113,12 @@ impl Owner {
         }
     }
 
+    /// Is the owner the calling thread? (By token, which stays readable in thread-local
+    /// destructors.)
+    pub(crate) fn is_calling_thread(&self) -> bool {
+        self.token != 0 && self.token == token()
+    }
+
     /// Does the owning thread exist in this process (see the module docs)? Always true in a
     /// process that has not forked since the object was created.
     pub(crate) fn is_alive(&self) -> bool {

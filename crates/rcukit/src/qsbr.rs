@@ -112,9 +112,14 @@
 //! * Waiting for a grace period (`synchronize*`, `cond_synchronize*`, `barrier`) from a thread
 //!   that is online in the same domain would wait for that very thread: it panics with an
 //!   explanation. Go offline first ([`QsbrThread::offline_while`]).
-//! * A handle leaked with `mem::forget` stays registered until its thread exits (a
-//!   thread-local destructor unregisters it); until then it holds grace periods and is
-//!   reported as a stall.
+//! * **Thread exit.** A handle is unregistered when it drops, and only then: a `QsbrThread`
+//!   kept in a thread-local (a per-thread packet loop) stays registered, and protects its
+//!   thread's reads, until that thread-local is destroyed, in whatever order the thread's
+//!   thread-locals are torn down; rcukit's own table, if destroyed first, leaves it alone. A
+//!   handle leaked with `mem::forget` therefore stays registered forever: offline it costs
+//!   nothing, online it holds every grace period, and the stall report says its thread has
+//!   exited. `Stats::orphaned_readers` counts such registrations. `is_online()` and the
+//!   "waiting while online" check keep working in thread-local destructors.
 //!
 //! # Preemption
 //!
@@ -145,33 +150,29 @@ use crate::{FenceKind, Rcu, RcuBuilder, Stats};
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One registration of the calling thread, kept in a thread-local table so that misuse can be
-/// detected and leaked handles unregistered at thread exit.
+/// detected.
 struct LocalRegistration {
     domain: u64,
     record: Arc<ReaderRecord>,
-    registry: Weak<Registry>,
 }
 
-impl LocalRegistration {
-    fn release(&self) {
-        self.record.ctr.store(0, Release);
-        if let Some(registry) = self.registry.upgrade() {
-            registry.unregister(Arc::as_ptr(&self.record));
-        }
-    }
-}
-
-/// The calling thread's registrations. Dropping it (thread exit) releases leftovers.
+/// The calling thread's registrations: one entry per live [`QsbrThread`], removed when it drops.
 struct LocalTable(RefCell<Vec<LocalRegistration>>);
 
 impl Drop for LocalTable {
     fn drop(&mut self) {
+        // Every entry left belongs to a handle that has not dropped: one kept in a thread-local
+        // destroyed after this one (still in use: its thread may read until that destructor
+        // ends) or one leaked with `mem::forget`. Unregistering it would let grace periods end
+        // while the thread may still read; so it stays registered, marked as outliving the
+        // table, until the handle drops (a leaked one never does: stall reports then say that
+        // its thread has exited).
         for entry in self.0.get_mut().drain(..) {
-            entry.release();
+            entry.record.orphan();
         }
     }
 }
@@ -180,8 +181,10 @@ thread_local! {
     static REGISTRATIONS: LocalTable = const { LocalTable(RefCell::new(Vec::new())) };
 }
 
-/// Is the calling thread registered with domain `id` and online?
-pub(crate) fn online_here(id: u64) -> bool {
+/// Is the calling thread registered with domain `id` (whose records are in `registry`) and
+/// online? After the thread's table is gone (in a later thread-local destructor), its
+/// registrations are found in the registry by owner.
+pub(crate) fn online_here(id: u64, registry: &Registry) -> bool {
     REGISTRATIONS
         .try_with(|table| {
             table.0.try_borrow().is_ok_and(|entries| {
@@ -190,7 +193,9 @@ pub(crate) fn online_here(id: u64) -> bool {
                     .any(|e| e.domain == id && e.record.ctr.load(Relaxed) != 0)
             })
         })
-        .unwrap_or(false)
+        .unwrap_or_else(|_| {
+            crate::reader::orphan_of_this_thread(registry, |r| r.ctr.load(Relaxed) != 0)
+        })
 }
 
 static NEXT_QSBR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -333,11 +338,19 @@ impl Qsbr {
             entries.push(LocalRegistration {
                 domain: id,
                 record: record.clone(),
-                registry: Arc::downgrade(registry),
             });
             Ok(())
         });
-        if let Ok(Err(())) = recorded {
+        let duplicate = match recorded {
+            Ok(result) => result.is_err(),
+            // In a thread-local destructor after the table is gone: the registration lives
+            // only in the registry, found there by owner (see `online_here`).
+            Err(_) => {
+                record.orphan();
+                crate::reader::orphan_of_this_thread(registry, |_| true)
+            }
+        };
+        if duplicate {
             panic!(
                 "rcukit: {} is already registered with QSBR domain '{}'; keep one QsbrThread \
                  per thread and domain",
@@ -360,12 +373,12 @@ impl Qsbr {
 
     /// Is the calling thread registered with this domain and online?
     pub fn is_online(&self) -> bool {
-        online_here(self.id())
+        online_here(self.id(), &self.inner().core.registry)
     }
 
     #[track_caller]
     fn assert_offline(&self, what: &str) {
-        if online_here(self.id()) {
+        if online_here(self.id(), &self.inner().core.registry) {
             panic!(
                 "rcukit: {what} called by {}, which is online in QSBR domain '{}'; the grace \
                  period would wait for this very thread's quiescent state and never end. Go \
@@ -522,6 +535,15 @@ impl std::fmt::Debug for Qsbr {
 /// let me = qsbr.register();
 /// std::thread::spawn(move || drop(me)); // a registration cannot move to another thread
 /// ```
+///
+/// # Thread exit
+///
+/// The thread stays registered until the handle drops, and only then, even when the handle
+/// lives in a thread-local destroyed after rcukit's own: it protects the thread's reads for as
+/// long as it exists. A handle leaked with `mem::forget` stays registered forever (online, it
+/// holds every grace period; the stall report says its thread has exited).
+/// `Qsbr::is_online` and the "waiting while online" panics keep working in thread-local
+/// destructors.
 pub struct QsbrThread<'a> {
     qsbr: &'a Qsbr,
     /// The domain's epoch, cached so that a quiescent state chases no pointers.

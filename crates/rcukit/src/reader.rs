@@ -76,6 +76,10 @@
 //! exits, a thread-local destructor removes its records (10,000 short-lived threads leave
 //! nothing behind). If a guard outlives the thread-local storage (a guard kept in another
 //! thread-local), the record is *orphaned* instead: it stays registered until that guard drops.
+//! Reads made after the table is gone get an orphaned record of their own. Orphaned records
+//! carry their owner's token (a thread-local without a destructor, readable to the end), so
+//! that `is_reading()` finds the thread's open sections in the registry once its table is gone;
+//! stall reports say whether the owner has exited since (a leaked guard).
 
 use crate::barrier::{self, FenceKind};
 use crate::sync::{AtomicU64, Mutex};
@@ -117,6 +121,21 @@ impl ThreadInfo {
             tid: os_tid(),
         }
     }
+
+    /// Has this thread exited? (Linux: its `/proc/self/task` entry is gone; elsewhere, or if
+    /// that cannot be told, false.) For reports only: a thread id can be reused.
+    pub(crate) fn has_exited(&self) -> bool {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        {
+            self.tid > 0
+                && std::path::Path::new("/proc/self/task").is_dir()
+                && !std::path::Path::new(&format!("/proc/self/task/{}", self.tid)).exists()
+        }
+        #[cfg(not(all(target_os = "linux", not(miri))))]
+        {
+            false
+        }
+    }
 }
 
 impl std::fmt::Display for ThreadInfo {
@@ -150,6 +169,9 @@ pub(crate) struct ReaderRecord {
     /// The `ctr` value of the critical section a stall was last reported for, so that one
     /// stalled section yields one report even when several grace periods wait for it.
     stall_reported: std::sync::atomic::AtomicU64,
+    /// The owning thread's thread-local table is gone while a critical section (or, for QSBR,
+    /// a registration) is still open: the record is kept alive by that section alone.
+    orphaned: std::sync::atomic::AtomicBool,
 }
 
 impl ReaderRecord {
@@ -161,6 +183,36 @@ impl ReaderRecord {
             owner: crate::fork::Owner::current(),
             registry,
             stall_reported: std::sync::atomic::AtomicU64::new(0),
+            orphaned: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Mark the record as outliving its thread's table (see `orphaned`).
+    pub(crate) fn orphan(&self) {
+        self.orphaned.store(true, Relaxed);
+    }
+
+    /// Does the record outlive its thread's table?
+    pub(crate) fn is_orphaned(&self) -> bool {
+        self.orphaned.load(Relaxed)
+    }
+
+    /// The owning thread in words for a stall report: its name and id, and, for a record that
+    /// outlived the thread's table, whether the thread has exited since.
+    pub(crate) fn describe_thread(&self) -> String {
+        if !self.is_orphaned() {
+            self.thread.to_string()
+        } else if self.thread.has_exited() {
+            format!(
+                "{}, which has EXITED with it still open (a guard or handle leaked with \
+                 mem::forget?): no grace period will ever end",
+                self.thread
+            )
+        } else {
+            format!(
+                "{}, which is exiting (held by a thread-local destructor)",
+                self.thread
+            )
         }
     }
 
@@ -295,6 +347,13 @@ impl Registry {
     pub(crate) fn len(&self) -> usize {
         self.records.lock().len()
     }
+
+    /// Records of live threads, and records that outlived their thread's table (orphaned).
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let records = self.records.lock();
+        let orphaned = records.iter().filter(|r| r.is_orphaned()).count();
+        (records.len() - orphaned, orphaned)
+    }
 }
 
 /// Unregister an orphaned record once its last guard has dropped, and free it.
@@ -337,6 +396,7 @@ impl Drop for LocalRecords {
                 // destroyed later). Hand the record over to that guard.
                 let n = entry.record.nesting.load(Relaxed);
                 entry.record.nesting.store(n | ORPHAN, Relaxed);
+                entry.record.orphan();
                 let _ = Arc::into_raw(entry.record);
             } else if let Some(registry) = entry.record.registry.upgrade() {
                 registry.unregister(Arc::as_ptr(&entry.record));
@@ -408,12 +468,19 @@ fn orphan_record(registry: &Arc<Registry>) -> *const ReaderRecord {
         Arc::downgrade(registry),
     ));
     record.nesting.store(ORPHAN, Relaxed);
+    record.orphan();
     registry.register(record.clone());
     Arc::into_raw(record)
 }
 
-/// Is the calling thread inside a read-side critical section of `domain`?
-pub(crate) fn is_reading(domain: u64) -> bool {
+/// Is the calling thread inside a read-side critical section of `domain`, whose records are in
+/// `registry`?
+///
+/// Normally one look at the thread's table. In a thread-local destructor that runs after the
+/// table is gone, the thread's open sections live in orphaned records (handed to their guards,
+/// or made for reads in such destructors): those are found in the registry by owner, so that
+/// waiting for a grace period there still panics instead of waiting for itself.
+pub(crate) fn is_reading(domain: u64, registry: &Registry) -> bool {
     LOCAL
         .try_with(|local| {
             local
@@ -426,7 +493,19 @@ pub(crate) fn is_reading(domain: u64) -> bool {
                 })
                 .unwrap_or(false)
         })
-        .unwrap_or(false)
+        .unwrap_or_else(|_| orphan_of_this_thread(registry, |r| r.is_reading()))
+}
+
+/// Does the calling thread own an orphaned record of `registry` for which `open` says yes?
+#[cold]
+pub(crate) fn orphan_of_this_thread(
+    registry: &Registry,
+    open: impl Fn(&ReaderRecord) -> bool,
+) -> bool {
+    registry
+        .snapshot()
+        .iter()
+        .any(|r| r.is_orphaned() && r.owner.is_calling_thread() && open(r))
 }
 
 /// A read-side critical section of an [`Rcu`](crate::Rcu) domain.
@@ -444,6 +523,17 @@ pub(crate) fn is_reading(domain: u64) -> bool {
 /// let guard = rcukit::Rcu::global().read();
 /// std::thread::spawn(move || drop(guard)); // a guard cannot move to another thread
 /// ```
+///
+/// # Thread exit
+///
+/// A guard kept in a thread-local protects its thread's reads until that thread-local is
+/// destroyed, whatever the order in which the thread's thread-locals are torn down: if
+/// rcukit's own table goes first, the guard's record is handed to the guard (*orphaned*) and
+/// stays registered until the guard drops. Reads, `is_reading()` and the "waiting inside a
+/// read-side critical section" panics keep working in thread-local destructors. A guard leaked
+/// with `mem::forget` keeps its section open forever: every later grace period of the domain
+/// waits for it, the stall report says that its thread has exited, and
+/// [`Stats::orphaned_readers`](crate::Stats::orphaned_readers) counts it.
 #[must_use = "the read-side critical section ends when the guard is dropped"]
 pub struct Guard<'a> {
     pub(crate) domain: &'a crate::Rcu,

@@ -157,12 +157,18 @@ impl GpCore {
         let (waiter, reader, advice) = match (self.flavor, kind) {
             (Flavor::Guards, GpKind::Normal) => (
                 "normal grace period",
-                format!("the read-side critical section of {}", record.thread),
+                format!(
+                    "the read-side critical section of {}",
+                    record.describe_thread()
+                ),
                 "",
             ),
             (Flavor::Guards, GpKind::Expedited) => (
                 "expedited grace period",
-                format!("the read-side critical section of {}", record.thread),
+                format!(
+                    "the read-side critical section of {}",
+                    record.describe_thread()
+                ),
                 "",
             ),
             (Flavor::Qsbr, kind) => (
@@ -173,7 +179,7 @@ impl GpCore {
                 },
                 format!(
                     "{}, which is online and has announced no quiescent state",
-                    record.thread
+                    record.describe_thread()
                 ),
                 "call quiescent_state() or offline() in that thread",
             ),

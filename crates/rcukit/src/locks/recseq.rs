@@ -173,6 +173,13 @@ impl RecSeqBuilder {
 
 /// A value that readers use without locks and a writer replaces by waiting for every reader's
 /// sequence counter (netfilter's `xt_recseq`). See the [module documentation](self).
+///
+/// # Thread exit
+///
+/// A read guard kept in a thread-local holds replacements back until it drops, whatever the
+/// order in which the thread's thread-locals are destroyed (its counter is handed to the guard
+/// if rcukit's table goes first), and `replace` inside such a guard panics there as anywhere.
+/// A guard leaked with `mem::forget` blocks every later `replace` (reported as a stall).
 pub struct RecSeq<T> {
     pub(crate) ptr: AtomicPtr<T>,
     id: u64,
@@ -285,7 +292,7 @@ impl<T> RecSeq<T> {
     /// If the calling thread holds a guard of this `RecSeq`.
     #[track_caller]
     pub fn replace_box(&self, value: Box<T>) -> Box<T> {
-        if reader::is_reading(self.id) {
+        if reader::is_reading(self.id, &self.registry) {
             panic!(
                 "rcukit: RecSeq::replace called while this thread holds a read guard of the same \
                  RecSeq; the writer would wait for this very reader and never return. Drop the \
@@ -325,7 +332,7 @@ impl<T> RecSeq<T> {
                             domain_kind: "RecSeq",
                             domain: format!("#{}", self.id),
                             waiter: "replace()",
-                            reader: format!("the read section of {}", record.thread),
+                            reader: format!("the read section of {}", record.describe_thread()),
                             waited: held,
                             timeout: self.stall_timeout,
                             advice: "",
@@ -356,7 +363,7 @@ impl<T> RecSeq<T> {
 
     /// Is the calling thread inside a read section of this `RecSeq`?
     pub fn is_reading(&self) -> bool {
-        reader::is_reading(self.id)
+        reader::is_reading(self.id, &self.registry)
     }
 
     /// Stall reports issued so far (a replacement waited longer than the stall timeout for one

@@ -1,0 +1,382 @@
+//! Thread exit: a guard, a QSBR registration or a retire that lives in a user's thread-local
+//! must keep its promises whichever thread-local is destroyed first, rcukit's or the user's.
+//!
+//! Thread-local destructors run in the reverse order of registration, and a thread-local is
+//! registered on first use. `Order::UserFirst` uses the user's thread-local before rcukit's, so
+//! rcukit's table is destroyed *first* and the user's destructor runs after it (the hazard);
+//! `Order::RcukitFirst` is the other way round. Every test runs both, each under a watchdog.
+
+use rcukit::{PerCpuRwLock, Qsbr, RawPerCpuRwLock, Rcu, RcuCell, RecSeq, Reclaim};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug)]
+enum Order {
+    UserFirst,
+    RcukitFirst,
+}
+
+const ORDERS: [Order; 2] = [Order::UserFirst, Order::RcukitFirst];
+
+/// The user's thread-local: runs a closure when the thread's thread-locals are destroyed.
+struct AtExit(Option<Box<dyn FnOnce()>>);
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+thread_local! {
+    static AT_EXIT: RefCell<AtExit> = const { RefCell::new(AtExit(None)) };
+}
+
+/// Spawn a thread that registers the user's thread-local and rcukit's (`touch`) in `order`,
+/// then runs `body`, whose returned closure runs in the user's thread-local destructor.
+fn exiting_thread(
+    order: Order,
+    touch: impl FnOnce() + Send + 'static,
+    body: impl FnOnce() -> Box<dyn FnOnce()> + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        match order {
+            Order::UserFirst => {
+                AT_EXIT.with(|_| ());
+                touch();
+            }
+            Order::RcukitFirst => {
+                touch();
+                AT_EXIT.with(|_| ());
+            }
+        }
+        let at_exit = body();
+        AT_EXIT.with(|a| a.borrow_mut().0 = Some(at_exit));
+    })
+}
+
+/// Run `test` for both orders, each on its own watched thread.
+fn both_orders(limit: Duration, test: fn(Order)) {
+    for order in ORDERS {
+        let (tx, rx) = channel();
+        let h = std::thread::spawn(move || {
+            test(order);
+            let _ = tx.send(());
+        });
+        match rx.recv_timeout(limit) {
+            Ok(()) => h.join().unwrap(),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                std::panic::resume_unwind(h.join().unwrap_err())
+            }
+            Err(_) => panic!("{order:?}: hung for {limit:?}"),
+        }
+    }
+}
+
+/// The user's destructor holds something that must keep a writer out: it tells `entered`, waits
+/// 100 ms, then drops it and sets `released`. The writer (`wait`) starts after `entered` and must
+/// not return before `released`.
+fn writer_waits_for_exiting_holder(
+    entered: std::sync::mpsc::Receiver<()>,
+    released: &AtomicBool,
+    wait: impl FnOnce(),
+    what: &str,
+) {
+    entered
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the destructor ran");
+    wait();
+    assert!(
+        released.load(Ordering::Acquire),
+        "{what} returned while an exiting thread still held its read side"
+    );
+}
+
+fn hold_then_release<T: 'static>(
+    held: T,
+    entered: Sender<()>,
+    released: &'static AtomicBool,
+) -> Box<dyn FnOnce()> {
+    Box::new(move || {
+        entered.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        drop(held);
+        released.store(true, Ordering::Release);
+    })
+}
+
+static RCU: LazyLock<Rcu> = LazyLock::new(|| Rcu::builder().name("exit").build().unwrap());
+static QSBR: LazyLock<Qsbr> = LazyLock::new(|| Qsbr::builder().name("exit-qsbr").build().unwrap());
+
+#[test]
+fn an_rcu_guard_in_a_thread_local_holds_grace_periods_back_until_it_drops() {
+    both_orders(Duration::from_secs(60), |order| {
+        static RELEASED: AtomicBool = AtomicBool::new(false);
+        RELEASED.store(false, Ordering::Relaxed);
+        let (tx, rx) = channel();
+        let t = exiting_thread(
+            order,
+            || drop(RCU.read()),
+            move || hold_then_release(RCU.read(), tx, &RELEASED),
+        );
+        writer_waits_for_exiting_holder(rx, &RELEASED, || RCU.synchronize(), "synchronize()");
+        t.join().unwrap();
+    });
+}
+
+/// Defect 1 of the thread-exit review: rcukit's QSBR table, destroyed first, unregistered a
+/// handle that was still alive and online, and `synchronize()` returned while it still read.
+#[test]
+fn a_qsbr_registration_in_a_thread_local_holds_grace_periods_back_until_it_drops() {
+    both_orders(Duration::from_secs(60), |order| {
+        static RELEASED: AtomicBool = AtomicBool::new(false);
+        RELEASED.store(false, Ordering::Relaxed);
+        let (tx, rx) = channel();
+        let t = exiting_thread(
+            order,
+            || drop(QSBR.register()),
+            move || hold_then_release(QSBR.register(), tx, &RELEASED),
+        );
+        writer_waits_for_exiting_holder(rx, &RELEASED, || QSBR.synchronize(), "synchronize()");
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn a_recseq_guard_in_a_thread_local_holds_replacements_back_until_it_drops() {
+    static CELL: LazyLock<RecSeq<u64>> = LazyLock::new(|| RecSeq::new(0));
+    both_orders(Duration::from_secs(60), |order| {
+        static RELEASED: AtomicBool = AtomicBool::new(false);
+        RELEASED.store(false, Ordering::Relaxed);
+        let (tx, rx) = channel();
+        let t = exiting_thread(
+            order,
+            || drop(CELL.read()),
+            move || hold_then_release(CELL.read(), tx, &RELEASED),
+        );
+        writer_waits_for_exiting_holder(
+            rx,
+            &RELEASED,
+            || {
+                CELL.replace(1);
+            },
+            "RecSeq::replace()",
+        );
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn a_percpu_read_guard_in_a_thread_local_keeps_writers_out_until_it_drops() {
+    static LOCK: LazyLock<PerCpuRwLock<u64>> =
+        LazyLock::new(|| PerCpuRwLock::from_raw(RawPerCpuRwLock::with_slots(2).unwrap(), 0));
+    both_orders(Duration::from_secs(60), |order| {
+        static RELEASED: AtomicBool = AtomicBool::new(false);
+        RELEASED.store(false, Ordering::Relaxed);
+        let (tx, rx) = channel();
+        let t = exiting_thread(
+            order,
+            || drop(LOCK.read()),
+            move || hold_then_release(LOCK.read(), tx, &RELEASED),
+        );
+        writer_waits_for_exiting_holder(rx, &RELEASED, || *LOCK.write() += 1, "write()");
+        t.join().unwrap();
+    });
+}
+
+/// Objects retired in a thread-local destructor, after rcukit's producer table is gone or
+/// before, are dropped by `barrier()`.
+#[test]
+fn objects_retired_during_thread_exit_are_dropped_by_barrier() {
+    both_orders(Duration::from_secs(60), |order| {
+        static DROPPED: AtomicU64 = AtomicU64::new(0);
+        struct Counted;
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        DROPPED.store(0, Ordering::Relaxed);
+        let t = exiting_thread(
+            order,
+            || RCU.retire(Box::new(0u8)),
+            || {
+                Box::new(|| {
+                    for _ in 0..1_000 {
+                        RCU.retire(Box::new(Counted));
+                    }
+                    RCU.call(|| ());
+                })
+            },
+        );
+        t.join().unwrap();
+        RCU.barrier();
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 1_000);
+    });
+}
+
+/// What a waiting call made inside a read-side section, from a thread-local destructor, did.
+fn must_panic(what: &str, f: impl FnOnce()) -> String {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(()) => format!("{what} returned"),
+        Err(e) => {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            if msg.contains("critical section")
+                || msg.contains("online")
+                || msg.contains("read guard")
+                || msg.contains("callback")
+            {
+                String::new()
+            } else {
+                format!("{what} panicked for another reason: {msg}")
+            }
+        }
+    }
+}
+
+/// Defect 2 of the thread-exit review: in a destructor that ran after rcukit's table was gone,
+/// `is_reading()` said false while a guard was held, so waiting for a grace period hung
+/// instead of panicking as documented.
+#[test]
+fn waiting_inside_a_read_section_panics_in_late_thread_local_destructors_too() {
+    static CELL: LazyLock<RcuCell<u64, &'static Rcu>> =
+        LazyLock::new(|| RcuCell::with_domain(0, &*RCU));
+    static RECSEQ: LazyLock<RecSeq<u64>> = LazyLock::new(|| RecSeq::new(0));
+    both_orders(Duration::from_secs(60), |order| {
+        let (tx, rx) = channel::<Vec<String>>();
+        let t = exiting_thread(
+            order,
+            || {
+                drop(RCU.read());
+                drop(RECSEQ.read());
+                drop(QSBR.register());
+            },
+            move || {
+                Box::new(move || {
+                    let mut failures = Vec::new();
+                    {
+                        let _guard = RCU.read();
+                        if !RCU.is_reading() {
+                            failures.push("is_reading() said false inside a guard".to_string());
+                            tx.send(failures).unwrap();
+                            return; // the waits below would hang
+                        }
+                        for (what, f) in [
+                            (
+                                "synchronize",
+                                Box::new(|| RCU.synchronize()) as Box<dyn FnOnce()>,
+                            ),
+                            (
+                                "synchronize_expedited",
+                                Box::new(|| RCU.synchronize_expedited()),
+                            ),
+                            ("barrier", Box::new(|| RCU.barrier())),
+                            (
+                                "store_with(Synchronize)",
+                                Box::new(|| CELL.store_with(1, Reclaim::Synchronize)),
+                            ),
+                        ] {
+                            failures.push(must_panic(what, f));
+                        }
+                    }
+                    if RCU.is_reading() {
+                        failures.push("is_reading() said true after the guard".to_string());
+                    }
+                    {
+                        let _guard = RECSEQ.read();
+                        failures.push(must_panic("RecSeq::replace", || {
+                            RECSEQ.replace(2);
+                        }));
+                    }
+                    {
+                        let _online = QSBR.register();
+                        if !QSBR.is_online() {
+                            failures.push("is_online() said false while online".to_string());
+                            tx.send(failures).unwrap();
+                            return;
+                        }
+                        failures.push(must_panic("Qsbr::synchronize", || QSBR.synchronize()));
+                    }
+                    tx.send(failures).unwrap();
+                })
+            },
+        );
+        let failures: Vec<String> = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the destructor finished");
+        let failures: Vec<_> = failures.into_iter().filter(|f| !f.is_empty()).collect();
+        assert!(failures.is_empty(), "{order:?}: {failures:?}");
+        t.join().unwrap();
+    });
+}
+
+/// Defect 4 of the thread-exit review: a guard leaked with `mem::forget` by a thread that then
+/// exits holds every grace period (expected), but the stall report named the thread as if it
+/// were alive, and `Stats::readers` ("held by live threads") counted it.
+#[test]
+fn a_leaked_guard_of_an_exited_thread_is_reported_as_such() {
+    for qsbr in [false, true] {
+        let reports = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = reports.clone();
+        let hook = move |r: &rcukit::Report| sink.lock().unwrap().push(r.to_string());
+        // Leaked on purpose: its grace periods can never end, so neither could its drop.
+        let (stats, start): (Box<dyn Fn() -> rcukit::Stats>, Box<dyn Fn()>) = if qsbr {
+            let d: &'static Qsbr = Box::leak(Box::new(
+                Qsbr::builder()
+                    .stall_timeout(Duration::from_millis(20))
+                    .on_report(hook)
+                    .build()
+                    .unwrap(),
+            ));
+            std::thread::spawn(move || std::mem::forget(d.register()))
+                .join()
+                .unwrap();
+            (
+                Box::new(move || d.stats()),
+                Box::new(move || drop(d.start_poll_expedited())),
+            )
+        } else {
+            let d: &'static Rcu = Box::leak(Box::new(
+                Rcu::builder()
+                    .stall_timeout(Duration::from_millis(20))
+                    .on_report(hook)
+                    .build()
+                    .unwrap(),
+            ));
+            std::thread::spawn(move || std::mem::forget(d.read()))
+                .join()
+                .unwrap();
+            (
+                Box::new(move || d.stats()),
+                Box::new(move || drop(d.start_poll_expedited())),
+            )
+        };
+        let s = stats();
+        assert_eq!(
+            (s.readers, s.orphaned_readers),
+            (0, 1),
+            "qsbr={qsbr}: the exited thread's record is not a live reader: {s:?}"
+        );
+        start(); // a grace period that will wait forever, and report the stall
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let report = loop {
+            if let Some(r) = reports.lock().unwrap().first() {
+                break r.clone();
+            }
+            assert!(std::time::Instant::now() < deadline, "no stall report");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(
+            report.contains("has EXITED"),
+            "qsbr={qsbr}: the report must say the thread has exited: {report}"
+        );
+    }
+}
