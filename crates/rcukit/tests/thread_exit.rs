@@ -328,7 +328,8 @@ fn a_leaked_guard_of_an_exited_thread_is_reported_as_such() {
         let sink = reports.clone();
         let hook = move |r: &rcukit::Report| sink.lock().unwrap().push(r.to_string());
         // Leaked on purpose: its grace periods can never end, so neither could its drop.
-        let (stats, start): (Box<dyn Fn() -> rcukit::Stats>, Box<dyn Fn()>) = if qsbr {
+        type Probe = (Box<dyn Fn() -> rcukit::Stats>, Box<dyn Fn()>);
+        let (stats, start): Probe = if qsbr {
             let d: &'static Qsbr = Box::leak(Box::new(
                 Qsbr::builder()
                     .stall_timeout(Duration::from_millis(20))
@@ -341,7 +342,9 @@ fn a_leaked_guard_of_an_exited_thread_is_reported_as_such() {
                 .unwrap();
             (
                 Box::new(move || d.stats()),
-                Box::new(move || drop(d.start_poll_expedited())),
+                Box::new(move || {
+                    let _ = d.start_poll_expedited();
+                }),
             )
         } else {
             let d: &'static Rcu = Box::leak(Box::new(
@@ -356,7 +359,9 @@ fn a_leaked_guard_of_an_exited_thread_is_reported_as_such() {
                 .unwrap();
             (
                 Box::new(move || d.stats()),
-                Box::new(move || drop(d.start_poll_expedited())),
+                Box::new(move || {
+                    let _ = d.start_poll_expedited();
+                }),
             )
         };
         let s = stats();
