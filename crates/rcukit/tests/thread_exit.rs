@@ -9,7 +9,7 @@
 use rcukit::{PerCpuRwLock, Qsbr, RawPerCpuRwLock, Rcu, RcuCell, RecSeq, Reclaim};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::channel;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -77,37 +77,39 @@ fn both_orders(limit: Duration, test: fn(Order)) {
     }
 }
 
-/// The user's destructor holds something that must keep a writer out: it tells `entered`, waits
-/// 100 ms, sets `releasing` and drops it. The writer (`wait`) starts after `entered` and must
-/// not return before `releasing` is set (an early return would come during the 100 ms).
-fn writer_waits_for_exiting_holder(
-    entered: std::sync::mpsc::Receiver<()>,
-    releasing: &AtomicBool,
-    wait: impl FnOnce(),
+/// A thread, with the thread-locals registered in `order`, takes something with `hold` that
+/// must keep writers out, and keeps it in its user thread-local. That destructor says so,
+/// waits 100 ms, sets `releasing` and drops it. Meanwhile `wait` (a grace period, a
+/// replacement, a write lock) starts and must not return before `releasing` is set: an early
+/// return would come during the 100 ms.
+fn writer_waits_for_an_exiting_holder<H: 'static>(
+    order: Order,
+    touch: fn(),
+    hold: fn() -> H,
+    wait: fn(),
     what: &str,
 ) {
-    entered
+    let releasing: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let (entered, entered_rx) = channel::<()>();
+    let t = exiting_thread(order, touch, move || {
+        let held = hold();
+        Box::new(move || {
+            entered.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            // Set before the release, so the writer that the release lets go sees it.
+            releasing.store(true, Ordering::Release);
+            drop(held);
+        })
+    });
+    entered_rx
         .recv_timeout(Duration::from_secs(30))
         .expect("the destructor ran");
     wait();
     assert!(
         releasing.load(Ordering::Acquire),
-        "{what} returned while an exiting thread still held its read side"
+        "{order:?}: {what} returned while an exiting thread still held its read side"
     );
-}
-
-fn hold_then_release<T: 'static>(
-    held: T,
-    entered: Sender<()>,
-    releasing: &'static AtomicBool,
-) -> Box<dyn FnOnce()> {
-    Box::new(move || {
-        entered.send(()).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        // Set before the release, so the writer that the release lets go sees it.
-        releasing.store(true, Ordering::Release);
-        drop(held);
-    })
+    t.join().unwrap();
 }
 
 static RCU: LazyLock<Rcu> = LazyLock::new(|| Rcu::builder().name("exit").build().unwrap());
@@ -116,16 +118,13 @@ static QSBR: LazyLock<Qsbr> = LazyLock::new(|| Qsbr::builder().name("exit-qsbr")
 #[test]
 fn an_rcu_guard_in_a_thread_local_holds_grace_periods_back_until_it_drops() {
     both_orders(Duration::from_secs(60), |order| {
-        static RELEASED: AtomicBool = AtomicBool::new(false);
-        RELEASED.store(false, Ordering::Relaxed);
-        let (tx, rx) = channel();
-        let t = exiting_thread(
+        writer_waits_for_an_exiting_holder(
             order,
             || drop(RCU.read()),
-            move || hold_then_release(RCU.read(), tx, &RELEASED),
-        );
-        writer_waits_for_exiting_holder(rx, &RELEASED, || RCU.synchronize(), "synchronize()");
-        t.join().unwrap();
+            || RCU.read(),
+            || RCU.synchronize(),
+            "synchronize()",
+        )
     });
 }
 
@@ -134,16 +133,13 @@ fn an_rcu_guard_in_a_thread_local_holds_grace_periods_back_until_it_drops() {
 #[test]
 fn a_qsbr_registration_in_a_thread_local_holds_grace_periods_back_until_it_drops() {
     both_orders(Duration::from_secs(60), |order| {
-        static RELEASED: AtomicBool = AtomicBool::new(false);
-        RELEASED.store(false, Ordering::Relaxed);
-        let (tx, rx) = channel();
-        let t = exiting_thread(
+        writer_waits_for_an_exiting_holder(
             order,
             || drop(QSBR.register()),
-            move || hold_then_release(QSBR.register(), tx, &RELEASED),
-        );
-        writer_waits_for_exiting_holder(rx, &RELEASED, || QSBR.synchronize(), "synchronize()");
-        t.join().unwrap();
+            || QSBR.register(),
+            || QSBR.synchronize(),
+            "synchronize()",
+        )
     });
 }
 
@@ -151,23 +147,15 @@ fn a_qsbr_registration_in_a_thread_local_holds_grace_periods_back_until_it_drops
 fn a_recseq_guard_in_a_thread_local_holds_replacements_back_until_it_drops() {
     static CELL: LazyLock<RecSeq<u64>> = LazyLock::new(|| RecSeq::new(0));
     both_orders(Duration::from_secs(60), |order| {
-        static RELEASED: AtomicBool = AtomicBool::new(false);
-        RELEASED.store(false, Ordering::Relaxed);
-        let (tx, rx) = channel();
-        let t = exiting_thread(
+        writer_waits_for_an_exiting_holder(
             order,
             || drop(CELL.read()),
-            move || hold_then_release(CELL.read(), tx, &RELEASED),
-        );
-        writer_waits_for_exiting_holder(
-            rx,
-            &RELEASED,
+            || CELL.read(),
             || {
                 CELL.replace(1);
             },
             "RecSeq::replace()",
-        );
-        t.join().unwrap();
+        )
     });
 }
 
@@ -176,16 +164,13 @@ fn a_percpu_read_guard_in_a_thread_local_keeps_writers_out_until_it_drops() {
     static LOCK: LazyLock<PerCpuRwLock<u64>> =
         LazyLock::new(|| PerCpuRwLock::from_raw(RawPerCpuRwLock::with_slots(2).unwrap(), 0));
     both_orders(Duration::from_secs(60), |order| {
-        static RELEASED: AtomicBool = AtomicBool::new(false);
-        RELEASED.store(false, Ordering::Relaxed);
-        let (tx, rx) = channel();
-        let t = exiting_thread(
+        writer_waits_for_an_exiting_holder(
             order,
             || drop(LOCK.read()),
-            move || hold_then_release(LOCK.read(), tx, &RELEASED),
-        );
-        writer_waits_for_exiting_holder(rx, &RELEASED, || *LOCK.write() += 1, "write()");
-        t.join().unwrap();
+            || LOCK.read(),
+            || *LOCK.write() += 1,
+            "write()",
+        )
     });
 }
 
