@@ -357,14 +357,16 @@ fn reports_with_a_closed_stderr_do_not_stop_the_domain() {
     );
     for round in 0..3 {
         // A reader that holds the grace period well past the stall timeout.
+        let (entered, entered_rx) = std::sync::mpsc::channel();
         let reader = {
             let rcu = rcu.clone();
             std::thread::spawn(move || {
                 let _guard = rcu.read();
+                entered.send(()).unwrap();
                 std::thread::sleep(Duration::from_millis(50));
             })
         };
-        std::thread::sleep(Duration::from_millis(5));
+        entered_rx.recv().unwrap();
         if round % 2 == 0 {
             rcu.synchronize(); // the stall is reported by the grace-period thread
         } else {
