@@ -389,8 +389,9 @@ impl RcuBuilder {
     /// errors are ignored, so a closed stderr never stops the domain. `hook` runs on whichever
     /// thread makes the report (the grace-period thread, a callback worker, a thread running
     /// drops, a caller of `synchronize_expedited`); if it panics, the panic is caught and one
-    /// line about it goes to standard error. With the `log` feature,
-    /// `on_report(rcukit::report::log)` sends reports to the `log` facade.
+    /// line about it goes to standard error. The hook must not wait for a grace period or a
+    /// barrier (it may run on the thread that runs them): such a call panics there. With the
+    /// `log` feature, `on_report(rcukit::report::log)` sends reports to the `log` facade.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -653,6 +654,12 @@ impl Rcu {
 
     #[track_caller]
     fn assert_not_reading(&self, what: &str) {
+        if crate::report::in_hook() {
+            panic!(
+                "rcukit: {what} called from a report hook; the hook may run on the very thread \
+                 that runs this domain's grace periods, which would then wait for itself"
+            );
+        }
         if self.is_reading() {
             panic!(
                 "rcukit: {what} called inside a read-side critical section of the same domain \

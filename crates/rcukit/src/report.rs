@@ -94,6 +94,33 @@ impl fmt::Display for Report {
     }
 }
 
+thread_local! {
+    /// Set while this thread runs a report hook.
+    static IN_HOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Is the calling thread running a report hook? (Waiting for a grace period there could wait
+/// for the thread itself: the callers of the waits check.)
+pub(crate) fn in_hook() -> bool {
+    IN_HOOK.try_with(|h| h.get()).unwrap_or(false)
+}
+
+/// Marks the thread as running a hook until dropped (also on unwind).
+struct InHook;
+
+impl InHook {
+    fn enter() -> InHook {
+        let _ = IN_HOOK.try_with(|h| h.set(true));
+        InHook
+    }
+}
+
+impl Drop for InHook {
+    fn drop(&mut self) {
+        let _ = IN_HOOK.try_with(|h| h.set(false));
+    }
+}
+
 /// A user's report hook.
 pub(crate) type Hook = Arc<dyn Fn(&Report) + Send + Sync>;
 
@@ -114,7 +141,11 @@ impl Reporter {
             to_stderr(&report);
             return;
         };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| hook(&report))) {
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let _in_hook = InHook::enter();
+            hook(&report)
+        }));
+        if let Err(payload) = outcome {
             let message = payload_message(&*payload);
             drop_payload(payload);
             let _ = writeln!(

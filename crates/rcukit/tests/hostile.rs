@@ -435,3 +435,46 @@ fn dropping_a_domain_with_work_pending_does_not_wait_for_a_normal_grace_period()
         assert_eq!(ran.load(Ordering::Relaxed), 10);
     });
 }
+
+/// A report hook that waits for a grace period of its own domain: the stall report runs on the
+/// grace-period thread, which would wait for itself. The wait panics there instead (caught by
+/// the hook's `catch_unwind`), and the domain keeps going.
+#[test]
+fn a_report_hook_that_waits_for_a_grace_period_cannot_wedge_the_domain() {
+    watchdog(Duration::from_secs(60), || {
+        let domain: Arc<std::sync::OnceLock<&'static Rcu>> = Arc::new(std::sync::OnceLock::new());
+        let refused = Arc::new(AtomicU64::new(0));
+        let (d, r) = (domain.clone(), refused.clone());
+        let rcu: &'static Rcu = Box::leak(Box::new(
+            Rcu::builder()
+                .stall_timeout(Duration::from_millis(5))
+                .on_report(move |_| {
+                    if let Some(rcu) = d.get() {
+                        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            rcu.synchronize()
+                        }));
+                        if waited.is_err() {
+                            r.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+                .build()
+                .unwrap(),
+        ));
+        domain.set(rcu).unwrap();
+        let (entered, entered_rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let _guard = rcu.read();
+            entered.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        });
+        entered_rx.recv().unwrap();
+        rcu.synchronize(); // its stall report calls the hook on the grace-period thread
+        reader.join().unwrap();
+        rcu.synchronize();
+        assert!(
+            refused.load(Ordering::Relaxed) >= 1,
+            "the hook's wait was not refused"
+        );
+    });
+}
