@@ -685,9 +685,6 @@ impl Callbacks {
         };
         // A drop that retires more objects only queues them: its thread is running blocks.
         let running = running_drops();
-        // Inside a read-side critical section of this domain, or while unwinding (a drop that
-        // panicked then would abort the process), ready blocks go to the worker.
-        let hand_off = !running && (inner.is_reading_here() || std::thread::panicking());
         let mut ready = Vec::new();
         let (backlog, newest) = guard.with(|list| {
             if let Some(cookie) = cookie {
@@ -702,6 +699,9 @@ impl Callbacks {
             guard.mark_dropping();
         }
         drop(guard);
+        // Inside a read-side critical section of this domain, or while unwinding (a drop that
+        // panicked then would abort the process), ready blocks go to the worker.
+        let hand_off = !ready.is_empty() && (inner.is_reading_here() || std::thread::panicking());
         Ok(Some(AfterSeal {
             shared: slot.counters.clone(),
             shard: slot.shard,
