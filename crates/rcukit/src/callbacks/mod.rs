@@ -738,7 +738,7 @@ impl Callbacks {
         }
         // Until the blocks have run (or been handed to the worker) and been counted, the list
         // stays marked `dropping`, so that a barrier's steal waits for them; also on unwind.
-        let finish = FinishDropping {
+        let mut finish = FinishDropping {
             shared: &after.shared,
             invoked: 0,
             bytes: 0,
@@ -753,7 +753,6 @@ impl Callbacks {
             shard.wake();
             return;
         }
-        let mut finish = finish;
         let mut spare = Vec::with_capacity(after.ready.len());
         self.run_as_producer(|| {
             for mut block in after.ready {
