@@ -110,6 +110,7 @@ mod error;
 pub mod fork;
 pub mod gp;
 pub mod list;
+pub mod map;
 pub mod locks;
 pub mod qsbr;
 pub mod reader;
@@ -126,6 +127,7 @@ pub use domain::{Rcu, RcuBuilder, Stats};
 pub use domain_ref::DomainRef;
 pub use error::Error;
 pub use list::{Iter as ListIter, RcuList};
+pub use map::{MapBuilder, RcuHashMap};
 pub use locks::percpu_rwlock::RawPerCpuRwLock;
 #[cfg(not(rcukit_loom))]
 pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLockWriteGuard};

@@ -1,0 +1,862 @@
+//! [`RcuHashMap`]: a resizable hash map whose lookups take no lock and write nothing shared
+//! (the kernel's `rhashtable`, liburcu's `rculfhash`), for tables that are read on every
+//! packet and changed now and then: connection tracking, routing caches, session tables.
+//!
+//! ```
+//! use rcukit::RcuHashMap;
+//! use std::sync::Arc;
+//!
+//! #[derive(Clone, Debug, PartialEq)]
+//! struct Flow { packets: u64, verdict: &'static str }
+//!
+//! // A flow table, keyed by (source, destination, port), on the global domain.
+//! let flows: Arc<RcuHashMap<(u32, u32, u16), Flow>> = Arc::new(RcuHashMap::new());
+//! flows.insert((1, 2, 443), Flow { packets: 0, verdict: "accept" });
+//!
+//! // Packet threads: one guard per packet, no lock, nothing written.
+//! let packet_thread = {
+//!     let flows = Arc::clone(&flows);
+//!     std::thread::spawn(move || {
+//!         for _ in 0..1000 {
+//!             let guard = flows.domain().read();
+//!             if let Some(flow) = flows.get(&(1, 2, 443), &guard) {
+//!                 assert_eq!(flow.verdict, "accept");
+//!             }
+//!         }
+//!     })
+//! };
+//!
+//! // The control plane: create, change and expire flows while packets are looked up.
+//! for port in 0..1000 {
+//!     flows.insert((9, 9, port), Flow { packets: 0, verdict: "drop" }); // the table grows
+//! }
+//! flows.update(&(1, 2, 443), |f| Flow { packets: f.packets + 1, ..f.clone() });
+//! flows.retain(|&(src, _, _), _| src != 9); // and shrinks again
+//! packet_thread.join().unwrap();
+//! assert_eq!(flows.len(), 1);
+//! ```
+//!
+//! # Structure
+//!
+//! A bucket table of `2^k` chains of immutable nodes (`hash`, `next`, key, value), as in
+//! `rhashtable`. The chain heads are an array of pointers on their own (a lookup touches 8
+//! bytes of table per probe); each bucket's lock and state word sit in a second array. While
+//! the table is resized, the old table points at the new one (`next`), and buckets move from
+//! the old to the new one at a time. Nodes carry their full hash, so moving a node never runs
+//! the user's `Hash`.
+//!
+//! **Writers lock one bucket at a time, never the map.** Inserts, removals and updates of keys
+//! in different buckets run in parallel. A writer first walks the bucket *without* the lock,
+//! comparing keys with the user's `Eq`, then takes the bucket's lock and checks that the
+//! bucket's state did not move (a per-bucket sequence count, claim 4); if it did, it walks
+//! again. So user code (`Hash`, `Eq`, the closure of
+//! [`update`](RcuHashMap::update), `Drop`) never runs under a lock of the map and may use the
+//! map itself. Lock-free insertion (`rculfhash`) would spare the lock but needs a compare-and-
+//! swap per link and logically deleted markers that every reader must skip; with per-bucket
+//! locks a reader's walk is the plain linked-list walk of `RcuList`, which is what makes
+//! lookups as cheap as they are.
+//!
+//! **Resizing: relocation between tables, as in `rhashtable`.** `rculfhash` instead keeps
+//! every node in one split-ordered list and resizes by adding dummy nodes to an index, which
+//! never moves a node but costs a bit-reversed ordering, dummy nodes on every walk and a
+//! lock-free list. Relocation keeps each chain short and each walk direct, and it is simple to
+//! argue (below). A resize is started by the write that crosses the load factor (grow above
+//! `max_load_factor`, 0.75 by default; shrink below `min_load_factor`, 0.3 by default, never
+//! below the capacity the map was made with), and then *every* write helps it by moving up to
+//! 8 buckets, so the work is spread over the writes that follow and no write ever rehashes the
+//! whole table. If writes stop in the middle of a resize, the map stays correct; lookups of
+//! absent keys then look in two tables.
+//!
+//! # Why it is correct
+//!
+//! Readers walk chains with `Acquire` loads inside a read-side critical section of the map's
+//! domain; every unlinked node and every replaced table is retired into that domain, so it is
+//! freed only after every reader that might stand on it has left (as in [`RcuList`]). What has
+//! to be argued is that a walk is always over published nodes, and that a key present
+//! throughout a lookup is found even while buckets move.
+//!
+//! 1. **Links change only under the lock of the bucket whose chain holds them.** A node's
+//!    `next` is written when it is linked (before it is published), by a writer of its bucket
+//!    that unlinks or replaces its successor, or by the mover of its bucket when it relocates
+//!    it. An unlinked node's `next` is never written again, so a reader standing on it walks
+//!    on to what followed it when it was unlinked (as in `RcuList`).
+//! 2. **Every node a reader reaches is published.** Nodes are initialised, then linked with a
+//!    `Release` store; readers load every link with `Acquire`.
+//! 3. **A relocated node is in the new table before it leaves the old one.** A mover holds the
+//!    old bucket's lock and moves its *tail* node `X`: it locks `X`'s new bucket, points
+//!    `X.next` at that bucket's chain, links `X` at its head (`Release`), and only then stores
+//!    null into the link that pointed at `X` in the old chain. A reader standing on `X` walks
+//!    on into the new bucket (published nodes; at worst a few keys that do not match). A
+//!    reader that reaches the old chain's end without meeting `X` has read that null store
+//!    (`Acquire`), so it also sees what happened before it: the new table installed in
+//!    `old.next` (before any move) and `X` linked in the new table. After the old table, a
+//!    lookup therefore reads `old.next` and walks the new bucket, where `X` is (or was moved
+//!    on, before, to a newer table: by induction down the chain of tables, which ends at the
+//!    current table). Hence a key present throughout a lookup is never missed; the loom model
+//!    with the busted order (unlink first) finds a lookup that misses it.
+//! 4. **A walk that began and ended on the same even state saw the chain as it is.** Each
+//!    bucket has a sequence count: under its lock a writer sets `CHANGING` before it changes
+//!    the bucket's links and, after them, clears it and bumps the version with a `Release`
+//!    store. A writer's walk reads the state first (`Acquire`) and, if `CHANGING` is set,
+//!    waits for the lock holder and reads again. If the state it read is even, every earlier
+//!    change is visible to it (the `Release` bump); if the walk then observed a later change
+//!    (an `Acquire` load of a link stored with `Release` after `CHANGING` was set), a second
+//!    read of the state sees `CHANGING` or a newer version. So a removal may conclude
+//!    "absent" without the lock when the state did not move, and a writer that locks the
+//!    bucket and finds the state it started from may use the link its unlocked walk found.
+//!    (Bumping only *before* the change is not enough: a walker could read the new version
+//!    and still the old links; two writers would then both replace one node, losing an
+//!    update and retiring the node twice. `concurrent_updates_of_one_key_lose_nothing` in
+//!    `tests/map.rs` caught exactly that.)
+//! 5. **Each key has one owning bucket.** A bucket is marked `MOVED` (under its lock, after
+//!    its chain is empty) only after `next` is installed; writers follow `MOVED` buckets to
+//!    the next table. While a bucket is not `MOVED`, every node with its hash is in its chain
+//!    (moves happen only under its lock, and a writer only inserts where the key's bucket is
+//!    not `MOVED`); once it is, they are in the next table. So a writer that holds the lock of
+//!    an unmoved bucket sees every node of its key, and two writers of one key serialize on
+//!    one lock.
+//! 6. **The old table is retired only once nothing needs it.** The mover of the last bucket
+//!    (counted with `AcqRel` increments, so it sees every other mover's links) makes the new
+//!    table current with a `Release` store and retires the old one. Walkers that start from
+//!    the new table never look at the old one; walkers that started before still hold a
+//!    guard, so the old table is freed after they leave. Nodes are not freed with it: they
+//!    live in the new table.
+//!
+//! Progress: a lookup is wait-free (a bounded walk over at most two or three tables; nothing
+//! to retry). Writers retry only when another write changed the same bucket in between.
+//!
+//! # Where user code runs
+//!
+//! `Hash` and `Eq` run in the calling thread, with no lock of the map held, inside a read-side
+//! critical section that the map opens (so they must not wait for a grace period of the map's
+//! domain; a `synchronize` there panics, as always inside a guard). The closures of
+//! [`update`](RcuHashMap::update) and [`retain`](RcuHashMap::retain) run the same way;
+//! `update`'s may run more than once when another writer changes the bucket in between (like
+//! `AtomicU64::fetch_update`). Removed and replaced entries are retired after the map's
+//! critical section ends, so their `Drop` runs where [retired objects run](crate::callbacks::invoke).
+//!
+//! # `Send` and `Sync`
+//!
+//! `RcuHashMap<K, V, S, D>` is `Sync` when `K` and `V` are `Send + Sync` (readers on many
+//! threads share `&K` and `&V`; entries inserted on one thread are dropped on another), `S`
+//! is `Sync` and `D` is `Sync`; it is `Send` when `K`, `V`, `S` and `D` are `Send`.
+//!
+//! # Thread exit and `fork()`
+//!
+//! The map keeps no per-thread state. Its bucket locks are held only for a few pointer
+//! stores; a child forked while another thread held one would wait on it forever, as with any
+//! mutex: do not fork while other threads write the map.
+//!
+//! [`RcuList`]: crate::RcuList
+
+mod iter;
+pub(crate) mod table;
+
+pub use iter::{IntoIter, Iter, IterMut};
+
+use crate::domain_ref::{self, DomainRef};
+use crate::sync::AtomicPtr;
+use crate::{Error, Guard, Rcu};
+use std::borrow::Borrow;
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use table::{Moved, Node, Table};
+
+/// Buckets each write moves while a resize is under way.
+const HELP_BUDGET: usize = 8;
+/// The smallest table.
+const MIN_BUCKETS: usize = 16;
+/// The largest table: 2^40 buckets, far beyond any memory.
+const MAX_BUCKETS: usize = 1 << 40;
+
+/// A concurrent hash map whose readers take no lock; see the [module docs](self).
+pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
+    root: AtomicPtr<Table<K, V>>,
+    len: AtomicUsize,
+    hasher: S,
+    domain: D,
+    policy: Policy,
+    _owns: PhantomData<Box<Node<K, V>>>,
+}
+
+/// When to resize.
+#[derive(Clone, Copy, Debug)]
+struct Policy {
+    max_load: f32,
+    min_load: f32,
+    min_buckets: usize,
+    busted_drop_values_at_once: bool,
+}
+
+// SAFETY: readers on any thread share `&K`/`&V` (need `Sync`); entries inserted on one thread
+// are dropped on another after a grace period (need `Send`); the hasher is used by every
+// thread through `&S`, the handle through `&D`.
+unsafe impl<K: Send + Sync, V: Send + Sync, S: Sync, D: DomainRef + Sync> Sync
+    for RcuHashMap<K, V, S, D>
+{
+}
+// SAFETY: moving the map moves ownership of its entries, hasher and handle; no thread-affine
+// state is kept.
+unsafe impl<K: Send, V: Send, S: Send, D: DomainRef + Send> Send for RcuHashMap<K, V, S, D> {}
+
+impl<K, V> RcuHashMap<K, V> {
+    /// An empty map on the global domain with the standard hasher.
+    pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// An empty map on the global domain with room for `capacity` entries before it grows; it
+    /// never shrinks below that room.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::with_capacity_and_hasher(capacity, RandomState::new())
+    }
+}
+
+impl<K, V> Default for RcuHashMap<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K, V, S> RcuHashMap<K, V, S> {
+    /// An empty map on the global domain that hashes with `hasher`.
+    pub fn with_hasher(hasher: S) -> Self {
+        Self::with_capacity_and_hasher(0, hasher)
+    }
+
+    /// An empty map on the global domain with room for `capacity` entries, hashing with
+    /// `hasher`.
+    pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
+        MapBuilder::new()
+            .capacity(capacity)
+            .hasher(hasher)
+            .build()
+            .expect("default load factors are valid")
+    }
+}
+
+impl<K, V, D: DomainRef> RcuHashMap<K, V, RandomState, D> {
+    /// An empty map protected by `domain` (`&Rcu`, `&'static Rcu` or `Arc<Rcu>`).
+    pub fn with_domain(domain: D) -> Self {
+        MapBuilder::new()
+            .domain(domain)
+            .build()
+            .expect("default load factors are valid")
+    }
+}
+
+impl RcuHashMap<(), ()> {
+    /// A builder for the less common settings: capacity, hasher, domain and load factors.
+    pub fn builder() -> MapBuilder {
+        MapBuilder::new()
+    }
+}
+
+impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
+    /// The domain whose guards protect this map's readers.
+    pub fn domain(&self) -> &Rcu {
+        self.domain.rcu()
+    }
+
+    /// The number of entries (exact when no write is under way).
+    pub fn len(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
+    /// Whether the map has no entries (exact when no write is under way).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The number of buckets of the current table (the newest one while a resize is under
+    /// way): the map grows when `len()` passes `max_load_factor` times this.
+    pub fn capacity(&self) -> usize {
+        let guard = self.domain().read();
+        // SAFETY: the guard keeps the current table and its successors alive.
+        let mut table = unsafe { &*self.root.load(Acquire) };
+        loop {
+            let next = table.next.load(Acquire);
+            if next.is_null() {
+                break;
+            }
+            // SAFETY: as above.
+            table = unsafe { &*next };
+        }
+        let buckets = table.len();
+        drop(guard);
+        buckets
+    }
+
+    /// The current table, for a walk that the caller's guard (of this domain) protects.
+    fn table<'g>(&'g self, guard: &'g Guard<'_>) -> &'g Table<K, V> {
+        domain_ref::check_guard("RcuHashMap", guard, self.domain.rcu());
+        // SAFETY: the root is never null; tables are retired only after they stop being the
+        // root, and the guard (of this domain, held by this thread) holds that grace period
+        // back for 'g (claim 6).
+        unsafe { &*self.root.load(Acquire) }
+    }
+
+    /// The entry for `key`, valid while both `guard` and the map are borrowed. Lock-free: a
+    /// walk of one chain (two while a resize is under way and the key is absent or moved).
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's.
+    #[inline]
+    #[track_caller]
+    pub fn get_key_value<'g, Q>(&'g self, key: &Q, guard: &'g Guard<'_>) -> Option<(&'g K, &'g V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        S: BuildHasher,
+    {
+        let table = self.table(guard);
+        let hash = self.hasher.hash_one(key);
+        // SAFETY: `table` and what it reaches are protected by `guard` for 'g.
+        unsafe { table::find(table, hash, |k| k.borrow() == key) }.map(|n| (&n.key, &n.value))
+    }
+
+    /// The value for `key`, valid while both `guard` and the map are borrowed; see
+    /// [`get_key_value`](Self::get_key_value).
+    #[inline]
+    #[track_caller]
+    pub fn get<'g, Q>(&'g self, key: &Q, guard: &'g Guard<'_>) -> Option<&'g V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        S: BuildHasher,
+    {
+        self.get_key_value(key, guard).map(|(_, v)| v)
+    }
+
+    /// Whether the map holds `key`.
+    #[inline]
+    #[track_caller]
+    pub fn contains_key<Q>(&self, key: &Q, guard: &Guard<'_>) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        S: BuildHasher,
+    {
+        self.get_key_value(key, guard).is_some()
+    }
+
+    /// The entries, in no particular order, valid while both `guard` and the map are
+    /// borrowed. Each entry present throughout the iteration is yielded exactly once, also
+    /// across resizes (see [`Iter`]); an entry replaced meanwhile may appear with its old
+    /// value, its new one, or both.
+    #[track_caller]
+    pub fn iter<'g>(&'g self, guard: &'g Guard<'_>) -> Iter<'g, K, V> {
+        let table = self.table(guard);
+        // SAFETY: protected by `guard` for 'g.
+        unsafe { Iter::new(table) }
+    }
+
+    /// The value for `key`, mutably: with `&mut self` no reader or writer can be running.
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        S: BuildHasher,
+    {
+        let hash = self.hasher.hash_one(key);
+        let root = self.root.load(Relaxed);
+        // SAFETY: exclusive access: the tables and nodes are the map's alone for the borrow.
+        let node = unsafe { table::find(&*root, hash, |k| k.borrow() == key) }?;
+        let node = node as *const Node<K, V> as *mut Node<K, V>;
+        // SAFETY: as above; the node is owned by the map, which is mutably borrowed.
+        Some(unsafe { &mut (*node).value })
+    }
+
+    /// The entries with mutable values (`&mut self`: nothing else runs).
+    pub fn iter_mut(&mut self) -> IterMut<'_, K, V> {
+        // SAFETY: exclusive access for the iterator's lifetime.
+        let nodes = unsafe { iter::exclusive_nodes(self.root.load(Relaxed)) };
+        IterMut {
+            nodes: nodes.into_iter(),
+            _map: PhantomData,
+        }
+    }
+
+    fn help_resize(&self, table: &Table<K, V>) -> Option<*mut Table<K, V>> {
+        // SAFETY: the caller holds a guard of the domain, which protects `table`, and `table`
+        // was loaded from the root.
+        match unsafe {
+            table::help_move(
+                &self.root,
+                table,
+                HELP_BUDGET,
+                false,
+            )
+        } {
+            Moved::Finished(old) => Some(old),
+            Moved::Some | Moved::Nothing => None,
+        }
+    }
+
+    /// After a bulk change (`retain`, `clear`): start the resize the load factor asks for and
+    /// help until no bucket is left to move, returning the tables to retire.
+    fn resize_now(&self, guard: &Guard<'_>) -> Vec<*mut Table<K, V>> {
+        let mut finished = Vec::new();
+        loop {
+            let table = self.table(guard);
+            self.maybe_start_resize(table);
+            // SAFETY: as in `help_resize`.
+            match unsafe { table::help_move(&self.root, table, usize::MAX, false) } {
+                Moved::Finished(old) => finished.push(old),
+                Moved::Some | Moved::Nothing => return finished,
+            }
+        }
+    }
+
+    /// Start a resize if the load factor says so and none is under way.
+    fn maybe_start_resize(&self, table: &Table<K, V>) {
+        if !table.next.load(Acquire).is_null() {
+            return;
+        }
+        let len = self.len();
+        let buckets = table.len();
+        let Policy {
+            max_load, min_load, ..
+        } = self.policy;
+        let target = if len as f64 > buckets as f64 * max_load as f64 && buckets < MAX_BUCKETS {
+            buckets * 2
+        } else if (len as f64) < buckets as f64 * min_load as f64
+            && buckets > self.policy.min_buckets
+        {
+            let mid = (max_load + min_load) as f64 / 2.0;
+            let wanted = ((len as f64 / mid) as usize).next_power_of_two();
+            wanted.clamp(self.policy.min_buckets, buckets / 2)
+        } else {
+            return;
+        };
+        let new = Box::into_raw(Table::new(target));
+        if table
+            .next
+            .compare_exchange(ptr::null_mut(), new, AcqRel, Acquire)
+            .is_err()
+        {
+            // SAFETY: ours, never published.
+            drop(unsafe { Box::from_raw(new) });
+        }
+    }
+
+    /// Retire what a write unlinked, after its critical section ended.
+    fn retire(&self, nodes: impl IntoIterator<Item = *mut Node<K, V>>, table: Option<*mut Table<K, V>>)
+    where
+        K: Send + 'static,
+        V: Send + 'static,
+    {
+        let rcu = self.domain.rcu();
+        for node in nodes {
+            if self.policy.busted_drop_values_at_once {
+                // SAFETY: unlinked and owned (the busted knob's contract covers readers).
+                unsafe { rcu.retire_raw(table::drop_value_now(node)) };
+            } else {
+                // SAFETY: `node` was unlinked under its bucket's lock, so new readers cannot
+                // reach it, and is retired exactly once.
+                unsafe { rcu.retire_raw(node) };
+            }
+        }
+        if let Some(old) = table {
+            // SAFETY: the old table stopped being the root (claim 6) and is retired once; its
+            // drop frees only its arrays.
+            unsafe { rcu.retire_raw(old) };
+        }
+    }
+}
+
+impl<K, V, S, D> RcuHashMap<K, V, S, D>
+where
+    K: Hash + Eq + Send + 'static,
+    V: Send + 'static,
+    S: BuildHasher,
+    D: DomainRef,
+{
+    /// Insert `value` for `key`. Returns `true` when it replaced a value, which is retired (the
+    /// old entry, key included, is dropped after a grace period).
+    pub fn insert(&self, key: K, value: V) -> bool {
+        let hash = self.hasher.hash_one(&key);
+        let node = OwnedNode(Node::new(hash, key, value));
+        let (replaced, finished) = {
+            let guard = self.domain().read();
+            let mut table = self.table(&guard);
+            let replaced = loop {
+                // SAFETY: the node is ours until linked; nodes and tables are protected by the
+                // guard.
+                let key = unsafe { &(*node.0).key };
+                let spot = unsafe { table::locate(table, hash, &mut |k| k == key) };
+                let Some(locked) = spot.lock() else {
+                    table = self.table(&guard);
+                    continue;
+                };
+                let node = node.publish();
+                if spot.found.is_null() {
+                    // SAFETY: validated lock; `node` is unpublished with this hash.
+                    unsafe { locked.link_first(node) };
+                    self.len.fetch_add(1, Relaxed);
+                    break None;
+                }
+                // SAFETY: as above, and the spot found the old node.
+                break Some(unsafe { locked.replace(node) });
+            };
+            if replaced.is_none() {
+                self.maybe_start_resize(table);
+            }
+            (replaced, self.help_resize(self.table(&guard)))
+        };
+        let was_replace = replaced.is_some();
+        self.retire(replaced, finished);
+        was_replace
+    }
+
+    /// Remove `key`. Returns `true` when it was present; the entry is retired.
+    pub fn remove<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        let (removed, finished) = {
+            let guard = self.domain().read();
+            let removed = loop {
+                let table = self.table(&guard);
+                // SAFETY: protected by the guard.
+                let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
+                if spot.found.is_null() {
+                    if spot.unchanged() {
+                        break None; // claim 4: absent
+                    }
+                    continue;
+                }
+                let Some(locked) = spot.lock() else { continue };
+                // SAFETY: validated lock, and the spot found a node.
+                break Some(unsafe { locked.unlink() });
+            };
+            if removed.is_none() {
+                return false;
+            }
+            self.len.fetch_sub(1, Relaxed);
+            self.maybe_start_resize(self.table(&guard));
+            (removed, self.help_resize(self.table(&guard)))
+        };
+        self.retire(removed, finished);
+        true
+    }
+
+    /// Copy-update the value of `key`: publish `f(&old)` in its place and retire the old
+    /// entry. Returns `false` (and does not call `f`) when the key is absent. `f` runs with no
+    /// lock held and may run more than once if another writer changes the key's bucket in
+    /// between, with the newest value each time.
+    pub fn update<Q, F>(&self, key: &Q, mut f: F) -> bool
+    where
+        K: Borrow<Q> + Clone,
+        Q: Hash + Eq + ?Sized,
+        F: FnMut(&V) -> V,
+    {
+        let hash = self.hasher.hash_one(key);
+        loop {
+            let guard = self.domain().read();
+            let table = self.table(&guard);
+            // SAFETY: protected by the guard.
+            let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
+            if spot.found.is_null() {
+                if spot.unchanged() {
+                    return false;
+                }
+                continue;
+            }
+            // SAFETY: the found node is protected by the guard.
+            let old = unsafe { &*spot.found };
+            let node = OwnedNode(Node::new(hash, old.key.clone(), f(&old.value)));
+            let Some(locked) = spot.lock() else {
+                drop(guard);
+                drop(node); // outside the lock and the critical section
+                continue;
+            };
+            // SAFETY: validated lock; the spot found the old node; ours is unpublished.
+            let replaced = unsafe { locked.replace(node.publish()) };
+            drop(locked);
+            let finished = self.help_resize(self.table(&guard));
+            drop(guard);
+            self.retire([replaced], finished);
+            return true;
+        }
+    }
+
+    /// Remove every entry for which `keep` returns `false`; returns how many were removed.
+    /// `keep` runs with no lock held; entries inserted meanwhile may or may not be visited.
+    pub fn retain<F>(&self, mut keep: F) -> usize
+    where
+        F: FnMut(&K, &V) -> bool,
+    {
+        let mut removed = Vec::new();
+        let finished = {
+            let guard = self.domain().read();
+            let mut iter = self.iter(&guard);
+            while let Some(node) = iter.next_node() {
+                if keep(&node.key, &node.value) {
+                    continue;
+                }
+                // SAFETY: protected by the guard; `node.hash` is the node's own hash.
+                if let Some(n) = unsafe { table::unlink_exact(self.table(&guard), node.hash, node) }
+                {
+                    removed.push(n);
+                    self.len.fetch_sub(1, Relaxed);
+                }
+            }
+            self.resize_now(&guard)
+        };
+        let count = removed.len();
+        self.retire(removed, None);
+        for old in finished {
+            self.retire([], Some(old));
+        }
+        count
+    }
+
+    /// Remove every entry (each is retired).
+    pub fn clear(&self) {
+        let mut removed = Vec::new();
+        let finished = {
+            let guard = self.domain().read();
+            let mut table: *const Table<K, V> = self.table(&guard);
+            while !table.is_null() {
+                // SAFETY: protected by the guard.
+                let t = unsafe { &*table };
+                // SAFETY: as above.
+                unsafe { table::detach_all(t, &mut removed) };
+                table = t.next.load(Acquire);
+            }
+            self.len.fetch_sub(removed.len(), Relaxed);
+            self.resize_now(&guard)
+        };
+        self.retire(removed, None);
+        for old in finished {
+            self.retire([], Some(old));
+        }
+    }
+}
+
+impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; nodes
+        // retired earlier are owned by the domain, not reachable from here.
+        unsafe { table::free_all(self.root.load(Relaxed)) };
+    }
+}
+
+impl<K, V, S, D: DomainRef> IntoIterator for RcuHashMap<K, V, S, D> {
+    type Item = (K, V);
+    type IntoIter = IntoIter<K, V>;
+
+    fn into_iter(self) -> IntoIter<K, V> {
+        let root = self.root.load(Relaxed);
+        // SAFETY: we own the map; each node is collected once and then owned by the
+        // iterator; the tables are freed here and the map is forgotten (no double free).
+        let nodes = unsafe { iter::exclusive_nodes(root) };
+        let boxes = nodes
+            .into_iter()
+            .map(|p| unsafe { Box::from_raw(p) })
+            .collect::<Vec<_>>();
+        let mut table = root;
+        while !table.is_null() {
+            // SAFETY: owned tables, freed once; their drop frees only arrays.
+            let t = unsafe { Box::from_raw(table) };
+            table = t.next.load(Relaxed);
+        }
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the hasher and the handle are moved out exactly once, here, and dropped;
+        // the map itself is never dropped (ManuallyDrop).
+        drop(unsafe { (ptr::read(&this.hasher), ptr::read(&this.domain)) });
+        IntoIter {
+            nodes: boxes.into_iter(),
+        }
+    }
+}
+
+impl<'a, K, V, S, D: DomainRef> IntoIterator for &'a mut RcuHashMap<K, V, S, D> {
+    type Item = (&'a K, &'a mut V);
+    type IntoIter = IterMut<'a, K, V>;
+
+    fn into_iter(self) -> IterMut<'a, K, V> {
+        self.iter_mut()
+    }
+}
+
+impl<K, V, S, D> fmt::Debug for RcuHashMap<K, V, S, D>
+where
+    K: fmt::Debug,
+    V: fmt::Debug,
+    D: DomainRef,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let guard = self.domain().read();
+        f.debug_map().entries(self.iter(&guard)).finish()
+    }
+}
+
+impl<K, V, S> FromIterator<(K, V)> for RcuHashMap<K, V, S>
+where
+    K: Hash + Eq + Send + 'static,
+    V: Send + 'static,
+    S: BuildHasher + Default,
+{
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let map = RcuHashMap::with_hasher(S::default());
+        for (k, v) in iter {
+            map.insert(k, v);
+        }
+        map
+    }
+}
+
+/// A node that is ours until published; freed if we unwind first.
+struct OwnedNode<K, V>(*mut Node<K, V>);
+
+impl<K, V> OwnedNode<K, V> {
+    fn publish(self) -> *mut Node<K, V> {
+        let node = self.0;
+        std::mem::forget(self);
+        node
+    }
+}
+
+impl<K, V> Drop for OwnedNode<K, V> {
+    fn drop(&mut self) {
+        // SAFETY: never published (publish forgets the guard), so ours alone.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+/// Settings for an [`RcuHashMap`]; from [`RcuHashMap::builder`].
+#[derive(Debug)]
+pub struct MapBuilder<S = RandomState, D = &'static Rcu> {
+    capacity: usize,
+    hasher: S,
+    domain: D,
+    max_load: f32,
+    min_load: f32,
+    busted: bool,
+}
+
+impl MapBuilder {
+    fn new() -> Self {
+        MapBuilder {
+            capacity: 0,
+            hasher: RandomState::new(),
+            domain: Rcu::global(),
+            max_load: 0.75,
+            min_load: 0.3,
+            busted: false,
+        }
+    }
+}
+
+impl<S, D> MapBuilder<S, D> {
+    /// Room for `capacity` entries before the first resize; the map never shrinks below it.
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// The hasher (default: the standard `RandomState`).
+    pub fn hasher<T>(self, hasher: T) -> MapBuilder<T, D> {
+        MapBuilder {
+            capacity: self.capacity,
+            hasher,
+            domain: self.domain,
+            max_load: self.max_load,
+            min_load: self.min_load,
+            busted: self.busted,
+        }
+    }
+
+    /// The domain (default: [`Rcu::global`]).
+    pub fn domain<E: DomainRef>(self, domain: E) -> MapBuilder<S, E> {
+        MapBuilder {
+            capacity: self.capacity,
+            hasher: self.hasher,
+            domain,
+            max_load: self.max_load,
+            min_load: self.min_load,
+            busted: self.busted,
+        }
+    }
+
+    /// Grow when entries exceed this many per bucket (default 0.75; 0.1 to 16).
+    pub fn max_load_factor(mut self, load: f32) -> Self {
+        self.max_load = load;
+        self
+    }
+
+    /// Shrink when entries fall below this many per bucket (default 0.3; 0 disables
+    /// shrinking; below half the maximum).
+    pub fn min_load_factor(mut self, load: f32) -> Self {
+        self.min_load = load;
+        self
+    }
+
+    /// Testing knob for the torture's self-test: removed and replaced values are dropped at
+    /// once on the writing thread, while readers may still hold them (their nodes are still
+    /// freed after a grace period, so the bytes stay readable).
+    ///
+    /// # Safety
+    ///
+    /// Unsound by design: readers can observe dropped values. Only for values whose `Drop`
+    /// leaves them readable (handles into a pool), to show that a checker notices.
+    #[doc(hidden)]
+    pub unsafe fn __busted_drop_values_at_once(mut self) -> Self {
+        self.busted = true;
+        self
+    }
+
+    /// Build the map.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSetting`] for load factors out of range.
+    pub fn build<K, V>(self) -> Result<RcuHashMap<K, V, S, D>, Error>
+    where
+        D: DomainRef,
+    {
+        if !(0.1..=16.0).contains(&self.max_load) {
+            return Err(Error::invalid(
+                "max_load_factor",
+                format!("{} is outside 0.1..=16", self.max_load),
+            ));
+        }
+        if !(self.min_load >= 0.0 && self.min_load < self.max_load / 2.0) {
+            return Err(Error::invalid(
+                "min_load_factor",
+                format!(
+                    "{} must be at least 0 and below half the maximum ({})",
+                    self.min_load, self.max_load
+                ),
+            ));
+        }
+        let wanted = (self.capacity as f64 / self.max_load as f64).ceil() as usize;
+        let buckets = wanted
+            .checked_next_power_of_two()
+            .unwrap_or(MAX_BUCKETS)
+            .clamp(MIN_BUCKETS, MAX_BUCKETS);
+        Ok(RcuHashMap {
+            root: AtomicPtr::new(Box::into_raw(Table::new(buckets))),
+            len: AtomicUsize::new(0),
+            hasher: self.hasher,
+            domain: self.domain,
+            policy: Policy {
+                max_load: self.max_load,
+                min_load: self.min_load,
+                min_buckets: buckets,
+                busted_drop_values_at_once: self.busted,
+            },
+            _owns: PhantomData,
+        })
+    }
+}

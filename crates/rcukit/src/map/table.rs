@@ -1,0 +1,532 @@
+//! The bucket tables of [`RcuHashMap`](super::RcuHashMap) and every operation on them that
+//! changes links: lookup walks, the writers' locate–lock–validate step, linking and
+//! unlinking. The essay in [the module docs](super) says why each step is correct; the
+//! comments here point at its numbered claims.
+//!
+//! Nothing in this file knows about grace periods. Every function that reads nodes or tables
+//! is `unsafe` with the same contract: the caller keeps whatever it may reach alive (the map
+//! holds a read-side critical section of its domain; the loom models simply never free before
+//! the end of the model), and the caller takes ownership of every node or table a function
+//! hands back as unlinked (the map retires them).
+
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex};
+use std::mem::ManuallyDrop;
+use std::ptr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+
+/// One entry. Immutable once published except for `next`, which only the holder of the lock
+/// of the bucket whose chain contains the node changes (claim 1 of the essay).
+#[repr(C)]
+pub(crate) struct Node<K, V> {
+    pub(crate) hash: u64,
+    pub(crate) next: AtomicPtr<Node<K, V>>,
+    pub(crate) key: K,
+    pub(crate) value: V,
+}
+
+/// [`Node`] with its value already dropped: what the busted testing knob retires. Same
+/// layout (`repr(C)`, and `ManuallyDrop<V>` is `repr(transparent)`).
+#[repr(C)]
+pub(crate) struct Shell<K, V> {
+    hash: u64,
+    next: AtomicPtr<Node<K, V>>,
+    key: K,
+    value: ManuallyDrop<V>,
+}
+
+impl<K, V> Node<K, V> {
+    pub(crate) fn new(hash: u64, key: K, value: V) -> *mut Node<K, V> {
+        Box::into_raw(Box::new(Node {
+            hash,
+            next: AtomicPtr::new(ptr::null_mut()),
+            key,
+            value,
+        }))
+    }
+}
+
+/// Bit of [`Bucket::state`]: every node of this bucket now lives in the next table.
+const MOVED: u64 = 1;
+/// Bit of [`Bucket::state`]: the lock holder is changing the bucket's links.
+const CHANGING: u64 = 2;
+/// The version lives above the two flag bits.
+const VERSION: u64 = 4;
+
+/// A bucket's writer side: its lock and its state word (version and `MOVED`). The chain head
+/// lives apart, in [`Table::heads`], so that lookups touch 8 bytes per bucket.
+pub(crate) struct Bucket {
+    /// `version * 4 | CHANGING | MOVED`, a sequence count: under the lock, `CHANGING` is set
+    /// before the bucket's links change and cleared, with the version bumped, after (claim 4).
+    state: AtomicU64,
+    lock: Mutex<()>,
+}
+
+impl Bucket {
+    fn new() -> Self {
+        Bucket {
+            state: AtomicU64::new(0),
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// Change this bucket's links in `change`, announced in the state word (claim 4). Caller
+    /// holds the lock. The `Relaxed` store of `CHANGING` is ordered before the changes by
+    /// their own `Release` stores; the version bump is a `Release` store after them.
+    fn change<R>(&self, change: impl FnOnce() -> R) -> R {
+        let state = self.state.load(Relaxed);
+        self.state.store(state | CHANGING, Relaxed);
+        let result = change();
+        self.state
+            .store((state & !CHANGING).wrapping_add(VERSION), Release);
+        result
+    }
+
+    /// Wait until the lock holder finished changing the bucket.
+    fn wait_for_change(&self) {
+        drop(self.lock.lock());
+    }
+}
+
+/// One bucket array, and, while a resize is under way, the link to its successor.
+pub(crate) struct Table<K, V> {
+    mask: usize,
+    pub(crate) heads: Box<[AtomicPtr<Node<K, V>>]>,
+    buckets: Box<[Bucket]>,
+    /// The table this one is being moved into (null when no resize is under way). Set once,
+    /// before any bucket is moved (claim 3).
+    pub(crate) next: AtomicPtr<Table<K, V>>,
+    /// Buckets handed to movers so far (may run past `len`).
+    claimed: AtomicUsize,
+    /// Buckets whose move has finished.
+    finished: AtomicUsize,
+}
+
+impl<K, V> Table<K, V> {
+    /// A table of `buckets` buckets (a power of two).
+    pub(crate) fn new(buckets: usize) -> Box<Self> {
+        debug_assert!(buckets.is_power_of_two());
+        Box::new(Table {
+            mask: buckets - 1,
+            heads: (0..buckets)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
+            buckets: (0..buckets).map(|_| Bucket::new()).collect(),
+            next: AtomicPtr::new(ptr::null_mut()),
+            claimed: AtomicUsize::new(0),
+            finished: AtomicUsize::new(0),
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.mask + 1
+    }
+
+    #[inline(always)]
+    pub(crate) fn index(&self, hash: u64) -> usize {
+        hash as usize & self.mask
+    }
+
+    /// The buckets of `next` that can hold nodes of bucket `i` of this table: with
+    /// power-of-two sizes, `i, i + len, i + 2 len, ...` when `next` is larger, `i & next.mask`
+    /// when it is smaller.
+    pub(crate) fn covering(&self, i: usize, next: &Table<K, V>) -> impl Iterator<Item = usize> {
+        let (first, step, count) = if next.len() >= self.len() {
+            (i, self.len(), next.len() / self.len())
+        } else {
+            (i & next.mask, 0, 1)
+        };
+        (0..count).map(move |k| first + k * step)
+    }
+}
+
+/// Find the first node with `hash` whose key `matches`, looking in `table` and then in each
+/// table it is being moved into (claim 3: a node missed in one table is in the next).
+///
+/// # Safety
+///
+/// `table` and everything reachable from it stays alive for `'a`.
+#[inline]
+#[allow(clippy::needless_lifetimes)] // 'a is the contract's subject: keep it visible
+pub(crate) unsafe fn find<'a, K, V>(
+    mut table: &'a Table<K, V>,
+    hash: u64,
+    mut matches: impl FnMut(&K) -> bool,
+) -> Option<&'a Node<K, V>> {
+    loop {
+        let mut p = table.heads[table.index(hash)].load(Acquire);
+        while !p.is_null() {
+            // SAFETY: non-null links point at published nodes (Acquire load, claim 2), alive
+            // for 'a by the caller's contract.
+            let node = unsafe { &*p };
+            if node.hash == hash && matches(&node.key) {
+                return Some(node);
+            }
+            p = node.next.load(Acquire);
+        }
+        let next = table.next.load(Acquire);
+        if next.is_null() {
+            return None;
+        }
+        // SAFETY: a successor table is alive as long as its predecessor is reachable.
+        table = unsafe { &*next };
+    }
+}
+
+/// Where a key is (or would be inserted): the bucket that owns the hash, the state it had when
+/// the walk began, and the link that points at the matching node.
+pub(crate) struct Spot<K, V> {
+    table: *const Table<K, V>,
+    index: usize,
+    state: u64,
+    link: *const AtomicPtr<Node<K, V>>,
+    pub(crate) found: *mut Node<K, V>,
+}
+
+impl<K, V> Spot<K, V> {
+    fn bucket(&self) -> &Bucket {
+        // SAFETY: `table` was reached by `locate`, whose caller keeps it alive while the spot
+        // is used (same contract).
+        unsafe { &(&*self.table).buckets[self.index] }
+    }
+
+    fn head(&self) -> &AtomicPtr<Node<K, V>> {
+        // SAFETY: as in `bucket`.
+        unsafe { &(&*self.table).heads[self.index] }
+    }
+
+    /// Whether the bucket is unchanged since the walk began: then the walk saw its chain as it
+    /// still is, and a key it did not find is absent (claim 4). No lock needed.
+    pub(crate) fn unchanged(&self) -> bool {
+        self.bucket().state.load(Acquire) == self.state
+    }
+}
+
+/// The locked bucket of a [`Spot`] that was validated: its chain is exactly what the walk saw.
+pub(crate) struct Locked<'s, K, V> {
+    spot: &'s Spot<K, V>,
+    _lock: crate::sync::MutexGuard<'s, ()>,
+}
+
+impl<K, V> Spot<K, V> {
+    /// Lock the bucket and check nothing changed since the walk; `None` means walk again.
+    pub(crate) fn lock(&self) -> Option<Locked<'_, K, V>> {
+        let bucket = self.bucket();
+        let lock = bucket.lock.lock();
+        (bucket.state.load(Relaxed) == self.state).then_some(Locked {
+            spot: self,
+            _lock: lock,
+        })
+    }
+}
+
+impl<K, V> Locked<'_, K, V> {
+    /// Put `node` at the head of the bucket.
+    ///
+    /// # Safety
+    ///
+    /// `node` is an unpublished node from [`Node::new`] with the bucket's hash.
+    pub(crate) unsafe fn link_first(&self, node: *mut Node<K, V>) {
+        let head = self.spot.head();
+        self.spot.bucket().change(|| {
+            // SAFETY: `node` is not yet published, so this thread has it to itself.
+            unsafe { (*node).next.store(head.load(Relaxed), Relaxed) };
+            head.store(node, Release);
+        });
+    }
+
+    /// Put `node` in place of the found node, which is returned unlinked.
+    ///
+    /// # Safety
+    ///
+    /// As for [`link_first`](Self::link_first), and the spot found a node.
+    pub(crate) unsafe fn replace(&self, node: *mut Node<K, V>) -> *mut Node<K, V> {
+        let old = self.spot.found;
+        self.spot.bucket().change(|| {
+            // SAFETY: the bucket is locked and validated, so `old` is still in its chain and
+            // its `next` changes only under this lock (claim 1); `node` is ours alone.
+            unsafe { (*node).next.store((*old).next.load(Relaxed), Relaxed) };
+            // SAFETY: the validated walk found `old` behind `link`, which is unchanged.
+            unsafe { (*self.spot.link).store(node, Release) };
+        });
+        old
+    }
+
+    /// Unlink the found node and return it. Its own `next` is left alone (claim 1).
+    ///
+    /// # Safety
+    ///
+    /// The spot found a node.
+    pub(crate) unsafe fn unlink(&self) -> *mut Node<K, V> {
+        let old = self.spot.found;
+        // SAFETY: as in `replace`.
+        self.spot.bucket().change(|| unsafe {
+            (*self.spot.link).store((*old).next.load(Relaxed), Release)
+        });
+        old
+    }
+}
+
+/// The writers' walk: from `current`, follow `MOVED` buckets to the table that owns `hash`
+/// (claim 5), and find the first node whose key `matches` and the link that points at it.
+/// `matches` (user code) runs here, with no lock held.
+///
+/// # Safety
+///
+/// As for [`find`].
+pub(crate) unsafe fn locate<K, V>(
+    current: &Table<K, V>,
+    hash: u64,
+    matches: &mut impl FnMut(&K) -> bool,
+) -> Spot<K, V> {
+    let mut table = current;
+    loop {
+        let index = table.index(hash);
+        let state = table.buckets[index].state.load(Acquire);
+        if state & CHANGING != 0 {
+            table.buckets[index].wait_for_change();
+            continue;
+        }
+        if state & MOVED != 0 {
+            let next = table.next.load(Acquire);
+            debug_assert!(!next.is_null(), "a moved bucket has a next table");
+            // SAFETY: `MOVED` is set only after `next` was installed (claim 3), and the
+            // successor lives as long as its predecessor is reachable.
+            table = unsafe { &*next };
+            continue;
+        }
+        let mut link: *const AtomicPtr<Node<K, V>> = &table.heads[index];
+        loop {
+            // SAFETY: `link` is a head of a live table or the `next` of a live node.
+            let p = unsafe { (*link).load(Acquire) };
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: published node, alive by the caller's contract.
+            let node = unsafe { &*p };
+            if node.hash == hash && matches(&node.key) {
+                return Spot {
+                    table,
+                    index,
+                    state,
+                    link,
+                    found: p,
+                };
+            }
+            link = &node.next;
+        }
+        return Spot {
+            table,
+            index,
+            state,
+            link,
+            found: ptr::null_mut(),
+        };
+    }
+}
+
+/// Unlink exactly `target` (found by pointer, with no user code) if it is still in the map.
+///
+/// # Safety
+///
+/// As for [`find`]; `target` has the given hash.
+pub(crate) unsafe fn unlink_exact<K, V>(
+    current: &Table<K, V>,
+    hash: u64,
+    target: *const Node<K, V>,
+) -> Option<*mut Node<K, V>> {
+    let mut table = current;
+    loop {
+        let index = table.index(hash);
+        let bucket = &table.buckets[index];
+        let lock = bucket.lock.lock();
+        if bucket.state.load(Relaxed) & MOVED != 0 {
+            drop(lock);
+            // SAFETY: as in `locate`.
+            table = unsafe { &*table.next.load(Acquire) };
+            continue;
+        }
+        let mut link = &table.heads[index];
+        loop {
+            let p = link.load(Relaxed);
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: under the lock the chain is this bucket's own (claim 1), and alive.
+            let node = unsafe { &*p };
+            if ptr::eq(p, target) {
+                bucket.change(|| link.store(node.next.load(Relaxed), Release));
+                return Some(p);
+            }
+            link = &node.next;
+        }
+    }
+}
+
+/// Detach every chain of `table` that is still its own (not moved), returning the nodes.
+///
+/// # Safety
+///
+/// As for [`find`].
+pub(crate) unsafe fn detach_all<K, V>(table: &Table<K, V>, out: &mut Vec<*mut Node<K, V>>) {
+    for (index, bucket) in table.buckets.iter().enumerate() {
+        let _lock = bucket.lock.lock();
+        if bucket.state.load(Relaxed) & MOVED != 0 {
+            continue;
+        }
+        let head = &table.heads[index];
+        let mut p = head.load(Relaxed);
+        if p.is_null() {
+            continue;
+        }
+        bucket.change(|| head.store(ptr::null_mut(), Release));
+        while !p.is_null() {
+            out.push(p);
+            // SAFETY: detached under the lock: the chain is ours to walk (readers only read).
+            p = unsafe { (*p).next.load(Relaxed) };
+        }
+    }
+}
+
+/// What a resize step hands back.
+pub(crate) enum Moved<K, V> {
+    /// Nothing to move: no resize under way, or every bucket already claimed.
+    Nothing,
+    /// Some buckets were moved; the resize goes on.
+    Some,
+    /// This call moved the last bucket and made the new table current: the old table is
+    /// unreachable for new walkers and must be retired.
+    Finished(*mut Table<K, V>),
+}
+
+/// Move up to `budget` buckets of `old` into `old.next`. With `busted_unlink_first`, a
+/// node is unlinked from the old chain *before* it is published in the new one (the loom
+/// model's broken variant: a lookup then misses it).
+///
+/// # Safety
+///
+/// As for [`find`]; `root` is the map's current-table pointer and `old` was loaded from it.
+pub(crate) unsafe fn help_move<K, V>(
+    root: &AtomicPtr<Table<K, V>>,
+    old: &Table<K, V>,
+    budget: usize,
+    busted_unlink_first: bool,
+) -> Moved<K, V> {
+    let next = old.next.load(Acquire);
+    if next.is_null() {
+        return Moved::Nothing;
+    }
+    // SAFETY: installed and alive (caller's contract).
+    let new = unsafe { &*next };
+    let mut moved_any = false;
+    for _ in 0..budget {
+        let index = old.claimed.fetch_add(1, Relaxed);
+        if index >= old.len() {
+            break;
+        }
+        // SAFETY: forwarded; `index` was claimed by this thread alone.
+        unsafe { move_bucket(old, new, index, busted_unlink_first) };
+        moved_any = true;
+        // AcqRel: the finisher's root store must carry every mover's links (all the
+        // increments form one release sequence that the last one acquires).
+        if old.finished.fetch_add(1, AcqRel) + 1 == old.len() {
+            // Every bucket is `MOVED`: `new` holds every node. Walkers that start from `new`
+            // need nothing from `old` (claim 6).
+            root.store(next, Release);
+            return Moved::Finished(old as *const Table<K, V> as *mut Table<K, V>);
+        }
+    }
+    if moved_any {
+        Moved::Some
+    } else {
+        Moved::Nothing
+    }
+}
+
+/// Relocate every node of bucket `index` of `old` into `new`, tail first: each node is linked
+/// at the head of its new bucket, then unlinked from the old chain (claim 3), then the bucket
+/// is marked `MOVED`.
+///
+/// # Safety
+///
+/// As for [`find`]; `new` is `old.next`; this thread claimed `index`.
+unsafe fn move_bucket<K, V>(
+    old: &Table<K, V>,
+    new: &Table<K, V>,
+    index: usize,
+    busted_unlink_first: bool,
+) {
+    let bucket = &old.buckets[index];
+    let _lock = bucket.lock.lock();
+    loop {
+        // The tail and the link that points at it.
+        let mut link = &old.heads[index];
+        let mut p = link.load(Relaxed);
+        if p.is_null() {
+            break;
+        }
+        // SAFETY (both derefs): under the old bucket's lock its chain is its own and alive.
+        while !unsafe { (*p).next.load(Relaxed) }.is_null() {
+            link = unsafe { &(*p).next };
+            p = link.load(Relaxed);
+        }
+        // SAFETY: `p` is in the old chain (locked): alive.
+        let node = unsafe { &*p };
+        let target = new.index(node.hash);
+        let new_bucket = &new.buckets[target];
+        // Lock order: an old table's bucket before a newer table's (writers hold one lock).
+        let _new_lock = new_bucket.lock.lock();
+        bucket.change(|| {
+            new_bucket.change(|| {
+                if busted_unlink_first {
+                    link.store(ptr::null_mut(), Release);
+                }
+                // `p`'s successor becomes the new chain: a reader standing on `p` walks on
+                // into the new bucket, whose nodes are all published (Release), and finds
+                // nothing it would miss.
+                node.next.store(new.heads[target].load(Relaxed), Release);
+                new.heads[target].store(p, Release);
+                if !busted_unlink_first {
+                    link.store(ptr::null_mut(), Release);
+                }
+            })
+        });
+    }
+    bucket.change(|| ());
+    let state = bucket.state.load(Relaxed);
+    bucket.state.store(state | MOVED, Release);
+}
+
+/// Free every node and table reachable from `current`.
+///
+/// # Safety
+///
+/// Nobody else can reach the map any more (`&mut` access), and nothing moves concurrently.
+pub(crate) unsafe fn free_all<K, V>(current: *mut Table<K, V>) {
+    let mut nodes = Vec::new();
+    let mut table = current;
+    while !table.is_null() {
+        // SAFETY: tables reachable from the root are owned by the map.
+        let t = unsafe { Box::from_raw(table) };
+        // SAFETY: exclusive access.
+        unsafe { detach_all(&t, &mut nodes) };
+        for node in nodes.drain(..) {
+            // SAFETY: every node is in exactly one unmoved chain, detached once.
+            drop(unsafe { Box::from_raw(node) });
+        }
+        table = t.next.load(Relaxed);
+    }
+}
+
+/// Drop `node`'s value now and return the shell (same allocation) for a later free: the
+/// busted testing knob.
+///
+/// # Safety
+///
+/// `node` is unlinked and owned; nobody reads its value afterwards in a correct program (the
+/// knob exists to show that the torture notices when somebody does).
+pub(crate) unsafe fn drop_value_now<K, V>(node: *mut Node<K, V>) -> *mut Shell<K, V> {
+    // SAFETY: owned node; its value is dropped exactly once here, and the shell's
+    // `ManuallyDrop` keeps the later free from dropping it again.
+    unsafe { ptr::drop_in_place(&mut (*node).value) };
+    node.cast()
+}
