@@ -445,7 +445,10 @@ fn user_code_that_re_enters_the_map_does_not_deadlock() {
     }
     impl Drop for Reentrant {
         fn drop(&mut self) {
-            if let Some(map) = self.map.lock().unwrap().clone() {
+            // The slot's lock is released before the map is used: a drop run inside that
+            // insert may be another `Reentrant`'s.
+            let map = self.map.lock().unwrap().clone();
+            if let Some(map) = map {
                 if self.id < 1000 {
                     // Writes from inside the drop of one of its own values.
                     map.insert(

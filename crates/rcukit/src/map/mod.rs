@@ -108,13 +108,15 @@
 //!    and still the old links; two writers would then both replace one node, losing an
 //!    update and retiring the node twice. `concurrent_updates_of_one_key_lose_nothing` in
 //!    `tests/map.rs` caught exactly that.)
-//! 5. **Each key has one owning bucket.** A bucket is marked `MOVED` (under its lock, after
-//!    its chain is empty) only after `next` is installed; writers follow `MOVED` buckets to
-//!    the next table. While a bucket is not `MOVED`, every node with its hash is in its chain
-//!    (moves happen only under its lock, and a writer only inserts where the key's bucket is
-//!    not `MOVED`); once it is, they are in the next table. So a writer that holds the lock of
-//!    an unmoved bucket sees every node of its key, and two writers of one key serialize on
-//!    one lock.
+//! 5. **Each key has one owning bucket.** A mover moves a whole bucket inside *one* change
+//!    of the old bucket (claim 4): `CHANGING` is set before the first node leaves and the
+//!    store that clears it also sets `MOVED`, after `next` was installed. A writer that reads
+//!    `CHANGING` waits for the lock; one that reads `MOVED` follows `next`. So whenever a
+//!    writer reads a settled, unmoved state, every node with the bucket's hash is in its
+//!    chain (a writer only inserts where the key's bucket is not `MOVED`), and two writers of
+//!    one key serialize on one lock. (Marking the bucket only after the last node left is
+//!    not enough: a removal walking the half-moved chain under a settled version concluded
+//!    "absent" for a key that was in the new table. The loom model found that.)
 //! 6. **The old table is retired only once nothing needs it.** The mover of the last bucket
 //!    (counted with `AcqRel` increments, so it sees every other mover's links) makes the new
 //!    table current with a `Release` store and retires the old one. Walkers that start from
@@ -150,6 +152,8 @@
 //! [`RcuList`]: crate::RcuList
 
 mod iter;
+#[cfg(all(test, rcukit_loom))]
+mod loom;
 pub(crate) mod table;
 
 pub use iter::{IntoIter, Iter, IterMut};

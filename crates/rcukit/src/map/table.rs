@@ -73,11 +73,16 @@ impl Bucket {
     /// holds the lock. The `Relaxed` store of `CHANGING` is ordered before the changes by
     /// their own `Release` stores; the version bump is a `Release` store after them.
     fn change<R>(&self, change: impl FnOnce() -> R) -> R {
+        self.change_marking(0, change)
+    }
+
+    /// [`change`](Self::change), setting `flags` (`MOVED`) in the same store that ends it.
+    fn change_marking<R>(&self, flags: u64, change: impl FnOnce() -> R) -> R {
         let state = self.state.load(Relaxed);
         self.state.store(state | CHANGING, Relaxed);
         let result = change();
-        self.state
-            .store((state & !CHANGING).wrapping_add(VERSION), Release);
+        let next = (state & !CHANGING).wrapping_add(VERSION) | flags;
+        self.state.store(next, Release);
         result
     }
 
@@ -457,12 +462,14 @@ unsafe fn move_bucket<K, V>(
 ) {
     let bucket = &old.buckets[index];
     let _lock = bucket.lock.lock();
-    loop {
+    // One change of the old bucket for the whole move, ending with `MOVED` in the same
+    // store: a writer never sees a half-moved chain with a settled state (claims 4 and 5).
+    bucket.change_marking(MOVED, || loop {
         // The tail and the link that points at it.
         let mut link = &old.heads[index];
         let mut p = link.load(Relaxed);
         if p.is_null() {
-            break;
+            return;
         }
         // SAFETY (both derefs): under the old bucket's lock its chain is its own and alive.
         while !unsafe { (*p).next.load(Relaxed) }.is_null() {
@@ -475,25 +482,20 @@ unsafe fn move_bucket<K, V>(
         let new_bucket = &new.buckets[target];
         // Lock order: an old table's bucket before a newer table's (writers hold one lock).
         let _new_lock = new_bucket.lock.lock();
-        bucket.change(|| {
-            new_bucket.change(|| {
-                if busted_unlink_first {
-                    link.store(ptr::null_mut(), Release);
-                }
-                // `p`'s successor becomes the new chain: a reader standing on `p` walks on
-                // into the new bucket, whose nodes are all published (Release), and finds
-                // nothing it would miss.
-                node.next.store(new.heads[target].load(Relaxed), Release);
-                new.heads[target].store(p, Release);
-                if !busted_unlink_first {
-                    link.store(ptr::null_mut(), Release);
-                }
-            })
+        new_bucket.change(|| {
+            if busted_unlink_first {
+                link.store(ptr::null_mut(), Release);
+            }
+            // `p`'s successor becomes the new chain: a reader standing on `p` walks on into
+            // the new bucket, whose nodes are all published (Release), and finds nothing it
+            // would miss.
+            node.next.store(new.heads[target].load(Relaxed), Release);
+            new.heads[target].store(p, Release);
+            if !busted_unlink_first {
+                link.store(ptr::null_mut(), Release);
+            }
         });
-    }
-    bucket.change(|| ());
-    let state = bucket.state.load(Relaxed);
-    bucket.state.store(state | MOVED, Release);
+    });
 }
 
 /// Free every node and table reachable from `current`.

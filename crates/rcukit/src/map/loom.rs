@@ -1,0 +1,131 @@
+//! loom models of the map's tables (run with `RUSTFLAGS="--cfg rcukit_loom"`; see README):
+//! a lookup racing an insert, a removal and a resize step. The real table code runs (its
+//! atomics and locks come from `sync.rs`); reclamation is left out (unlinked nodes are freed
+//! when the model ends), since the domain's own models cover grace periods.
+
+use super::table::{self, Moved, Node, Table};
+use crate::sync::AtomicPtr;
+use loom::thread;
+use std::sync::atomic::Ordering::Acquire;
+use std::sync::{Arc, Mutex};
+
+type Root = AtomicPtr<Table<u64, u64>>;
+
+/// What the model unlinked, freed at its end.
+#[derive(Default)]
+struct Unlinked {
+    nodes: Vec<usize>,
+    tables: Vec<usize>,
+}
+
+fn current(root: &Root) -> &Table<u64, u64> {
+    // SAFETY: nothing is freed before the model ends.
+    unsafe { &*root.load(Acquire) }
+}
+
+fn insert(root: &Root, hash: u64, key: u64, value: u64) -> Option<*mut Node<u64, u64>> {
+    let node = Node::new(hash, key, value);
+    loop {
+        // SAFETY: nothing is freed before the model ends.
+        let spot = unsafe { table::locate(current(root), hash, &mut |k| *k == key) };
+        let Some(locked) = spot.lock() else { continue };
+        return if spot.found.is_null() {
+            // SAFETY: validated lock; `node` is unpublished with this hash.
+            unsafe { locked.link_first(node) };
+            None
+        } else {
+            // SAFETY: as above, and the spot found a node.
+            Some(unsafe { locked.replace(node) })
+        };
+    }
+}
+
+fn remove(root: &Root, hash: u64, key: u64) -> Option<*mut Node<u64, u64>> {
+    loop {
+        // SAFETY: nothing is freed before the model ends.
+        let spot = unsafe { table::locate(current(root), hash, &mut |k| *k == key) };
+        if spot.found.is_null() {
+            if spot.unchanged() {
+                return None;
+            }
+            continue;
+        }
+        let Some(locked) = spot.lock() else { continue };
+        // SAFETY: validated lock; the spot found a node.
+        return Some(unsafe { locked.unlink() });
+    }
+}
+
+fn lookup(root: &Root, hash: u64, key: u64) -> Option<u64> {
+    // SAFETY: nothing is freed before the model ends.
+    unsafe { table::find(current(root), hash, |k| *k == key) }.map(|n| n.value)
+}
+
+/// Keys 1 and 3 share bucket 1 of a 2-bucket table (hashes 1 and 3); a resize into 4 buckets
+/// separates them. A reader looks up key 1 (present throughout) while a mover moves the
+/// buckets and a writer removes key 3 and inserts key 5 (hash 5: bucket 1, then 1).
+fn lookup_racing_a_resize_step(busted_unlink_first: bool) {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(move || {
+        let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(2))));
+        let unlinked = Arc::new(Mutex::new(Unlinked::default()));
+        assert!(insert(&root, 3, 3, 30).is_none());
+        assert!(insert(&root, 1, 1, 10).is_none());
+        let new = Box::into_raw(Table::new(4));
+        current(&root).next.store(new, std::sync::atomic::Ordering::Release);
+
+        let reader = {
+            let root = root.clone();
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    assert_eq!(lookup(&root, 1, 1), Some(10), "a key present throughout missed");
+                }
+            })
+        };
+        let writer = {
+            let (root, unlinked) = (root.clone(), unlinked.clone());
+            thread::spawn(move || {
+                let removed = remove(&root, 3, 3).expect("key 3 was there");
+                assert!(insert(&root, 5, 5, 50).is_none());
+                unlinked.lock().unwrap().nodes.push(removed as usize);
+            })
+        };
+        let old = current(&root) as *const Table<u64, u64>;
+        // SAFETY: nothing is freed before the model ends; `old` came from the root.
+        match unsafe { table::help_move(&root, &*old, 2, busted_unlink_first) } {
+            Moved::Finished(old) => unlinked.lock().unwrap().tables.push(old as usize),
+            _ => unreachable!("two buckets, budget two: this thread finishes"),
+        }
+        reader.join().unwrap();
+        writer.join().unwrap();
+
+        assert_eq!(lookup(&root, 1, 1), Some(10));
+        assert_eq!(lookup(&root, 3, 3), None);
+        assert_eq!(lookup(&root, 5, 5), Some(50));
+        // SAFETY: the model is over: nobody else uses the map.
+        unsafe { table::free_all(root.load(Acquire)) };
+        let unlinked = unlinked.lock().unwrap();
+        for &node in &unlinked.nodes {
+            // SAFETY: unlinked once, never reachable again.
+            drop(unsafe { Box::from_raw(node as *mut Node<u64, u64>) });
+        }
+        for &table in &unlinked.tables {
+            // SAFETY: the old table, no longer the root; its nodes moved to the new one.
+            drop(unsafe { Box::from_raw(table as *mut Table<u64, u64>) });
+        }
+    });
+}
+
+#[test]
+fn loom_map_lookup_racing_insert_remove_and_a_resize_step() {
+    lookup_racing_a_resize_step(false);
+}
+
+/// The busted mover unlinks a node from the old chain before it links it into the new table:
+/// a lookup can then miss a key that is present throughout, and loom finds the interleaving.
+#[test]
+#[should_panic(expected = "a key present throughout missed")]
+fn loom_map_busted_move_order_is_caught() {
+    lookup_racing_a_resize_step(true);
+}
