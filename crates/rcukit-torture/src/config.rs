@@ -19,6 +19,13 @@ pub enum FlavorName {
     /// An `rcukit::Rcu` domain whose `barrier()` returns at once: the run must fail (the
     /// barrier checks' self-test).
     BustedBarrier,
+    /// The `rcu` run plus an `rcukit::RcuHashMap` on the same domain: map writers replace,
+    /// insert and remove keys and push the table through grow/shrink cycles, readers look keys
+    /// up and check the values' ages (see [`crate::map`]).
+    Map,
+    /// The `map` run with a map that drops removed values at once instead of after a grace
+    /// period: the run must fail (the map checks' self-test).
+    BustedMap,
 }
 
 impl FlavorName {
@@ -30,6 +37,8 @@ impl FlavorName {
             FlavorName::Recseq => "recseq",
             FlavorName::Busted => "busted",
             FlavorName::BustedBarrier => "busted-barrier",
+            FlavorName::Map => "map",
+            FlavorName::BustedMap => "busted-map",
         }
     }
 }
@@ -159,12 +168,13 @@ pub struct TortureArgs {
     /// How long to torture (30s, 2m, 1500ms, ...).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Implementation under test; `busted` must FAIL (it proves the checker works).
-    /// `recseq` has only the `sync` update path (the others are skipped).
+    /// Implementation under test; `busted`, `busted-barrier` and `busted-map` must FAIL (they
+    /// prove the checker works). `recseq` has only the `sync` update path (the others are
+    /// skipped). `map` is the `rcu` run plus an `RcuHashMap` on the same domain.
     #[arg(long, value_enum, default_value_t = FlavorName::Rcu)]
     pub flavor: FlavorName,
-    /// Barrier pair of the domain [default: rcu: membarrier where the kernel has it, else
-    /// seqcst; recseq: seqcst]. qsbr always uses seqcst.
+    /// Barrier pair of the domain [default: rcu and map: membarrier where the kernel has it,
+    /// else seqcst; recseq: seqcst]. qsbr always uses seqcst.
     #[arg(long, value_enum)]
     pub fence: Option<FenceArg>,
     /// Reader threads [default: number of CPUs, at least 2].

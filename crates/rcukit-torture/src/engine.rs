@@ -2,8 +2,8 @@
 //!
 //! # Threads
 //!
-//! One writer, `updaters` updaters, `readers` reader slots and, with faults on, one fault
-//! injector. The calling thread supervises: it respawns readers that exited (with faults on,
+//! One writer, `updaters` updaters, `readers` reader slots, with faults on one fault
+//! injector, and in a map run [`MAP_WRITERS`](crate::map::MAP_WRITERS) map writers. The calling thread supervises: it respawns readers that exited (with faults on,
 //! readers live 0.1-1 s), prints progress lines, watches for errors when `stop_on_error` is
 //! set, and warns when the writer has made no progress for a long time.
 //!
@@ -12,7 +12,8 @@
 //! The supervisor raises `stop` and waits for every thread to finish (the writer first drains
 //! its removed list). Then it calls `barrier()` until no call or retire chain holds an element,
 //! and checks the books: every element is back in the free list (or current), the domain
-//! counted exactly the callback panics that were injected. A thread that does not finish
+//! counted exactly the callback panics that were injected, and in a map run every map value
+//! was dropped once and came back (see [`crate::map`]). A thread that does not finish
 //! within [`STOP_PATIENCE`] (a wait that never returns: a forward-progress failure) is
 //! reported, and the run returns without joining it; the flavor is then leaked rather than
 //! dropped under a blocked thread.
@@ -21,9 +22,10 @@ use crate::config::Config;
 use crate::counters::Counters;
 use crate::faults::FaultCounters;
 use crate::flavor::{Flavor, UpdateKind};
+use crate::map::{MapTorture, MAP_WRITERS};
 use crate::pipe::{Pool, POOL_SIZE};
 use crate::report::{Progress, Report};
-use crate::{faults, reader, updater, writer};
+use crate::{faults, map, reader, updater, writer};
 use fastrand::Rng;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -49,8 +51,17 @@ pub(crate) struct Shared<F: Flavor> {
     pub(crate) stop: AtomicBool,
     /// The update kinds the flavor supports.
     pub(crate) kinds: Vec<UpdateKind>,
+    /// The map under test, in a map run.
+    pub(crate) map: Option<MapTorture>,
     /// Threads that have finished (successfully or by panicking).
     finished: AtomicUsize,
+}
+
+impl<F: Flavor> Shared<F> {
+    /// Whether any error was seen so far.
+    pub(crate) fn failed(&self) -> bool {
+        self.counters.failed.load(Relaxed) || self.map.as_ref().is_some_and(|m| m.failed())
+    }
 }
 
 /// Counts a thread as finished when it returns or unwinds.
@@ -142,8 +153,13 @@ impl<F: Flavor> Threads<F> {
     }
 }
 
-/// Torture `flavor` as `config` says.
-pub(crate) fn run<F: Flavor>(flavor: F, config: &Config, seed: u64) -> Report {
+/// Torture `flavor` (and `map`, a map on its domain, if given) as `config` says.
+pub(crate) fn run<F: Flavor>(
+    flavor: F,
+    map: Option<MapTorture>,
+    config: &Config,
+    seed: u64,
+) -> Report {
     let kinds: Vec<UpdateKind> = UpdateKind::ALL
         .into_iter()
         .filter(|&k| flavor.supports(k))
@@ -156,6 +172,7 @@ pub(crate) fn run<F: Flavor>(flavor: F, config: &Config, seed: u64) -> Report {
         faults: FaultCounters::default(),
         stop: AtomicBool::new(false),
         kinds,
+        map,
         finished: AtomicUsize::new(0),
     });
     let mut rng = Rng::with_seed(seed);
@@ -184,6 +201,7 @@ pub(crate) fn run<F: Flavor>(flavor: F, config: &Config, seed: u64) -> Report {
     let drained = joined && drain(&shared, &mut threads.problems);
     if joined && drained {
         check_books(&shared, &mut threads.problems);
+        map::finish(&shared, &mut threads.problems);
     }
     let report = Report::collect(
         &shared,
@@ -216,6 +234,15 @@ fn start_threads<F: Flavor>(
         })?;
         threads.others.push((format!("updater {i}"), updater));
     }
+    if threads.shared.map.is_some() {
+        for i in 0..MAP_WRITERS {
+            let seed = rng.u64(..);
+            let writer = threads.spawn(format!("torture-map-writer-{i}"), move |s| {
+                map::run_writer(s, i, seed)
+            })?;
+            threads.others.push((format!("map writer {i}"), writer));
+        }
+    }
     for slot in 0..config.readers {
         threads.spawn_reader(slot, rng, config.faults)?;
     }
@@ -239,7 +266,7 @@ fn supervise<F: Flavor>(
     let mut last_progress_at = started;
     loop {
         let now = Instant::now();
-        if now >= end || (config.stop_on_error && shared.counters.failed.load(Relaxed)) {
+        if now >= end || (config.stop_on_error && shared.failed()) {
             return;
         }
         threads.respawn_readers(rng, config.faults);

@@ -55,6 +55,12 @@
 //! and listed in the report) and [`FlavorName::Busted`]. [`run_flavor`] tortures any other
 //! implementation of the trait.
 //!
+//! [`FlavorName::Map`] is the `rcu` run plus an `rcukit::RcuHashMap` on the same domain, whose
+//! values are elements of a second pipe: readers look keys up and check the values' ages, map
+//! writers replace, insert and remove keys and push the table through grow/shrink cycles (see
+//! [`map`]). [`FlavorName::BustedMap`] builds the map so that it drops removed values at once,
+//! and must fail.
+//!
 //! ## From another binary
 //!
 //! [`TortureArgs`] is a `clap::Args` struct: flatten it into a subcommand and call [`cli`],
@@ -67,6 +73,7 @@ pub mod counters;
 mod engine;
 pub mod faults;
 pub mod flavor;
+pub mod map;
 pub mod pipe;
 mod reader;
 pub mod report;
@@ -135,15 +142,21 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
     match config.flavor {
         FlavorName::Rcu => {
             let flavor = flavor::rcu::RcuFlavor::new(&settings)?;
-            Ok(engine::run(flavor, config, seed))
+            Ok(engine::run(flavor, None, config, seed))
         }
         FlavorName::Busted => {
             let flavor = flavor::busted::BustedFlavor::new(&settings)?;
-            Ok(engine::run(flavor, config, seed))
+            Ok(engine::run(flavor, None, config, seed))
         }
         FlavorName::BustedBarrier => {
             let flavor = flavor::rcu::RcuFlavor::new(&settings)?.with_busted_barrier();
-            Ok(engine::run(flavor, config, seed))
+            Ok(engine::run(flavor, None, config, seed))
+        }
+        FlavorName::Map | FlavorName::BustedMap => {
+            let flavor = flavor::rcu::RcuFlavor::new(&settings)?.named(config.flavor.as_str());
+            let map =
+                map::MapTorture::new(flavor.domain_arc(), config.flavor == FlavorName::BustedMap)?;
+            Ok(engine::run(flavor, Some(map), config, seed))
         }
         FlavorName::Qsbr => {
             if config.fence == Some(rcukit::FenceKind::Membarrier) {
@@ -154,11 +167,11 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
                 ));
             }
             let flavor = flavor::qsbr::QsbrFlavor::new(&settings)?;
-            Ok(engine::run(flavor, config, seed))
+            Ok(engine::run(flavor, None, config, seed))
         }
         FlavorName::Recseq => {
             let flavor = flavor::recseq::RecSeqFlavor::new(&settings)?;
-            Ok(engine::run(flavor, config, seed))
+            Ok(engine::run(flavor, None, config, seed))
         }
     }
 }
@@ -169,7 +182,7 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
 pub fn run_flavor<F: Flavor>(flavor: F, config: &Config) -> Result<Report, TortureError> {
     config.validate()?;
     let seed = config.seed.unwrap_or_else(clock_seed);
-    Ok(engine::run(flavor, config, seed))
+    Ok(engine::run(flavor, None, config, seed))
 }
 
 /// Run with command-line arguments: print the report on stdout (last line `SUCCESS` or

@@ -107,17 +107,47 @@ impl Pool {
         self.elements[index].mbtest.load(Relaxed)
     }
 
-    /// Take a free element, reset it and publish it; return the element it replaced, now at
-    /// age 1. `None` when the pool is exhausted.
-    pub fn publish_new(&self) -> Option<usize> {
+    /// Take a free element and reset it (age 0, `mbtest` 1), without publishing it: the caller
+    /// publishes it some other way (the map torture inserts it into the map). `None` when the
+    /// pool is exhausted.
+    pub fn alloc(&self) -> Option<usize> {
         let new = self.free.lock().pop()?;
         let element = &self.elements[new];
         element.age.store(0, Relaxed);
         element.mbtest.store(1, Relaxed);
         self.allocated.fetch_add(1, Relaxed);
+        Some(new)
+    }
+
+    /// Take a free element, reset it and publish it; return the element it replaced, now at
+    /// age 1. `None` when the pool is exhausted.
+    pub fn publish_new(&self) -> Option<usize> {
+        let new = self.alloc()?;
         let old = self.current.swap(new, Release);
         self.age_one(old);
         Some(old)
+    }
+
+    /// Put element `index`, taken by [`alloc`](Pool::alloc) but never published (no reader can
+    /// have seen it), straight back in the free list.
+    pub fn free_unpublished(&self, index: usize) {
+        let element = &self.elements[index];
+        element.mbtest.store(0, Relaxed);
+        element.age.store(PIPE_LEN as u32, Relaxed);
+        self.freed.fetch_add(1, Relaxed);
+        self.free.lock().push(index);
+    }
+
+    /// Move element `index` from age `from` to `from + 1` if it is at age `from`, recording
+    /// the transition; otherwise leave it alone and return the age it had. The map torture
+    /// uses it for the two steps whose starting age it knows: 0 to 1 when an element is
+    /// removed from the map (by its only writer), 1 to 2 when the map drops the value.
+    pub fn advance_from(&self, index: usize, from: u32) -> Result<(), u32> {
+        self.elements[index]
+            .age
+            .compare_exchange(from, from + 1, Relaxed, Relaxed)?;
+        self.circulation.record(from as usize);
+        Ok(())
     }
 
     /// One grace period has passed for removed element `index`: age it, and free it at

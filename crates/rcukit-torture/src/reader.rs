@@ -16,6 +16,10 @@
 //!    count the grace periods that completed meanwhile (Reader Batch), and reads the age of
 //!    every element it loaded (Reader Pipe; anything above 1 is an error).
 //!
+//! In a map run ([`crate::map`]), each outermost section also takes a guard of the map's domain,
+//! looks up one to three keys (and as many in each nested section), checks what it found,
+//! and reads the age of every value it found just before the guard drops (Map Pipe).
+//!
 //! Between sections the reader calls [`Flavor::quiescent_state`] and now and then pauses:
 //! sleeps of 10-200 µs or, rarely, 1-10 ms, and offline periods with nothing in them, all
 //! through [`Flavor::offline_while`] (a QSBR reader goes offline around them and comes back
@@ -47,6 +51,7 @@
 use crate::counters::LocalHistogram;
 use crate::engine::Shared;
 use crate::flavor::{Flavor, UpdateKind};
+use crate::map::{MapLocal, MapSection};
 use fastrand::Rng;
 use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
@@ -87,6 +92,7 @@ struct Local {
     cookie_checks: u64,
     calls: u64,
     pauses: u64,
+    map: MapLocal,
 }
 
 impl Local {
@@ -100,6 +106,9 @@ impl Local {
             .fetch_add(self.cookie_checks, Relaxed);
         c.reader_calls.fetch_add(self.calls, Relaxed);
         c.reader_pauses.fetch_add(self.pauses, Relaxed);
+        if let Some(m) = &shared.map {
+            self.map.flush(m);
+        }
         *self = Local::default();
     }
 }
@@ -355,10 +364,22 @@ fn one_read<F: Flavor>(
         len: 0,
     };
     seen.load(shared, local);
+    let mut map = shared.map.as_ref().map(|m| m.section());
+    if let Some(section) = &mut map {
+        section.lookups(&shared.counters, rng, &mut local.map);
+    }
     delay(rng, may_sleep);
     let depth = rng.u32(0..MAX_DEPTH as u32);
     if depth > 0 {
-        nested(shared, registration, rng, local, &mut seen, depth);
+        nested(
+            shared,
+            registration,
+            rng,
+            local,
+            &mut seen,
+            map.as_mut(),
+            depth,
+        );
     }
     if rng.u32(0..1024) == 0 && flavor.supports(UpdateKind::Call) {
         flavor.call(|| {
@@ -368,6 +389,9 @@ fn one_read<F: Flavor>(
     }
     delay(rng, may_sleep);
 
+    if let Some(section) = map {
+        section.finish(&shared.counters, &mut local.map);
+    }
     if let Some(start) = &cookie {
         check_cookie(shared, start, local);
     }
@@ -385,12 +409,16 @@ fn nested<F: Flavor>(
     rng: &mut Rng,
     local: &mut Local,
     seen: &mut Seen,
+    mut map: Option<&mut MapSection<'_>>,
     depth: u32,
 ) {
     let _guard = shared.flavor.read(registration);
     seen.load(shared, local);
+    if let Some(section) = map.as_deref_mut() {
+        section.lookups(&shared.counters, rng, &mut local.map);
+    }
     delay(rng, shared.flavor.readers_may_sleep());
     if depth > 1 && rng.bool() {
-        nested(shared, registration, rng, local, seen, depth - 1);
+        nested(shared, registration, rng, local, seen, map, depth - 1);
     }
 }

@@ -11,12 +11,16 @@
 //! * **Free-Block Circulation**: transitions out of each age. The last bucket must be 0.
 //! * `rtmbe` (publish/subscribe), `rtbe` (barrier), cookie errors and the fault and bookkeeping
 //!   problems listed at the end must all be 0.
+//! * In a map run, the map's errors too ([`MapReport::errors`]): its Map Pipe follows the
+//!   Reader Pipe's rule, and misses of stable keys, mismatched values, wrong results and values
+//!   dropped while in the map or twice must all be 0.
 
 use crate::config::Config;
 use crate::counters::{Counters, BUCKETS};
 use crate::engine::Shared;
 use crate::faults::BURST_FACTOR;
 use crate::flavor::{Flavor, FlavorStats, UpdateKind};
+pub use crate::map::MapReport;
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -131,6 +135,8 @@ pub struct Report {
     pub stats: FlavorStats,
     /// Fault injection.
     pub faults: FaultReport,
+    /// The map's counters, in a map run.
+    pub map: Option<MapReport>,
     /// Fault checks and bookkeeping checks that failed, in words.
     pub problems: Vec<String>,
 }
@@ -199,6 +205,7 @@ impl Report {
                 reentrant_rounds: f.reentrant_rounds.load(Relaxed),
                 reentrant_drops: f.reentrant_drops.load(Relaxed),
             },
+            map: shared.map.as_ref().map(MapReport::collect),
             problems,
         }
     }
@@ -226,6 +233,7 @@ impl Report {
             + self.cookie_errors()
             + self.barrier_errors
             + self.batch_errors
+            + self.map.as_ref().map_or(0, MapReport::errors)
             + self.problems.len() as u64
     }
 
@@ -468,10 +476,13 @@ impl fmt::Display for Report {
         }
         buckets(f, &self.circulation)?;
         writeln!(f)?;
+        if let Some(m) = &self.map {
+            write_map(f, &p, m)?;
+        }
         writeln!(
             f,
             "{p} errors: {} (pipe {}, mbtest {}, cookie {}, batch {}, barrier {}, circulation \
-             {}, problems {})",
+             {}, map {}, problems {})",
             self.errors(),
             self.pipe_errors(),
             self.mbtest_errors,
@@ -479,6 +490,7 @@ impl fmt::Display for Report {
             self.batch_errors,
             self.barrier_errors,
             self.circulation_errors(),
+            self.map.as_ref().map_or(0, MapReport::errors),
             self.problems.len()
         )?;
         for problem in &self.problems {
@@ -486,6 +498,89 @@ impl fmt::Display for Report {
         }
         write!(f, "{}", self.verdict())
     }
+}
+
+/// The map lines of a map run's report.
+fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
+    writeln!(
+        f,
+        "{p} map: RcuHashMap on the domain under test, {}; keys: {} stable, {} churned, bursts \
+         of {}-{}",
+        if m.busted {
+            "BUSTED: removed values dropped at once"
+        } else {
+            "removed values dropped after a grace period"
+        },
+        crate::map::STABLE_KEYS,
+        crate::map::CHURN_KEYS,
+        crate::map::BURST_KEYS.start(),
+        crate::map::BURST_KEYS.end()
+    )?;
+    writeln!(
+        f,
+        "{p} map lookups: {} (stable keys {}) hits {}; iterations {} (entries {}, missing a \
+         stable key {}); stable-key misses {} value mismatches {} free values found {}",
+        m.lookups,
+        m.stable_lookups,
+        m.hits,
+        m.iterations,
+        m.iter_entries,
+        m.iter_stable_missing,
+        m.stable_misses,
+        m.value_mismatches,
+        m.mbtest_errors
+    )?;
+    writeln!(
+        f,
+        "{p} map writes: insert {} replace {} update {} (closure reruns {}) remove {} retain \
+         {}; bursts {} ({} keys); waits {}; pool empty {}; wrong results {}",
+        m.inserts,
+        m.replaces,
+        m.updates,
+        m.update_retries,
+        m.removes,
+        m.retains,
+        m.bursts,
+        m.burst_keys,
+        m.waits,
+        m.alloc_failures,
+        m.result_errors
+    )?;
+    writeln!(
+        f,
+        "{p} map capacity: first {} min {} max {}; seen growing {} shrinking {}; cycles {} \
+         (>= {} then <= {}); len max {}",
+        m.capacity_first,
+        m.capacity_min,
+        m.capacity_max,
+        m.grows,
+        m.shrinks,
+        m.cycles,
+        crate::map::CYCLE_HIGH,
+        crate::map::CYCLE_LOW,
+        m.len_max
+    )?;
+    writeln!(
+        f,
+        "{p} map values: created {} dropped {} (while in the map {}, twice {}), discarded \
+         unpublished by update {}",
+        m.values, m.drops, m.live_drops, m.double_drops, m.discarded
+    )?;
+    for note in &m.notes {
+        writeln!(f, "{p} map error: {note}")?;
+    }
+    write!(f, "{p} Map Pipe: ")?;
+    if m.pipe_errors() > 0 {
+        write!(f, "!!! ")?;
+    }
+    buckets(f, &m.pipe)?;
+    writeln!(f)?;
+    write!(f, "{p} Map Circulation: ")?;
+    if m.circulation[BUCKETS - 1] > 0 {
+        write!(f, "!!! ")?;
+    }
+    buckets(f, &m.circulation)?;
+    writeln!(f)
 }
 
 /// A progress line, printed every few seconds during long runs.
@@ -499,6 +594,8 @@ pub(crate) struct Progress {
     pending: u64,
     stalls: u64,
     pipe_errors: u64,
+    /// Map lookups, Map Pipe errors and capacity, in a map run.
+    map: Option<(u64, u64, u64)>,
     failed: bool,
 }
 
@@ -516,7 +613,15 @@ impl Progress {
             pending: stats.callbacks_pending,
             stalls: stats.stalls,
             pipe_errors: pipe[2..].iter().sum(),
-            failed: shared.counters.failed.load(Relaxed),
+            map: shared.map.as_ref().map(|m| {
+                let c = &m.counters;
+                (
+                    c.lookups.load(Relaxed),
+                    c.pipe.snapshot()[2..].iter().sum(),
+                    m.map.capacity() as u64,
+                )
+            }),
+            failed: shared.failed(),
         }
     }
 }
@@ -526,7 +631,7 @@ impl fmt::Display for Progress {
         write!(
             f,
             "{}-torture: t={:.1}s nt: {} ver: {} gps: normal {} expedited {} cb-pending: {} \
-             stalls: {} pipe-errors: {}{}",
+             stalls: {} pipe-errors: {}",
             self.prefix,
             self.elapsed.as_secs_f64(),
             self.reads,
@@ -536,7 +641,13 @@ impl fmt::Display for Progress {
             self.pending,
             self.stalls,
             self.pipe_errors,
-            if self.failed { " !!! errors seen" } else { "" }
-        )
+        )?;
+        if let Some((lookups, errors, capacity)) = self.map {
+            write!(
+                f,
+                " map: lookups {lookups} capacity {capacity} pipe-errors {errors}"
+            )?;
+        }
+        write!(f, "{}", if self.failed { " !!! errors seen" } else { "" })
     }
 }

@@ -1,6 +1,7 @@
 //! The torture runs of every `cargo test`: ten seconds of rcutorture's method against rcukit in
-//! each fence mode, five seconds of the qsbr flavor, four of the recseq flavor, and the
-//! busted flavors (rcukit's and a broken RecSeq), which must fail.
+//! each fence mode, five seconds of the qsbr flavor, four of the recseq flavor, six of the map
+//! flavor (an `RcuHashMap` on the domain), and the busted flavors (rcukit's, a broken RecSeq
+//! and a map that drops values at once), which must fail.
 //!
 //! The runs are separate tests, so cargo runs them side by side: on a 2-core machine they share
 //! the CPUs, which slows them down but changes nothing they check (no assertion is about
@@ -142,6 +143,56 @@ fn five_seconds_of_qsbr() {
     assert!(report.pauses > 0, "{report}");
     // Some stayed online through thread exit, reading after rcukit's thread-locals were gone.
     assert!(report.faults.reads_during_exit > 0, "{report}");
+}
+
+/// The `rcu` run plus an `RcuHashMap` on its domain: everything the `rcu` run checks, and the
+/// map's own checks, with the table growing past ten thousand buckets and shrinking back.
+#[test]
+fn six_seconds_of_map() {
+    let report = run(&config(FlavorName::Map, None, 6)).unwrap();
+    assert_eq!(report.flavor, "map");
+    assert_clean_run(&report);
+    let m = report.map.as_ref().expect("a map run reports its map");
+    assert!(!m.busted);
+    assert_eq!(m.errors(), 0, "{report}");
+    assert!(
+        m.lookups > 0 && m.stable_lookups > 0 && m.hits > 0,
+        "{report}"
+    );
+    assert!(m.iterations > 0, "no reader iterated the map:\n{report}");
+    assert!(m.inserts > 0 && m.removes > 0, "{report}");
+    assert!(m.replaces > 0 && m.updates > 0, "{report}");
+    assert!(m.bursts > 0, "no burst:\n{report}");
+    // 16 buckets, then over 8,192, then back to 256 or fewer, at least once.
+    assert!(
+        m.capacity_max >= rcukit_torture::map::CYCLE_HIGH as u64,
+        "{report}"
+    );
+    assert!(
+        m.cycles > 0,
+        "the table never grew and shrank back:\n{report}"
+    );
+    assert!(m.grows > 0 && m.shrinks > 0, "{report}");
+    // Every value was dropped exactly once (or discarded unpublished by `update`).
+    assert_eq!(m.drops + m.discarded, m.values, "{report}");
+    assert_eq!(m.live_drops + m.double_drops, 0, "{report}");
+    assert!(report.to_string().contains("map lookups: "));
+}
+
+/// A map that drops removed values at once, while readers may hold them: the Map Pipe must
+/// catch it, and nothing else is broken.
+#[test]
+fn busted_map_fails_the_map_pipe() {
+    let report = run(&config(FlavorName::BustedMap, None, 3)).unwrap();
+    println!("{report}");
+    assert!(!report.passed(), "{report}");
+    let m = report.map.as_ref().expect("a map run reports its map");
+    assert!(m.busted);
+    assert!(m.pipe_errors() > 0, "no Map Pipe error:\n{report}");
+    assert_eq!(report.pipe_errors(), 0, "only the map is broken:\n{report}");
+    let text = report.to_string();
+    assert!(text.contains("Map Pipe: !!!"), "{text}");
+    assert!(text.ends_with("\nFAILURE"));
 }
 
 #[test]
@@ -292,7 +343,12 @@ fn the_arguments_flatten_into_another_command() {
     assert_eq!(defaults.duration, Duration::from_secs(30));
     assert_eq!(defaults.flavor, FlavorName::Rcu);
     assert!(defaults.faults);
-    for (arg, name) in [("qsbr", FlavorName::Qsbr), ("recseq", FlavorName::Recseq)] {
+    for (arg, name) in [
+        ("qsbr", FlavorName::Qsbr),
+        ("recseq", FlavorName::Recseq),
+        ("map", FlavorName::Map),
+        ("busted-map", FlavorName::BustedMap),
+    ] {
         let cfg = Embedding::parse_from(["lab", "--flavor", arg])
             .torture
             .config();

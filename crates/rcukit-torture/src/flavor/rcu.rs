@@ -1,17 +1,20 @@
-//! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is; and its
+//! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is; its
 //! `busted-barrier` variant, whose `barrier()` returns at once (the barrier checks must catch
-//! it).
+//! it); and the domain under the `map` and `busted-map` runs (the same flavor, renamed, whose
+//! domain an [`rcukit::RcuHashMap`] shares: see [`crate::map`]).
 
 use super::{gps_between_cookies, Flavor, FlavorSettings, FlavorStats, GpsBetween, UpdateKind};
 use rcukit::{GpCookie, Rcu};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// An rcukit domain built for torturing: short stall timeout, small backlog threshold, two
 /// callback workers (so that `barrier()` spans shards).
 pub struct RcuFlavor {
-    rcu: Rcu,
+    rcu: Arc<Rcu>,
     settings: FlavorSettings,
     busted_barrier: bool,
+    name: &'static str,
 }
 
 impl RcuFlavor {
@@ -26,9 +29,10 @@ impl RcuFlavor {
             builder = builder.fence(fence);
         }
         Ok(RcuFlavor {
-            rcu: builder.build()?,
+            rcu: Arc::new(builder.build()?),
             settings: settings.clone(),
             busted_barrier: false,
+            name: "rcu",
         })
     }
 
@@ -36,12 +40,25 @@ impl RcuFlavor {
     /// a torture run must report FAILURE.
     pub fn with_busted_barrier(mut self) -> RcuFlavor {
         self.busted_barrier = true;
+        self.name = "busted-barrier";
+        self
+    }
+
+    /// The same domain under another name (the report's prefix): `map` and `busted-map` runs
+    /// torture this flavor and a map on its domain.
+    pub fn named(mut self, name: &'static str) -> RcuFlavor {
+        self.name = name;
         self
     }
 
     /// The domain under test.
     pub fn domain(&self) -> &Rcu {
         &self.rcu
+    }
+
+    /// The domain under test, shared (a container built on it holds a clone).
+    pub fn domain_arc(&self) -> Arc<Rcu> {
+        self.rcu.clone()
     }
 }
 
@@ -51,11 +68,7 @@ impl Flavor for RcuFlavor {
     type Cookie = GpCookie;
 
     fn name(&self) -> &'static str {
-        if self.busted_barrier {
-            "busted-barrier"
-        } else {
-            "rcu"
-        }
+        self.name
     }
 
     fn describe(&self) -> String {
