@@ -28,9 +28,10 @@
 //! # drop(unsafe { Box::from_raw(table.load(Ordering::Relaxed)) });
 //! ```
 //!
-//! Most programs need no raw pointers: [`RcuCell`] (one value, netfilter's `table->private`)
-//! and [`RcuList`] (a list, `list_add_rcu`/CK_LIST) publish, reclaim after a grace period, and
-//! let the borrow checker keep every reference inside its guard:
+//! Most programs need no raw pointers: [`RcuCell`] (one value, netfilter's `table->private`),
+//! [`RcuList`] (a list, `list_add_rcu`/CK_LIST) and [`RcuHashMap`] (a resizable hash map,
+//! `rhashtable`; see [`map`] for a flow table served to packet threads) publish, reclaim after
+//! a grace period, and let the borrow checker keep every reference inside its guard:
 //!
 //! ```
 //! use rcukit::{RcuCell, RcuList};
@@ -110,8 +111,8 @@ mod error;
 pub mod fork;
 pub mod gp;
 pub mod list;
-pub mod map;
 pub mod locks;
+pub mod map;
 pub mod qsbr;
 pub mod reader;
 pub mod report;
@@ -127,11 +128,11 @@ pub use domain::{Rcu, RcuBuilder, Stats};
 pub use domain_ref::DomainRef;
 pub use error::Error;
 pub use list::{Iter as ListIter, RcuList};
-pub use map::{MapBuilder, RcuHashMap};
 pub use locks::percpu_rwlock::RawPerCpuRwLock;
 #[cfg(not(rcukit_loom))]
 pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLockWriteGuard};
 pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
+pub use map::{MapBuilder, RcuHashMap};
 pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
 pub use reader::Guard;
 pub use report::Report;

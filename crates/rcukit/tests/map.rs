@@ -255,7 +255,11 @@ fn every_value_is_dropped_exactly_once() {
         map.retain(|k, _| k % 3 != 0);
         own.barrier();
         let live = map.len();
-        assert_eq!(drops.load(SeqCst), made + 1 - live, "retired values dropped once");
+        assert_eq!(
+            drops.load(SeqCst),
+            made + 1 - live,
+            "retired values dropped once"
+        );
         // The rest goes with the map.
     }
     own.barrier();
@@ -323,8 +327,11 @@ fn keys_present_throughout_are_always_found_across_grow_and_shrink_cycles() {
                     }
                     // An iteration sees each stable key once, even across a resize.
                     if n % 4096 == 0 {
-                        let mut seen: Vec<u64> =
-                            map.iter(&g).map(|(k, _)| *k).filter(|k| *k < stable).collect();
+                        let mut seen: Vec<u64> = map
+                            .iter(&g)
+                            .map(|(k, _)| *k)
+                            .filter(|k| *k < stable)
+                            .collect();
                         seen.sort_unstable();
                         assert_eq!(seen, (0..stable).collect::<Vec<_>>(), "iteration");
                     }
@@ -439,8 +446,9 @@ fn concurrent_updates_of_one_key_lose_nothing() {
 /// re-entering the map must neither deadlock nor corrupt it.
 #[test]
 fn user_code_that_re_enters_the_map_does_not_deadlock() {
+    type Slot = Arc<Mutex<Option<Arc<RcuHashMap<Key, Reentrant>>>>>;
     struct Reentrant {
-        map: Arc<Mutex<Option<Arc<RcuHashMap<Key, Reentrant>>>>>,
+        map: Slot,
         id: u32,
     }
     impl Drop for Reentrant {
@@ -490,8 +498,17 @@ fn user_code_that_re_enters_the_map_does_not_deadlock() {
         let side = Arc::new(RcuHashMap::new());
         for i in 0..scale(300, 20) as u32 {
             let key = Key(i % 50, Some(Arc::clone(&side)));
-            map.insert(key.clone(), Reentrant { map: Arc::clone(&slot), id: i });
-            map.update(&key, |v| Reentrant { map: Arc::clone(&v.map), id: v.id + 1 });
+            map.insert(
+                key.clone(),
+                Reentrant {
+                    map: Arc::clone(&slot),
+                    id: i,
+                },
+            );
+            map.update(&key, |v| Reentrant {
+                map: Arc::clone(&v.map),
+                id: v.id + 1,
+            });
             if i % 3 == 0 {
                 map.remove(&key);
             }
