@@ -553,3 +553,34 @@ fn the_map_is_send_and_sync_when_its_entries_are() {
     send_sync::<RcuHashMap<String, Vec<u8>>>();
     send_sync::<RcuHashMap<u32, u32, std::collections::hash_map::RandomState, Arc<Rcu>>>();
 }
+
+/// A `retain` whose closure panics part-way retires what it had removed by then (nothing is
+/// leaked) and leaves the rest in the map.
+#[test]
+fn a_panicking_retain_retires_what_it_removed() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let own = domain();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let map = RcuHashMap::with_domain(&*own);
+    for i in 0..100 {
+        map.insert(i, Counted(i, Arc::clone(&drops)));
+    }
+    let mut visited = 0;
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        map.retain(|_, _| {
+            visited += 1;
+            assert!(visited <= 50, "boom");
+            false
+        })
+    }));
+    assert!(r.is_err());
+    assert_eq!(map.len(), 50);
+    own.barrier();
+    assert_eq!(
+        drops.load(SeqCst),
+        50,
+        "the removed half was retired, not leaked"
+    );
+    drop(map);
+    assert_eq!(drops.load(SeqCst), 100);
+}

@@ -73,13 +73,19 @@ fn lookup_racing_a_resize_step(busted_unlink_first: bool) {
         assert!(insert(&root, 3, 3, 30).is_none());
         assert!(insert(&root, 1, 1, 10).is_none());
         let new = Box::into_raw(Table::new(4));
-        current(&root).next.store(new, std::sync::atomic::Ordering::Release);
+        current(&root)
+            .next
+            .store(new, std::sync::atomic::Ordering::Release);
 
         let reader = {
             let root = root.clone();
             thread::spawn(move || {
                 for _ in 0..2 {
-                    assert_eq!(lookup(&root, 1, 1), Some(10), "a key present throughout missed");
+                    assert_eq!(
+                        lookup(&root, 1, 1),
+                        Some(10),
+                        "a key present throughout missed"
+                    );
                 }
             })
         };

@@ -390,14 +390,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     fn help_resize(&self, table: &Table<K, V>) -> Option<*mut Table<K, V>> {
         // SAFETY: the caller holds a guard of the domain, which protects `table`, and `table`
         // was loaded from the root.
-        match unsafe {
-            table::help_move(
-                &self.root,
-                table,
-                HELP_BUDGET,
-                false,
-            )
-        } {
+        match unsafe { table::help_move(&self.root, table, HELP_BUDGET, false) } {
             Moved::Finished(old) => Some(old),
             Moved::Some | Moved::Nothing => None,
         }
@@ -451,8 +444,11 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     }
 
     /// Retire what a write unlinked, after its critical section ended.
-    fn retire(&self, nodes: impl IntoIterator<Item = *mut Node<K, V>>, table: Option<*mut Table<K, V>>)
-    where
+    fn retire(
+        &self,
+        nodes: impl IntoIterator<Item = *mut Node<K, V>>,
+        table: Option<*mut Table<K, V>>,
+    ) where
         K: Send + 'static,
         V: Send + 'static,
     {
@@ -482,8 +478,9 @@ where
     S: BuildHasher,
     D: DomainRef,
 {
-    /// Insert `value` for `key`. Returns `true` when it replaced a value, which is retired (the
-    /// old entry, key included, is dropped after a grace period).
+    /// Insert `value` for `key`. Returns `true` when it replaced a value. The entry is replaced
+    /// whole (readers see the old pair or the new one): the new key is kept, and the old key
+    /// and value are retired (dropped after a grace period).
     pub fn insert(&self, key: K, value: V) -> bool {
         let hash = self.hasher.hash_one(&key);
         let node = OwnedNode(Node::new(hash, key, value));
@@ -599,29 +596,28 @@ where
     where
         F: FnMut(&K, &V) -> bool,
     {
-        let mut removed = Vec::new();
-        let finished = {
-            let guard = self.domain().read();
-            let mut iter = self.iter(&guard);
-            while let Some(node) = iter.next_node() {
-                if keep(&node.key, &node.value) {
-                    continue;
-                }
-                // SAFETY: protected by the guard; `node.hash` is the node's own hash.
-                if let Some(n) = unsafe { table::unlink_exact(self.table(&guard), node.hash, node) }
-                {
-                    removed.push(n);
-                    self.len.fetch_sub(1, Relaxed);
-                }
-            }
-            self.resize_now(&guard)
+        // Declared before the guard, so it retires after the critical section ends, also
+        // when `keep` panics: what was unlinked by then is retired, not leaked.
+        let mut unlinked = Unlinked {
+            map: self,
+            nodes: Vec::new(),
+            tables: Vec::new(),
         };
-        let count = removed.len();
-        self.retire(removed, None);
-        for old in finished {
-            self.retire([], Some(old));
+        let guard = self.domain().read();
+        let mut iter = self.iter(&guard);
+        while let Some(node) = iter.next_node() {
+            if keep(&node.key, &node.value) {
+                continue;
+            }
+            // SAFETY: protected by the guard; `node.hash` is the node's own hash.
+            if let Some(n) = unsafe { table::unlink_exact(self.table(&guard), node.hash, node) } {
+                unlinked.nodes.push(n);
+                self.len.fetch_sub(1, Relaxed);
+            }
         }
-        count
+        unlinked.tables = self.resize_now(&guard);
+        drop(guard);
+        unlinked.nodes.len()
     }
 
     /// Remove every entry (each is retired).
@@ -717,6 +713,33 @@ where
             map.insert(k, v);
         }
         map
+    }
+}
+
+/// What a bulk write unlinked, retired when this drops (after the write's guard, which is
+/// declared later), also on unwind.
+struct Unlinked<'m, K, V, S, D>
+where
+    K: Send + 'static,
+    V: Send + 'static,
+    D: DomainRef,
+{
+    map: &'m RcuHashMap<K, V, S, D>,
+    nodes: Vec<*mut Node<K, V>>,
+    tables: Vec<*mut Table<K, V>>,
+}
+
+impl<K, V, S, D> Drop for Unlinked<'_, K, V, S, D>
+where
+    K: Send + 'static,
+    V: Send + 'static,
+    D: DomainRef,
+{
+    fn drop(&mut self) {
+        self.map.retire(self.nodes.drain(..), None);
+        for old in self.tables.drain(..) {
+            self.map.retire([], Some(old));
+        }
     }
 }
 

@@ -264,9 +264,9 @@ impl<K, V> Locked<'_, K, V> {
     pub(crate) unsafe fn unlink(&self) -> *mut Node<K, V> {
         let old = self.spot.found;
         // SAFETY: as in `replace`.
-        self.spot.bucket().change(|| unsafe {
-            (*self.spot.link).store((*old).next.load(Relaxed), Release)
-        });
+        self.spot
+            .bucket()
+            .change(|| unsafe { (*self.spot.link).store((*old).next.load(Relaxed), Release) });
         old
     }
 }
