@@ -97,9 +97,9 @@ fn lookup_racing_a_resize_step(busted_unlink_first: bool) {
                 unlinked.lock().unwrap().nodes.push(removed as usize);
             })
         };
-        let old = current(&root) as *const Table<u64, u64>;
+        let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        match unsafe { table::help_move(&root, &*old, 2, busted_unlink_first) } {
+        match unsafe { table::help_move(&root, old, 2, busted_unlink_first) } {
             Moved::Finished(old) => unlinked.lock().unwrap().tables.push(old as usize),
             _ => unreachable!("two buckets, budget two: this thread finishes"),
         }

@@ -387,10 +387,11 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         }
     }
 
-    fn help_resize(&self, table: &Table<K, V>) -> Option<*mut Table<K, V>> {
-        // SAFETY: the caller holds a guard of the domain, which protects `table`, and `table`
-        // was loaded from the root.
-        match unsafe { table::help_move(&self.root, table, HELP_BUDGET, false) } {
+    fn help_resize(&self, guard: &Guard<'_>) -> Option<*mut Table<K, V>> {
+        debug_assert!(ptr::eq(guard.domain(), self.domain()));
+        // SAFETY: the guard (of this domain: every caller took it with `self.domain()`)
+        // protects the current table and what it reaches.
+        match unsafe { table::help_move(&self.root, self.root.load(Acquire), HELP_BUDGET, false) } {
             Moved::Finished(old) => Some(old),
             Moved::Some | Moved::Nothing => None,
         }
@@ -399,10 +400,12 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// After a bulk change (`retain`, `clear`): start the resize the load factor asks for and
     /// help until no bucket is left to move, returning the tables to retire.
     fn resize_now(&self, guard: &Guard<'_>) -> Vec<*mut Table<K, V>> {
+        debug_assert!(ptr::eq(guard.domain(), self.domain()));
         let mut finished = Vec::new();
         loop {
-            let table = self.table(guard);
-            self.maybe_start_resize(table);
+            let table = self.root.load(Acquire);
+            // SAFETY: protected by the guard (of this domain: see `table`).
+            self.maybe_start_resize(unsafe { &*table });
             // SAFETY: as in `help_resize`.
             match unsafe { table::help_move(&self.root, table, usize::MAX, false) } {
                 Moved::Finished(old) => finished.push(old),
@@ -509,7 +512,7 @@ where
             if replaced.is_none() {
                 self.maybe_start_resize(table);
             }
-            (replaced, self.help_resize(self.table(&guard)))
+            (replaced, self.help_resize(&guard))
         };
         let was_replace = replaced.is_some();
         self.retire(replaced, finished);
@@ -544,7 +547,7 @@ where
             }
             self.len.fetch_sub(1, Relaxed);
             self.maybe_start_resize(self.table(&guard));
-            (removed, self.help_resize(self.table(&guard)))
+            (removed, self.help_resize(&guard))
         };
         self.retire(removed, finished);
         true
@@ -583,7 +586,7 @@ where
             // SAFETY: validated lock; the spot found the old node; ours is unpublished.
             let replaced = unsafe { locked.replace(node.publish()) };
             drop(locked);
-            let finished = self.help_resize(self.table(&guard));
+            let finished = self.help_resize(&guard);
             drop(guard);
             self.retire([replaced], finished);
             return true;

@@ -409,13 +409,17 @@ pub(crate) enum Moved<K, V> {
 ///
 /// # Safety
 ///
-/// As for [`find`]; `root` is the map's current-table pointer and `old` was loaded from it.
+/// As for [`find`]; `root` is the map's current-table pointer and `old_ptr` was loaded from it
+/// (the raw pointer is kept, not a reference, because a finished table is handed back for
+/// `Box::from_raw`).
 pub(crate) unsafe fn help_move<K, V>(
     root: &AtomicPtr<Table<K, V>>,
-    old: &Table<K, V>,
+    old_ptr: *mut Table<K, V>,
     budget: usize,
     busted_unlink_first: bool,
 ) -> Moved<K, V> {
+    // SAFETY: alive by the caller's contract.
+    let old = unsafe { &*old_ptr };
     let next = old.next.load(Acquire);
     if next.is_null() {
         return Moved::Nothing;
@@ -437,7 +441,7 @@ pub(crate) unsafe fn help_move<K, V>(
             // Every bucket is `MOVED`: `new` holds every node. Walkers that start from `new`
             // need nothing from `old` (claim 6).
             root.store(next, Release);
-            return Moved::Finished(old as *const Table<K, V> as *mut Table<K, V>);
+            return Moved::Finished(old_ptr);
         }
     }
     if moved_any {
