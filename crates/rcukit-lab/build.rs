@@ -1,5 +1,6 @@
 //! Build script: records the rcukit version for the lab's environment facts and, with the
-//! `c-peers` feature, compiles the C shims around liburcu and Concurrency Kit.
+//! `c-peers` feature, compiles the C shims around liburcu (its RCU flavors and its rculfhash
+//! hash table) and Concurrency Kit.
 
 use std::fs;
 
@@ -42,6 +43,7 @@ mod c_peers {
     const HEADERS: &[(&str, &str)] = &[
         ("urcu/urcu-memb.h", "liburcu-dev"),
         ("urcu/urcu-qsbr.h", "liburcu-dev"),
+        ("urcu/rculfhash.h", "liburcu-dev"),
         ("ck_epoch.h", "libck-dev"),
     ];
 
@@ -68,6 +70,7 @@ mod c_peers {
             "csrc/urcu_memb.c",
             "csrc/urcu_qsbr.c",
             "csrc/ck.c",
+            "csrc/lfht.c",
             "csrc/lab_c_peers.h",
         ] {
             println!("cargo:rerun-if-changed={file}");
@@ -76,10 +79,18 @@ mod c_peers {
             .file("csrc/urcu_memb.c")
             .file("csrc/urcu_qsbr.c")
             .file("csrc/ck.c")
+            .file("csrc/lfht.c")
             .opt_level(2)
             .warnings(true)
             .compile("rcukit_lab_c_peers");
-        for lib in ["urcu-memb", "urcu-qsbr", "urcu-common", "ck", "pthread"] {
+        for lib in [
+            "urcu-cds",
+            "urcu-memb",
+            "urcu-qsbr",
+            "urcu-common",
+            "ck",
+            "pthread",
+        ] {
             println!("cargo:rustc-link-lib={lib}");
         }
     }

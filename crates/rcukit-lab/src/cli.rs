@@ -7,7 +7,8 @@
 
 use crate::env::Environment;
 use crate::experiments::{
-    self, callbacks, capture, netfilter, netns, peers, percpu, Common, Experiment, Outcome,
+    self, callbacks, capture, conntrack, netfilter, netns, peers, percpu, Common, Experiment,
+    Outcome,
 };
 use crate::progress::Progress;
 use crate::report;
@@ -126,6 +127,14 @@ enum Command {
         #[command(flatten)]
         args: peers::Args,
     },
+    /// A conntrack-like flow table under lookups and churn: RcuHashMap, RwLock<HashMap>,
+    /// dashmap, papaya, flurry (and liburcu's rculfhash with the c-peers feature)
+    Conntrack {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        args: conntrack::Args,
+    },
     /// rcutorture's method on rcukit: last line SUCCESS or FAILURE, exit status 1 on failure
     /// (the same as the `rcukit-torture` binary)
     Torture(rcukit_torture::TortureArgs),
@@ -199,6 +208,11 @@ fn run_experiments(cli: Cli) -> Result<()> {
             let mut cfg = peers::Config::new(c);
             args.apply(&mut cfg);
             peers::render(&peers::run(&cfg, p)?)
+        }),
+        Command::Conntrack { common, args } => single(&common, |c, p| {
+            let mut cfg = conntrack::Config::new(c);
+            args.apply(&mut cfg);
+            conntrack::render(&conntrack::run(&cfg, p)?)
         }),
     }
 }

@@ -44,6 +44,8 @@ fn bad_flags_give_clear_errors() {
     );
     assert_fails(&["capture", "--rates", "0"], "--rates");
     assert_fails(&["callbacks", "--runs", "0"], "--runs");
+    assert_fails(&["conntrack", "--maps", "nosuch"], "unknown map");
+    assert_fails(&["conntrack", "--flows", "10", "--no-progress"], "--flows");
 }
 
 #[test]
@@ -89,6 +91,41 @@ fn a_subcommand_writes_its_files() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("| `net-mutex`"), "{stdout}");
     assert_files(&out, "netns");
+}
+
+#[test]
+fn conntrack_writes_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = lab(&[
+        "conntrack",
+        "--quick",
+        "--flows",
+        "2000",
+        "--packet-threads",
+        "1",
+        "--point",
+        "30ms",
+        "--maps",
+        "rwlock-hashmap,rcu-hashmap",
+        "--no-progress",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("| `rcu-hashmap`"), "{stdout}");
+    assert_files(dir.path(), "conntrack");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("conntrack.json")).unwrap())
+            .unwrap();
+    for key in ["lookups_per_s", "latency_ns", "writer", "vs_baseline"] {
+        assert!(
+            json["maps"][1]["points"][0].get(key).is_some(),
+            "{key} missing"
+        );
+    }
+    assert_eq!(json["maps"][1]["map"], "rcu-hashmap");
+    assert!(json["latency_method"].as_str().unwrap().contains("timed"));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! and SVG. These tests assert behaviour only, never timings.
 
 use rcukit_lab::experiments::{
-    callbacks, capture, netfilter, netns, peers, percpu, Common, Outcome, Unavailable,
+    callbacks, capture, conntrack, netfilter, netns, peers, percpu, Common, Outcome, Unavailable,
 };
 use rcukit_lab::progress::Progress;
 use serde_json::Value;
@@ -260,6 +260,91 @@ fn peers_tiny() {
 }
 
 #[test]
+fn conntrack_tiny() {
+    let mut cfg = conntrack::Config::new(&common());
+    cfg.flows = 5_000;
+    cfg.packet_threads = vec![1, 2];
+    cfg.churn_rate = 20_000;
+    cfg.point = ms(60);
+    cfg.rounds = 2;
+    cfg.sample_every = 8;
+    let r = conntrack::run(&cfg, &Progress::hidden()).unwrap();
+    let json = serde_json::to_value(&r).unwrap();
+    let expected: Vec<String> = conntrack::MapId::all()
+        .iter()
+        .map(|m| m.id().to_string())
+        .collect();
+    assert_eq!(ids(&json["maps"], "map"), expected);
+    assert_eq!(json["baseline"], "rwlock-hashmap");
+    for (i, m) in r.maps.iter().enumerate() {
+        assert_eq!(m.points.len(), 2);
+        for (j, p) in m.points.iter().enumerate() {
+            let at = |k: &str| format!("/maps/{i}/points/{j}/{k}");
+            assert_eq!(p.packet_threads, cfg.packet_threads[j]);
+            assert_eq!(p.lookups_per_s_per_thread.len(), p.packet_threads);
+            finite(&json, &at("lookups_per_s"));
+            finite(&json, &at("latency_ns/p50"));
+            finite(&json, &at("latency_ns/p99"));
+            finite(&json, &at("vs_baseline/lookups"));
+            finite(&json, &at("vs_baseline/p99"));
+            finite(&json, &at("writer/achieved_per_s"));
+            assert!(p.latency_ns.count > 0, "{:?}: no latency sample", m.map);
+            assert_eq!(p.hits + p.misses, p.lookups, "{:?}", m.map);
+            assert!(p.misses > 0 && p.hits > p.misses, "{:?}: {p:?}", m.map);
+            // Correctness, never timing: no wrong record, no live flow missed, every expiry
+            // found its flow.
+            assert_eq!(p.wrong_records, 0, "{:?}", m.map);
+            assert_eq!(p.lost_flows, 0, "{:?}", m.map);
+            assert_eq!(p.writer.expire_misses, 0, "{:?}", m.map);
+        }
+        assert_eq!(m.flows_expected, cfg.flows, "{:?}", m.map);
+        assert_eq!(m.flows_at_end, m.flows_expected, "{:?}", m.map);
+        assert!(
+            m.records_created > cfg.flows,
+            "{:?}: the writer created nothing",
+            m.map
+        );
+        assert_eq!(
+            m.records_freed, m.records_created,
+            "{:?}: every record created is freed",
+            m.map
+        );
+    }
+    assert_eq!(r.claims.len(), 3);
+    for c in &r.claims {
+        assert_eq!(c.packet_threads, 2);
+        assert_eq!(c.holds.is_some(), c.ratio.is_some(), "{c:?}");
+    }
+    check_unavailable(&json, conntrack::UNAVAILABLE);
+    let o = conntrack::render(&r).unwrap();
+    check_outcome(&o, "conntrack");
+    assert!(o.markdown.contains("| `rcu-hashmap`"), "{}", o.markdown);
+    assert!(o.markdown.contains("p99 ns"));
+}
+
+#[test]
+fn conntrack_without_writer_claims_nothing() {
+    let mut cfg = conntrack::Config::new(&common());
+    cfg.flows = 2_000;
+    cfg.packet_threads = vec![1];
+    cfg.churn_rate = 0;
+    cfg.point = ms(30);
+    cfg.maps = vec![
+        conntrack::MapId::RwlockHashmap,
+        conntrack::MapId::RcuHashmap,
+    ];
+    let r = conntrack::run(&cfg, &Progress::hidden()).unwrap();
+    for m in &r.maps {
+        assert_eq!(m.records_created, cfg.flows);
+        assert_eq!(m.records_freed, cfg.flows);
+        assert_eq!(m.points[0].writer.achieved_per_s, 0.0);
+    }
+    // The claims are about a running writer (and dashmap and papaya were not run).
+    assert!(r.claims.iter().all(|c| c.holds.is_none()), "{:?}", r.claims);
+    check_outcome(&conntrack::render(&r).unwrap(), "conntrack");
+}
+
+#[test]
 fn bad_settings_are_errors() {
     let mut cfg = netfilter::Config::new(&common());
     cfg.readers = 0;
@@ -286,4 +371,12 @@ fn bad_settings_are_errors() {
     let mut cfg = peers::Config::new(&common());
     cfg.retire_objects = 0;
     assert!(peers::run(&cfg, &Progress::hidden()).is_err());
+
+    let mut cfg = conntrack::Config::new(&common());
+    cfg.miss_percent = 101;
+    let err = conntrack::run(&cfg, &Progress::hidden()).unwrap_err();
+    assert!(err.to_string().contains("--miss-percent"), "{err}");
+    let mut cfg = conntrack::Config::new(&common());
+    cfg.maps = vec![];
+    assert!(conntrack::run(&cfg, &Progress::hidden()).is_err());
 }

@@ -20,10 +20,12 @@
 //! A scheme an experiment knows but this build cannot run (because a primitive it needs is
 //! missing) goes in the module's `UNAVAILABLE` constant of [`Unavailable`] entries; the JSON
 //! and the report list it under "not available in this build", and nothing is ever measured
-//! or claimed for it. Every scheme of issue 6 runs today, so every list is empty.
+//! or claimed for it. Every scheme of issue 6 runs today, so those lists are empty; only
+//! `conntrack` lists liburcu's rculfhash when built without the `c-peers` feature.
 
 pub mod callbacks;
 pub mod capture;
+pub mod conntrack;
 pub mod netfilter;
 pub mod netns;
 pub mod peers;
@@ -118,17 +120,20 @@ pub enum Experiment {
     Callbacks,
     /// Read-side cost, grace-period latency and retire throughput against the peers.
     Peers,
+    /// A conntrack-like flow table: RcuHashMap beside the concurrent maps in use today.
+    Conntrack,
 }
 
 impl Experiment {
     /// All experiments in run order.
-    pub const ALL: [Experiment; 6] = [
+    pub const ALL: [Experiment; 7] = [
         Experiment::Netfilter,
         Experiment::Capture,
         Experiment::Percpu,
         Experiment::Netns,
         Experiment::Callbacks,
         Experiment::Peers,
+        Experiment::Conntrack,
     ];
 
     /// The file stem and subcommand name.
@@ -140,6 +145,7 @@ impl Experiment {
             Experiment::Netns => netns::NAME,
             Experiment::Callbacks => callbacks::NAME,
             Experiment::Peers => peers::NAME,
+            Experiment::Conntrack => conntrack::NAME,
         }
     }
 
@@ -169,6 +175,10 @@ impl Experiment {
             Experiment::Peers => {
                 let cfg = peers::Config::new(common);
                 peers::render(&peers::run(&cfg, progress)?)
+            }
+            Experiment::Conntrack => {
+                let cfg = conntrack::Config::new(common);
+                conntrack::render(&conntrack::run(&cfg, progress)?)
             }
         }
     }
