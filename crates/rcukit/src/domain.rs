@@ -325,8 +325,8 @@ impl RcuBuilder {
     }
 
     /// Let expedited grace periods release callbacks and `synchronize()` callers (default
-    /// true, seed 004). With `false`, both wait for a normal grace period only: the behaviour
-    /// before seed 004, for A/B measurements on one build.
+    /// true, [seed 004](crate::docs::seeds)). With `false`, both wait for a normal grace
+    /// period only: the behaviour before seed 004, for A/B measurements on one build.
     pub fn expedited_callbacks(mut self, enabled: bool) -> Self {
         self.expedited_callbacks = enabled;
         self

@@ -63,13 +63,12 @@
 //! * **Polling cookies** ([`Rcu::get_state`], [`Rcu::start_poll`], [`Rcu::poll`],
 //!   [`Rcu::cond_synchronize`], ...) let an updater do other work instead of blocking. A
 //!   [`GpCookie`] holds a target for both kinds and expires when *either* is reached.
-//! * **Callbacks** ([`Rcu::call`], [`Rcu::retire`], [`Rcu::barrier`]) run once a grace period
-//!   of *either* kind covers them (seed 004): expedited grace periods that other threads run
-//!   anyway release memory early. Closures run on worker threads; retired objects are dropped
-//!   by default by the retiring thread in a later `retire` (never under an rcukit lock, never
-//!   inside a read-side critical section of the domain), or on workers with
-//!   [`RcuBuilder::retire_on_producers`]`(false)`: see [where user code
-//!   runs](callbacks::invoke).
+//! * **Callbacks** ([`Rcu::call`], [`Rcu::retire`], [`Rcu::barrier`]) run once a grace period of
+//!   *either* kind covers them ([seed 004](crate::docs::seeds)): expedited grace periods that other
+//!   threads run anyway release memory early. Closures run on worker threads; retired objects are
+//!   dropped by default by the retiring thread in a later `retire` (never under an rcukit lock,
+//!   never inside a read-side critical section of the domain), or on workers with
+//!   [`RcuBuilder::retire_on_producers`]`(false)`: see [where user code runs](callbacks::invoke).
 //!
 //! ## The guarantees
 //!
@@ -97,6 +96,10 @@
 //! [`cell`] and [`list`] (RCU-protected data; [`domain_ref`] ties them to a domain), [`qsbr`]
 //! and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]), [`fork`] (what a
 //! forked child inherits) and [`report`] (stall and panic reports).
+//!
+//! [`docs`] holds no code: what the seeds behind rcukit are ([`docs::seeds`]; module docs cite
+//! them as "seed 000" to "seed 004"), the performance model with measured figures
+//! ([`docs::performance`]) and the limitations ([`docs::limitations`]).
 
 #![warn(missing_docs)]
 // Under loom the thread-local fast paths are compiled out (see `callbacks::Callbacks::push`).
@@ -105,6 +108,7 @@
 pub mod barrier;
 pub mod callbacks;
 pub mod cell;
+pub mod docs;
 pub mod domain;
 pub mod domain_ref;
 mod error;

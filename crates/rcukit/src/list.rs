@@ -1,6 +1,6 @@
 //! [`RcuList`]: a linked list that readers walk without locks while a writer inserts, removes
 //! and replaces elements (the kernel's `list_add_rcu`/`list_del_rcu`/`list_replace_rcu`, or
-//! Concurrency Kit's `CK_LIST`, seed 001).
+//! Concurrency Kit's `CK_LIST`, [seed 001](crate::docs::seeds)).
 //!
 //! ```
 //! use rcukit::RcuList;

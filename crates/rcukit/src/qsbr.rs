@@ -1,10 +1,10 @@
 //! [`Qsbr`]: quiescent-state-based reclamation, the RCU flavour with nothing on the read path.
 //!
-//! liburcu-qsbr and DPDK's `rte_rcu_qsbr` serve packet-processing loops (seeds 001 and 002):
-//! a thread that polls a queue forever reads shared tables millions of times a second, and
-//! passes a point between bursts where it holds no reference to any of them. QSBR makes that
-//! point, the *quiescent state*, the only thing the thread announces. Reads themselves are
-//! plain loads: no guard, no counter, no fence.
+//! liburcu-qsbr and DPDK's `rte_rcu_qsbr` serve packet-processing loops (seeds
+//! [001 and 002](crate::docs::seeds)): a thread that polls a queue forever reads shared tables
+//! millions of times a second, and passes a point between bursts where it holds no reference to any
+//! of them. QSBR makes that point, the *quiescent state*, the only thing the thread announces.
+//! Reads themselves are plain loads: no guard, no counter, no fence.
 //!
 //! ```
 //! use rcukit::Qsbr;

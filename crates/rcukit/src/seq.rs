@@ -34,8 +34,9 @@
 //! A [`GpCookie`] holds a snapshot of *both* counters of a domain, normal and expedited (the
 //! kernel's `struct rcu_gp_seq`, the `_full` polling API). Both counters prove the same thing:
 //! every reader that was running when the grace period started has finished. So a cookie has
-//! expired as soon as *either* half is done; this is the observation behind seed 004, and
-//! [`Rcu::poll`](crate::Rcu::poll) and the callback lists use it.
+//! expired as soon as *either* half is done; this is the observation behind
+//! [seed 004](crate::docs::seeds), and [`Rcu::poll`](crate::Rcu::poll) and the callback lists
+//! use it.
 //!
 //! Two values can never be produced by a snapshot because snapshots always have state 0:
 //! [`COMPLETED`] (1) marks a half that is already done, [`NOT_TRACKED`] (2) a half that must be

@@ -9,8 +9,9 @@
 //! # Adding a flavor
 //!
 //! Implement [`Flavor`] in a module next to [`rcu`] and [`busted`], list the [`UpdateKind`]s it
-//! supports, and add an arm to [`crate::run`]. The flavors of this build show the three shapes
-//! the trait is made to fit:
+//! supports, and add an arm to [`crate::run`]. A flavor built on an rcukit domain with the
+//! `Rcu` API takes its whole update side from the `forward_to_domain!` macro, as [`rcu`] and
+//! [`qsbr`] do. The flavors of this build show the three shapes the trait is made to fit:
 //!
 //! * **Guards** ([`rcu`], [`busted`]): [`Flavor::Reader`] is `()`, [`Flavor::read`] returns
 //!   the domain's guard, and every hook between sections does nothing.
@@ -334,6 +335,91 @@ pub struct FlavorSettings {
     /// Callback worker threads of the domain.
     pub callback_workers: usize,
 }
+
+/// The update side of a [`Flavor`] built on an rcukit domain (`Rcu` or `Qsbr`), every
+/// primitive forwarded as it is.
+///
+/// Expands, inside `impl Flavor for ...`, to every method from [`Flavor::supports`] to
+/// [`Flavor::backlog_callbacks`] except [`Flavor::barrier`] (which the `rcu` flavor can bust):
+/// `self.$domain` is the domain, `self.settings` the [`FlavorSettings`] it was built with, and
+/// `Self::Cookie` must be [`GpCookie`]. The read side, the name and the description differ
+/// between the flavors and stay in each.
+macro_rules! forward_to_domain {
+    ($domain:ident) => {
+        fn supports(&self, _kind: $crate::flavor::UpdateKind) -> bool {
+            true
+        }
+
+        fn has_cookies(&self) -> bool {
+            true
+        }
+
+        fn synchronize(&self) {
+            self.$domain.synchronize()
+        }
+
+        fn synchronize_expedited(&self) {
+            self.$domain.synchronize_expedited()
+        }
+
+        fn get_state(&self) -> Self::Cookie {
+            self.$domain.get_state()
+        }
+
+        fn start_poll(&self) -> Self::Cookie {
+            self.$domain.start_poll()
+        }
+
+        fn start_poll_expedited(&self) -> Self::Cookie {
+            self.$domain.start_poll_expedited()
+        }
+
+        fn poll(&self, cookie: &Self::Cookie) -> bool {
+            self.$domain.poll(cookie)
+        }
+
+        fn cond_synchronize(&self, cookie: &Self::Cookie) {
+            self.$domain.cond_synchronize(cookie)
+        }
+
+        fn cond_synchronize_expedited(&self, cookie: &Self::Cookie) {
+            self.$domain.cond_synchronize_expedited(cookie)
+        }
+
+        fn completed_cookie(&self) -> Self::Cookie {
+            ::rcukit::GpCookie::completed()
+        }
+
+        fn gps_between(
+            &self,
+            earlier: &Self::Cookie,
+            later: &Self::Cookie,
+        ) -> $crate::flavor::GpsBetween {
+            $crate::flavor::gps_between_cookies(earlier, later)
+        }
+
+        fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
+            self.$domain.call(f)
+        }
+
+        fn retire<T: Send + 'static>(&self, value: Box<T>) {
+            self.$domain.retire(value)
+        }
+
+        fn stats(&self) -> $crate::flavor::FlavorStats {
+            $crate::flavor::FlavorStats::from(self.$domain.stats())
+        }
+
+        fn stall_timeout(&self) -> Option<::std::time::Duration> {
+            Some(self.settings.stall_timeout)
+        }
+
+        fn backlog_callbacks(&self) -> Option<u64> {
+            Some(self.settings.backlog_callbacks)
+        }
+    };
+}
+pub(crate) use forward_to_domain;
 
 /// [`Flavor::gps_between`] for flavors whose cookies are rcukit [`GpCookie`]s (an `Rcu` or
 /// `Qsbr` domain).

@@ -1,4 +1,5 @@
-//! The `qsbr` flavor: an [`rcukit::Qsbr`] domain, every primitive forwarded as it is.
+//! The `qsbr` flavor: an [`rcukit::Qsbr`] domain, every primitive forwarded as it is (the
+//! update side by `forward_to_domain!`, shared with the `rcu` flavor).
 //!
 //! A reader thread registers once ([`Qsbr::register`]) and is online from then on. Its
 //! critical sections are the stretches between two quiescent states: the engine announces one
@@ -12,9 +13,8 @@
 //! stays online and silent past the stall timeout, and waits for the report), reader threads
 //! that unregister while grace periods scan, panicking callbacks and callback bursts.
 
-use super::{gps_between_cookies, Flavor, FlavorSettings, FlavorStats, GpsBetween, UpdateKind};
+use super::{forward_to_domain, Flavor, FlavorSettings};
 use rcukit::{GpCookie, Qsbr, QsbrThread};
-use std::time::Duration;
 
 /// A QSBR domain built for torturing: short stall timeout, small backlog threshold, two
 /// callback workers (so that `barrier()` spans shards).
@@ -91,75 +91,9 @@ impl Flavor for QsbrFlavor {
         false
     }
 
-    fn supports(&self, _kind: UpdateKind) -> bool {
-        true
-    }
-
-    fn has_cookies(&self) -> bool {
-        true
-    }
-
-    fn synchronize(&self) {
-        self.qsbr.synchronize()
-    }
-
-    fn synchronize_expedited(&self) {
-        self.qsbr.synchronize_expedited()
-    }
-
-    fn get_state(&self) -> GpCookie {
-        self.qsbr.get_state()
-    }
-
-    fn start_poll(&self) -> GpCookie {
-        self.qsbr.start_poll()
-    }
-
-    fn start_poll_expedited(&self) -> GpCookie {
-        self.qsbr.start_poll_expedited()
-    }
-
-    fn poll(&self, cookie: &GpCookie) -> bool {
-        self.qsbr.poll(cookie)
-    }
-
-    fn cond_synchronize(&self, cookie: &GpCookie) {
-        self.qsbr.cond_synchronize(cookie)
-    }
-
-    fn cond_synchronize_expedited(&self, cookie: &GpCookie) {
-        self.qsbr.cond_synchronize_expedited(cookie)
-    }
-
-    fn completed_cookie(&self) -> GpCookie {
-        GpCookie::completed()
-    }
-
-    fn gps_between(&self, earlier: &GpCookie, later: &GpCookie) -> GpsBetween {
-        gps_between_cookies(earlier, later)
-    }
-
-    fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
-        self.qsbr.call(f)
-    }
-
-    fn retire<T: Send + 'static>(&self, value: Box<T>) {
-        self.qsbr.retire(value)
-    }
-
     fn barrier(&self) {
         self.qsbr.barrier()
     }
 
-    fn stats(&self) -> FlavorStats {
-        FlavorStats::from(self.qsbr.stats())
-    }
-
-    fn stall_timeout(&self) -> Option<Duration> {
-        Some(self.settings.stall_timeout)
-    }
-
-    fn backlog_callbacks(&self) -> Option<u64> {
-        Some(self.settings.backlog_callbacks)
-    }
+    forward_to_domain!(qsbr);
 }

@@ -1,12 +1,12 @@
-//! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is; its
-//! `busted-barrier` variant, whose `barrier()` returns at once (the barrier checks must catch
-//! it); and the domain under the `map` and `busted-map` runs (the same flavor, renamed, whose
-//! domain an [`rcukit::RcuHashMap`] shares: see [`crate::map`]).
+//! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is (the update
+//! side by `forward_to_domain!`, shared with the `qsbr` flavor); its `busted-barrier` variant,
+//! whose `barrier()` returns at once (the barrier checks must catch it); and the domain under
+//! the `map` and `busted-map` runs (the same flavor, renamed, whose domain an
+//! [`rcukit::RcuHashMap`] shares: see [`crate::map`]).
 
-use super::{gps_between_cookies, Flavor, FlavorSettings, FlavorStats, GpsBetween, UpdateKind};
+use super::{forward_to_domain, Flavor, FlavorSettings};
 use rcukit::{GpCookie, Rcu};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// An rcukit domain built for torturing: short stall timeout, small backlog threshold, two
 /// callback workers (so that `barrier()` spans shards).
@@ -88,77 +88,11 @@ impl Flavor for RcuFlavor {
         self.rcu.read()
     }
 
-    fn supports(&self, _kind: UpdateKind) -> bool {
-        true
-    }
-
-    fn has_cookies(&self) -> bool {
-        true
-    }
-
-    fn synchronize(&self) {
-        self.rcu.synchronize()
-    }
-
-    fn synchronize_expedited(&self) {
-        self.rcu.synchronize_expedited()
-    }
-
-    fn get_state(&self) -> GpCookie {
-        self.rcu.get_state()
-    }
-
-    fn start_poll(&self) -> GpCookie {
-        self.rcu.start_poll()
-    }
-
-    fn start_poll_expedited(&self) -> GpCookie {
-        self.rcu.start_poll_expedited()
-    }
-
-    fn poll(&self, cookie: &GpCookie) -> bool {
-        self.rcu.poll(cookie)
-    }
-
-    fn cond_synchronize(&self, cookie: &GpCookie) {
-        self.rcu.cond_synchronize(cookie)
-    }
-
-    fn cond_synchronize_expedited(&self, cookie: &GpCookie) {
-        self.rcu.cond_synchronize_expedited(cookie)
-    }
-
-    fn completed_cookie(&self) -> GpCookie {
-        GpCookie::completed()
-    }
-
-    fn gps_between(&self, earlier: &GpCookie, later: &GpCookie) -> GpsBetween {
-        gps_between_cookies(earlier, later)
-    }
-
-    fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
-        self.rcu.call(f)
-    }
-
-    fn retire<T: Send + 'static>(&self, value: Box<T>) {
-        self.rcu.retire(value)
-    }
-
     fn barrier(&self) {
         if !self.busted_barrier {
             self.rcu.barrier()
         }
     }
 
-    fn stats(&self) -> FlavorStats {
-        FlavorStats::from(self.rcu.stats())
-    }
-
-    fn stall_timeout(&self) -> Option<Duration> {
-        Some(self.settings.stall_timeout)
-    }
-
-    fn backlog_callbacks(&self) -> Option<u64> {
-        Some(self.settings.backlog_callbacks)
-    }
+    forward_to_domain!(rcu);
 }

@@ -21,9 +21,9 @@
 //!   callbacks that reach the worker: lists it stole, and a thread's objects flushed ahead of
 //!   its closures).
 //!
-//! # Seed 004 in one function
+//! # [Seed 004](crate::docs::seeds) in one function
 //!
-//! A stamp is a full [`GpCookie`](crate::GpCookie): the normal *and* expedited targets.
+//! A stamp is a full [`GpCookie`]: the normal *and* expedited targets.
 //! Stamping requests only a normal grace period, but the worker is woken at the end of *every*
 //! grace period of either kind and polls both halves, so an expedited grace period that some
 //! other thread ran for its own reasons releases the callbacks early. With

@@ -19,11 +19,11 @@
 //! # Policy (in the worker, see [`worker`](super::worker))
 //!
 //! * Hand back only while producers are queuing (the worker took callbacks from its intake in
-//!   the last [`PATIENCE`]), and keep at most [`MAX_BATCHES`] batches waiting. With that many
+//!   the last `PATIENCE`), and keep at most `MAX_BATCHES` batches waiting. With that many
 //!   waiting, the worker drops ready objects itself as well, so that both threads work: with
 //!   an allocator whose cross-thread frees are cheap (mimalloc) this doubles flood throughput,
 //!   and with glibc it costs little, because the producers take most batches.
-//! * A batch that has waited longer than [`PATIENCE`] is taken back and run by the worker, so a
+//! * A batch that has waited longer than `PATIENCE` is taken back and run by the worker, so a
 //!   producer that stops queuing never strands memory for longer than that.
 //! * A producer runs at most one batch per call, and none while it is already running one (a
 //!   drop that retires more objects does not recurse).
@@ -35,13 +35,13 @@
 //! * *Exactly once.* A batch leaves the queue under the lock, to exactly one thread.
 //! * *Barriers and order.* Before the worker runs a closure or completes a barrier marker
 //!   (whether the marker reached DONE or found the list empty), it
-//!   [`finish`](Ready::finish)es: it runs every batch still queued and waits until no batch
+//!   `finish`es (`Ready::finish`): it runs every batch still queued and waits until no batch
 //!   that a producer took is still running. A batch counts as running from the critical
 //!   section that took it until its thread has run it and added it to the shard's invoked
 //!   counters, so everything queued before a marker or closure has run, and is counted, before
 //!   it. Drop-only callbacks may run on several threads at once; nothing else changes order.
 //! * *Nothing lost.* The worker hands nothing back while shutting down, and exits only when
-//!   the queue is [quiet](Ready::is_quiet).
+//!   the queue is quiet (`Ready::is_quiet`).
 
 use super::callback::Callback;
 use crate::sync::{AtomicUsize, Mutex};

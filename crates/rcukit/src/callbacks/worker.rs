@@ -22,7 +22,7 @@
 //! 6. parks when there is nothing to do.
 //!
 //! The worker is subscribed to the domain's grace-period event, so the end of a grace period of
-//! *either* kind unparks it (seed 004's first notification gap). Producers unpark it when it
+//! *either* kind unparks it ([seed 004](crate::docs::seeds)'s first notification gap). Producers unpark it when it
 //! parked with nothing pending; while it waits for a grace period it asked for, new callbacks
 //! wait to be taken when that grace period ends, and a producer nudges it only once per 1,024
 //! callbacks (one wake-up per grace period instead of one per callback, while a flood is still

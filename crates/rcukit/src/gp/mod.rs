@@ -10,10 +10,10 @@
 //! * [`expedited`]: the caller runs the grace period itself, with the IPI-ing heavy barrier;
 //!   concurrent callers piggyback on each other.
 //!
-//! Both end by bumping their sequence counter and firing `GpEvent`, which wakes *everything*
-//! that waits for a grace period of either kind: `synchronize` callers, cookie waiters and the
-//! callback workers. Waking on either kind is what lets a callback or a `synchronize()` finish
-//! on whichever grace period ends first (seed 004's three "notification gaps" closed by
+//! Both end by bumping their sequence counter and firing `GpEvent`, which wakes *everything* that
+//! waits for a grace period of either kind: `synchronize` callers, cookie waiters and the callback
+//! workers. Waking on either kind is what lets a callback or a `synchronize()` finish on whichever
+//! grace period ends first ([seed 004](crate::docs::seeds)'s three "notification gaps" closed by
 //! construction).
 
 pub mod expedited;

@@ -1,13 +1,14 @@
 //! The read-mostly schemes the seeds weigh RCU against, built with the same care.
 //!
-//! * [`recseq`]: [`RecSeq<T>`](crate::RecSeq), netfilter's `xt_recseq` (seed 000). Readers
-//!   make a per-thread sequence counter odd while they read; a writer swaps the pointer and
-//!   waits until every counter that was odd has changed. No grace-period thread, no
-//!   callbacks: the writer gets the old value back as soon as no reader can hold it.
-//! * [`percpu_rwlock`]: [`PerCpuRwLock<T>`](crate::PerCpuRwLock), the per-CPU reader-writer
-//!   lock of seed 002. One cache-line-padded reader lock per slot, threads mapped to slots;
-//!   readers touch only their slot, writers take every slot. Built on `lock_api`, so it has the
-//!   usual guards.
+//! * [`recseq`]: [`RecSeq<T>`](crate::RecSeq), netfilter's `xt_recseq`
+//!   ([seed 000](crate::docs::seeds)). Readers make a per-thread sequence counter odd while they
+//!   read; a writer swaps the pointer and waits until every counter that was odd has changed. No
+//!   grace-period thread, no callbacks: the writer gets the old value back as soon as no reader can
+//!   hold it.
+//! * [`percpu_rwlock`]: [`PerCpuRwLock<T>`](crate::PerCpuRwLock), the per-CPU reader-writer lock of
+//!   [seed 002](crate::docs::seeds). One cache-line-padded reader lock per slot, threads mapped to
+//!   slots; readers touch only their slot, writers take every slot. Built on `lock_api`, so it has
+//!   the usual guards.
 //!
 //! The QSBR domain, the third alternative, is a grace-period domain and lives beside
 //! [`Rcu`](crate::Rcu) in [`qsbr`](crate::qsbr). Central reader-writer locks, mutexes and

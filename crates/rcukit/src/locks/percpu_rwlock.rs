@@ -1,5 +1,5 @@
 //! [`PerCpuRwLock<T>`]: a reader-writer lock with one reader lock per slot, after the per-CPU
-//! locks Eric Dumazet gave ip_tables in 2005 (seed 002).
+//! locks Eric Dumazet gave ip_tables in 2005 ([seed 002](crate::docs::seeds)).
 //!
 //! ```
 //! use rcukit::PerCpuRwLock;
@@ -15,13 +15,13 @@
 //!
 //! # Why per slot
 //!
-//! A central reader-writer lock costs every reader an atomic read-modify-write on *one* cache
-//! line, which then bounces between every CPU that reads: with two readers the lock word
-//! ping-pongs on every acquisition and release, and that transfer, not the atomic itself,
-//! dominates (seed 002: "the cache line containing rwlock still must be taken exclusively by
-//! each CPU"). Here each slot has its own cache-line-padded lock word. A reader uses only its
-//! thread's slot, so readers on different slots never share a line; a writer, which is rare,
-//! takes every slot in turn.
+//! A central reader-writer lock costs every reader an atomic read-modify-write on *one* cache line,
+//! which then bounces between every CPU that reads: with two readers the lock word ping-pongs on
+//! every acquisition and release, and that transfer, not the atomic itself, dominates
+//! ([seed 002](crate::docs::seeds): "the cache line containing rwlock still must be taken
+//! exclusively by each CPU"). Here each slot has its own cache-line-padded lock word. A reader uses
+//! only its thread's slot, so readers on different slots never share a line; a writer, which is
+//! rare, takes every slot in turn.
 //!
 //! # Slots and threads
 //!
@@ -52,7 +52,7 @@
 //!
 //! Each slot is one cache line holding `writer` (a flag), `owned` (readers of the owning
 //! thread) and `shared` (readers of threads without a slot of their own). `light` and `heavy`
-//! are rcukit's barrier pair ([`barrier`](crate::barrier)): a compiler fence and
+//! are rcukit's barrier pair ([`barrier`]): a compiler fence and
 //! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` where the kernel has it, `fence(SeqCst)` on
 //! both sides otherwise.
 //!

@@ -1,5 +1,5 @@
-//! [`RecSeq<T>`]: a value readers use without locks and a writer replaces by waiting for
-//! every reader's sequence counter, after netfilter's `xt_recseq` (seed 000).
+//! [`RecSeq<T>`]: a value readers use without locks and a writer replaces by waiting for every
+//! reader's sequence counter, after netfilter's `xt_recseq` ([seed 000](crate::docs::seeds)).
 //!
 //! ```
 //! use rcukit::RecSeq;

@@ -1,0 +1,367 @@
+//! Documentation only: background that belongs to no single module.
+//!
+//! Nothing here is code. The modules below gather what the rest of the documentation refers to
+//! in passing:
+//!
+//! * [`seeds`]: the five texts (seeds 000 to 004) the library and its lab are built from, what
+//!   each one measured, and where rcukit answers it.
+//! * [`performance`]: what a read, a grace period of each kind, a `retire` and the alternatives
+//!   cost, with the measured figures and where they come from.
+//! * [`limitations`]: what rcukit does not do, or does only under conditions: `fork()`,
+//!   platforms without `membarrier`, QSBR on a busy machine, user code on the retiring thread,
+//!   and the checks that need a nightly toolchain.
+//!
+//! A newcomer to the code reads the crate documentation first (the model and the guarantees),
+//! then these pages, then the modules in the order the crate documentation's *Architecture*
+//! paragraph lists them: each starts with an essay on why its algorithm is correct.
+
+pub mod seeds {
+    //! The seeds: the five texts behind rcukit, and what each one asks of it.
+    //!
+    //! The design started from five write-ups of real systems that protect read-mostly data:
+    //! four from the Linux kernel, one from FreeBSD. Each reports a measurement, and the lab
+    //! (`cargo run --release -p rcukit-lab -- reproduce`) repeats each measurement in user space
+    //! with rcukit beside the schemes the seed compares. Module docs name them by number
+    //! ("seed 004"); this page says once what the numbers mean.
+    //!
+    //! | seed | source | in rcukit | lab experiment |
+    //! |---|---|---|---|
+    //! | 000 | an article on locking in netfilter | [`RecSeq`], [`RcuCell`] | `netfilter` |
+    //! | 001 | a FreeBSD patch for packet capture | [`RcuList`], [`Qsbr`] | `capture` |
+    //! | 002 | Eric Dumazet's ip_tables series, 2005 | [`PerCpuRwLock`] | `percpu`, `netfilter` |
+    //! | 003 | Kirill Tkhai's `net_mutex` patch, 2017 | cookies, `call`, `retire` | `netns` |
+    //! | 004 | a kernel series: callbacks and expedited GPs | [`GpCookie`] | `callbacks` |
+    //!
+    //! # Seed 000: netfilter's rule table and the writer's wait
+    //!
+    //! A Japanese article in the series "新Linuxカーネル解読室" (a new reading of the Linux
+    //! kernel) walks through how iptables rules are protected. Packets read a table through
+    //! `table->private`; `xt_replace_table()` installs a new table by swapping that pointer and
+    //! then waits, CPU by CPU, until each CPU's `xt_recseq` sequence count shows that the
+    //! packet it was processing at the swap is done. The article compares that scheme with the
+    //! rwlock and the RCU versions netfilter used in the past. RCU was merged twice and
+    //! reverted twice because updates became slow: the thread around commit 942e4a2bd680
+    //! reports 200 rule additions taking 0.2 s with the rwlock of 2.6.29 and 6.0 s with RCU in
+    //! 2.6.30-rc1. The author's own measurement of 200 `iptables -A` on a Raspberry Pi 4 with
+    //! Linux 6.11: 1109 ms with today's sequence counts, 5073 ms with `synchronize_rcu()`,
+    //! 1104 ms with `synchronize_rcu_expedited()`.
+    //!
+    //! The lesson rcukit takes: readers are not the whole story; a writer that waits for a
+    //! normal grace period per update is several times slower than one that waits only for the
+    //! readers running at its swap, and an expedited grace period closes the gap.
+    //! [`RecSeq`] is `xt_recseq` as a safe type, [`RcuCell`] is `table->private`, and both
+    //! kinds of grace period are first-class ([`Rcu::synchronize_expedited`]).
+    //!
+    //! # Seed 001: packet capture in FreeBSD
+    //!
+    //! A FreeBSD patch removed the reader-writer lock from the BPF fast path (`bpf_mtap`,
+    //! which runs for every inbound packet once a listener is attached). On a 28-core Xeon
+    //! with a Mellanox 100G NIC receiving 6 Mpps, starting `tcpdump` made the machine drop
+    //! between 500 kpps and 1.5 Mpps, from contention on that lock alone (the `netstat` sample
+    //! it quotes shows 1.9 M input drops per second). The patch moved the descriptor lists to
+    //! Concurrency Kit's `CK_LIST` under `epoch(9)`, so that packets take no lock, and freed
+    //! detached interfaces and replaced filter programs with `epoch_call()` once no reader
+    //! could still use them.
+    //!
+    //! In rcukit: [`RcuList`] is `CK_LIST` with the reference tied to its guard, and [`Qsbr`]
+    //! serves the packet loop whose threads own their CPUs and can announce a quiescent state
+    //! between bursts.
+    //!
+    //! # Seed 002: one lock word shared by every reader
+    //!
+    //! Eric Dumazet's 2005 series for ip_tables replaced each table's central rwlock with one
+    //! lock per CPU. Even though readers can hold a rwlock together, each of them has to own
+    //! the lock's cache line for its two atomic operations at entry and exit, so the line
+    //! travels between CPUs on every packet. With per-CPU locks (and loop unrolling and NUMA
+    //! placement in the same series), `ipt_do_table()` fell from the top of the profile to sixth
+    //! place, using a third of the CPU it used before, on dual Xeon and dual Opteron machines.
+    //!
+    //! In rcukit: [`PerCpuRwLock`], one cache-line-padded reader lock per slot, whose readers
+    //! do not even need an atomic read-modify-write on the slot a thread owns.
+    //!
+    //! # Seed 003: a mutex held across `synchronize_rcu()`
+    //!
+    //! A 2017 thread on Kirill Tkhai's patch (with Eric W. Biederman's review). Tearing down a
+    //! network namespace (`cleanup_net()`) took `net_mutex`, unlinked the namespace with
+    //! `list_del_rcu()` and then slept in `synchronize_rcu()` with the mutex still held; every
+    //! namespace creation needs the same mutex, so creations queued behind each teardown's
+    //! grace period. Turning the mutex into a reader-writer semaphore taken for reading on both
+    //! paths made a loop of 10,000 `unshare -n bash -c exit` take 18.235 s instead of
+    //! 1m24.19s (4.6 times faster), and 100,000 `unshare()` calls in a C loop 1:08.34 instead
+    //! of 1:39.85 elapsed.
+    //!
+    //! The lesson: a grace period is long, and whatever lock is held across it is held that
+    //! long. rcukit gives updaters ways not to wait under a lock: [`Rcu::call`] and
+    //! [`Rcu::retire`] defer the work, and the polling cookies ([`Rcu::get_state`],
+    //! [`Rcu::cond_synchronize`]) let the caller take a cookie under the lock and wait after
+    //! releasing it. The lab's `netns` experiment models the kernel's list, lock and teardown.
+    //!
+    //! # Seed 004: callbacks released by expedited grace periods
+    //!
+    //! A presentation of a ten-patch kernel series. The kernel has two grace-period state
+    //! machines, normal and expedited, with separate counters; both prove that every earlier
+    //! reader has finished. Before the series, `call_rcu()` callbacks were stamped with the
+    //! normal counter only, so an expedited grace period that ended first released nothing.
+    //! The series stamps each segment of the callback list with both counters and releases it
+    //! when *either* has passed its target, and closes three places where the end of an
+    //! expedited grace period went unnoticed (the offload threads were not woken, the per-tick
+    //! check did not look, the softirq could not advance the list). Measured on the same
+    //! hardware with and without it: 1.5 to 1.7 times less `sock_inode` slab in a benchmark
+    //! that closes UDP sockets while BPF map-in-map updates run expedited grace periods, and an
+    //! average `synchronize_rcu()` latency of 8.1 ms instead of 12.0 ms with two threads
+    //! running expedited grace periods beside 16 writers.
+    //!
+    //! In rcukit this is the default design, not a retrofit: a [`GpCookie`] holds both
+    //! targets and expires when either is reached ([`seq`](crate::seq)); both grace-period
+    //! engines wake every waiter of either kind when they finish ([`gp`](crate::gp)), so none
+    //! of the three gaps can exist; and [`RcuBuilder::expedited_callbacks`]`(false)` restores
+    //! the old behaviour on the same build, so the lab and the benches can compare the two.
+    //!
+    //! [`RecSeq`]: crate::RecSeq
+    //! [`RcuCell`]: crate::RcuCell
+    //! [`RcuList`]: crate::RcuList
+    //! [`Qsbr`]: crate::Qsbr
+    //! [`PerCpuRwLock`]: crate::PerCpuRwLock
+    //! [`GpCookie`]: crate::GpCookie
+    //! [`Rcu::synchronize_expedited`]: crate::Rcu::synchronize_expedited
+    //! [`Rcu::call`]: crate::Rcu::call
+    //! [`Rcu::retire`]: crate::Rcu::retire
+    //! [`Rcu::get_state`]: crate::Rcu::get_state
+    //! [`Rcu::cond_synchronize`]: crate::Rcu::cond_synchronize
+    //! [`RcuBuilder::expedited_callbacks`]: crate::RcuBuilder::expedited_callbacks
+}
+
+pub mod performance {
+    //! The performance model: what each operation costs, and the measurements behind it.
+    //!
+    //! # Where the figures come from
+    //!
+    //! Every figure on this page is quoted from `docs/benchmarks.md` in the repository, which
+    //! names the command that produced each table. They were taken on a shared 2-vCPU virtual
+    //! machine (AMD EPYC, Linux 6.18, rustc 1.95.0, `membarrier` available) with nothing else
+    //! running. Absolute times drift between runs on such a machine (the file allows ±30% on
+    //! the two-thread rows); the ratios against baselines measured in the same run are what to
+    //! compare. Rerun the benches on your own hardware before relying on any number:
+    //!
+    //! ```sh
+    //! cargo bench -p rcukit --bench cell           # reads, list walks, RcuCell updates
+    //! cargo bench -p rcukit --bench alternatives   # Qsbr, RecSeq, PerCpuRwLock, writers
+    //! cargo bench -p rcukit --bench callbacks      # retire throughput, backlog, seed 004
+    //! ```
+    //!
+    //! # A read
+    //!
+    //! The outermost [`Rcu::read`] loads the domain's epoch, stores it in the calling thread's
+    //! own reader record and issues the read-side half of the barrier pair; dropping the guard
+    //! stores 0 into the record. With [`FenceKind::Membarrier`] (the default wherever the
+    //! kernel offers it) that half is a compiler fence: no fence instruction and no atomic
+    //! read-modify-write. With [`FenceKind::SeqCst`] it is a full fence, tens of cycles. A
+    //! nested read only increments a counter private to the thread. The reader writes nothing
+    //! another thread writes, so a second reader thread does not slow the first down.
+    //!
+    //! A thread finds its record through a one-entry cache: the domain it read last. Reading
+    //! one domain is one compare; alternating between domains takes a short slow path (a
+    //! search of the thread's table). The first read of a thread in a domain allocates and
+    //! registers the record, once.
+    //!
+    //! Measured (`cell` and `alternatives` benches):
+    //!
+    //! | read path | 1 thread | 2 threads |
+    //! |---|---:|---:|
+    //! | `AtomicPtr` load, unprotected (the floor) | 0.30 ns | 0.69 ns |
+    //! | `RcuCell::read`: guard, load, leave | 2.25 ns | 1.99 ns |
+    //! | `RcuCell::load`, one guard for 1,024 loads | 0.57 ns | 0.43 ns |
+    //! | arc-swap `load` | 14.12 ns | 13.55 ns |
+    //! | std `RwLock<Arc<T>>` read | 11.70 ns | 51.35 ns |
+    //!
+    //! so a whole protected read is 6.3 to 6.8 times faster than arc-swap's `load`, and unlike
+    //! a reader-writer lock its cost does not grow with a second reader. In the `alternatives`
+    //! bench's own run, `Rcu::read` (membarrier) measured 2.78 ns and 2.84 ns. That bench
+    //! gives no `Rcu::read` row for [`FenceKind::SeqCst`]; its [`RecSeq`] rows show what the
+    //! fence costs in a reader of the same shape: 7.50 ns with the fence, 2.26 ns without
+    //! (one thread).
+    //!
+    //! A [`Qsbr`] read is a plain load; the thread pays one store per quiescent state. With a
+    //! quiescent state every 64 reads it measured 0.21 ns and 0.27 ns (1 and 2 threads, floor
+    //! 0.33 ns and 0.21 ns in that run); with one per read, 0.69 ns and 0.77 ns.
+    //!
+    //! # A normal grace period
+    //!
+    //! [`Rcu::synchronize`] asks the domain's grace-period thread for a grace period and
+    //! sleeps. The thread waits a short batching window (`normal_gp_delay`, 1 ms by default),
+    //! then runs one grace period for every request that arrived before it started, with
+    //! `MEMBARRIER_CMD_GLOBAL` as its heavy barrier: the kernel waits for its own normal grace
+    //! period and interrupts no CPU. Readers pay nothing for it; the caller pays latency. An
+    //! idle `synchronize()` took 9.2 ms to 9.6 ms (`callbacks` bench), and an `RcuCell` update
+    //! that waits for one ([`Reclaim::Synchronize`]) 8.72 ms, or 115 updates a second
+    //! (`cell` bench; a second run gave 8.56 ms). Concurrent callers share grace periods, so
+    //! a thousand callers cost one or two, not a thousand.
+    //!
+    //! # An expedited grace period
+    //!
+    //! [`Rcu::synchronize_expedited`] runs the grace period in the caller with
+    //! `MEMBARRIER_CMD_PRIVATE_EXPEDITED`, which interrupts every CPU currently running a
+    //! thread of this process, then scans the reader records. Callers that arrive while one
+    //! runs wait for the next and share it. Measured:
+    //!
+    //! * an `RcuCell` update that waits for one ([`Reclaim::Expedited`]): 1,533 ns, with no
+    //!   readers (`cell` bench; a second run gave 1,984 ns);
+    //! * one replacement while busy readers read (`alternatives` bench): 18.14 µs with one
+    //!   reader and 57.57 µs with two (two readers and the writer are three busy threads on two
+    //!   cores, so the second figure includes the scheduler).
+    //!
+    //! A [`Qsbr`] expedited grace period interrupts nobody and only waits for quiescent states:
+    //! 0.47 µs with one busy reader, but 3,285.75 µs with two, because an online reader that
+    //! has lost its CPU holds the grace period until it runs again.
+    //!
+    //! # `retire` and `call`
+    //!
+    //! [`Rcu::retire`] never blocks. By default the retiring thread keeps its objects in a
+    //! list of its own, stamps them in blocks of up to 256 (or whatever it retired within
+    //! 1 ms), and drops up to four blocks whose grace period has ended each time it seals one;
+    //! past the backlog threshold (10,000 callbacks by default) it asks the domain's helper
+    //! thread for an expedited grace period. [`Rcu::call`] closures go to a worker thread. In
+    //! the `callbacks` bench one thread retiring 16-byte objects reached, end to end (first
+    //! `retire` to last drop):
+    //!
+    //! | allocator | rcukit `retire`, median of 5 (two runs) | crossbeam-epoch, pin per op |
+    //! |---|---:|---:|
+    //! | glibc malloc | 14.72 and 14.91 M objects/s | 1.30x and 1.08x faster |
+    //! | mimalloc | 29.83 and 27.25 M objects/s | 1.36x and 1.34x faster |
+    //!
+    //! The retired-but-not-yet-dropped backlog stayed below one normal grace period's worth of
+    //! objects: at most 0.59 of it for a steady stream of 2 M objects/s, and a median of 0.05
+    //! to 0.09 (worst 0.26) for a flood. An `RcuCell` update that retires the old value
+    //! ([`Reclaim::Deferred`]) cost the writer 74 ns (`cell` bench).
+    //!
+    //! Releasing callbacks on expedited grace periods (seed 004, see [`seeds`](super::seeds))
+    //! matters most when other threads run expedited grace periods anyway: with one every
+    //! millisecond and 1 KiB objects retired at a steady rate, the mean of pending bytes was
+    //! 11.05 to 11.77 times lower with [`RcuBuilder::expedited_callbacks`] on than off (the
+    //! kernel series reports 1.5 to 1.7 times). rcukit's normal grace period is far slower
+    //! relative to an expedited one than the kernel's, so it gains more.
+    //!
+    //! # The alternatives
+    //!
+    //! From the `alternatives` bench (per thread, 1 and 2 threads; writers with 1 and 2 busy
+    //! readers):
+    //!
+    //! | scheme | read, 1 thread | read, 2 threads | writer, 1 reader | writer, 2 readers |
+    //! |---|---:|---:|---:|---:|
+    //! | [`RecSeq`] (default, `SeqCst`) | 7.50 ns | 7.22 ns | 0.92 µs | 3.22 µs |
+    //! | [`RecSeq`] (`Membarrier`) | 2.26 ns | 1.80 ns | 3.13 µs | 38.11 µs |
+    //! | [`PerCpuRwLock`] | 7.22 ns | 7.40 ns | 17.40 µs | 20.34 µs |
+    //! | `parking_lot::RwLock` | 10.98 ns | 60.65 ns | 0.03 µs | 0.02 µs |
+    //!
+    //! A [`RecSeq`] writer waits only for the sections running at its swap, with no batching
+    //! window and no thread of its own, which is why seed 000's netfilter chose it; in exchange
+    //! its readers pay a full fence (or its writer an IPI) and every update blocks. A
+    //! [`PerCpuRwLock`] read costs the same with two readers as with one (parking_lot's lock
+    //! is 8.2 times slower at two threads), and its writer pays one `membarrier`.
+    //!
+    //! [`Rcu::read`]: crate::Rcu::read
+    //! [`Rcu::synchronize`]: crate::Rcu::synchronize
+    //! [`Rcu::synchronize_expedited`]: crate::Rcu::synchronize_expedited
+    //! [`Rcu::retire`]: crate::Rcu::retire
+    //! [`Rcu::call`]: crate::Rcu::call
+    //! [`RcuBuilder::expedited_callbacks`]: crate::RcuBuilder::expedited_callbacks
+    //! [`FenceKind::Membarrier`]: crate::FenceKind::Membarrier
+    //! [`FenceKind::SeqCst`]: crate::FenceKind::SeqCst
+    //! [`Reclaim::Synchronize`]: crate::Reclaim::Synchronize
+    //! [`Reclaim::Expedited`]: crate::Reclaim::Expedited
+    //! [`Reclaim::Deferred`]: crate::Reclaim::Deferred
+    //! [`Qsbr`]: crate::Qsbr
+    //! [`RecSeq`]: crate::RecSeq
+    //! [`PerCpuRwLock`]: crate::PerCpuRwLock
+}
+
+pub mod limitations {
+    //! Limitations: what rcukit does not do, and what it does only under conditions.
+    //!
+    //! # `fork()`
+    //!
+    //! A child's domains repair themselves on first use ([`fork`](crate::fork) explains how),
+    //! with these limits:
+    //!
+    //! * Callbacks queued before the fork are abandoned in the child: they run in the parent,
+    //!   and running them in the child as well would run each closure twice. Their memory
+    //!   (the child's copy) is not freed either; [`Stats::callbacks_abandoned`] counts them.
+    //! * [`RecSeq`] and [`PerCpuRwLock`] own no threads and are not repaired: a read section or
+    //!   a write lock held by a thread that did not survive the fork stays held in the child,
+    //!   as with any lock, and a writer waits for it forever.
+    //! * Forking from code that rcukit runs (a report hook, a callback, a `Drop` of a retired
+    //!   object) is not supported: that thread may be halfway through the state being copied.
+    //! * The child may only rely on what its C library makes safe after `fork()` in a
+    //!   multithreaded process; rcukit's repair allocates and starts threads, on first use.
+    //!
+    //! # Platforms and the barrier pair
+    //!
+    //! The cheap read side needs Linux's `membarrier(2)` (the private expedited command, and
+    //! `MEMBARRIER_CMD_GLOBAL` for IPI-free normal grace periods). Elsewhere, on kernels
+    //! without it, under Miri and under loom, and with `RCUKIT_NO_MEMBARRIER=1`, every domain
+    //! uses [`FenceKind::SeqCst`]: correct, but each outermost read pays a full fence.
+    //! Without `MEMBARRIER_CMD_GLOBAL`, normal grace periods fall back to the private
+    //! expedited command and so interrupt the CPUs running the process, as expedited ones do.
+    //! Asking a builder for [`FenceKind::Membarrier`] where it is unavailable is an error, not a
+    //! silent fallback.
+    //!
+    //! # Waiting, blocking and stalls
+    //!
+    //! * Waiting for a grace period or a barrier of a domain from inside one of its read-side
+    //!   critical sections (or while online in a QSBR domain) would wait for itself: it panics
+    //!   with an explanation instead. The same holds for [`RecSeq::replace`] under a guard of the
+    //!   same `RecSeq`, and for a report hook that waits.
+    //! * A reader that stays in its critical section holds every grace period of its domain.
+    //!   After the stall timeout (10 s by default) rcukit reports it (naming the thread) and
+    //!   counts it in [`Stats::stalls`], then keeps waiting: a stall is reported, never
+    //!   broken.
+    //! * A [`Qsbr`] reader is inside a critical section whenever it is online, so a preempted
+    //!   online thread holds every grace period until the scheduler runs it again (3.3 ms in
+    //!   the `alternatives` bench with more busy threads than CPUs; see
+    //!   [`performance`](super::performance)). QSBR suits threads that own a CPU and go offline
+    //!   around anything that blocks; with more runnable threads than CPUs, use [`Rcu`].
+    //! * A `RecSeq` writer always blocks: it has no `call` or `retire`.
+    //!
+    //! # Where user code runs
+    //!
+    //! By default a `retire` (and so an [`RcuCell`] write or an [`RcuList`] removal) may run the
+    //! `Drop` of *earlier* retired objects on the calling thread. rcukit never does so under a
+    //! lock of its own, inside a read-side critical section of the domain, while unwinding or
+    //! inside another such drop, but it cannot know the caller's locks: a `Drop` that takes a
+    //! lock the retiring thread may hold needs [`RcuBuilder::retire_on_producers`]`(false)`
+    //! (for the global domain, with [`RcuBuilder::build_global`] before its first use). The
+    //! global domain's settings cannot change after its first use, and its threads run until
+    //! the process exits.
+    //!
+    //! # Checks that need more than stable Rust
+    //!
+    //! `cargo test --workspace` and `.ci/run` (which adds release tests and the loom models)
+    //! need only stable Rust. Two checks need a nightly toolchain and are run by hand, not by
+    //! `.ci/run`:
+    //!
+    //! * **Miri** runs the `RcuCell`, `RcuList`, `RcuHashMap` and thread-exit tests (the
+    //!   README gives the command); membarrier does not exist there, so only the
+    //!   [`FenceKind::SeqCst`] mode is checked.
+    //! * **AddressSanitizer** (`scripts/asan.sh`, nightly with `rust-src`) runs the stress and
+    //!   hostile tests and a torture run per fence mode.
+    //!
+    //! The loom models run on stable but explore a bounded number of preemptions (more with
+    //! `LOOM_MAX_PREEMPTIONS`, much more slowly); they check the protocols in
+    //! [`FenceKind::SeqCst`] mode, since loom cannot model a system call that reaches into
+    //! other threads. The membarrier mode is covered by the stress tests and the torture, not
+    //! by a model.
+    //!
+    //! [`Stats::callbacks_abandoned`]: crate::Stats::callbacks_abandoned
+    //! [`Stats::stalls`]: crate::Stats::stalls
+    //! [`RecSeq`]: crate::RecSeq
+    //! [`RecSeq::replace`]: crate::RecSeq::replace
+    //! [`PerCpuRwLock`]: crate::PerCpuRwLock
+    //! [`FenceKind::SeqCst`]: crate::FenceKind::SeqCst
+    //! [`FenceKind::Membarrier`]: crate::FenceKind::Membarrier
+    //! [`Qsbr`]: crate::Qsbr
+    //! [`Rcu`]: crate::Rcu
+    //! [`RcuCell`]: crate::RcuCell
+    //! [`RcuList`]: crate::RcuList
+    //! [`RcuBuilder::retire_on_producers`]: crate::RcuBuilder::retire_on_producers
+    //! [`RcuBuilder::build_global`]: crate::RcuBuilder::build_global
+}
