@@ -371,10 +371,10 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         let hash = self.hasher.hash_one(key);
         let root = self.root.load(Relaxed);
         // SAFETY: exclusive access: the tables and nodes are the map's alone for the borrow.
-        let node = unsafe { table::find(&*root, hash, |k| k.borrow() == key) }?;
-        let node = node as *const Node<K, V> as *mut Node<K, V>;
-        // SAFETY: as above; the node is owned by the map, which is mutably borrowed.
-        Some(unsafe { &mut (*node).value })
+        let node = unsafe { table::find_raw(&*root, hash, |k| k.borrow() == key) };
+        // SAFETY: as above; the node (if any) is owned by the map, which is mutably borrowed,
+        // and the pointer comes straight from its link.
+        unsafe { node.as_mut() }.map(|node| &mut node.value)
     }
 
     /// The entries with mutable values (`&mut self`: nothing else runs).

@@ -153,24 +153,40 @@ impl<K, V> Table<K, V> {
 #[inline]
 #[allow(clippy::needless_lifetimes)] // 'a is the contract's subject: keep it visible
 pub(crate) unsafe fn find<'a, K, V>(
-    mut table: &'a Table<K, V>,
+    table: &'a Table<K, V>,
+    hash: u64,
+    matches: impl FnMut(&K) -> bool,
+) -> Option<&'a Node<K, V>> {
+    // SAFETY: forwarded; a non-null result is a published node alive for 'a.
+    unsafe { find_raw(table, hash, matches).as_ref() }
+}
+
+/// [`find`], returning the node pointer as loaded from its link (with the provenance that
+/// `get_mut` needs to hand out `&mut V`).
+///
+/// # Safety
+///
+/// As for [`find`].
+#[inline]
+pub(crate) unsafe fn find_raw<K, V>(
+    mut table: &Table<K, V>,
     hash: u64,
     mut matches: impl FnMut(&K) -> bool,
-) -> Option<&'a Node<K, V>> {
+) -> *mut Node<K, V> {
     loop {
         let mut p = table.heads[table.index(hash)].load(Acquire);
         while !p.is_null() {
             // SAFETY: non-null links point at published nodes (Acquire load, claim 2), alive
-            // for 'a by the caller's contract.
+            // by the caller's contract.
             let node = unsafe { &*p };
             if node.hash == hash && matches(&node.key) {
-                return Some(node);
+                return p;
             }
             p = node.next.load(Acquire);
         }
         let next = table.next.load(Acquire);
         if next.is_null() {
-            return None;
+            return ptr::null_mut();
         }
         // SAFETY: a successor table is alive as long as its predecessor is reachable.
         table = unsafe { &*next };
