@@ -34,7 +34,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long the end of a run waits for its threads and chains before giving up on them.
-pub const STOP_PATIENCE: Duration = Duration::from_secs(60);
+pub(crate) const STOP_PATIENCE: Duration = Duration::from_secs(60);
 
 /// The writer making no progress for this long prints a warning.
 const WRITER_WATCHDOG: Duration = Duration::from_secs(20);

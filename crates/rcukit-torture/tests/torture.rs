@@ -248,7 +248,7 @@ mod busted_recseq {
     use rcukit::{RecSeq, RecSeqGuard};
     use rcukit_torture::flavor::{Flavor, FlavorStats, UpdateKind};
 
-    pub struct WrongCell {
+    pub(crate) struct WrongCell {
         pub read: RecSeq<()>,
         pub replaced: RecSeq<()>,
     }
@@ -401,9 +401,9 @@ mod qsbr_shaped {
     use std::cell::RefCell;
     use std::time::Duration;
 
-    pub struct Emulated(pub Rcu);
+    pub(crate) struct Emulated(pub Rcu);
 
-    pub struct Online<'a> {
+    pub(crate) struct Online<'a> {
         rcu: &'a Rcu,
         guard: RefCell<Option<rcukit::Guard<'a>>>,
     }

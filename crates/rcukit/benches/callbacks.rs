@@ -209,7 +209,7 @@ fn main() {
 
 /// The whole benchmark; `allocator` names the global allocator of this binary (the
 /// `callbacks_mimalloc` bench runs the same code over mimalloc).
-pub fn run(allocator: &str) {
+pub(crate) fn run(allocator: &str) {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let only = |part: &str| {

@@ -27,12 +27,12 @@ const PAYLOAD: usize = 6;
 
 /// The alignment that marks an allocation as a tracked value (or a node holding one): large
 /// and unusual, so that nothing else in the test binary is quarantined.
-pub const QUARANTINE_ALIGN: usize = 256;
+pub(crate) const QUARANTINE_ALIGN: usize = 256;
 const QUARANTINE_SLOTS: usize = 1 << 14;
 
 /// Counts of one test's values.
 #[derive(Default, Debug)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub created: AtomicUsize,
     pub dropped: AtomicUsize,
     pub double_drops: AtomicUsize,
@@ -42,26 +42,26 @@ impl Counts {
     /// Counters that live for the rest of the process (values may be dropped by callback
     /// workers after the test's stack frame is gone only if a test is broken; leaking keeps
     /// even that case free of use-after-free).
-    pub fn leak() -> &'static Counts {
+    pub(crate) fn leak() -> &'static Counts {
         Box::leak(Box::default())
     }
 
-    pub fn created(&self) -> usize {
+    pub(crate) fn created(&self) -> usize {
         self.created.load(Acquire)
     }
 
-    pub fn dropped(&self) -> usize {
+    pub(crate) fn dropped(&self) -> usize {
         self.dropped.load(Acquire)
     }
 
-    pub fn live(&self) -> usize {
+    pub(crate) fn live(&self) -> usize {
         self.created() - self.dropped()
     }
 }
 
 /// A value that knows whether it has been dropped.
 #[repr(C, align(256))]
-pub struct Tracked {
+pub(crate) struct Tracked {
     state: AtomicU64,
     id: u64,
     payload: [u64; PAYLOAD],
@@ -75,7 +75,7 @@ fn word(id: u64, i: usize) -> u64 {
 }
 
 impl Tracked {
-    pub fn new(id: u64, counts: &'static Counts) -> Tracked {
+    pub(crate) fn new(id: u64, counts: &'static Counts) -> Tracked {
         counts.created.fetch_add(1, Relaxed);
         Tracked {
             state: AtomicU64::new(LIVE),
@@ -85,13 +85,13 @@ impl Tracked {
         }
     }
 
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
     /// Panics unless the value is alive and whole.
     #[track_caller]
-    pub fn check(&self) {
+    pub(crate) fn check(&self) {
         let state = self.state.load(Acquire);
         assert_ne!(
             state, DEAD,
@@ -123,7 +123,7 @@ impl Drop for Tracked {
 
 /// The system allocator, except that frees of `QUARANTINE_ALIGN`-aligned blocks are delayed
 /// by `QUARANTINE_SLOTS` such frees (a FIFO quarantine, as in AddressSanitizer).
-pub struct Quarantine;
+pub(crate) struct Quarantine;
 
 struct Ring {
     slots: [(*mut u8, usize); QUARANTINE_SLOTS],
@@ -186,10 +186,10 @@ unsafe impl GlobalAlloc for Quarantine {
 }
 
 /// Small deterministic PRNG for the tests.
-pub struct XorShift(pub u64);
+pub(crate) struct XorShift(pub u64);
 
 impl XorShift {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -198,7 +198,7 @@ impl XorShift {
 }
 
 /// How long a stress test runs, and how many writes it does at most (small under miri).
-pub fn budget() -> (std::time::Duration, u64) {
+pub(crate) fn budget() -> (std::time::Duration, u64) {
     if cfg!(miri) {
         (std::time::Duration::from_secs(3600), 12)
     } else {
