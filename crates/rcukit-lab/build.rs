@@ -53,7 +53,7 @@ mod c_peers {
         "/usr/local/include",
     ];
 
-    pub fn build() {
+    pub(crate) fn build() {
         for (header, package) in HEADERS {
             let found = INCLUDE_DIRS
                 .iter()

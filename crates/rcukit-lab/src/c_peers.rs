@@ -13,17 +13,17 @@ mod ffi {
     use std::os::raw::c_int;
 
     extern "C" {
-        pub fn lab_urcu_memb_read_loop(pp: *const *mut u64, iters: u64) -> u64;
-        pub fn lab_urcu_qsbr_read_loop(pp: *const *mut u64, iters: u64, qs_every: u64) -> u64;
-        pub fn lab_ck_epoch_read_loop(pp: *const *mut u64, iters: u64) -> u64;
-        pub fn lab_urcu_memb_busy_reader(stop: *const c_int);
-        pub fn lab_urcu_qsbr_busy_reader(stop: *const c_int);
-        pub fn lab_ck_epoch_busy_reader(stop: *const c_int);
-        pub fn lab_urcu_memb_synchronize();
-        pub fn lab_urcu_qsbr_synchronize();
-        pub fn lab_ck_epoch_synchronize();
-        pub fn lab_urcu_memb_retire(n: u64) -> u64;
-        pub fn lab_ck_epoch_retire(n: u64) -> u64;
+        pub(super) fn lab_urcu_memb_read_loop(pp: *const *mut u64, iters: u64) -> u64;
+        pub(super) fn lab_urcu_qsbr_read_loop(pp: *const *mut u64, iters: u64, qs_every: u64) -> u64;
+        pub(super) fn lab_ck_epoch_read_loop(pp: *const *mut u64, iters: u64) -> u64;
+        pub(super) fn lab_urcu_memb_busy_reader(stop: *const c_int);
+        pub(super) fn lab_urcu_qsbr_busy_reader(stop: *const c_int);
+        pub(super) fn lab_ck_epoch_busy_reader(stop: *const c_int);
+        pub(super) fn lab_urcu_memb_synchronize();
+        pub(super) fn lab_urcu_qsbr_synchronize();
+        pub(super) fn lab_ck_epoch_synchronize();
+        pub(super) fn lab_urcu_memb_retire(n: u64) -> u64;
+        pub(super) fn lab_ck_epoch_retire(n: u64) -> u64;
     }
 }
 
@@ -128,17 +128,17 @@ pub fn retire(flavor: Flavor, n: u64) -> Option<u64> {
 mod lfht_ffi {
     /// `struct lab_lfht` (opaque).
     #[repr(C)]
-    pub struct LabLfht {
+    pub(super) struct LabLfht {
         _private: [u8; 0],
     }
 
     extern "C" {
-        pub fn lab_lfht_hash(w0: u64, w1: u64) -> u64;
-        pub fn lab_lfht_new(capacity: u64) -> *mut LabLfht;
-        pub fn lab_lfht_register_thread();
-        pub fn lab_lfht_unregister_thread();
-        pub fn lab_lfht_lookup(t: *mut LabLfht, w0: u64, w1: u64, aux: *mut u64) -> u64;
-        pub fn lab_lfht_insert(
+        pub(super) fn lab_lfht_hash(w0: u64, w1: u64) -> u64;
+        pub(super) fn lab_lfht_new(capacity: u64) -> *mut LabLfht;
+        pub(super) fn lab_lfht_register_thread();
+        pub(super) fn lab_lfht_unregister_thread();
+        pub(super) fn lab_lfht_lookup(t: *mut LabLfht, w0: u64, w1: u64, aux: *mut u64) -> u64;
+        pub(super) fn lab_lfht_insert(
             t: *mut LabLfht,
             w0: u64,
             w1: u64,
@@ -148,9 +148,9 @@ mod lfht_ffi {
             packets: u64,
             bytes: u64,
         ) -> i32;
-        pub fn lab_lfht_remove(t: *mut LabLfht, w0: u64, w1: u64) -> i32;
-        pub fn lab_lfht_len(t: *mut LabLfht) -> u64;
-        pub fn lab_lfht_destroy(t: *mut LabLfht) -> u64;
+        pub(super) fn lab_lfht_remove(t: *mut LabLfht, w0: u64, w1: u64) -> i32;
+        pub(super) fn lab_lfht_len(t: *mut LabLfht) -> u64;
+        pub(super) fn lab_lfht_destroy(t: *mut LabLfht) -> u64;
     }
 }
 
