@@ -14,7 +14,11 @@ mod ffi {
 
     extern "C" {
         pub(super) fn lab_urcu_memb_read_loop(pp: *const *mut u64, iters: u64) -> u64;
-        pub(super) fn lab_urcu_qsbr_read_loop(pp: *const *mut u64, iters: u64, qs_every: u64) -> u64;
+        pub(super) fn lab_urcu_qsbr_read_loop(
+            pp: *const *mut u64,
+            iters: u64,
+            qs_every: u64,
+        ) -> u64;
         pub(super) fn lab_ck_epoch_read_loop(pp: *const *mut u64, iters: u64) -> u64;
         pub(super) fn lab_urcu_memb_busy_reader(stop: *const c_int);
         pub(super) fn lab_urcu_qsbr_busy_reader(stop: *const c_int);
