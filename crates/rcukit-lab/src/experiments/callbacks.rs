@@ -33,7 +33,9 @@
 //! Every object retired is freed by the end of every point (checked: the objects count their
 //! own drops, and the domain's invoked count equals its queued count).
 
-use super::{check_duration, check_range, check_threads, ser_ms, ser_ms_list, Common, Outcome};
+use super::{
+    check_duration, check_range, check_threads, ser_ms, ser_ms_list, Common, Experiment, Rendered,
+};
 use crate::env::Environment;
 use crate::measure::{self, ratio, Counter, StopFlag, Summary};
 use crate::plot::{self, Axis, Panel, Series};
@@ -604,7 +606,7 @@ fn run_latency(cfg: &Config, task: &Task) -> Result<Vec<LatencyPoint>> {
 }
 
 /// Tables, plots and headlines.
-pub fn render(r: &Report) -> Result<Outcome> {
+pub fn render(r: &Report) -> Result<Rendered> {
     let seed = &r.seed;
     let c = &r.config;
     let mut md = String::new();
@@ -808,13 +810,37 @@ pub fn render(r: &Report) -> Result<Outcome> {
             p.exp_interval_us
         ));
     }
-    Ok(Outcome {
-        name: NAME,
-        title: "Seed 004: callbacks released by expedited grace periods".into(),
-        seeds: "004",
-        json: serde_json::to_value(r)?,
+    Ok(Rendered {
         markdown: md,
         svg: Some(svg),
         headlines,
     })
+}
+
+/// The experiment, for the shared drivers.
+pub struct Callbacks;
+
+impl Experiment for Callbacks {
+    const NAME: &'static str = NAME;
+    const TITLE: &'static str = "Seed 004: callbacks released by expedited grace periods";
+    const SEEDS: &'static [&'static str] = &["004"];
+    type Config = Config;
+    type Args = Args;
+    type Report = Report;
+
+    fn config(common: &Common) -> Config {
+        Config::new(common)
+    }
+
+    fn apply(args: &Args, cfg: &mut Config) {
+        args.apply(cfg);
+    }
+
+    fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
+        run(cfg, progress)
+    }
+
+    fn render(report: &Report) -> Result<Rendered> {
+        render(report)
+    }
 }

@@ -39,7 +39,9 @@
 //! Every scheme that defers frees does so through callbacks (no writer ever blocks on a grace
 //! period), so the schemes differ only in what the packet path does.
 
-use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
+use super::{
+    check_duration, check_range, check_threads, ser_ms, Common, Experiment, Rendered, Unavailable,
+};
 use crate::env::Environment;
 use crate::measure::{self, ratio, StopFlag};
 use crate::plot::{self, Axis, Panel, Series};
@@ -1129,7 +1131,7 @@ fn pct(x: f64) -> String {
 }
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Outcome> {
+pub fn render(r: &Report) -> Result<Rendered> {
     let mut md = String::new();
     md.push_str(&format!(
         "{} packet thread(s), each a NIC queue with a {}-packet ring; one descriptor always \
@@ -1275,13 +1277,37 @@ pub fn render(r: &Report) -> Result<Outcome> {
         listed(&at_top),
         listed(&cap)
     ));
-    Ok(Outcome {
-        name: NAME,
-        title: "Seed 001: packet capture while tcpdump changes filters".into(),
-        seeds: "001",
-        json: serde_json::to_value(r)?,
+    Ok(Rendered {
         markdown: md,
         svg: Some(svg),
         headlines,
     })
+}
+
+/// The experiment, for the shared drivers.
+pub struct Capture;
+
+impl Experiment for Capture {
+    const NAME: &'static str = NAME;
+    const TITLE: &'static str = "Seed 001: packet capture while tcpdump changes filters";
+    const SEEDS: &'static [&'static str] = &["001"];
+    type Config = Config;
+    type Args = Args;
+    type Report = Report;
+
+    fn config(common: &Common) -> Config {
+        Config::new(common)
+    }
+
+    fn apply(args: &Args, cfg: &mut Config) {
+        args.apply(cfg);
+    }
+
+    fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
+        run(cfg, progress)
+    }
+
+    fn render(report: &Report) -> Result<Rendered> {
+        render(report)
+    }
 }

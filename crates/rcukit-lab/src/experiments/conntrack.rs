@@ -61,7 +61,9 @@
 //! Every Rust map hashes with [`FlowBuild`] and is created with room for `flows`; the C table
 //! computes the same function in C (`lab_lfht_hash`) and starts with the next power of two.
 
-use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
+use super::{
+    check_duration, check_range, check_threads, ser_ms, Common, Experiment, Rendered, Unavailable,
+};
 use crate::env::Environment;
 use crate::measure::{self, per_sec, ratio, Counter, Summary};
 use crate::plot::{self, Axis, Panel};
@@ -1594,7 +1596,7 @@ fn ns(x: f64) -> String {
 }
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Outcome> {
+pub fn render(r: &Report) -> Result<Rendered> {
     let c = &r.config;
     let maxt = r.max_threads();
     let mut md = String::new();
@@ -1840,16 +1842,40 @@ pub fn render(r: &Report) -> Result<Outcome> {
         })
         .collect();
     headlines.push(format!("claims: {}", verdicts.join("; ")));
-    Ok(Outcome {
-        name: NAME,
-        title: "Conntrack: a flow table under lookups and churn, RcuHashMap beside its peers"
-            .into(),
-        seeds: "",
-        json: serde_json::to_value(r)?,
+    Ok(Rendered {
         markdown: md,
         svg: Some(svg),
         headlines,
     })
+}
+
+/// The experiment, for the shared drivers.
+pub struct Conntrack;
+
+impl Experiment for Conntrack {
+    const NAME: &'static str = NAME;
+    const TITLE: &'static str =
+        "Conntrack: a flow table under lookups and churn, RcuHashMap beside its peers";
+    const SEEDS: &'static [&'static str] = &[];
+    type Config = Config;
+    type Args = Args;
+    type Report = Report;
+
+    fn config(common: &Common) -> Config {
+        Config::new(common)
+    }
+
+    fn apply(args: &Args, cfg: &mut Config) {
+        args.apply(cfg);
+    }
+
+    fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
+        run(cfg, progress)
+    }
+
+    fn render(report: &Report) -> Result<Rendered> {
+        render(report)
+    }
 }
 
 #[cfg(test)]

@@ -26,10 +26,13 @@
 pub mod callbacks;
 pub mod capture;
 pub mod conntrack;
+pub mod kit;
 pub mod netfilter;
 pub mod netns;
 pub mod peers;
 pub mod percpu;
+
+pub use kit::{outcome, run_default, run_with, Envelope, Experiment, Rendered};
 
 use crate::env::available_cores;
 use crate::progress::Progress;
@@ -45,7 +48,7 @@ pub struct Outcome {
     /// Section title.
     pub title: String,
     /// The seeds it reproduces, e.g. `000, 002` (empty for the peers comparison).
-    pub seeds: &'static str,
+    pub seeds: String,
     /// The full result (environment, config, figures).
     pub json: serde_json::Value,
     /// Markdown: the seed's figures beside ours, our tables, notes.
@@ -107,7 +110,7 @@ impl Common {
 
 /// The experiments, in the order `reproduce` runs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Experiment {
+pub enum ExperimentId {
     /// Seeds 000 and 002: rule-table updates under rwlock, RCU and friends.
     Netfilter,
     /// Seed 001: packet drops while tcpdump changes filters.
@@ -124,62 +127,41 @@ pub enum Experiment {
     Conntrack,
 }
 
-impl Experiment {
+impl ExperimentId {
     /// All experiments in run order.
-    pub const ALL: [Experiment; 7] = [
-        Experiment::Netfilter,
-        Experiment::Capture,
-        Experiment::Percpu,
-        Experiment::Netns,
-        Experiment::Callbacks,
-        Experiment::Peers,
-        Experiment::Conntrack,
+    pub const ALL: [ExperimentId; 7] = [
+        ExperimentId::Netfilter,
+        ExperimentId::Capture,
+        ExperimentId::Percpu,
+        ExperimentId::Netns,
+        ExperimentId::Callbacks,
+        ExperimentId::Peers,
+        ExperimentId::Conntrack,
     ];
 
     /// The file stem and subcommand name.
     pub fn name(self) -> &'static str {
         match self {
-            Experiment::Netfilter => netfilter::NAME,
-            Experiment::Capture => capture::NAME,
-            Experiment::Percpu => percpu::NAME,
-            Experiment::Netns => netns::NAME,
-            Experiment::Callbacks => callbacks::NAME,
-            Experiment::Peers => peers::NAME,
-            Experiment::Conntrack => conntrack::NAME,
+            ExperimentId::Netfilter => netfilter::Netfilter::NAME,
+            ExperimentId::Capture => capture::Capture::NAME,
+            ExperimentId::Percpu => percpu::Percpu::NAME,
+            ExperimentId::Netns => netns::Netns::NAME,
+            ExperimentId::Callbacks => callbacks::Callbacks::NAME,
+            ExperimentId::Peers => peers::Peers::NAME,
+            ExperimentId::Conntrack => conntrack::Conntrack::NAME,
         }
     }
 
     /// Run with the default configuration for `common` and render.
     pub fn run_default(self, common: &Common, progress: &Progress) -> Result<Outcome> {
         match self {
-            Experiment::Netfilter => {
-                let cfg = netfilter::Config::new(common);
-                netfilter::render(&netfilter::run(&cfg, progress)?)
-            }
-            Experiment::Capture => {
-                let cfg = capture::Config::new(common);
-                capture::render(&capture::run(&cfg, progress)?)
-            }
-            Experiment::Percpu => {
-                let cfg = percpu::Config::new(common);
-                percpu::render(&percpu::run(&cfg, progress)?)
-            }
-            Experiment::Netns => {
-                let cfg = netns::Config::new(common);
-                netns::render(&netns::run(&cfg, progress)?)
-            }
-            Experiment::Callbacks => {
-                let cfg = callbacks::Config::new(common);
-                callbacks::render(&callbacks::run(&cfg, progress)?)
-            }
-            Experiment::Peers => {
-                let cfg = peers::Config::new(common);
-                peers::render(&peers::run(&cfg, progress)?)
-            }
-            Experiment::Conntrack => {
-                let cfg = conntrack::Config::new(common);
-                conntrack::render(&conntrack::run(&cfg, progress)?)
-            }
+            ExperimentId::Netfilter => run_default::<netfilter::Netfilter>(common, progress),
+            ExperimentId::Capture => run_default::<capture::Capture>(common, progress),
+            ExperimentId::Percpu => run_default::<percpu::Percpu>(common, progress),
+            ExperimentId::Netns => run_default::<netns::Netns>(common, progress),
+            ExperimentId::Callbacks => run_default::<callbacks::Callbacks>(common, progress),
+            ExperimentId::Peers => run_default::<peers::Peers>(common, progress),
+            ExperimentId::Conntrack => run_default::<conntrack::Conntrack>(common, progress),
         }
     }
 }

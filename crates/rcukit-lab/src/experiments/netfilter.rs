@@ -45,7 +45,9 @@
 //! `xt_recseq`, which `rcukit::RecSeq` rebuilds (readers make a per-thread sequence counter
 //! odd with a full fence, the writer swaps the table and scans the counters).
 
-use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
+use super::{
+    check_duration, check_range, check_threads, ser_ms, Common, Experiment, Rendered, Unavailable,
+};
 use crate::env::Environment;
 use crate::measure::{self, per_sec, ratio, Counter, StopFlag, Summary};
 use crate::plot::{self, Axis, Panel};
@@ -840,7 +842,7 @@ fn reader(
 // Rendering
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Outcome> {
+pub fn render(r: &Report) -> Result<Rendered> {
     let seed = &r.seed;
     let base = r.baseline.id();
     let get = |id| r.scheme(id);
@@ -1078,13 +1080,37 @@ pub fn render(r: &Report) -> Result<Outcome> {
         lookups(SchemeId::PercpuRwlock),
         lookups(SchemeId::Rwlock)
     ));
-    Ok(Outcome {
-        name: NAME,
-        title: "Seeds 000 and 002: netfilter rule-table updates".into(),
-        seeds: "000, 002",
-        json: serde_json::to_value(r)?,
+    Ok(Rendered {
         markdown: md,
         svg: Some(svg),
         headlines,
     })
+}
+
+/// The experiment, for the shared drivers.
+pub struct Netfilter;
+
+impl Experiment for Netfilter {
+    const NAME: &'static str = NAME;
+    const TITLE: &'static str = "Seeds 000 and 002: netfilter rule-table updates";
+    const SEEDS: &'static [&'static str] = &["000", "002"];
+    type Config = Config;
+    type Args = Args;
+    type Report = Report;
+
+    fn config(common: &Common) -> Config {
+        Config::new(common)
+    }
+
+    fn apply(args: &Args, cfg: &mut Config) {
+        args.apply(cfg);
+    }
+
+    fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
+        run(cfg, progress)
+    }
+
+    fn render(report: &Report) -> Result<Rendered> {
+        render(report)
+    }
 }

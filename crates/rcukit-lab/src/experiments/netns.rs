@@ -31,7 +31,7 @@
 //!
 //! Every namespace created is destroyed and freed by the end of the run (checked).
 
-use super::{check_duration, check_threads, ser_ms, Common, Outcome};
+use super::{check_duration, check_threads, ser_ms, Common, Experiment, Rendered};
 use crate::env::Environment;
 use crate::measure::{self, per_sec, ratio, spin_for, StopFlag, Summary};
 use crate::plot::{self, Axis, Panel, Series};
@@ -475,7 +475,7 @@ fn cleanup(w: &World, cfg: &Config, stop: &StopFlag) {
 }
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Outcome> {
+pub fn render(r: &Report) -> Result<Rendered> {
     let mut md = String::new();
     md.push_str(&format!(
         "{} creator loop(s): {} µs of process work, then create a namespace ({} µs under the \
@@ -574,11 +574,7 @@ pub fn render(r: &Report) -> Result<Outcome> {
         r.seed_ratio,
         old.map_or("n/a".into(), |s| report::num(s.gp_wait_ms.mean))
     )];
-    Ok(Outcome {
-        name: NAME,
-        title: "Seed 003: netns create/destroy, net_mutex vs rw_semaphore".into(),
-        seeds: "003",
-        json: serde_json::to_value(r)?,
+    Ok(Rendered {
         markdown: md,
         svg: Some(svg),
         headlines,
@@ -597,4 +593,32 @@ fn percentile_points(s: &Summary) -> Vec<(f64, f64)> {
         (s.p99, 0.99),
         (s.max, 1.0),
     ]
+}
+
+/// The experiment, for the shared drivers.
+pub struct Netns;
+
+impl Experiment for Netns {
+    const NAME: &'static str = NAME;
+    const TITLE: &'static str = "Seed 003: netns create/destroy, net_mutex vs rw_semaphore";
+    const SEEDS: &'static [&'static str] = &["003"];
+    type Config = Config;
+    type Args = Args;
+    type Report = Report;
+
+    fn config(common: &Common) -> Config {
+        Config::new(common)
+    }
+
+    fn apply(args: &Args, cfg: &mut Config) {
+        args.apply(cfg);
+    }
+
+    fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
+        run(cfg, progress)
+    }
+
+    fn render(report: &Report) -> Result<Rendered> {
+        render(report)
+    }
 }

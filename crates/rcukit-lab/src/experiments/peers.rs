@@ -23,7 +23,9 @@
 //! With the `c-peers` feature, liburcu's memb and qsbr flavors and Concurrency Kit's ck_epoch
 //! join through FFI (their loops run in C; see `c_peers`, compiled with the feature).
 
-use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
+use super::{
+    check_duration, check_range, check_threads, ser_ms, Common, Experiment, Rendered, Unavailable,
+};
 use crate::env::Environment;
 use crate::measure::{self, ratio, StopFlag, Summary};
 use crate::plot::{self, Axis, Panel};
@@ -916,7 +918,7 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
 }
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Outcome> {
+pub fn render(r: &Report) -> Result<Rendered> {
     let mut md = String::new();
     md.push_str(&format!(
         "All peers in one process, one after another, interleaved by thread count. C peers \
@@ -1084,14 +1086,38 @@ pub fn render(r: &Report) -> Result<Outcome> {
             gp(GpPeer::CrossbeamEpoch)
         ),
     ];
-    Ok(Outcome {
-        name: NAME,
-        title: "Peers: rcukit beside crossbeam-epoch, arc-swap, seize, locks (and liburcu, ck)"
-            .into(),
-        seeds: "",
-        json: serde_json::to_value(r)?,
+    Ok(Rendered {
         markdown: md,
         svg: Some(svg),
         headlines,
     })
+}
+
+/// The experiment, for the shared drivers.
+pub struct Peers;
+
+impl Experiment for Peers {
+    const NAME: &'static str = NAME;
+    const TITLE: &'static str =
+        "Peers: rcukit beside crossbeam-epoch, arc-swap, seize, locks (and liburcu, ck)";
+    const SEEDS: &'static [&'static str] = &[];
+    type Config = Config;
+    type Args = Args;
+    type Report = Report;
+
+    fn config(common: &Common) -> Config {
+        Config::new(common)
+    }
+
+    fn apply(args: &Args, cfg: &mut Config) {
+        args.apply(cfg);
+    }
+
+    fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
+        run(cfg, progress)
+    }
+
+    fn render(report: &Report) -> Result<Rendered> {
+        render(report)
+    }
 }

@@ -28,7 +28,9 @@
 //! | `rcu` | `Rcu::read` on a domain of its own |
 //! | `qsbr` | a plain load; each thread registered with an `rcukit::Qsbr` domain, a quiescent state every 64 sections |
 
-use super::{check_duration, check_range, check_threads, ser_ms, Common, Outcome, Unavailable};
+use super::{
+    check_duration, check_range, check_threads, ser_ms, Common, Experiment, Rendered, Unavailable,
+};
 use crate::env::Environment;
 use crate::measure::{self, per_sec, ratio, Counter, StopFlag};
 use crate::plot::{self, Axis, Panel, Series};
@@ -438,7 +440,7 @@ fn measure_point(
 }
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Outcome> {
+pub fn render(r: &Report) -> Result<Rendered> {
     let maxt = r.config.thread_counts.iter().copied().max().unwrap_or(1);
     let at = |id: SchemeId, threads: usize| {
         r.scheme(id)
@@ -527,13 +529,37 @@ pub fn render(r: &Report) -> Result<Outcome> {
         vs(SchemeId::Rcu),
         vs(SchemeId::Qsbr)
     )];
-    Ok(Outcome {
-        name: NAME,
-        title: "Seed 002: read throughput, central rwlock vs per-reader state".into(),
-        seeds: "002",
-        json: serde_json::to_value(r)?,
+    Ok(Rendered {
         markdown: md,
         svg: Some(svg),
         headlines,
     })
+}
+
+/// The experiment, for the shared drivers.
+pub struct Percpu;
+
+impl Experiment for Percpu {
+    const NAME: &'static str = NAME;
+    const TITLE: &'static str = "Seed 002: read throughput, central rwlock vs per-reader state";
+    const SEEDS: &'static [&'static str] = &["002"];
+    type Config = Config;
+    type Args = Args;
+    type Report = Report;
+
+    fn config(common: &Common) -> Config {
+        Config::new(common)
+    }
+
+    fn apply(args: &Args, cfg: &mut Config) {
+        args.apply(cfg);
+    }
+
+    fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
+        run(cfg, progress)
+    }
+
+    fn render(report: &Report) -> Result<Rendered> {
+        render(report)
+    }
 }
