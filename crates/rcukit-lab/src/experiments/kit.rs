@@ -138,3 +138,22 @@ macro_rules! override_fields {
         )+
     };
 }
+
+/// Measure every scheme in `ids` in turn with `f`, showing progress as task `name`.
+pub fn measure_each<I: Copy, R>(
+    progress: &Progress,
+    name: &str,
+    ids: &[I],
+    label: impl Fn(I) -> &'static str,
+    mut f: impl FnMut(I) -> Result<R>,
+) -> Result<Vec<R>> {
+    let task = progress.task(name, ids.len() as u64);
+    let mut out = Vec::with_capacity(ids.len());
+    for &id in ids {
+        task.message(label(id));
+        out.push(f(id)?);
+        task.inc();
+    }
+    task.finish();
+    Ok(out)
+}

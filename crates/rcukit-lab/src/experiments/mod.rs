@@ -31,8 +31,9 @@ pub mod netfilter;
 pub mod netns;
 pub mod peers;
 pub mod percpu;
+pub mod seeds;
 
-pub use kit::{outcome, run_default, run_with, Envelope, Experiment, Rendered};
+pub use kit::{measure_each, outcome, run_default, run_with, Envelope, Experiment, Rendered};
 
 use crate::env::available_cores;
 use crate::progress::Progress;
