@@ -129,11 +129,21 @@ pub fn run_with<E: Experiment>(
 /// Copy every flag that was given (`Some`) into the config field of the same name:
 /// `override_fields!(args => cfg; creators, duration)`.
 #[macro_export]
+/// List flags (`Vec`, empty when not given) go after `lists:`:
+/// `override_fields!(args => cfg; work; lists: thread_counts)`.
 macro_rules! override_fields {
-    ($args:expr => $cfg:expr; $($field:ident),+ $(,)?) => {
+    ($args:expr => $cfg:expr; $($field:ident),* $(,)?) => {
         $(
             if let Some(v) = &$args.$field {
                 $cfg.$field = v.clone();
+            }
+        )*
+    };
+    ($args:expr => $cfg:expr; $($field:ident),* ; lists: $($list:ident),+ $(,)?) => {
+        $crate::override_fields!($args => $cfg; $($field),*);
+        $(
+            if !$args.$list.is_empty() {
+                $cfg.$list = $args.$list.clone();
             }
         )+
     };
