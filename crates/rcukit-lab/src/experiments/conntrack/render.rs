@@ -40,10 +40,33 @@ fn ns(x: f64) -> String {
 
 /// Tables, plot and headlines.
 pub fn render(r: &Report) -> Result<Rendered> {
+    let mut md = intro(r);
+    for &threads in &r.config.packet_threads {
+        md.push_str(&format!(
+            "### {threads} packet thread(s), writer at {} pairs/s\n\n",
+            report::num(r.config.churn_rate as f64)
+        ));
+        md.push_str(&point_table(r, threads));
+        md.push('\n');
+    }
+    md.push_str(&notes(r));
+    md.push('\n');
+    md.push_str("### The issue's claims\n\n");
+    md.push_str(&claims_table(r));
+    md.push_str("\n### Checks\n\n");
+    md.push_str(&checks(r));
+    md.push_str(&unavailable_note(&r.not_available));
+    Ok(Rendered {
+        markdown: md,
+        svg: Some(svg(r)?),
+        headlines: headlines(r),
+    })
+}
+
+/// The workload in words.
+fn intro(r: &Report) -> String {
     let c = &r.config;
-    let maxt = r.max_threads();
-    let mut md = String::new();
-    md.push_str(&format!(
+    format!(
         "A flow table of {} flows (5-tuple keys, 48-byte records). Packet threads look up one \
          flow per packet ({}% of packets belong to no flow), each lookup one read-side \
          section; one writer creates a flow and expires the oldest at {} pairs/s{}. {} ms per \
@@ -60,52 +83,53 @@ pub fn render(r: &Report) -> Result<Rendered> {
         c.rounds,
         r.hasher,
         r.latency_method
-    ));
-    for &threads in &c.packet_threads {
-        md.push_str(&format!(
-            "### {threads} packet thread(s), writer at {} pairs/s\n\n",
-            report::num(c.churn_rate as f64)
-        ));
-        let mut t = Table::new(&[
-            "map",
-            "lookups/s",
-            "vs rwlock",
-            "per thread",
-            "p50 ns",
-            "p99 ns",
-            "p99 vs rwlock",
-            "writer pairs/s",
-            "of target",
-            "misses",
+    )
+}
+
+/// One row per map at `threads` packet threads.
+fn point_table(r: &Report, threads: usize) -> String {
+    let mut t = Table::new(&[
+        "map",
+        "lookups/s",
+        "vs rwlock",
+        "per thread",
+        "p50 ns",
+        "p99 ns",
+        "p99 vs rwlock",
+        "writer pairs/s",
+        "of target",
+        "misses",
+    ]);
+    for m in &r.maps {
+        let Some(p) = m.points.iter().find(|p| p.packet_threads == threads) else {
+            continue;
+        };
+        let mean_thread = if p.lookups_per_s_per_thread.is_empty() {
+            0.0
+        } else {
+            p.lookups_per_s_per_thread.iter().sum::<f64>() / p.lookups_per_s_per_thread.len() as f64
+        };
+        t.row(vec![
+            format!("`{}`", m.map.id()),
+            report::num(p.lookups_per_s),
+            report::ratio(p.vs_baseline.lookups),
+            report::num(mean_thread),
+            ns(p.latency_ns.p50),
+            ns(p.latency_ns.p99),
+            report::ratio(p.vs_baseline.p99),
+            report::num(p.writer.achieved_per_s),
+            p.writer
+                .share_of_target
+                .map_or("n/a".into(), |s| format!("{:.0}%", s * 100.0)),
+            format!("{:.1}%", p.miss_share * 100.0),
         ]);
-        for m in &r.maps {
-            let Some(p) = m.points.iter().find(|p| p.packet_threads == threads) else {
-                continue;
-            };
-            let mean_thread = if p.lookups_per_s_per_thread.is_empty() {
-                0.0
-            } else {
-                p.lookups_per_s_per_thread.iter().sum::<f64>()
-                    / p.lookups_per_s_per_thread.len() as f64
-            };
-            t.row(vec![
-                format!("`{}`", m.map.id()),
-                report::num(p.lookups_per_s),
-                report::ratio(p.vs_baseline.lookups),
-                report::num(mean_thread),
-                ns(p.latency_ns.p50),
-                ns(p.latency_ns.p99),
-                report::ratio(p.vs_baseline.p99),
-                report::num(p.writer.achieved_per_s),
-                p.writer
-                    .share_of_target
-                    .map_or("n/a".into(), |s| format!("{:.0}%", s * 100.0)),
-                format!("{:.1}%", p.miss_share * 100.0),
-            ]);
-        }
-        md.push_str(&t.to_markdown());
-        md.push('\n');
     }
+    t.to_markdown()
+}
+
+/// What the ratio columns mean, and the maps whose writer was held back.
+fn notes(r: &Report) -> String {
+    let mut md = String::new();
     md.push_str(&format!(
         "`vs rwlock`: lookups/s ÷ `{}`'s in this run (higher is better); `p99 vs rwlock`: p99 \
          ÷ its p99 (lower is better); `per thread`: mean over the packet threads; `of \
@@ -122,8 +146,11 @@ pub fn render(r: &Report) -> Result<Rendered> {
             starved.join(", ")
         ));
     }
-    md.push('\n');
-    md.push_str("### The issue's claims\n\n");
+    md
+}
+
+/// The issue's claims, checked.
+fn claims_table(r: &Report) -> String {
     let mut t = Table::new(&[
         "claim",
         "needed",
@@ -154,8 +181,12 @@ pub fn render(r: &Report) -> Result<Rendered> {
                 .map_or("n/a".into(), |s| format!("{:.0}%", s * 100.0)),
         ]);
     }
-    md.push_str(&t.to_markdown());
-    md.push_str("\n### Checks\n\n");
+    t.to_markdown()
+}
+
+/// The correctness checks per map, and the load average.
+fn checks(r: &Report) -> String {
+    let mut md = String::new();
     let mut t = Table::new(&[
         "map",
         "fill ms",
@@ -198,8 +229,13 @@ pub fn render(r: &Report) -> Result<Rendered> {
             }
         ));
     }
-    md.push_str(&unavailable_note(&r.not_available));
+    md
+}
 
+/// Lookups/s per map and thread count, and the latency at the most threads.
+fn svg(r: &Report) -> Result<String> {
+    let c = &r.config;
+    let maxt = r.max_threads();
     let names: Vec<String> = r.maps.iter().map(|m| m.map.id().to_string()).collect();
     let throughput: Vec<(String, Vec<f64>)> = c
         .packet_threads
@@ -223,7 +259,7 @@ pub fn render(r: &Report) -> Result<Rendered> {
             .map(|m| r.point(m.map, maxt).map_or(f64::NAN, |p| f(&p.latency_ns)))
             .collect()
     };
-    let svg = plot::render(&[
+    plot::render(&[
         Panel::Bars {
             title: format!(
                 "flow lookups/s with the writer at {} pairs/s",
@@ -242,8 +278,13 @@ pub fn render(r: &Report) -> Result<Rendered> {
                 ("p99".into(), lat(|s| s.p99)),
             ],
         },
-    ])?;
+    ])
+}
 
+/// The rcu-hashmap's ratios at the most threads, and the claims' verdicts.
+fn headlines(r: &Report) -> Vec<String> {
+    let c = &r.config;
+    let maxt = r.max_threads();
     let mut headlines = Vec::new();
     if let Some(p) = r.point(MapId::RcuHashmap, maxt) {
         let others: Vec<String> = r
@@ -285,9 +326,5 @@ pub fn render(r: &Report) -> Result<Rendered> {
         })
         .collect();
     headlines.push(format!("claims: {}", verdicts.join("; ")));
-    Ok(Rendered {
-        markdown: md,
-        svg: Some(svg),
-        headlines,
-    })
+    headlines
 }
