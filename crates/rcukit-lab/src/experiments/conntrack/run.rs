@@ -7,7 +7,7 @@ use super::{Config, Conntrack, Report, BASELINE, NAME, UNAVAILABLE};
 use crate::env::Environment;
 use crate::experiments::{join, spawn_scoped, Envelope, Unavailable};
 use crate::measure::{self, per_sec, ratio, Counter, Summary};
-use crate::progress::Progress;
+use crate::progress::{Progress, Task};
 use anyhow::Result;
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
@@ -482,8 +482,30 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
     let task = progress.task(NAME, steps as u64);
     let clock = Clock::new();
     let timer = clock.facts();
+    let mut states = fill_maps(cfg, &task)?;
+    let accs = measure_rounds(cfg, &task, clock, &mut states)?;
+    task.finish();
+    let mut maps = map_results(cfg, &timer, states, accs);
+    fill_ratios(&mut maps);
+    let body = Body {
+        baseline: BASELINE.id(),
+        hasher: HASHER_DESCRIPTION,
+        latency_method: latency_method(cfg, &timer),
+        timer,
+        maps,
+        claims: Vec::new(),
+        not_available: UNAVAILABLE.to_vec(),
+        load_average_1m_end: std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok()),
+    };
+    let mut report = Envelope::new::<Conntrack>(env, cfg.clone(), body);
+    report.body.claims = claims(&report);
+    Ok(report)
+}
 
-    // Build and fill every map.
+/// Build and fill every map.
+fn fill_maps(cfg: &Config, task: &Task) -> Result<Vec<MapState>> {
     let mut states = Vec::new();
     for &id in &cfg.maps {
         task.message(format!("filling {} with {} flows", id.id(), cfg.flows));
@@ -508,6 +530,17 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
         task.inc();
     }
 
+    Ok(states)
+}
+
+/// Every round: for each thread count, every map in turn. Returns the accumulated figures per
+/// map and thread count.
+fn measure_rounds(
+    cfg: &Config,
+    task: &Task,
+    clock: Clock,
+    states: &mut [MapState],
+) -> Result<Vec<Vec<Acc>>> {
     let mut accs: Vec<Vec<Acc>> = (0..states.len())
         .map(|_| {
             (0..cfg.packet_threads.len())
@@ -535,16 +568,23 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
             }
         }
     }
-    task.finish();
+    Ok(accs)
+}
 
-    // Points, then the checks at the end and the teardown.
+/// Points, then the checks at the end and the teardown.
+fn map_results(
+    cfg: &Config,
+    timer: &TimerFacts,
+    states: Vec<MapState>,
+    accs: Vec<Vec<Acc>>,
+) -> Vec<MapResult> {
     let mut maps = Vec::new();
     for (st, accs) in states.into_iter().zip(accs) {
         let points = cfg
             .packet_threads
             .iter()
             .zip(accs)
-            .map(|(&threads, a)| point_of(threads, a, cfg, &timer))
+            .map(|(&threads, a)| point_of(threads, a, cfg, timer))
             .collect();
         let flows_expected = st.window.head.load(Relaxed) - st.window.tail.load(Relaxed);
         let flows_at_end = with_map!(&st.map, m => len_of(m));
@@ -560,35 +600,25 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
             records_freed,
         });
     }
-    fill_ratios(&mut maps);
-    let body = Body {
-        baseline: BASELINE.id(),
-        hasher: HASHER_DESCRIPTION,
-        latency_method: format!(
-            "every {}th lookup of each packet thread timed alone with {} ({:.2} ticks/ns, \
-             steps of {:.0} ns); an empty timed section costs {:.0} ns, included in the \
-             samples",
-            cfg.sample_every,
-            if timer.kind == "rdtsc" {
-                "rdtsc between lfences, calibrated against the monotonic clock"
-            } else {
-                "Instant (the monotonic clock)"
-            },
-            timer.ticks_per_ns,
-            timer.resolution_ns,
-            timer.overhead_ns
-        ),
-        timer,
-        maps,
-        claims: Vec::new(),
-        not_available: UNAVAILABLE.to_vec(),
-        load_average_1m_end: std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse().ok()),
-    };
-    let mut report = Envelope::new::<Conntrack>(env, cfg.clone(), body);
-    report.body.claims = claims(&report);
-    Ok(report)
+    maps
+}
+
+/// How the latency samples were taken, in words.
+fn latency_method(cfg: &Config, timer: &TimerFacts) -> String {
+    format!(
+        "every {}th lookup of each packet thread timed alone with {} ({:.2} ticks/ns, \
+     steps of {:.0} ns); an empty timed section costs {:.0} ns, included in the \
+     samples",
+        cfg.sample_every,
+        if timer.kind == "rdtsc" {
+            "rdtsc between lfences, calibrated against the monotonic clock"
+        } else {
+            "Instant (the monotonic clock)"
+        },
+        timer.ticks_per_ns,
+        timer.resolution_ns,
+        timer.overhead_ns
+    )
 }
 
 fn point_of(threads: usize, a: Acc, cfg: &Config, timer: &TimerFacts) -> Point {
