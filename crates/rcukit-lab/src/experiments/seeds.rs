@@ -43,3 +43,22 @@ pub mod callbacks {
                               threads + BPF map-in-map expedited GPs every 0-10 ms, sock_inode \
                               slab; rcuscale 16 writers + 2 expedited threads, 30 runs";
 }
+
+/// Seeds 000 and 002: 200 `iptables -A` on a Raspberry Pi 4 (Linux v6.11), and the 2009
+/// regression when netfilter first moved to RCU.
+pub mod netfilter {
+    /// 200 additions with the current `xt_recseq` scheme, ms.
+    pub const CURRENT_MS: f64 = 1109.0;
+    /// ... with `synchronize_rcu()`, ms.
+    pub const SYNCHRONIZE_RCU_MS: f64 = 5073.0;
+    /// ... with `synchronize_rcu_expedited()`, ms.
+    pub const EXPEDITED_MS: f64 = 1104.0;
+    /// The 2009 regression: the rwlock in 2.6.29, seconds.
+    pub const HISTORY_RWLOCK_S: f64 = 0.2;
+    /// ... and RCU in 2.6.30-rc1, seconds.
+    pub const HISTORY_RCU_S: f64 = 6.0;
+    /// Where the figures come from.
+    pub const SOURCE: &str = "seed 000: 200 × `iptables -A`, Raspberry Pi 4 (4 cores), Linux \
+                              v6.11; history from commit 942e4a2bd680's thread (2.6.29 rwlock \
+                              0.2 s, 2.6.30-rc1 RCU 6.0 s)";
+}
