@@ -10,6 +10,34 @@ use crate::experiments::{unavailable_note, Rendered};
 
 /// Tables, plot and headlines.
 pub fn render(r: &Report) -> Result<Rendered> {
+    let mut md = String::new();
+    md.push_str(&format!(
+        "{} rule additions (each a copy of the table plus one rule) against a {}-rule table \
+         while {} reader thread(s) classify packets by linear scan.\n\n",
+        r.config.additions, r.config.rules, r.config.readers
+    ));
+    md.push_str("### The seed's figures beside ours\n\n");
+    md.push_str(&seed_table(r));
+    md.push_str(&seed_note(r));
+    md.push_str("### Our measurements\n\n");
+    md.push_str(&our_table(r));
+    md.push_str(&format!(
+        "\n\"During writer\": the {} ms sustained phase in which the writer adds and removes a \
+         rule back to back, as fast as its scheme lets it (its rate is the column before). \
+         \"Alone\": readers only, {} ms. Lookups/s count all readers together.\n",
+        r.config.phase.as_millis(),
+        r.config.phase.as_millis()
+    ));
+    md.push_str(&unavailable_note(&r.not_available));
+    Ok(Rendered {
+        markdown: md,
+        svg: Some(svg(r)?),
+        headlines: headlines(r),
+    })
+}
+
+/// The seed's figures beside ours.
+fn seed_table(r: &Report) -> String {
     let seed = &r.seed;
     let base = r.baseline.id();
     let get = |id| r.scheme(id);
@@ -26,13 +54,6 @@ pub fn render(r: &Report) -> Result<Rendered> {
             })
             .unwrap_or_else(|| "not run".into())
     };
-    let mut md = String::new();
-    md.push_str(&format!(
-        "{} rule additions (each a copy of the table plus one rule) against a {}-rule table \
-         while {} reader thread(s) classify packets by linear scan.\n\n",
-        r.config.additions, r.config.rules, r.config.readers
-    ));
-    md.push_str("### The seed's figures beside ours\n\n");
     let mut side = Table::new(&["comparison", "seed (kernel)", "ours (this run)"]);
     side.row(vec![
         format!("current, {} additions", r.config.additions),
@@ -105,7 +126,14 @@ pub fn render(r: &Report) -> Result<Rendered> {
             _ => "not run".into(),
         },
     ]);
-    md.push_str(&side.to_markdown());
+    side.to_markdown()
+}
+
+/// Where the seed's figures come from, and how ours compare.
+fn seed_note(r: &Report) -> String {
+    let seed = &r.seed;
+    let base = r.baseline.id();
+    let get = |id| r.scheme(id);
     let order = match (
         get(SchemeId::RcuSync),
         get(SchemeId::RcuExpedited),
@@ -121,13 +149,16 @@ pub fn render(r: &Report) -> Result<Rendered> {
         ),
         _ => String::new(),
     };
-    md.push_str(&format!(
+    format!(
         "\nSeed: {}. Our \"current\" is `{base}`: {}. The seed's times include starting \
          `iptables` 200 times (about 5 ms each), which ours do not have, so our ratios are \
          far larger; the time each wait *adds* to an addition compares directly.{order}\n\n",
         seed.source, r.baseline_note
-    ));
-    md.push_str("### Our measurements\n\n");
+    )
+}
+
+/// One row per scheme.
+fn our_table(r: &Report) -> String {
     let mut t = Table::new(&[
         "scheme",
         "writer",
@@ -162,22 +193,17 @@ pub fn render(r: &Report) -> Result<Rendered> {
             s.wrong_verdicts.to_string(),
         ]);
     }
-    md.push_str(&t.to_markdown());
-    md.push_str(&format!(
-        "\n\"During writer\": the {} ms sustained phase in which the writer adds and removes a \
-         rule back to back, as fast as its scheme lets it (its rate is the column before). \
-         \"Alone\": readers only, {} ms. Lookups/s count all readers together.\n",
-        r.config.phase.as_millis(),
-        r.config.phase.as_millis()
-    ));
-    md.push_str(&unavailable_note(&r.not_available));
+    t.to_markdown()
+}
 
+/// Total update time, and reader lookups with and without the writer.
+fn svg(r: &Report) -> Result<String> {
     let cats: Vec<String> = r
         .schemes
         .iter()
         .map(|s| s.scheme.id().to_string())
         .collect();
-    let svg = plot::render(&[
+    plot::render(&[
         Panel::Bars {
             title: format!("{} rule additions: total time", r.config.additions),
             value: Axis::log("milliseconds (log)"),
@@ -208,7 +234,14 @@ pub fn render(r: &Report) -> Result<Rendered> {
                 ),
             ],
         },
-    ])?;
+    ])
+}
+
+/// What each wait adds to an addition, and the readers' ratios, beside the seed's.
+fn headlines(r: &Report) -> Vec<String> {
+    let seed = &r.seed;
+    let base = r.baseline.id();
+    let get = |id| r.scheme(id);
     let mut headlines = Vec::new();
     if let (Some(sync), Some(exp), Some(b)) = (
         get(SchemeId::RcuSync),
@@ -247,9 +280,5 @@ pub fn render(r: &Report) -> Result<Rendered> {
         lookups(SchemeId::PercpuRwlock),
         lookups(SchemeId::Rwlock)
     ));
-    Ok(Rendered {
-        markdown: md,
-        svg: Some(svg),
-        headlines,
-    })
+    headlines
 }
