@@ -39,14 +39,42 @@ pub fn render(r: &Report) -> Result<Rendered> {
         r.config.filter_len
     ));
     md.push_str("### The seed's figures beside ours\n\n");
+    md.push_str(&seed_table(r));
+    md.push_str(&format!(
+        "\nSeed: {}. Our machine has far fewer cores, so the contention that costs FreeBSD 32 % \
+         of 6 Mpps shows here as a lower per-thread capacity: the rate at which each scheme \
+         starts dropping. Quoted rate: the highest at which the `no-listener` reference (no \
+         lock, no filter) drops under 5 %.\n\n",
+        r.seed.source
+    ));
+    md.push_str("### Our measurements\n\n");
+    md.push_str(&our_table(r));
+    md.push_str(
+        "\nCapacity: the highest swept rate at which drops stay within one percentage point \
+         of `no-listener`, which runs no lock and no filter: its drops are the machine's own \
+         noise. Freed / retired: descriptor-list versions, or for `rcu-list` list nodes.\n",
+    );
+    md.push_str(&unavailable_note(&r.not_available));
+    Ok(Rendered {
+        markdown: md,
+        svg: Some(svg(r)?),
+        headlines: headlines(r),
+    })
+}
+
+/// Scheme `id`'s drops at `rate` packets/s per thread.
+fn drops_at(r: &Report, id: SchemeId, rate: f64) -> String {
+    r.scheme(id)
+        .and_then(|s| s.points.iter().find(|p| p.rate_pps_per_thread == rate))
+        .map(|p| pct(p.drop_fraction))
+        .unwrap_or_else(|| "not run".into())
+}
+
+/// The seed's figures beside ours, at the headline rate.
+fn seed_table(r: &Report) -> String {
     let mut side = Table::new(&["", "seed (FreeBSD, 28 cores)", "ours (this run)"]);
     let top = headline_rate(r);
-    let at_top = |id: SchemeId| {
-        r.scheme(id)
-            .and_then(|s| s.points.iter().find(|p| p.rate_pps_per_thread == top))
-            .map(|p| pct(p.drop_fraction))
-            .unwrap_or_else(|| "not run".into())
-    };
+    let at_top = |id: SchemeId| drops_at(r, id, top);
     side.row(vec![
         "drops with the rwlock while tcpdump runs".into(),
         format!(
@@ -73,15 +101,11 @@ pub fn render(r: &Report) -> Result<Rendered> {
             report::num(top)
         ),
     ]);
-    md.push_str(&side.to_markdown());
-    md.push_str(&format!(
-        "\nSeed: {}. Our machine has far fewer cores, so the contention that costs FreeBSD 32 % \
-         of 6 Mpps shows here as a lower per-thread capacity: the rate at which each scheme \
-         starts dropping. Quoted rate: the highest at which the `no-listener` reference (no \
-         lock, no filter) drops under 5 %.\n\n",
-        r.seed.source
-    ));
-    md.push_str("### Our measurements\n\n");
+    side.to_markdown()
+}
+
+/// Drops per scheme and rate, capacity and the checks.
+fn our_table(r: &Report) -> String {
     let mut header = vec!["scheme".to_string()];
     for rate in &r.config.rates {
         header.push(format!("drops @ {}/s", report::num(*rate)));
@@ -120,14 +144,11 @@ pub fn render(r: &Report) -> Result<Rendered> {
         });
         t.row(row);
     }
-    md.push_str(&t.to_markdown());
-    md.push_str(
-        "\nCapacity: the highest swept rate at which drops stay within one percentage point \
-         of `no-listener`, which runs no lock and no filter: its drops are the machine's own \
-         noise. Freed / retired: descriptor-list versions, or for `rcu-list` list nodes.\n",
-    );
-    md.push_str(&unavailable_note(&r.not_available));
+    t.to_markdown()
+}
 
+/// Drops against the offered rate, per scheme.
+fn svg(r: &Report) -> Result<String> {
     let series = r
         .schemes
         .iter()
@@ -140,12 +161,18 @@ pub fn render(r: &Report) -> Result<Rendered> {
                 .collect(),
         })
         .collect();
-    let svg = plot::render(&[Panel::Lines {
+    plot::render(&[Panel::Lines {
         title: "packets dropped while tcpdump attaches and detaches".into(),
         x: Axis::log("offered packets/s per thread (log)"),
         y: Axis::linear("dropped (%)"),
         series,
-    }])?;
+    }])
+}
+
+/// Drops at the headline rate and each scheme's capacity.
+fn headlines(r: &Report) -> Vec<String> {
+    let top = headline_rate(r);
+    let at_top = |id: SchemeId| drops_at(r, id, top);
     let mut headlines = Vec::new();
     let cap = |id| {
         r.scheme(id)
@@ -173,9 +200,5 @@ pub fn render(r: &Report) -> Result<Rendered> {
         listed(&at_top),
         listed(&cap)
     ));
-    Ok(Rendered {
-        markdown: md,
-        svg: Some(svg),
-        headlines,
-    })
+    headlines
 }
