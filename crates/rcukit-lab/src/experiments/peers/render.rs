@@ -20,6 +20,40 @@ pub fn render(r: &Report) -> Result<Rendered> {
         }
     ));
     md.push_str("### Read-side cost (ns per section: enter, load, read, leave)\n\n");
+    md.push_str(&read_table(r));
+    md.push_str(
+        "\n`rcukit-qsbr` is a plain load per section with `quiescent_state()` every 1024 \
+         sections, the cadence of the `liburcu-qsbr` loop; `rcukit-rcucell` is `RcuCell::load` \
+         in the global domain (so compare it with `rcukit-global`); `rcukit-recseq` pays a full \
+         fence per section by design (netfilter's xt_recseq). Reference (c-peers.md, this \
+         machine, single runs): liburcu memb 1.02 ns, qsbr 0.29 ns, ck_epoch 2.5 ns per section \
+         with one thread.\n",
+    );
+    md.push_str("\n### Grace-period latency (one busy reader thread)\n\n");
+    md.push_str(&gp_table(r));
+    md.push_str(
+        "\nA QSBR reader is inside a read-side section whenever it is online, so a QSBR grace \
+         period also waits while the scheduler has preempted the busy reader (`rcukit::qsbr`, \
+         \"Preemption\"); an `Rcu` grace period waits only for a reader preempted inside its \
+         short section. On a busy machine the QSBR rows therefore include scheduler time \
+         slices.\n",
+    );
+    md.push_str(&format!(
+        "\n### Retire throughput ({} objects of 64 bytes, queued by one thread, until all are \
+         dropped)\n\n",
+        r.config.retire_objects
+    ));
+    md.push_str(&retire_table(r));
+    md.push_str(&unavailable_note(&r.not_available));
+    Ok(Rendered {
+        markdown: md,
+        svg: Some(svg(r)?),
+        headlines: headlines(r),
+    })
+}
+
+/// Read-side cost per peer and thread count.
+fn read_table(r: &Report) -> String {
     let mut header = vec!["peer".to_string()];
     for t in &r.config.read_threads {
         header.push(format!("{t} thread(s)"));
@@ -34,16 +68,11 @@ pub fn render(r: &Report) -> Result<Rendered> {
         }
         t.row(row);
     }
-    md.push_str(&t.to_markdown());
-    md.push_str(
-        "\n`rcukit-qsbr` is a plain load per section with `quiescent_state()` every 1024 \
-         sections, the cadence of the `liburcu-qsbr` loop; `rcukit-rcucell` is `RcuCell::load` \
-         in the global domain (so compare it with `rcukit-global`); `rcukit-recseq` pays a full \
-         fence per section by design (netfilter's xt_recseq). Reference (c-peers.md, this \
-         machine, single runs): liburcu memb 1.02 ns, qsbr 0.29 ns, ck_epoch 2.5 ns per section \
-         with one thread.\n",
-    );
-    md.push_str("\n### Grace-period latency (one busy reader thread)\n\n");
+    t.to_markdown()
+}
+
+/// Grace-period latency per peer.
+fn gp_table(r: &Report) -> String {
     let mut t = Table::new(&[
         "peer",
         "what is timed",
@@ -64,19 +93,11 @@ pub fn render(r: &Report) -> Result<Rendered> {
             report::ratio(g.vs_rcukit_expedited),
         ]);
     }
-    md.push_str(&t.to_markdown());
-    md.push_str(
-        "\nA QSBR reader is inside a read-side section whenever it is online, so a QSBR grace \
-         period also waits while the scheduler has preempted the busy reader (`rcukit::qsbr`, \
-         \"Preemption\"); an `Rcu` grace period waits only for a reader preempted inside its \
-         short section. On a busy machine the QSBR rows therefore include scheduler time \
-         slices.\n",
-    );
-    md.push_str(&format!(
-        "\n### Retire throughput ({} objects of 64 bytes, queued by one thread, until all are \
-         dropped)\n\n",
-        r.config.retire_objects
-    ));
+    t.to_markdown()
+}
+
+/// Retire throughput per peer.
+fn retire_table(r: &Report) -> String {
     let mut t = Table::new(&[
         "peer",
         "objects/s",
@@ -93,11 +114,13 @@ pub fn render(r: &Report) -> Result<Rendered> {
             format!("{} / {}", x.freed, x.retired),
         ]);
     }
-    md.push_str(&t.to_markdown());
-    md.push_str(&unavailable_note(&r.not_available));
+    t.to_markdown()
+}
 
+/// The three parts as bars.
+fn svg(r: &Report) -> Result<String> {
     let threads = r.config.read_threads.clone();
-    let svg = plot::render(&[
+    plot::render(&[
         Panel::Bars {
             title: "read-side cost".into(),
             value: Axis::log("ns per section (log)"),
@@ -134,7 +157,11 @@ pub fn render(r: &Report) -> Result<Rendered> {
                 r.retire.iter().map(|x| x.objects_per_s).collect(),
             )],
         },
-    ])?;
+    ])
+}
+
+/// Read-side cost at one thread and grace-period latency, per peer.
+fn headlines(r: &Report) -> Vec<String> {
     let ns1 = |id: ReadPeer| {
         r.read
             .iter()
@@ -150,7 +177,7 @@ pub fn render(r: &Report) -> Result<Rendered> {
             .map(|g| report::num(g.latency_us.mean))
             .unwrap_or_else(|| "n/a".into())
     };
-    let headlines = vec![
+    vec![
         format!(
             "read side, 1 thread: rcukit {} ns (qsbr {}, RcuCell {}, RecSeq {}, PerCpuRwLock {}), \
              crossbeam-epoch {} ns, arc-swap {} ns, seize {} ns, parking_lot RwLock {} ns, \
@@ -175,10 +202,5 @@ pub fn render(r: &Report) -> Result<Rendered> {
             gp(GpPeer::RcukitQsbrSynchronize),
             gp(GpPeer::CrossbeamEpoch)
         ),
-    ];
-    Ok(Rendered {
-        markdown: md,
-        svg: Some(svg),
-        headlines,
-    })
+    ]
 }
