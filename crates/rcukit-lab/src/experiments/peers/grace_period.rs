@@ -108,8 +108,9 @@ pub struct GpResult {
     pub vs_rcukit_expedited: Option<f64>,
 }
 
+/// Time grace periods of `peer` for `cfg.gp_time` (at most `cfg.gp_max_samples` of them)
+/// while one reader thread stays busy; microseconds.
 pub(super) fn measure_gp(cfg: &Config, peer: GpPeer) -> Result<Summary> {
-    let stop = StopFlag::new();
     let mut samples = Vec::new();
     let mut time = |op: &mut dyn FnMut()| {
         let start = Instant::now();
@@ -120,100 +121,122 @@ pub(super) fn measure_gp(cfg: &Config, peer: GpPeer) -> Result<Summary> {
         }
     };
     match peer {
-        GpPeer::RcukitSynchronize | GpPeer::RcukitExpedited => {
-            let rcu = Rcu::builder().name("lab-peers-gp").build()?;
-            std::thread::scope(|s| -> Result<()> {
-                let (rcu, stop) = (&rcu, &stop);
-                let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
-                    while !stop.stopped() {
-                        let _g = rcu.read();
-                        black_box(());
-                    }
-                })?;
-                if peer == GpPeer::RcukitSynchronize {
-                    time(&mut || rcu.synchronize());
-                } else {
-                    time(&mut || rcu.synchronize_expedited());
-                }
-                stop.stop();
-                crate::experiments::join(reader)
-            })?;
-        }
-        GpPeer::RcukitQsbrSynchronize | GpPeer::RcukitQsbrExpedited => {
-            let qsbr = Qsbr::builder().name("lab-peers-qsbr-gp").build()?;
-            let registered = AtomicBool::new(false);
-            std::thread::scope(|s| -> Result<()> {
-                let (qsbr, stop, registered) = (&qsbr, &stop, &registered);
-                let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
-                    let mut me = qsbr.register();
-                    registered.store(true, Relaxed);
-                    while !stop.stopped() {
-                        black_box(());
-                        me.quiescent_state();
-                    }
-                })?;
-                // The first grace period must have the reader to wait for.
-                while !registered.load(Relaxed) {
-                    std::thread::yield_now();
-                }
-                if peer == GpPeer::RcukitQsbrSynchronize {
-                    time(&mut || qsbr.synchronize());
-                } else {
-                    time(&mut || qsbr.synchronize_expedited());
-                }
-                stop.stop();
-                crate::experiments::join(reader)
-            })?;
-        }
-        GpPeer::CrossbeamEpoch => {
-            let collector = epoch::Collector::new();
-            std::thread::scope(|s| -> Result<()> {
-                let (c, stop) = (&collector, &stop);
-                let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
-                    let h = c.register();
-                    while !stop.stopped() {
-                        let _g = h.pin();
-                        black_box(());
-                    }
-                })?;
-                let h = collector.register();
-                time(&mut || {
-                    let done = Arc::new(AtomicBool::new(false));
-                    {
-                        let g = h.pin();
-                        let d = done.clone();
-                        g.defer(move || d.store(true, Relaxed));
-                        g.flush();
-                    }
-                    while !done.load(Relaxed) {
-                        h.pin().flush();
-                    }
-                });
-                stop.stop();
-                crate::experiments::join(reader)
-            })?;
-        }
+        GpPeer::RcukitSynchronize | GpPeer::RcukitExpedited => gp_rcu(peer, &mut time)?,
+        GpPeer::RcukitQsbrSynchronize | GpPeer::RcukitQsbrExpedited => gp_qsbr(peer, &mut time)?,
+        GpPeer::CrossbeamEpoch => gp_epoch(&mut time)?,
         #[cfg(feature = "c-peers")]
-        GpPeer::UrcuMemb | GpPeer::UrcuQsbr | GpPeer::CkEpoch => {
-            use crate::c_peers::{busy_reader, synchronize, Flavor};
-            let flavor = match peer {
-                GpPeer::UrcuMemb => Flavor::UrcuMemb,
-                GpPeer::UrcuQsbr => Flavor::UrcuQsbr,
-                _ => Flavor::CkEpoch,
-            };
-            let c_stop = std::sync::atomic::AtomicI32::new(0);
-            std::thread::scope(|s| -> Result<()> {
-                let c_stop = &c_stop;
-                let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
-                    busy_reader(flavor, c_stop)
-                })?;
-                // Let the reader register before the first grace period.
-                std::thread::sleep(std::time::Duration::from_millis(5));
-                time(&mut || synchronize(flavor));
-                c_stop.store(1, Relaxed);
-                crate::experiments::join(reader)
-            })?;
-        }
+        GpPeer::UrcuMemb | GpPeer::UrcuQsbr | GpPeer::CkEpoch => gp_c(peer, &mut time)?,
     }
     Ok(Summary::of(&samples))
+}
+
+/// `time(op)` times `op` repeatedly.
+type Timer<'a> = dyn FnMut(&mut dyn FnMut()) + 'a;
+
+/// rcukit's `Rcu`, normal or expedited, with a reader looping `read()`.
+fn gp_rcu(peer: GpPeer, time: &mut Timer<'_>) -> Result<()> {
+    let stop = StopFlag::new();
+    let rcu = Rcu::builder().name("lab-peers-gp").build()?;
+    std::thread::scope(|s| -> Result<()> {
+        let (rcu, stop) = (&rcu, &stop);
+        let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
+            while !stop.stopped() {
+                let _g = rcu.read();
+                black_box(());
+            }
+        })?;
+        if peer == GpPeer::RcukitSynchronize {
+            time(&mut || rcu.synchronize());
+        } else {
+            time(&mut || rcu.synchronize_expedited());
+        }
+        stop.stop();
+        crate::experiments::join(reader)
+    })?;
+    Ok(())
+}
+
+/// rcukit's `Qsbr`, normal or expedited, with a registered reader announcing quiescent states.
+fn gp_qsbr(peer: GpPeer, time: &mut Timer<'_>) -> Result<()> {
+    let stop = StopFlag::new();
+    let qsbr = Qsbr::builder().name("lab-peers-qsbr-gp").build()?;
+    let registered = AtomicBool::new(false);
+    std::thread::scope(|s| -> Result<()> {
+        let (qsbr, stop, registered) = (&qsbr, &stop, &registered);
+        let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
+            let mut me = qsbr.register();
+            registered.store(true, Relaxed);
+            while !stop.stopped() {
+                black_box(());
+                me.quiescent_state();
+            }
+        })?;
+        // The first grace period must have the reader to wait for.
+        while !registered.load(Relaxed) {
+            std::thread::yield_now();
+        }
+        if peer == GpPeer::RcukitQsbrSynchronize {
+            time(&mut || qsbr.synchronize());
+        } else {
+            time(&mut || qsbr.synchronize_expedited());
+        }
+        stop.stop();
+        crate::experiments::join(reader)
+    })?;
+    Ok(())
+}
+
+/// crossbeam-epoch: a deferred function's run, flushed until it has run, with a pinned reader.
+fn gp_epoch(time: &mut Timer<'_>) -> Result<()> {
+    let stop = StopFlag::new();
+    let collector = epoch::Collector::new();
+    std::thread::scope(|s| -> Result<()> {
+        let (c, stop) = (&collector, &stop);
+        let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
+            let h = c.register();
+            while !stop.stopped() {
+                let _g = h.pin();
+                black_box(());
+            }
+        })?;
+        let h = collector.register();
+        time(&mut || {
+            let done = Arc::new(AtomicBool::new(false));
+            {
+                let g = h.pin();
+                let d = done.clone();
+                g.defer(move || d.store(true, Relaxed));
+                g.flush();
+            }
+            while !done.load(Relaxed) {
+                h.pin().flush();
+            }
+        });
+        stop.stop();
+        crate::experiments::join(reader)
+    })?;
+    Ok(())
+}
+
+/// liburcu (memb, qsbr) and ck_epoch through the C shims, with the shim's busy reader.
+#[cfg(feature = "c-peers")]
+fn gp_c(peer: GpPeer, time: &mut Timer<'_>) -> Result<()> {
+    use crate::c_peers::{busy_reader, synchronize, Flavor};
+    let flavor = match peer {
+        GpPeer::UrcuMemb => Flavor::UrcuMemb,
+        GpPeer::UrcuQsbr => Flavor::UrcuQsbr,
+        _ => Flavor::CkEpoch,
+    };
+    let c_stop = std::sync::atomic::AtomicI32::new(0);
+    std::thread::scope(|s| -> Result<()> {
+        let c_stop = &c_stop;
+        let reader =
+            crate::experiments::spawn_scoped(s, "peers-busy", move || busy_reader(flavor, c_stop))?;
+        // Let the reader register before the first grace period.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        time(&mut || synchronize(flavor));
+        c_stop.store(1, Relaxed);
+        crate::experiments::join(reader)
+    })?;
+    Ok(())
 }

@@ -155,6 +155,42 @@ impl ReadState {
         }
     }
 
+    /// The `rcukit-qsbr` loop: a plain load per section, a quiescent state every
+    /// [`QS_EVERY`] sections.
+    #[inline(always)]
+    fn qsbr_chunk(&self, iters: u64, local: &mut ReadLocal<'_>) -> u64 {
+        let mut sum = 0u64;
+        let Some(me) = local.qsbr.as_mut() else {
+            unreachable!("rcukit-qsbr reader without its registration")
+        };
+        let mut left = QS_EVERY;
+        for _ in 0..iters {
+            // SAFETY: the pointee lives as long as `self` and is never replaced; a
+            // replaced value would be freed only after this registered thread's next
+            // quiescent state.
+            sum += unsafe { *black_box(&self.plain).load(Acquire) };
+            // A countdown, as in the C loop: no division per section.
+            left -= 1;
+            if left == 0 {
+                me.quiescent_state();
+                left = QS_EVERY;
+            }
+        }
+        sum
+    }
+
+    /// The C peers' loops, run in C (liburcu-qsbr with its quiescent state every 1024
+    /// sections).
+    #[cfg(feature = "c-peers")]
+    fn c_chunk(&self, peer: ReadPeer, iters: u64) -> u64 {
+        use crate::c_peers::{read_loop, Flavor};
+        match peer {
+            ReadPeer::UrcuMemb => read_loop(Flavor::UrcuMemb, &self.c_target, iters, 0),
+            ReadPeer::UrcuQsbr => read_loop(Flavor::UrcuQsbr, &self.c_target, iters, 1024),
+            _ => read_loop(Flavor::CkEpoch, &self.c_target, iters, 0),
+        }
+    }
+
     /// `iters` read-side sections of `peer`; a tight, monomorphic loop per peer.
     pub(super) fn chunk(&self, peer: ReadPeer, iters: u64, local: &mut ReadLocal<'_>) -> u64 {
         let mut sum = 0u64;
@@ -187,24 +223,7 @@ impl ReadState {
                     sum += *black_box(cell).load(&g);
                 }
             }
-            ReadPeer::RcukitQsbr => {
-                let Some(me) = local.qsbr.as_mut() else {
-                    unreachable!("rcukit-qsbr reader without its registration")
-                };
-                let mut left = QS_EVERY;
-                for _ in 0..iters {
-                    // SAFETY: the pointee lives as long as `self` and is never replaced; a
-                    // replaced value would be freed only after this registered thread's next
-                    // quiescent state.
-                    sum += unsafe { *black_box(&self.plain).load(Acquire) };
-                    // A countdown, as in the C loop: no division per section.
-                    left -= 1;
-                    if left == 0 {
-                        me.quiescent_state();
-                        left = QS_EVERY;
-                    }
-                }
-            }
+            ReadPeer::RcukitQsbr => sum = self.qsbr_chunk(iters, local),
             ReadPeer::RcukitRecseq => {
                 for _ in 0..iters {
                     sum += *black_box(&self.recseq).read();
@@ -250,19 +269,8 @@ impl ReadState {
                 }
             }
             #[cfg(feature = "c-peers")]
-            ReadPeer::UrcuMemb => {
-                use crate::c_peers::{read_loop, Flavor};
-                sum = read_loop(Flavor::UrcuMemb, &self.c_target, iters, 0);
-            }
-            #[cfg(feature = "c-peers")]
-            ReadPeer::UrcuQsbr => {
-                use crate::c_peers::{read_loop, Flavor};
-                sum = read_loop(Flavor::UrcuQsbr, &self.c_target, iters, 1024);
-            }
-            #[cfg(feature = "c-peers")]
-            ReadPeer::CkEpoch => {
-                use crate::c_peers::{read_loop, Flavor};
-                sum = read_loop(Flavor::CkEpoch, &self.c_target, iters, 0);
+            ReadPeer::UrcuMemb | ReadPeer::UrcuQsbr | ReadPeer::CkEpoch => {
+                sum = self.c_chunk(peer, iters);
             }
         }
         sum
