@@ -2,18 +2,30 @@
 //!
 //! # Shape of an experiment
 //!
-//! Each module has:
+//! Every experiment is a folder, `experiments/NAME/`, and one `impl` of the [`Experiment`]
+//! trait (in [`kit`], with the rest of the shared plumbing):
 //!
-//! * a `Config` with every setting, built from [`Common`] (quick or full, thread count) by
+//! * `mod.rs`: the module documentation (what the seed measured, the model, the schemes), a
+//!   `Config` with every setting, built from [`Common`] (quick or full, thread count) by
 //!   `Config::new` and checked by `Config::validate` (bad settings are errors, never panics);
-//! * an `Args` (clap) whose flags override the config when the experiment runs alone;
-//! * a list of *schemes*: the ways to do the seed's job (a lock, RCU with one kind of wait, an
-//!   epoch peer ...), each behind a small trait or enum, so that a scheme is one `impl` and one
-//!   list entry;
-//! * `run(&Config, &Progress) -> Result<Report>`: measures, returns a serde `Serialize` report
-//!   that records the environment, the config and every figure;
-//! * `render(&Report) -> Result<Outcome>`: the Markdown tables (ours and the seed's figures
-//!   side by side), the SVG plot and the headline lines.
+//!   an `Args` (clap) whose flags override the config when the experiment runs alone, applied
+//!   with [`override_fields!`](crate::override_fields); `type Report = Envelope<Config, Body>`;
+//!   and the `impl Experiment` (name, title, seeds, and the four functions below);
+//! * `schemes.rs`: the ways to do the seed's job (a lock, RCU with one kind of wait, an epoch
+//!   peer ...). One idiom everywhere: a `SchemeId` enum (`ALL`, `id`, `describe`; `MapId` in
+//!   `conntrack`, one enum per part in `peers`) names the schemes, and a `match` on it builds
+//!   or runs each one, behind a small trait where the schemes are different types;
+//! * `run.rs`: `run(&Config, &Progress) -> Result<Report>`, the workload and the measurements;
+//!   the [`Envelope`] records the experiment, its seeds, the environment and the config beside
+//!   the experiment's `Body` (flattened into one JSON object);
+//! * `render.rs`: `render(&Report) -> Result<Rendered>`, the Markdown tables (ours and the
+//!   seed's figures side by side), the SVG plot and the headline lines, each in a function of
+//!   its own; [`outcome`] adds the names and the JSON.
+//!
+//! Larger experiments split the workload further (`conntrack/flow.rs` and `clock.rs`,
+//! `netfilter/rules.rs`, `capture/packets.rs`, `peers/{read,grace_period,retire}.rs`). The
+//! seeds' own figures live in [`seeds`], once. The command line reaches every experiment
+//! through [`run_with`] and `reproduce` through [`run_default`].
 //!
 //! # Schemes that this build does not have
 //!
