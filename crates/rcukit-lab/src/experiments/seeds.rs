@@ -47,6 +47,8 @@ pub mod callbacks {
 /// Seeds 000 and 002: 200 `iptables -A` on a Raspberry Pi 4 (Linux v6.11), and the 2009
 /// regression when netfilter first moved to RCU.
 pub mod netfilter {
+    /// Rule additions the seed timed (`iptables -A`, one process each).
+    pub const SEED_ADDITIONS: u32 = 200;
     /// 200 additions with the current `xt_recseq` scheme, ms.
     pub const CURRENT_MS: f64 = 1109.0;
     /// ... with `synchronize_rcu()`, ms.

@@ -41,11 +41,13 @@ pub fn render(r: &Report) -> Result<Rendered> {
     md.push_str("### The seed's figures beside ours\n\n");
     md.push_str(&seed_table(r));
     md.push_str(&format!(
-        "\nSeed: {}. Our machine has far fewer cores, so the contention that costs FreeBSD 32 % \
-         of 6 Mpps shows here as a lower per-thread capacity: the rate at which each scheme \
+        "\nSeed: {}. Our machine has far fewer cores, so the contention that costs FreeBSD {:.0} % \
+         of {:.0} Mpps shows here as a lower per-thread capacity: the rate at which each scheme \
          starts dropping. Quoted rate: the highest at which the `no-listener` reference (no \
          lock, no filter) drops under 5 %.\n\n",
-        r.seed.source
+        r.seed.source,
+        r.seed.drop_fraction * 100.0,
+        r.seed.inbound_pps / 1e6
     ));
     md.push_str("### Our measurements\n\n");
     md.push_str(&our_table(r));
@@ -194,10 +196,11 @@ fn headlines(r: &Report) -> Vec<String> {
         .join(", ")
     };
     headlines.push(format!(
-        "drops at {}/s per thread: {} (seed: 32 % with the rwlock, none with epoch); capacity \
+        "drops at {}/s per thread: {} (seed: {:.0} % with the rwlock, none with epoch); capacity \
          (pkt/s/thread): {}",
         report::num(top),
         listed(&at_top),
+        r.seed.drop_fraction * 100.0,
         listed(&cap)
     ));
     headlines

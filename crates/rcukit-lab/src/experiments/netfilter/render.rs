@@ -6,6 +6,7 @@ use crate::report::{self, Table};
 use anyhow::Result;
 
 use super::{Report, SchemeId};
+use crate::experiments::seeds::netfilter::{HISTORY_RCU_S, HISTORY_RWLOCK_S, SEED_ADDITIONS};
 use crate::experiments::{unavailable_note, Rendered};
 
 /// Tables, plot and headlines.
@@ -58,9 +59,9 @@ fn seed_table(r: &Report) -> String {
     side.row(vec![
         format!("current, {} additions", r.config.additions),
         format!(
-            "xt_recseq: {:.0} ms for 200 ({:.2} ms each, mostly starting `iptables`)",
+            "xt_recseq: {:.0} ms for {SEED_ADDITIONS} ({:.2} ms each, mostly starting `iptables`)",
             seed.current_ms,
-            seed.current_ms / 200.0
+            seed.current_ms / f64::from(SEED_ADDITIONS)
         ),
         get(r.baseline)
             .map(|b| {
@@ -101,7 +102,7 @@ fn seed_table(r: &Report) -> String {
         "time synchronize adds to each addition".into(),
         format!(
             "{:+.2} ms per addition",
-            (seed.synchronize_rcu_ms - seed.current_ms) / 200.0
+            (seed.synchronize_rcu_ms - seed.current_ms) / f64::from(SEED_ADDITIONS)
         ),
         extra(SchemeId::RcuSync),
     ]);
@@ -109,13 +110,16 @@ fn seed_table(r: &Report) -> String {
         "time expedited adds to each addition".into(),
         format!(
             "{:+.3} ms per addition",
-            (seed.expedited_ms - seed.current_ms) / 200.0
+            (seed.expedited_ms - seed.current_ms) / f64::from(SEED_ADDITIONS)
         ),
         extra(SchemeId::RcuExpedited),
     ]);
     side.row(vec![
         "RCU (2.6.30-rc1) / rwlock (2.6.29)".into(),
-        format!("6.0 / 0.2 s = {:.0}x", seed.history_rcu_vs_rwlock_ratio),
+        format!(
+            "{HISTORY_RCU_S:.1} / {HISTORY_RWLOCK_S:.1} s = {:.0}x",
+            seed.history_rcu_vs_rwlock_ratio
+        ),
         match (get(SchemeId::RcuSync), get(SchemeId::RwlockCopy)) {
             (Some(s), Some(c)) => format!(
                 "rcu-sync / rwlock-copy = {} / {} ms = {}",
@@ -254,8 +258,8 @@ fn headlines(r: &Report) -> Vec<String> {
              {:+.2} ms and {:+.3} ms over current); totals {} and {} of `{base}`",
             (sync.update_ms_total - b.update_ms_total) / n,
             (exp.update_ms_total - b.update_ms_total) / n,
-            (seed.synchronize_rcu_ms - seed.current_ms) / 200.0,
-            (seed.expedited_ms - seed.current_ms) / 200.0,
+            (seed.synchronize_rcu_ms - seed.current_ms) / f64::from(SEED_ADDITIONS),
+            (seed.expedited_ms - seed.current_ms) / f64::from(SEED_ADDITIONS),
             report::ratio(sync.vs_baseline.update_time),
             report::ratio(exp.vs_baseline.update_time),
         ));
