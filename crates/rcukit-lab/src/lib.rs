@@ -24,6 +24,7 @@
 //! within that run: the lab machine is a shared 2-core VM whose absolute times drift.
 
 #![warn(missing_docs)]
+#![warn(clippy::too_many_lines)]
 
 #[cfg(feature = "c-peers")]
 pub mod c_peers;
