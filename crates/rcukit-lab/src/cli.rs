@@ -8,7 +8,7 @@
 use crate::env::Environment;
 use crate::experiments::{
     self, callbacks, capture, conntrack, netfilter, netns, peers, percpu, Common, Experiment,
-    Outcome,
+    ExperimentId, Outcome,
 };
 use crate::progress::Progress;
 use crate::report;
@@ -83,7 +83,7 @@ enum Command {
         common: CommonArgs,
         /// Run only these experiments (comma-separated)
         #[arg(long, value_delimiter = ',', value_name = "LIST")]
-        only: Vec<Experiment>,
+        only: Vec<ExperimentId>,
     },
     /// Seeds 000/002: rule-table updates under rwlock and RCU (synchronize, expedited, retire)
     Netfilter {
@@ -179,50 +179,22 @@ fn run_experiments(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Torture(_) => unreachable!("handled by run"),
         Command::Reproduce { common, only } => reproduce(&common, &only),
-        Command::Netfilter { common, args } => single(&common, |c, p| {
-            let mut cfg = netfilter::Config::new(c);
-            args.apply(&mut cfg);
-            netfilter::render(&netfilter::run(&cfg, p)?)
-        }),
-        Command::Capture { common, args } => single(&common, |c, p| {
-            let mut cfg = capture::Config::new(c);
-            args.apply(&mut cfg);
-            capture::render(&capture::run(&cfg, p)?)
-        }),
-        Command::Percpu { common, args } => single(&common, |c, p| {
-            let mut cfg = percpu::Config::new(c);
-            args.apply(&mut cfg);
-            percpu::render(&percpu::run(&cfg, p)?)
-        }),
-        Command::Netns { common, args } => single(&common, |c, p| {
-            let mut cfg = netns::Config::new(c);
-            args.apply(&mut cfg);
-            netns::render(&netns::run(&cfg, p)?)
-        }),
-        Command::Callbacks { common, args } => single(&common, |c, p| {
-            let mut cfg = callbacks::Config::new(c);
-            args.apply(&mut cfg);
-            callbacks::render(&callbacks::run(&cfg, p)?)
-        }),
-        Command::Peers { common, args } => single(&common, |c, p| {
-            let mut cfg = peers::Config::new(c);
-            args.apply(&mut cfg);
-            peers::render(&peers::run(&cfg, p)?)
-        }),
-        Command::Conntrack { common, args } => single(&common, |c, p| {
-            let mut cfg = conntrack::Config::new(c);
-            args.apply(&mut cfg);
-            conntrack::render(&conntrack::run(&cfg, p)?)
-        }),
+        Command::Netfilter { common, args } => single::<netfilter::Netfilter>(&common, &args),
+        Command::Capture { common, args } => single::<capture::Capture>(&common, &args),
+        Command::Percpu { common, args } => single::<percpu::Percpu>(&common, &args),
+        Command::Netns { common, args } => single::<netns::Netns>(&common, &args),
+        Command::Callbacks { common, args } => single::<callbacks::Callbacks>(&common, &args),
+        Command::Peers { common, args } => single::<peers::Peers>(&common, &args),
+        Command::Conntrack { common, args } => single::<conntrack::Conntrack>(&common, &args),
     }
 }
 
-fn single(args: &CommonArgs, f: impl FnOnce(&Common, &Progress) -> Result<Outcome>) -> Result<()> {
+fn single<E: Experiment>(args: &CommonArgs, flags: &E::Args) -> Result<()> {
     report::prepare_out_dir(&args.out)?;
     let common = args.common();
     let progress = Progress::new(!args.no_progress);
     let env = Environment::collect(common.quick);
-    let outcome = f(&common, &progress)?;
+    let outcome = experiments::run_with::<E>(&common, flags, &progress)?;
     print_outcome(&outcome);
     report::write_outcome(&args.out, &env, &outcome)?;
     say!(
@@ -242,12 +214,12 @@ fn print_outcome(o: &Outcome) {
     say!("\n## {}\n\n{}", o.title, o.markdown);
 }
 
-fn reproduce(args: &CommonArgs, only: &[Experiment]) -> Result<()> {
+fn reproduce(args: &CommonArgs, only: &[ExperimentId]) -> Result<()> {
     report::prepare_out_dir(&args.out)?;
     let common = args.common();
     let progress = Progress::new(!args.no_progress);
     let env = Environment::collect(common.quick);
-    let list: Vec<Experiment> = Experiment::ALL
+    let list: Vec<ExperimentId> = ExperimentId::ALL
         .into_iter()
         .filter(|e| only.is_empty() || only.contains(e))
         .collect();
@@ -295,8 +267,5 @@ fn reproduce(args: &CommonArgs, only: &[Experiment]) -> Result<()> {
 
 /// Names of all experiments (for messages and tests).
 pub fn experiment_names() -> Vec<&'static str> {
-    experiments::Experiment::ALL
-        .iter()
-        .map(|e| e.name())
-        .collect()
+    ExperimentId::ALL.iter().map(|e| e.name()).collect()
 }

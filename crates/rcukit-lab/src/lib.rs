@@ -10,8 +10,9 @@
 //! in a tiny configuration and inspect its result directly.
 //!
 //! * [`cli`]: the clap command line and the dispatch from subcommands to experiments.
-//! * [`experiments`]: one module per experiment; each is a list of *schemes* behind a small
-//!   trait, a `Config` with validated settings, a serde `Serialize` result and a renderer.
+//! * [`experiments`]: one folder per experiment, each the same shape (config and flags,
+//!   schemes, run, render) behind the `experiments::Experiment` trait; the seeds' figures in
+//!   `experiments::seeds`.
 //! * [`env`](mod@env): the environment facts recorded in every JSON file.
 //! * [`measure`]: timing helpers (busy work, percentiles, ratios).
 //! * [`report`]: Markdown tables, the per-experiment files and `REPORT.md`.
@@ -23,6 +24,7 @@
 //! within that run: the lab machine is a shared 2-core VM whose absolute times drift.
 
 #![warn(missing_docs)]
+#![warn(clippy::too_many_lines)]
 
 #[cfg(feature = "c-peers")]
 pub mod c_peers;

@@ -3,7 +3,8 @@
 //! and SVG. These tests assert behaviour only, never timings.
 
 use rcukit_lab::experiments::{
-    callbacks, capture, conntrack, netfilter, netns, peers, percpu, Common, Outcome, Unavailable,
+    callbacks, capture, conntrack, netfilter, netns, outcome, peers, percpu, Common, Outcome,
+    Unavailable,
 };
 use rcukit_lab::progress::Progress;
 use serde_json::Value;
@@ -98,7 +99,7 @@ fn netfilter_tiny() {
     check_unavailable(&json, netfilter::UNAVAILABLE);
     assert_eq!(json["baseline"], "recseq");
     assert_eq!(json["seed"]["current_ms"], 1109.0);
-    check_outcome(&netfilter::render(&r).unwrap(), "netfilter");
+    check_outcome(&outcome::<netfilter::Netfilter>(&r).unwrap(), "netfilter");
 }
 
 #[test]
@@ -131,7 +132,7 @@ fn capture_tiny() {
         }
     }
     check_unavailable(&json, capture::UNAVAILABLE);
-    check_outcome(&capture::render(&r).unwrap(), "capture");
+    check_outcome(&outcome::<capture::Capture>(&r).unwrap(), "capture");
 }
 
 #[test]
@@ -156,7 +157,7 @@ fn percpu_tiny() {
         finite(&json, &format!("/schemes/{i}/scaling"));
     }
     check_unavailable(&json, percpu::UNAVAILABLE);
-    check_outcome(&percpu::render(&r).unwrap(), "percpu");
+    check_outcome(&outcome::<percpu::Percpu>(&r).unwrap(), "percpu");
 }
 
 #[test]
@@ -176,7 +177,7 @@ fn netns_tiny() {
     }
     finite(&json, "/ratio");
     finite(&json, "/seed_ratio");
-    check_outcome(&netns::render(&r).unwrap(), "netns");
+    check_outcome(&outcome::<netns::Netns>(&r).unwrap(), "netns");
 }
 
 #[test]
@@ -214,7 +215,7 @@ fn callbacks_tiny() {
         finite(&json, &format!("/synchronize/0/on/{key}"));
     }
     finite(&json, "/synchronize/0/ratio_mean");
-    check_outcome(&callbacks::render(&r).unwrap(), "callbacks");
+    check_outcome(&outcome::<callbacks::Callbacks>(&r).unwrap(), "callbacks");
 }
 
 #[test]
@@ -256,7 +257,7 @@ fn peers_tiny() {
         assert!(x.vs_rcukit.is_some());
     }
     check_unavailable(&json, peers::UNAVAILABLE);
-    check_outcome(&peers::render(&r).unwrap(), "peers");
+    check_outcome(&outcome::<peers::Peers>(&r).unwrap(), "peers");
 }
 
 #[test]
@@ -316,7 +317,7 @@ fn conntrack_tiny() {
         assert_eq!(c.holds.is_some(), c.ratio.is_some(), "{c:?}");
     }
     check_unavailable(&json, conntrack::UNAVAILABLE);
-    let o = conntrack::render(&r).unwrap();
+    let o = outcome::<conntrack::Conntrack>(&r).unwrap();
     check_outcome(&o, "conntrack");
     assert!(o.markdown.contains("| `rcu-hashmap`"), "{}", o.markdown);
     assert!(o.markdown.contains("p99 ns"));
@@ -341,7 +342,7 @@ fn conntrack_without_writer_claims_nothing() {
     }
     // The claims are about a running writer (and dashmap and papaya were not run).
     assert!(r.claims.iter().all(|c| c.holds.is_none()), "{:?}", r.claims);
-    check_outcome(&conntrack::render(&r).unwrap(), "conntrack");
+    check_outcome(&outcome::<conntrack::Conntrack>(&r).unwrap(), "conntrack");
 }
 
 #[test]

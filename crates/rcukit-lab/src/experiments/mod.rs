@@ -2,18 +2,30 @@
 //!
 //! # Shape of an experiment
 //!
-//! Each module has:
+//! Every experiment is a folder, `experiments/NAME/`, and one `impl` of the [`Experiment`]
+//! trait (in [`kit`], with the rest of the shared plumbing):
 //!
-//! * a `Config` with every setting, built from [`Common`] (quick or full, thread count) by
+//! * `mod.rs`: the module documentation (what the seed measured, the model, the schemes), a
+//!   `Config` with every setting, built from [`Common`] (quick or full, thread count) by
 //!   `Config::new` and checked by `Config::validate` (bad settings are errors, never panics);
-//! * an `Args` (clap) whose flags override the config when the experiment runs alone;
-//! * a list of *schemes*: the ways to do the seed's job (a lock, RCU with one kind of wait, an
-//!   epoch peer ...), each behind a small trait or enum, so that a scheme is one `impl` and one
-//!   list entry;
-//! * `run(&Config, &Progress) -> Result<Report>`: measures, returns a serde `Serialize` report
-//!   that records the environment, the config and every figure;
-//! * `render(&Report) -> Result<Outcome>`: the Markdown tables (ours and the seed's figures
-//!   side by side), the SVG plot and the headline lines.
+//!   an `Args` (clap) whose flags override the config when the experiment runs alone, applied
+//!   with [`override_fields!`](crate::override_fields); `type Report = Envelope<Config, Body>`;
+//!   and the `impl Experiment` (name, title, seeds, and the four functions below);
+//! * `schemes.rs`: the ways to do the seed's job (a lock, RCU with one kind of wait, an epoch
+//!   peer ...). One idiom everywhere: a `SchemeId` enum (`ALL`, `id`, `describe`; `MapId` in
+//!   `conntrack`, one enum per part in `peers`) names the schemes, and a `match` on it builds
+//!   or runs each one, behind a small trait where the schemes are different types;
+//! * `run.rs`: `run(&Config, &Progress) -> Result<Report>`, the workload and the measurements;
+//!   the [`Envelope`] records the experiment, its seeds, the environment and the config beside
+//!   the experiment's `Body` (flattened into one JSON object);
+//! * `render.rs`: `render(&Report) -> Result<Rendered>`, the Markdown tables (ours and the
+//!   seed's figures side by side), the SVG plot and the headline lines, each in a function of
+//!   its own; [`outcome`] adds the names and the JSON.
+//!
+//! Larger experiments split the workload further (`conntrack/flow.rs` and `clock.rs`,
+//! `netfilter/rules.rs`, `capture/packets.rs`, `peers/{read,grace_period,retire}.rs`). The
+//! seeds' own figures live in [`seeds`], once. The command line reaches every experiment
+//! through [`run_with`] and `reproduce` through [`run_default`].
 //!
 //! # Schemes that this build does not have
 //!
@@ -26,10 +38,14 @@
 pub mod callbacks;
 pub mod capture;
 pub mod conntrack;
+pub mod kit;
 pub mod netfilter;
 pub mod netns;
 pub mod peers;
 pub mod percpu;
+pub mod seeds;
+
+pub use kit::{measure_each, outcome, run_default, run_with, Envelope, Experiment, Rendered};
 
 use crate::env::available_cores;
 use crate::progress::Progress;
@@ -45,7 +61,7 @@ pub struct Outcome {
     /// Section title.
     pub title: String,
     /// The seeds it reproduces, e.g. `000, 002` (empty for the peers comparison).
-    pub seeds: &'static str,
+    pub seeds: String,
     /// The full result (environment, config, figures).
     pub json: serde_json::Value,
     /// Markdown: the seed's figures beside ours, our tables, notes.
@@ -107,7 +123,7 @@ impl Common {
 
 /// The experiments, in the order `reproduce` runs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Experiment {
+pub enum ExperimentId {
     /// Seeds 000 and 002: rule-table updates under rwlock, RCU and friends.
     Netfilter,
     /// Seed 001: packet drops while tcpdump changes filters.
@@ -124,62 +140,41 @@ pub enum Experiment {
     Conntrack,
 }
 
-impl Experiment {
+impl ExperimentId {
     /// All experiments in run order.
-    pub const ALL: [Experiment; 7] = [
-        Experiment::Netfilter,
-        Experiment::Capture,
-        Experiment::Percpu,
-        Experiment::Netns,
-        Experiment::Callbacks,
-        Experiment::Peers,
-        Experiment::Conntrack,
+    pub const ALL: [ExperimentId; 7] = [
+        ExperimentId::Netfilter,
+        ExperimentId::Capture,
+        ExperimentId::Percpu,
+        ExperimentId::Netns,
+        ExperimentId::Callbacks,
+        ExperimentId::Peers,
+        ExperimentId::Conntrack,
     ];
 
     /// The file stem and subcommand name.
     pub fn name(self) -> &'static str {
         match self {
-            Experiment::Netfilter => netfilter::NAME,
-            Experiment::Capture => capture::NAME,
-            Experiment::Percpu => percpu::NAME,
-            Experiment::Netns => netns::NAME,
-            Experiment::Callbacks => callbacks::NAME,
-            Experiment::Peers => peers::NAME,
-            Experiment::Conntrack => conntrack::NAME,
+            ExperimentId::Netfilter => netfilter::Netfilter::NAME,
+            ExperimentId::Capture => capture::Capture::NAME,
+            ExperimentId::Percpu => percpu::Percpu::NAME,
+            ExperimentId::Netns => netns::Netns::NAME,
+            ExperimentId::Callbacks => callbacks::Callbacks::NAME,
+            ExperimentId::Peers => peers::Peers::NAME,
+            ExperimentId::Conntrack => conntrack::Conntrack::NAME,
         }
     }
 
     /// Run with the default configuration for `common` and render.
     pub fn run_default(self, common: &Common, progress: &Progress) -> Result<Outcome> {
         match self {
-            Experiment::Netfilter => {
-                let cfg = netfilter::Config::new(common);
-                netfilter::render(&netfilter::run(&cfg, progress)?)
-            }
-            Experiment::Capture => {
-                let cfg = capture::Config::new(common);
-                capture::render(&capture::run(&cfg, progress)?)
-            }
-            Experiment::Percpu => {
-                let cfg = percpu::Config::new(common);
-                percpu::render(&percpu::run(&cfg, progress)?)
-            }
-            Experiment::Netns => {
-                let cfg = netns::Config::new(common);
-                netns::render(&netns::run(&cfg, progress)?)
-            }
-            Experiment::Callbacks => {
-                let cfg = callbacks::Config::new(common);
-                callbacks::render(&callbacks::run(&cfg, progress)?)
-            }
-            Experiment::Peers => {
-                let cfg = peers::Config::new(common);
-                peers::render(&peers::run(&cfg, progress)?)
-            }
-            Experiment::Conntrack => {
-                let cfg = conntrack::Config::new(common);
-                conntrack::render(&conntrack::run(&cfg, progress)?)
-            }
+            ExperimentId::Netfilter => run_default::<netfilter::Netfilter>(common, progress),
+            ExperimentId::Capture => run_default::<capture::Capture>(common, progress),
+            ExperimentId::Percpu => run_default::<percpu::Percpu>(common, progress),
+            ExperimentId::Netns => run_default::<netns::Netns>(common, progress),
+            ExperimentId::Callbacks => run_default::<callbacks::Callbacks>(common, progress),
+            ExperimentId::Peers => run_default::<peers::Peers>(common, progress),
+            ExperimentId::Conntrack => run_default::<conntrack::Conntrack>(common, progress),
         }
     }
 }

@@ -1,0 +1,337 @@
+//! The maps: one `FlowTable` impl each, built from [`MapId`] into an [`AnyMap`].
+
+use super::flow::{FlowBuild, FlowKey, FlowRecord};
+use anyhow::Result;
+use rcukit::{Rcu, RcuHashMap};
+use serde::{Serialize, Serializer};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The maps this build runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapId {
+    /// `std::sync::RwLock<HashMap>` (the baseline).
+    RwlockHashmap,
+    /// `rcukit::RcuHashMap`.
+    RcuHashmap,
+    /// `dashmap::DashMap`.
+    Dashmap,
+    /// `papaya::HashMap`.
+    Papaya,
+    /// `flurry::HashMap`.
+    Flurry,
+    /// liburcu's rculfhash (C).
+    #[cfg(feature = "c-peers")]
+    Rculfhash,
+}
+
+impl Serialize for MapId {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
+impl MapId {
+    /// Every map of this build, the baseline first.
+    pub fn all() -> Vec<MapId> {
+        #[allow(unused_mut)]
+        let mut v = vec![
+            MapId::RwlockHashmap,
+            MapId::RcuHashmap,
+            MapId::Dashmap,
+            MapId::Papaya,
+            MapId::Flurry,
+        ];
+        #[cfg(feature = "c-peers")]
+        v.push(MapId::Rculfhash);
+        v
+    }
+
+    /// Short id.
+    pub fn id(self) -> &'static str {
+        match self {
+            MapId::RwlockHashmap => "rwlock-hashmap",
+            MapId::RcuHashmap => "rcu-hashmap",
+            MapId::Dashmap => "dashmap",
+            MapId::Papaya => "papaya",
+            MapId::Flurry => "flurry",
+            #[cfg(feature = "c-peers")]
+            MapId::Rculfhash => "rculfhash",
+        }
+    }
+
+    /// What it is and what a lookup takes.
+    pub fn describe(self) -> &'static str {
+        match self {
+            MapId::RwlockHashmap => {
+                "std::sync::RwLock<std::collections::HashMap>: read lock per lookup"
+            }
+            MapId::RcuHashmap => "rcukit::RcuHashMap (own domain): one read() guard per lookup",
+            MapId::Dashmap => "dashmap::DashMap 6 (default shards): shard read lock per lookup",
+            MapId::Papaya => "papaya::HashMap 0.2: pin() per lookup",
+            MapId::Flurry => "flurry::HashMap 0.5 (own collector): guard() per lookup",
+            #[cfg(feature = "c-peers")]
+            MapId::Rculfhash => {
+                "liburcu rculfhash (memb flavor, auto-resize): urcu_memb_read_lock() per lookup, \
+                 one FFI call"
+            }
+        }
+    }
+}
+
+/// What every map offers the experiment. `Reg` is a thread's registration (liburcu's
+/// threads must be registered readers; the Rust maps need none).
+pub(super) trait FlowTable: Sync {
+    type Reg;
+    fn register(&self) -> Self::Reg;
+    /// (id, expiry) of the flow, under one read-side section.
+    fn lookup(&self, reg: &Self::Reg, key: &FlowKey) -> Option<(u64, u64)>;
+    fn insert(&self, reg: &Self::Reg, key: FlowKey, rec: FlowRecord);
+    /// Whether the flow was there.
+    fn remove(&self, reg: &Self::Reg, key: &FlowKey) -> bool;
+    fn len(&self, reg: &Self::Reg) -> u64;
+}
+
+pub(super) type RcuMap = RcuHashMap<FlowKey, FlowRecord, FlowBuild, Arc<Rcu>>;
+
+impl FlowTable for RcuMap {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        let guard = self.domain().read();
+        self.get(key, &guard).map(FlowRecord::seen)
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        RcuHashMap::insert(self, key, rec);
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        RcuHashMap::remove(self, key)
+    }
+    fn len(&self, _: &()) -> u64 {
+        RcuHashMap::len(self) as u64
+    }
+}
+
+pub(super) type StdMap = std::sync::RwLock<HashMap<FlowKey, FlowRecord, FlowBuild>>;
+
+pub(super) fn read_std(
+    m: &StdMap,
+) -> std::sync::RwLockReadGuard<'_, HashMap<FlowKey, FlowRecord, FlowBuild>> {
+    m.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(super) fn write_std(
+    m: &StdMap,
+) -> std::sync::RwLockWriteGuard<'_, HashMap<FlowKey, FlowRecord, FlowBuild>> {
+    m.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl FlowTable for StdMap {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        read_std(self).get(key).map(FlowRecord::seen)
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        let old = write_std(self).insert(key, rec);
+        drop(old); // outside the lock
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        let old = write_std(self).remove(key);
+        old.is_some()
+    }
+    fn len(&self, _: &()) -> u64 {
+        read_std(self).len() as u64
+    }
+}
+
+pub(super) type DashFlows = dashmap::DashMap<FlowKey, FlowRecord, FlowBuild>;
+
+impl FlowTable for DashFlows {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        self.get(key).map(|r| r.seen())
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        dashmap::DashMap::insert(self, key, rec);
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        dashmap::DashMap::remove(self, key).is_some()
+    }
+    fn len(&self, _: &()) -> u64 {
+        dashmap::DashMap::len(self) as u64
+    }
+}
+
+pub(super) type PapayaFlows = papaya::HashMap<FlowKey, FlowRecord, FlowBuild>;
+
+impl FlowTable for PapayaFlows {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        self.pin().get(key).map(FlowRecord::seen)
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        self.pin().insert(key, rec);
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        self.pin().remove(key).is_some()
+    }
+    fn len(&self, _: &()) -> u64 {
+        papaya::HashMap::len(self) as u64
+    }
+}
+
+pub(super) type FlurryFlows = flurry::HashMap<FlowKey, FlowRecord, FlowBuild>;
+
+impl FlowTable for FlurryFlows {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        let guard = self.guard();
+        self.get(key, &guard).map(FlowRecord::seen)
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        let guard = self.guard();
+        flurry::HashMap::insert(self, key, rec, &guard);
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        let guard = self.guard();
+        flurry::HashMap::remove(self, key, &guard).is_some()
+    }
+    fn len(&self, _: &()) -> u64 {
+        flurry::HashMap::len(self) as u64
+    }
+}
+
+/// liburcu's rculfhash. The C table keeps its own copy of the record's fields; the Rust record
+/// is dropped on insertion (and counted there), the C node is counted when its grace period
+/// has freed it.
+#[cfg(feature = "c-peers")]
+impl FlowTable for crate::c_peers::Lfht {
+    type Reg = crate::c_peers::LfhtThread;
+    fn register(&self) -> Self::Reg {
+        crate::c_peers::Lfht::register(self)
+    }
+    #[inline]
+    fn lookup(&self, reg: &Self::Reg, key: &FlowKey) -> Option<(u64, u64)> {
+        let (w0, w1) = key.words();
+        crate::c_peers::Lfht::lookup(self, reg, w0, w1)
+    }
+    fn insert(&self, reg: &Self::Reg, key: FlowKey, rec: FlowRecord) {
+        let (w0, w1) = key.words();
+        let r = crate::c_peers::LfhtRecord {
+            id: rec.id,
+            created: rec.created,
+            expires: rec.expires,
+            packets: rec.packets,
+            bytes: rec.bytes,
+        };
+        crate::c_peers::Lfht::insert(self, reg, w0, w1, r);
+        // The record itself is not stored: forget it without counting a drop (the C node's
+        // free is counted instead).
+        std::mem::forget(rec);
+    }
+    fn remove(&self, reg: &Self::Reg, key: &FlowKey) -> bool {
+        let (w0, w1) = key.words();
+        crate::c_peers::Lfht::remove(self, reg, w0, w1)
+    }
+    fn len(&self, reg: &Self::Reg) -> u64 {
+        crate::c_peers::Lfht::len(self, reg)
+    }
+}
+
+/// One map, built. (A handful exist per run, so the variants' sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
+pub(super) enum AnyMap {
+    Std(StdMap),
+    Rcu(RcuMap, Arc<Rcu>),
+    Dash(DashFlows),
+    Papaya(PapayaFlows),
+    Flurry(FlurryFlows),
+    #[cfg(feature = "c-peers")]
+    Lfht(crate::c_peers::Lfht),
+}
+
+/// Run `$body` with `$t` bound to the concrete map (so each map gets its own monomorphic
+/// packet loop).
+macro_rules! with_map {
+    ($map:expr, $t:ident => $body:expr) => {
+        match $map {
+            AnyMap::Std($t) => $body,
+            AnyMap::Rcu($t, _) => $body,
+            AnyMap::Dash($t) => $body,
+            AnyMap::Papaya($t) => $body,
+            AnyMap::Flurry($t) => $body,
+            #[cfg(feature = "c-peers")]
+            AnyMap::Lfht($t) => $body,
+        }
+    };
+}
+pub(super) use with_map;
+
+impl AnyMap {
+    pub(super) fn build(id: MapId, capacity: usize) -> Result<AnyMap> {
+        Ok(match id {
+            MapId::RwlockHashmap => AnyMap::Std(std::sync::RwLock::new(
+                HashMap::with_capacity_and_hasher(capacity, FlowBuild),
+            )),
+            MapId::RcuHashmap => {
+                let rcu = Arc::new(Rcu::builder().name("lab-conntrack").build()?);
+                let map = RcuHashMap::builder()
+                    .capacity(capacity)
+                    .hasher(FlowBuild)
+                    .domain(rcu.clone())
+                    .build()?;
+                AnyMap::Rcu(map, rcu)
+            }
+            MapId::Dashmap => AnyMap::Dash(dashmap::DashMap::with_capacity_and_hasher(
+                capacity, FlowBuild,
+            )),
+            MapId::Papaya => AnyMap::Papaya(
+                papaya::HashMap::builder()
+                    .capacity(capacity)
+                    .hasher(FlowBuild)
+                    .build(),
+            ),
+            MapId::Flurry => AnyMap::Flurry(flurry::HashMap::with_capacity_and_hasher(
+                capacity, FlowBuild,
+            )),
+            #[cfg(feature = "c-peers")]
+            MapId::Rculfhash => AnyMap::Lfht(
+                crate::c_peers::Lfht::new(capacity as u64)
+                    .ok_or_else(|| anyhow::anyhow!("liburcu could not allocate an rculfhash"))?,
+            ),
+        })
+    }
+
+    /// Drop the map and wait until every record it held or retired is freed; the number of
+    /// records freed over its life (for the C table: nodes freed).
+    pub(super) fn teardown(self, dropped: &AtomicU64) -> u64 {
+        match self {
+            AnyMap::Rcu(map, rcu) => {
+                drop(map);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while rcu.stats().callbacks_pending > 0 && Instant::now() < deadline {
+                    rcu.barrier();
+                }
+                dropped.load(Relaxed)
+            }
+            #[cfg(feature = "c-peers")]
+            AnyMap::Lfht(mut table) => table.destroy(),
+            other => {
+                drop(other);
+                dropped.load(Relaxed)
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! rcukit beside the systems people use today, in one run.
+//!
+//! Three measurements, each on every peer that offers the operation:
+//!
+//! * **Read-side cost**: nanoseconds per read-side section that loads a shared pointer and
+//!   reads the value behind it, with 1 thread and with as many threads as cores, all reading
+//!   at once. The plain atomic load is the floor. rcukit appears with each of its read sides:
+//!   `Rcu::read` (global and custom domain), `RcuCell::load`, a `Qsbr` domain (a plain load,
+//!   a quiescent state every 1024 sections, as the liburcu-qsbr loop), `RecSeq::read` and
+//!   `PerCpuRwLock::read`.
+//! * **Grace-period latency**: how long one grace period takes while one other thread runs
+//!   read-side sections back to back (a "busy reader"; for QSBR, a registered thread that
+//!   announces a quiescent state after every section). For crossbeam-epoch, which has no
+//!   grace-period call, it is the time from `defer` (and `flush`) until the deferred closure
+//!   runs while the caller keeps pinning and flushing: the earliest point its reclamation can
+//!   happen. arc-swap, seize and the locks have no grace period to measure.
+//! * **Retire throughput**: objects per second through each library's deferred-free API, end
+//!   to end: one thread queues `retire_objects` 64-byte objects, then waits until every one
+//!   has been dropped (rcukit `barrier`, crossbeam pins and flushes, seize drops its
+//!   collector, liburcu `rcu_barrier`, ck `ck_epoch_barrier`). Every object is counted when
+//!   dropped; the count must equal the number queued.
+//!
+//! With the `c-peers` feature, liburcu's memb and qsbr flavors and Concurrency Kit's ck_epoch
+//! join through FFI (their loops run in C; see `c_peers`, compiled with the feature).
+
+mod grace_period;
+mod read;
+mod render;
+mod retire;
+mod run;
+
+pub use grace_period::{GpPeer, GpResult};
+pub use read::{ReadPeer, ReadResult};
+pub use retire::{RetirePeer, RetireResult};
+pub use run::{run, Body};
+
+use super::{
+    check_duration, check_range, check_threads, ser_ms, Common, Envelope, Experiment, Rendered,
+    Unavailable,
+};
+use crate::progress::Progress;
+use anyhow::{bail, Result};
+use serde::Serialize;
+use std::time::Duration;
+
+/// File stem and subcommand name.
+pub const NAME: &str = "peers";
+
+/// Schemes the experiment knows but this build cannot run yet (none: every peer of the issue
+/// runs).
+pub const UNAVAILABLE: &[Unavailable] = &[];
+
+/// Settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Config {
+    /// Thread counts for the read-side cost (default 1 and the number of cores).
+    pub read_threads: Vec<usize>,
+    /// Measuring time per (peer, thread count).
+    #[serde(rename = "read_time_ms", serialize_with = "ser_ms")]
+    pub read_time: Duration,
+    /// Measuring time per grace-period peer.
+    #[serde(rename = "gp_time_ms", serialize_with = "ser_ms")]
+    pub gp_time: Duration,
+    /// Most grace periods timed per peer.
+    pub gp_max_samples: usize,
+    /// Objects each retire-throughput peer queues.
+    pub retire_objects: u64,
+    /// Quick mode.
+    pub quick: bool,
+}
+
+impl Config {
+    /// Defaults for `common`.
+    pub fn new(common: &Common) -> Config {
+        let mut read_threads = vec![1, common.threads];
+        read_threads.dedup();
+        Config {
+            read_threads,
+            read_time: common.pick(Duration::from_millis(100), Duration::from_millis(500)),
+            gp_time: common.pick(Duration::from_millis(400), Duration::from_secs(2)),
+            gp_max_samples: 5000,
+            retire_objects: common.pick(200_000, 1_000_000),
+            quick: common.quick,
+        }
+    }
+
+    /// Reject impossible settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.read_threads.is_empty() {
+            bail!("--read-threads needs at least one count");
+        }
+        for &n in &self.read_threads {
+            check_threads("--read-threads", n)?;
+        }
+        check_duration("--read-time", self.read_time)?;
+        check_duration("--gp-time", self.gp_time)?;
+        check_range("gp samples", self.gp_max_samples as u64, 1, 1_000_000)?;
+        check_range("--retire-objects", self.retire_objects, 1, 100_000_000)?;
+        Ok(())
+    }
+}
+
+/// Flags of the `peers` subcommand.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Args {
+    /// Thread counts for the read-side cost, comma-separated [default: 1 and the cores]
+    #[arg(long, value_delimiter = ',')]
+    pub read_threads: Vec<usize>,
+    /// Measuring time per read-side point [default: 100ms quick, 500ms full]
+    #[arg(long, value_parser = crate::cli::parse_duration)]
+    pub read_time: Option<Duration>,
+    /// Measuring time per grace-period peer [default: 400ms quick, 2s full]
+    #[arg(long, value_parser = crate::cli::parse_duration)]
+    pub gp_time: Option<Duration>,
+    /// Objects queued per retire-throughput peer [default: 200000 quick, 1000000 full]
+    #[arg(long)]
+    pub retire_objects: Option<u64>,
+}
+
+/// The experiment's result: the envelope around [`Body`].
+pub type Report = Envelope<Config, Body>;
+
+/// The experiment, for the shared drivers.
+pub struct Peers;
+
+impl Experiment for Peers {
+    const NAME: &'static str = NAME;
+    const TITLE: &'static str =
+        "Peers: rcukit beside crossbeam-epoch, arc-swap, seize, locks (and liburcu, ck)";
+    const SEEDS: &'static [&'static str] = &[];
+    type Config = Config;
+    type Args = Args;
+    type Report = Report;
+
+    fn config(common: &Common) -> Config {
+        Config::new(common)
+    }
+
+    fn apply(args: &Args, cfg: &mut Config) {
+        crate::override_fields!(
+            args => cfg; read_time, gp_time, retire_objects;
+            lists: read_threads
+        );
+    }
+
+    fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
+        run(cfg, progress)
+    }
+
+    fn render(report: &Report) -> Result<Rendered> {
+        render::render(report)
+    }
+}

@@ -1,0 +1,206 @@
+//! Tables, plot and headlines.
+
+use crate::plot::{self, Axis, Panel};
+use crate::report::{self, Table};
+use anyhow::Result;
+
+use super::{GpPeer, ReadPeer, Report};
+use crate::experiments::{unavailable_note, Rendered};
+
+/// Tables, plot and headlines.
+pub fn render(r: &Report) -> Result<Rendered> {
+    let mut md = String::new();
+    md.push_str(&format!(
+        "All peers in one process, one after another, interleaved by thread count. C peers \
+         (liburcu memb/qsbr, ck_epoch): {}.\n\n",
+        if r.c_peers {
+            "compiled in (feature `c-peers`)"
+        } else {
+            "not in this build (`--features c-peers`)"
+        }
+    ));
+    md.push_str("### Read-side cost (ns per section: enter, load, read, leave)\n\n");
+    md.push_str(&read_table(r));
+    md.push_str(
+        "\n`rcukit-qsbr` is a plain load per section with `quiescent_state()` every 1024 \
+         sections, the cadence of the `liburcu-qsbr` loop; `rcukit-rcucell` is `RcuCell::load` \
+         in the global domain (so compare it with `rcukit-global`); `rcukit-recseq` pays a full \
+         fence per section by design (netfilter's xt_recseq). Reference (c-peers.md, this \
+         machine, single runs): liburcu memb 1.02 ns, qsbr 0.29 ns, ck_epoch 2.5 ns per section \
+         with one thread.\n",
+    );
+    md.push_str("\n### Grace-period latency (one busy reader thread)\n\n");
+    md.push_str(&gp_table(r));
+    md.push_str(
+        "\nA QSBR reader is inside a read-side section whenever it is online, so a QSBR grace \
+         period also waits while the scheduler has preempted the busy reader (`rcukit::qsbr`, \
+         \"Preemption\"); an `Rcu` grace period waits only for a reader preempted inside its \
+         short section. On a busy machine the QSBR rows therefore include scheduler time \
+         slices.\n",
+    );
+    md.push_str(&format!(
+        "\n### Retire throughput ({} objects of 64 bytes, queued by one thread, until all are \
+         dropped)\n\n",
+        r.config.retire_objects
+    ));
+    md.push_str(&retire_table(r));
+    md.push_str(&unavailable_note(&r.not_available));
+    Ok(Rendered {
+        markdown: md,
+        svg: Some(svg(r)?),
+        headlines: headlines(r),
+    })
+}
+
+/// Read-side cost per peer and thread count.
+fn read_table(r: &Report) -> String {
+    let mut header = vec!["peer".to_string()];
+    for t in &r.config.read_threads {
+        header.push(format!("{t} thread(s)"));
+        header.push("vs rcukit-global".into());
+    }
+    let mut t = Table::new(&header);
+    for x in &r.read {
+        let mut row = vec![format!("`{}`", x.peer.id())];
+        for ((_, ns), (_, v)) in x.ns_per_op.iter().zip(&x.vs_rcukit) {
+            row.push(format!("{ns:.2}"));
+            row.push(report::ratio(*v));
+        }
+        t.row(row);
+    }
+    t.to_markdown()
+}
+
+/// Grace-period latency per peer.
+fn gp_table(r: &Report) -> String {
+    let mut t = Table::new(&[
+        "peer",
+        "what is timed",
+        "mean (µs)",
+        "p50 (µs)",
+        "p99 (µs)",
+        "samples",
+        "vs rcukit-expedited",
+    ]);
+    for g in &r.grace_period {
+        t.row(vec![
+            format!("`{}`", g.peer.id()),
+            g.description.into(),
+            report::num(g.latency_us.mean),
+            report::num(g.latency_us.p50),
+            report::num(g.latency_us.p99),
+            g.latency_us.count.to_string(),
+            report::ratio(g.vs_rcukit_expedited),
+        ]);
+    }
+    t.to_markdown()
+}
+
+/// Retire throughput per peer.
+fn retire_table(r: &Report) -> String {
+    let mut t = Table::new(&[
+        "peer",
+        "objects/s",
+        "vs rcukit",
+        "elapsed (ms)",
+        "freed / retired",
+    ]);
+    for x in &r.retire {
+        t.row(vec![
+            format!("`{}`", x.peer.id()),
+            report::num(x.objects_per_s),
+            report::ratio(x.vs_rcukit),
+            format!("{:.1}", x.elapsed_ms),
+            format!("{} / {}", x.freed, x.retired),
+        ]);
+    }
+    t.to_markdown()
+}
+
+/// The three parts as bars.
+fn svg(r: &Report) -> Result<String> {
+    let threads = r.config.read_threads.clone();
+    plot::render(&[
+        Panel::Bars {
+            title: "read-side cost".into(),
+            value: Axis::log("ns per section (log)"),
+            categories: r.read.iter().map(|x| x.peer.id().into()).collect(),
+            series: threads
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    (
+                        format!("{t} thread(s)"),
+                        r.read
+                            .iter()
+                            .map(|x| x.ns_per_op.get(i).map_or(f64::NAN, |p| p.1))
+                            .collect(),
+                    )
+                })
+                .collect(),
+        },
+        Panel::Bars {
+            title: "grace-period latency, mean".into(),
+            value: Axis::log("µs (log)"),
+            categories: r.grace_period.iter().map(|g| g.peer.id().into()).collect(),
+            series: vec![(
+                "mean".into(),
+                r.grace_period.iter().map(|g| g.latency_us.mean).collect(),
+            )],
+        },
+        Panel::Bars {
+            title: "retire throughput, end to end".into(),
+            value: Axis::linear("objects/s"),
+            categories: r.retire.iter().map(|x| x.peer.id().into()).collect(),
+            series: vec![(
+                "objects/s".into(),
+                r.retire.iter().map(|x| x.objects_per_s).collect(),
+            )],
+        },
+    ])
+}
+
+/// Read-side cost at one thread and grace-period latency, per peer.
+fn headlines(r: &Report) -> Vec<String> {
+    let ns1 = |id: ReadPeer| {
+        r.read
+            .iter()
+            .find(|x| x.peer == id)
+            .and_then(|x| x.ns_per_op.first())
+            .map(|p| format!("{:.2}", p.1))
+            .unwrap_or_else(|| "n/a".into())
+    };
+    let gp = |id: GpPeer| {
+        r.grace_period
+            .iter()
+            .find(|g| g.peer == id)
+            .map(|g| report::num(g.latency_us.mean))
+            .unwrap_or_else(|| "n/a".into())
+    };
+    vec![
+        format!(
+            "read side, 1 thread: rcukit {} ns (qsbr {}, RcuCell {}, RecSeq {}, PerCpuRwLock {}), \
+             crossbeam-epoch {} ns, arc-swap {} ns, seize {} ns, parking_lot RwLock {} ns, \
+             plain load {} ns",
+            ns1(ReadPeer::RcukitGlobal),
+            ns1(ReadPeer::RcukitQsbr),
+            ns1(ReadPeer::RcukitRcucell),
+            ns1(ReadPeer::RcukitRecseq),
+            ns1(ReadPeer::RcukitPercpuRwlock),
+            ns1(ReadPeer::CrossbeamEpoch),
+            ns1(ReadPeer::ArcSwap),
+            ns1(ReadPeer::Seize),
+            ns1(ReadPeer::ParkingLotRwlock),
+            ns1(ReadPeer::PlainLoad)
+        ),
+        format!(
+            "grace period with a busy reader: rcukit expedited {} µs, normal {} µs, qsbr \
+             expedited {} µs, qsbr normal {} µs, crossbeam-epoch {} µs",
+            gp(GpPeer::RcukitExpedited),
+            gp(GpPeer::RcukitSynchronize),
+            gp(GpPeer::RcukitQsbrExpedited),
+            gp(GpPeer::RcukitQsbrSynchronize),
+            gp(GpPeer::CrossbeamEpoch)
+        ),
+    ]
+}

@@ -1,0 +1,149 @@
+//! Retire throughput, end to end: the peers and the measurement.
+
+use anyhow::Result;
+use crossbeam_epoch as epoch;
+use rcukit::Rcu;
+use serde::Serialize;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Peers measured for retire throughput.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RetirePeer {
+    /// rcukit `retire(Box<T>)`, then `barrier()`.
+    Rcukit,
+    /// crossbeam-epoch `defer_destroy` under a pin, then pin + flush until all are freed.
+    CrossbeamEpoch,
+    /// seize `Collector::retire`, then drop the collector.
+    Seize,
+    /// liburcu memb `call_rcu`, then `rcu_barrier()` (in C).
+    #[cfg(feature = "c-peers")]
+    UrcuMemb,
+    /// ck `ck_epoch_call` (with `ck_epoch_poll` every 1024), then `ck_epoch_barrier` (in C).
+    #[cfg(feature = "c-peers")]
+    CkEpoch,
+}
+
+impl RetirePeer {
+    /// Every retire peer of this build.
+    pub fn all() -> Vec<RetirePeer> {
+        #[allow(unused_mut)]
+        let mut v = vec![
+            RetirePeer::Rcukit,
+            RetirePeer::CrossbeamEpoch,
+            RetirePeer::Seize,
+        ];
+        #[cfg(feature = "c-peers")]
+        v.extend([RetirePeer::UrcuMemb, RetirePeer::CkEpoch]);
+        v
+    }
+
+    /// Short id.
+    pub fn id(self) -> &'static str {
+        match self {
+            RetirePeer::Rcukit => "rcukit",
+            RetirePeer::CrossbeamEpoch => "crossbeam-epoch",
+            RetirePeer::Seize => "seize",
+            #[cfg(feature = "c-peers")]
+            RetirePeer::UrcuMemb => "liburcu-memb",
+            #[cfg(feature = "c-peers")]
+            RetirePeer::CkEpoch => "ck-epoch",
+        }
+    }
+}
+
+/// One retire peer's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct RetireResult {
+    /// Peer id.
+    pub peer: RetirePeer,
+    /// Objects queued.
+    pub retired: u64,
+    /// Objects dropped by the end (must equal `retired`).
+    pub freed: u64,
+    /// Time from the first retire until the last drop, ms.
+    pub elapsed_ms: f64,
+    /// retired / elapsed.
+    pub objects_per_s: f64,
+    /// objects_per_s / rcukit's.
+    pub vs_rcukit: Option<f64>,
+}
+
+/// A 64-byte retired object that counts its drop.
+pub(super) struct Obj {
+    _payload: [u64; 7],
+    freed: Arc<AtomicU64>,
+}
+
+impl Obj {
+    pub(super) fn new(freed: &Arc<AtomicU64>, i: u64) -> Obj {
+        Obj {
+            _payload: [i; 7],
+            freed: freed.clone(),
+        }
+    }
+}
+
+impl Drop for Obj {
+    fn drop(&mut self) {
+        self.freed.fetch_add(1, Relaxed);
+    }
+}
+
+pub(super) fn measure_retire(n: u64, peer: RetirePeer) -> Result<(u64, Duration)> {
+    let freed = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    match peer {
+        RetirePeer::Rcukit => {
+            let rcu = Rcu::builder().name("lab-peers-retire").build()?;
+            for i in 0..n {
+                rcu.retire(Box::new(Obj::new(&freed, i)));
+            }
+            while rcu.stats().callbacks_pending > 0 {
+                rcu.barrier();
+            }
+        }
+        RetirePeer::CrossbeamEpoch => {
+            let collector = epoch::Collector::new();
+            let h = collector.register();
+            for i in 0..n {
+                let g = h.pin();
+                let p = epoch::Owned::new(Obj::new(&freed, i)).into_shared(&g);
+                // SAFETY: `p` was never shared with anyone; destroying it after the epoch
+                // advances is trivially safe.
+                unsafe { g.defer_destroy(p) };
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while freed.load(Relaxed) < n && Instant::now() < deadline {
+                h.pin().flush();
+            }
+            drop(h);
+            drop(collector); // frees whatever the deadline left
+        }
+        RetirePeer::Seize => {
+            let collector = seize::Collector::new();
+            for i in 0..n {
+                let p = Box::into_raw(Box::new(Obj::new(&freed, i)));
+                // SAFETY: `p` came from `Box::into_raw`, was never shared, and is retired
+                // once with the matching reclaimer.
+                unsafe { collector.retire(p, seize::reclaim::boxed) };
+            }
+            drop(collector); // reclaims the partial batches
+        }
+        #[cfg(feature = "c-peers")]
+        RetirePeer::UrcuMemb | RetirePeer::CkEpoch => {
+            use crate::c_peers::{retire, Flavor};
+            let flavor = if peer == RetirePeer::UrcuMemb {
+                Flavor::UrcuMemb
+            } else {
+                Flavor::CkEpoch
+            };
+            let f = retire(flavor, n).unwrap_or(0);
+            freed.store(f, Relaxed);
+        }
+    }
+    Ok((freed.load(Relaxed), start.elapsed()))
+}
