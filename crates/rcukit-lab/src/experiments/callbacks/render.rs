@@ -9,7 +9,7 @@ use super::{Latency, PendingDelay, PendingPoint, Report};
 use crate::experiments::Rendered;
 
 /// Tables, plots and headlines.
-pub fn render(r: &Report) -> Result<Rendered> {
+pub(super) fn render(r: &Report) -> Result<Rendered> {
     let mut md = intro(r);
     md.push_str("### The seed's figures beside ours\n\n");
     md.push_str(&seed_table(r));

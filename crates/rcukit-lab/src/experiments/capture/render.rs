@@ -27,7 +27,7 @@ fn pct(x: f64) -> String {
 }
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Rendered> {
+pub(super) fn render(r: &Report) -> Result<Rendered> {
     let mut md = String::new();
     md.push_str(&format!(
         "{} packet thread(s), each a NIC queue with a {}-packet ring; one descriptor always \

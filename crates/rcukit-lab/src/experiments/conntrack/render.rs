@@ -39,7 +39,7 @@ fn ns(x: f64) -> String {
 }
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Rendered> {
+pub(super) fn render(r: &Report) -> Result<Rendered> {
     let mut md = intro(r);
     for &threads in &r.config.packet_threads {
         md.push_str(&format!(

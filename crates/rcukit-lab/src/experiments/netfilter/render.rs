@@ -10,7 +10,7 @@ use crate::experiments::seeds::netfilter::{HISTORY_RCU_S, HISTORY_RWLOCK_S, SEED
 use crate::experiments::{unavailable_note, Rendered};
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Rendered> {
+pub(super) fn render(r: &Report) -> Result<Rendered> {
     let mut md = String::new();
     md.push_str(&format!(
         "{} rule additions (each a copy of the table plus one rule) against a {}-rule table \

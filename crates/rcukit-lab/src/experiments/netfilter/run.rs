@@ -88,7 +88,7 @@ pub struct SeedFigures {
 }
 
 /// The seed's figures, from [`seeds::netfilter`].
-pub fn seed_figures() -> SeedFigures {
+pub(super) fn seed_figures() -> SeedFigures {
     use seeds::netfilter::*;
     SeedFigures {
         source: SOURCE,

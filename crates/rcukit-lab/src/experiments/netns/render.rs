@@ -8,7 +8,7 @@ use crate::report::{self, Table};
 use anyhow::Result;
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Rendered> {
+pub(super) fn render(r: &Report) -> Result<Rendered> {
     let mut md = String::new();
     md.push_str(&format!(
         "{} creator loop(s): {} µs of process work, then create a namespace ({} µs under the \

@@ -8,7 +8,7 @@ use super::{GpPeer, ReadPeer, Report};
 use crate::experiments::{unavailable_note, Rendered};
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Rendered> {
+pub(super) fn render(r: &Report) -> Result<Rendered> {
     let mut md = String::new();
     md.push_str(&format!(
         "All peers in one process, one after another, interleaved by thread count. C peers \

@@ -7,7 +7,7 @@ use crate::report::{self, Table};
 use anyhow::Result;
 
 /// Tables, plot and headlines.
-pub fn render(r: &Report) -> Result<Rendered> {
+pub(super) fn render(r: &Report) -> Result<Rendered> {
     let maxt = r.config.thread_counts.iter().copied().max().unwrap_or(1);
     let mut md = String::new();
     md.push_str(&format!(
