@@ -93,9 +93,9 @@
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
 //! [`reader`] (records, registry, guard), [`gp`] (the scan, [`gp::normal`],
 //! [`gp::expedited`]), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
-//! [`cell`] and [`list`] (RCU-protected data; [`domain_ref`] ties them to a domain), [`qsbr`]
-//! and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]), [`fork`] (what a
-//! forked child inherits) and [`report`] (stall and panic reports).
+//! [`cell`], [`list`] and [`map`] (RCU-protected data; [`domain_ref`] ties them to a
+//! domain), [`qsbr`] and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]),
+//! [`fork`] (what a forked child inherits) and [`report`] (stall and panic reports).
 //!
 //! [`docs`] holds no code: what the seeds behind rcukit are ([`docs::seeds`]; module docs cite
 //! them as "seed 000" to "seed 004"), the performance model with measured figures
