@@ -280,10 +280,11 @@ impl MapTorture {
     pub(crate) fn new(domain: Arc<Rcu>, busted: bool) -> Result<MapTorture, rcukit::Error> {
         let mut builder = RcuHashMap::builder().domain(domain);
         if busted {
-            // SAFETY: the values are `Value`s, plain integers plus an `Arc` that readers never
-            // touch; the map keeps the node memory until a grace period has passed, so a
-            // reader that copies a dropped value's integers reads initialized memory. The
-            // torture exists to see this misuse reported.
+            // The values are `Value`s, plain integers plus an `Arc` that readers never touch;
+            // the map keeps the node memory until a grace period has passed, so a reader that
+            // copies a dropped value's integers reads initialized memory. The torture exists
+            // to see this misuse reported.
+            // SAFETY: as just said, dropped values stay readable as plain integers.
             builder = unsafe { builder.__busted_drop_values_at_once() };
         }
         let map: Map = builder.build()?;

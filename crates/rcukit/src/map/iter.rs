@@ -21,7 +21,7 @@ use super::table::{Node, Table};
 use std::fmt;
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::Acquire;
 
 /// Iterator over the entries of an [`RcuHashMap`](super::RcuHashMap) under a guard; see
 /// [`RcuHashMap::iter`](super::RcuHashMap::iter).
@@ -108,31 +108,6 @@ impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for Iter<'_, K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Iter").field("index", &self.index).finish()
     }
-}
-
-/// Every node reachable from `current`, each once: with exclusive access nothing moves, so
-/// each node is in exactly one unmoved chain of one table.
-///
-/// # Safety
-///
-/// Exclusive access to the map for as long as the pointers are used.
-pub(crate) unsafe fn exclusive_nodes<K, V>(current: *mut Table<K, V>) -> Vec<*mut Node<K, V>> {
-    let mut nodes = Vec::new();
-    let mut table = current as *const Table<K, V>;
-    while !table.is_null() {
-        // SAFETY: tables reachable from the root are alive while the map is.
-        let t = unsafe { &*table };
-        for head in t.heads.iter() {
-            let mut p = head.load(Relaxed);
-            while !p.is_null() {
-                nodes.push(p);
-                // SAFETY: a chain of a table with no mover: the bucket's own nodes, alive.
-                p = unsafe { (*p).next.load(Relaxed) };
-            }
-        }
-        table = t.next.load(Relaxed);
-    }
-    nodes
 }
 
 /// Mutable iterator over an [`RcuHashMap`](super::RcuHashMap); see

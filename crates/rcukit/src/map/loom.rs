@@ -110,7 +110,7 @@ fn lookup_racing_a_resize_step(busted_unlink_first: bool) {
         assert_eq!(lookup(&root, 3, 3), None);
         assert_eq!(lookup(&root, 5, 5), Some(50));
         // SAFETY: the model is over: nobody else uses the map.
-        unsafe { table::free_all(root.load(Acquire)) };
+        drop(unsafe { table::take_all(root.load(Acquire)) });
         let unlinked = unlinked.lock().unwrap();
         for &node in &unlinked.nodes {
             // SAFETY: unlinked once, never reachable again.

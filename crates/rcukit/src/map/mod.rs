@@ -380,7 +380,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// The entries with mutable values (`&mut self`: nothing else runs).
     pub fn iter_mut(&mut self) -> IterMut<'_, K, V> {
         // SAFETY: exclusive access for the iterator's lifetime.
-        let nodes = unsafe { iter::exclusive_nodes(self.root.load(Relaxed)) };
+        let nodes = unsafe { table::exclusive_nodes(self.root.load(Relaxed)) };
         IterMut {
             nodes: nodes.into_iter(),
             _map: PhantomData,
@@ -625,24 +625,23 @@ where
 
     /// Remove every entry (each is retired).
     pub fn clear(&self) {
-        let mut removed = Vec::new();
-        let finished = {
-            let guard = self.domain().read();
-            let mut table: *const Table<K, V> = self.table(&guard);
-            while !table.is_null() {
-                // SAFETY: protected by the guard.
-                let t = unsafe { &*table };
-                // SAFETY: as above.
-                unsafe { table::detach_all(t, &mut removed) };
-                table = t.next.load(Acquire);
-            }
-            self.len.fetch_sub(removed.len(), Relaxed);
-            self.resize_now(&guard)
+        // Declared before the guard, as in `retain`: retired after the critical section.
+        let mut unlinked = Unlinked {
+            map: self,
+            nodes: Vec::new(),
+            tables: Vec::new(),
         };
-        self.retire(removed, None);
-        for old in finished {
-            self.retire([], Some(old));
+        let guard = self.domain().read();
+        let mut table: *const Table<K, V> = self.table(&guard);
+        while !table.is_null() {
+            // SAFETY: protected by the guard.
+            let t = unsafe { &*table };
+            // SAFETY: as above.
+            unsafe { table::detach_all(t, &mut unlinked.nodes) };
+            table = t.next.load(Acquire);
         }
+        self.len.fetch_sub(unlinked.nodes.len(), Relaxed);
+        unlinked.tables = self.resize_now(&guard);
     }
 }
 
@@ -650,7 +649,7 @@ impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; nodes
         // retired earlier are owned by the domain, not reachable from here.
-        unsafe { table::free_all(self.root.load(Relaxed)) };
+        drop(unsafe { table::take_all(self.root.load(Relaxed)) });
     }
 }
 
@@ -659,20 +658,8 @@ impl<K, V, S, D: DomainRef> IntoIterator for RcuHashMap<K, V, S, D> {
     type IntoIter = IntoIter<K, V>;
 
     fn into_iter(self) -> IntoIter<K, V> {
-        let root = self.root.load(Relaxed);
-        // SAFETY: we own the map; each node is collected once and then owned by the
-        // iterator; the tables are freed here and the map is forgotten (no double free).
-        let nodes = unsafe { iter::exclusive_nodes(root) };
-        let boxes = nodes
-            .into_iter()
-            .map(|p| unsafe { Box::from_raw(p) })
-            .collect::<Vec<_>>();
-        let mut table = root;
-        while !table.is_null() {
-            // SAFETY: owned tables, freed once; their drop frees only arrays.
-            let t = unsafe { Box::from_raw(table) };
-            table = t.next.load(Relaxed);
-        }
+        // SAFETY: we own the map, and it is forgotten below (its drop never runs again).
+        let boxes = unsafe { table::take_all(self.root.load(Relaxed)) };
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: the hasher and the handle are moved out exactly once, here, and dropped;
         // the map itself is never dropped (ManuallyDrop).

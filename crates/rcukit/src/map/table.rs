@@ -518,25 +518,53 @@ unsafe fn move_bucket<K, V>(
     });
 }
 
-/// Free every node and table reachable from `current`.
+/// Every node reachable from `current`, each once: with exclusive access nothing moves, so
+/// each node is in exactly one unmoved chain of one table.
 ///
 /// # Safety
 ///
-/// Nobody else can reach the map any more (`&mut` access), and nothing moves concurrently.
-pub(crate) unsafe fn free_all<K, V>(current: *mut Table<K, V>) {
+/// Exclusive access to the map for as long as the pointers are used.
+pub(crate) unsafe fn exclusive_nodes<K, V>(current: *mut Table<K, V>) -> Vec<*mut Node<K, V>> {
     let mut nodes = Vec::new();
-    let mut table = current;
+    let mut table = current as *const Table<K, V>;
     while !table.is_null() {
-        // SAFETY: tables reachable from the root are owned by the map.
-        let t = unsafe { Box::from_raw(table) };
-        // SAFETY: exclusive access.
-        unsafe { detach_all(&t, &mut nodes) };
-        for node in nodes.drain(..) {
-            // SAFETY: every node is in exactly one unmoved chain, detached once.
-            drop(unsafe { Box::from_raw(node) });
+        // SAFETY: tables reachable from the root are alive while the map is.
+        let t = unsafe { &*table };
+        for head in t.heads.iter() {
+            let mut p = head.load(Relaxed);
+            while !p.is_null() {
+                nodes.push(p);
+                // SAFETY: a chain of a table with no mover: the bucket's own nodes, alive.
+                p = unsafe { (*p).next.load(Relaxed) };
+            }
         }
         table = t.next.load(Relaxed);
     }
+    nodes
+}
+
+/// Take every node reachable from `current` as an owned box and free the tables (whose drop
+/// frees only their arrays): what dropping or consuming the map does.
+///
+/// # Safety
+///
+/// Nobody else can reach the map any more (`&mut` access or ownership), and the root is not
+/// used again.
+pub(crate) unsafe fn take_all<K, V>(current: *mut Table<K, V>) -> Vec<Box<Node<K, V>>> {
+    // SAFETY: exclusive access (caller's contract).
+    let nodes = unsafe { exclusive_nodes(current) };
+    let mut table = current;
+    while !table.is_null() {
+        // SAFETY: tables reachable from the root are owned by the map and freed once here.
+        let t = unsafe { Box::from_raw(table) };
+        table = t.next.load(Relaxed);
+    }
+    nodes
+        .into_iter()
+        // SAFETY: each node is in exactly one unmoved chain, so it is collected once; the
+        // pointer comes from its link.
+        .map(|node| unsafe { Box::from_raw(node) })
+        .collect()
 }
 
 /// Drop `node`'s value now and return the shell (same allocation) for a later free: the
