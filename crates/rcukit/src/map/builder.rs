@@ -1,0 +1,138 @@
+//! [`MapBuilder`]: the settings of an [`RcuHashMap`] (capacity, hasher, domain, load
+//! factors), checked when the map is built.
+
+use super::table::Table;
+use super::{Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
+use crate::domain_ref::DomainRef;
+use crate::sync::AtomicPtr;
+use crate::{Error, Rcu};
+use std::collections::hash_map::RandomState;
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicUsize;
+
+/// Settings for an [`RcuHashMap`]; from [`RcuHashMap::builder`].
+#[derive(Debug)]
+pub struct MapBuilder<S = RandomState, D = &'static Rcu> {
+    capacity: usize,
+    hasher: S,
+    domain: D,
+    max_load: f32,
+    min_load: f32,
+    busted: bool,
+}
+
+impl MapBuilder {
+    pub(super) fn new() -> Self {
+        MapBuilder {
+            capacity: 0,
+            hasher: RandomState::new(),
+            domain: Rcu::global(),
+            max_load: 0.75,
+            min_load: 0.3,
+            busted: false,
+        }
+    }
+}
+
+impl<S, D> MapBuilder<S, D> {
+    /// Room for `capacity` entries before the first resize; the map never shrinks below it.
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// The hasher (default: the standard `RandomState`).
+    pub fn hasher<T>(self, hasher: T) -> MapBuilder<T, D> {
+        MapBuilder {
+            capacity: self.capacity,
+            hasher,
+            domain: self.domain,
+            max_load: self.max_load,
+            min_load: self.min_load,
+            busted: self.busted,
+        }
+    }
+
+    /// The domain (default: [`Rcu::global`]).
+    pub fn domain<E: DomainRef>(self, domain: E) -> MapBuilder<S, E> {
+        MapBuilder {
+            capacity: self.capacity,
+            hasher: self.hasher,
+            domain,
+            max_load: self.max_load,
+            min_load: self.min_load,
+            busted: self.busted,
+        }
+    }
+
+    /// Grow when entries exceed this many per bucket (default 0.75; 0.1 to 16).
+    pub fn max_load_factor(mut self, load: f32) -> Self {
+        self.max_load = load;
+        self
+    }
+
+    /// Shrink when entries fall below this many per bucket (default 0.3; 0 disables
+    /// shrinking; below half the maximum).
+    pub fn min_load_factor(mut self, load: f32) -> Self {
+        self.min_load = load;
+        self
+    }
+
+    /// Testing knob for the torture's self-test: removed and replaced values are dropped at
+    /// once on the writing thread, while readers may still hold them (their nodes are still
+    /// freed after a grace period, so the bytes stay readable).
+    ///
+    /// # Safety
+    ///
+    /// Unsound by design: readers can observe dropped values. Only for values whose `Drop`
+    /// leaves them readable (handles into a pool), to show that a checker notices.
+    #[doc(hidden)]
+    pub unsafe fn __busted_drop_values_at_once(mut self) -> Self {
+        self.busted = true;
+        self
+    }
+
+    /// Build the map.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSetting`] for load factors out of range.
+    pub fn build<K, V>(self) -> Result<RcuHashMap<K, V, S, D>, Error>
+    where
+        D: DomainRef,
+    {
+        if !(0.1..=16.0).contains(&self.max_load) {
+            return Err(Error::invalid(
+                "max_load_factor",
+                format!("{} is outside 0.1..=16", self.max_load),
+            ));
+        }
+        if !(self.min_load >= 0.0 && self.min_load < self.max_load / 2.0) {
+            return Err(Error::invalid(
+                "min_load_factor",
+                format!(
+                    "{} must be at least 0 and below half the maximum ({})",
+                    self.min_load, self.max_load
+                ),
+            ));
+        }
+        let wanted = (self.capacity as f64 / self.max_load as f64).ceil() as usize;
+        let buckets = wanted
+            .checked_next_power_of_two()
+            .unwrap_or(MAX_BUCKETS)
+            .clamp(MIN_BUCKETS, MAX_BUCKETS);
+        Ok(RcuHashMap {
+            root: AtomicPtr::new(Box::into_raw(Table::new(buckets))),
+            len: AtomicUsize::new(0),
+            hasher: self.hasher,
+            domain: self.domain,
+            policy: Policy {
+                max_load: self.max_load,
+                min_load: self.min_load,
+                min_buckets: buckets,
+                busted_drop_values_at_once: self.busted,
+            },
+            _owns: PhantomData,
+        })
+    }
+}
