@@ -141,6 +141,32 @@ pub struct Report {
     pub problems: Vec<String>,
 }
 
+impl FaultReport {
+    fn collect<F: Flavor>(shared: &Shared<F>, config: &Config) -> FaultReport {
+        let c = &shared.counters;
+        let f = &shared.faults;
+        let flavor = &shared.flavor;
+        FaultReport {
+            enabled: config.faults,
+            reader_exits: c.reader_exits.load(Relaxed),
+            reads_during_exit: c.reads_during_exit.load(Relaxed),
+            panics_injected: f.panics_injected.load(Relaxed),
+            stall_timeout: flavor.stall_timeout(),
+            stalls_injected: f.stalls_injected.load(Relaxed),
+            stalls_reported: f.stalls_reported.load(Relaxed),
+            longest_stall: Duration::from_micros(f.longest_stall_us.load(Relaxed)),
+            backlog_callbacks: flavor.backlog_callbacks(),
+            bursts: f.bursts.load(Relaxed),
+            burst_calls: f.burst_calls.load(Relaxed),
+            burst_peak_pending: f.burst_peak_pending.load(Relaxed),
+            burst_expedited_gps: f.burst_expedited_gps.load(Relaxed),
+            burst_released_by_expedited: f.burst_released_by_expedited.load(Relaxed),
+            reentrant_rounds: f.reentrant_rounds.load(Relaxed),
+            reentrant_drops: f.reentrant_drops.load(Relaxed),
+        }
+    }
+}
+
 impl Report {
     pub(crate) fn collect<F: Flavor>(
         shared: &Shared<F>,
@@ -187,24 +213,7 @@ impl Report {
             barrier_errors: c.barrier_errors.load(Relaxed),
             batch_errors: c.batch_errors.load(Relaxed),
             stats: flavor.stats(),
-            faults: FaultReport {
-                enabled: config.faults,
-                reader_exits: c.reader_exits.load(Relaxed),
-                reads_during_exit: c.reads_during_exit.load(Relaxed),
-                panics_injected: f.panics_injected.load(Relaxed),
-                stall_timeout: flavor.stall_timeout(),
-                stalls_injected: f.stalls_injected.load(Relaxed),
-                stalls_reported: f.stalls_reported.load(Relaxed),
-                longest_stall: Duration::from_micros(f.longest_stall_us.load(Relaxed)),
-                backlog_callbacks: flavor.backlog_callbacks(),
-                bursts: f.bursts.load(Relaxed),
-                burst_calls: f.burst_calls.load(Relaxed),
-                burst_peak_pending: f.burst_peak_pending.load(Relaxed),
-                burst_expedited_gps: f.burst_expedited_gps.load(Relaxed),
-                burst_released_by_expedited: f.burst_released_by_expedited.load(Relaxed),
-                reentrant_rounds: f.reentrant_rounds.load(Relaxed),
-                reentrant_drops: f.reentrant_drops.load(Relaxed),
-            },
+            faults: FaultReport::collect(shared, config),
             map: shared.map.as_ref().map(MapReport::collect),
             problems,
         }
@@ -302,9 +311,43 @@ fn on_off(b: bool) -> &'static str {
     }
 }
 
+/// One histogram line: its name, `!!! ` when it shows an error, its buckets.
+fn histogram(
+    f: &mut fmt::Formatter<'_>,
+    p: &str,
+    name: &str,
+    flagged: bool,
+    values: &Buckets,
+) -> fmt::Result {
+    write!(f, "{p} {name}: ")?;
+    if flagged {
+        write!(f, "!!! ")?;
+    }
+    buckets(f, values)?;
+    writeln!(f)
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = format!("{}-torture:", self.flavor);
+        self.write_run(f, &p)?;
+        self.write_update_paths(f, &p)?;
+        self.write_cookies_and_callbacks(f, &p)?;
+        if self.faults.enabled {
+            self.write_faults(f, &p)?;
+        }
+        self.write_histograms(f, &p)?;
+        if let Some(m) = &self.map {
+            write_map(f, &p, m)?;
+        }
+        self.write_errors(f, &p)?;
+        write!(f, "{}", self.verdict())
+    }
+}
+
+impl Report {
+    /// The run's settings, its counts (`rcutorture`'s names) and its grace periods.
+    fn write_run(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         writeln!(f, "{p} flavor={} {}", self.flavor, self.settings)?;
         write!(
             f,
@@ -346,7 +389,11 @@ impl fmt::Display for Report {
             self.stats.expedited_gps,
             (self.stats.normal_gps + self.stats.expedited_gps) as f64
                 / self.duration.as_secs_f64().max(1e-9)
-        )?;
+        )
+    }
+
+    /// Which update paths ran, were skipped or never picked, and how often each ran.
+    fn write_update_paths(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         let supported_unused: Vec<UpdateKind> = self
             .supported
             .iter()
@@ -372,7 +419,11 @@ impl fmt::Display for Report {
         writeln!(f)?;
         write!(f, "{p} updater ops:")?;
         by_kind(f, &self.updater_ops)?;
-        writeln!(f)?;
+        writeln!(f)
+    }
+
+    /// The cookie checks and the callback counts, or why the flavor has none.
+    fn write_cookies_and_callbacks(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         if self.has_cookies {
             writeln!(
                 f,
@@ -390,8 +441,7 @@ impl fmt::Display for Report {
                 "{p} cookies: n/a (no cookies: no cookie checks, no Reader Batch)"
             )?;
         }
-        let has_callbacks = self.supported.contains(&UpdateKind::Call);
-        if has_callbacks {
+        if self.has_callbacks() {
             writeln!(
                 f,
                 "{p} callbacks: invoked {} (run by retiring threads {}) pending {} panics {} \
@@ -403,82 +453,88 @@ impl fmt::Display for Report {
                 self.stats.released_by_normal,
                 self.stats.released_by_expedited,
                 self.reader_calls
-            )?;
+            )
         } else {
-            writeln!(f, "{p} callbacks: n/a (no callbacks)")?;
+            writeln!(f, "{p} callbacks: n/a (no callbacks)")
         }
+    }
+
+    fn has_callbacks(&self) -> bool {
+        self.supported.contains(&UpdateKind::Call)
+    }
+
+    /// The faults line: what was injected and what the domain noticed.
+    fn write_faults(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         let fr = &self.faults;
-        if fr.enabled {
+        write!(
+            f,
+            "{p} faults: read-exits {} (sections read during thread exit {})",
+            fr.reader_exits, fr.reads_during_exit
+        )?;
+        if self.has_callbacks() {
             write!(
                 f,
-                "{p} faults: read-exits {} (sections read during thread exit {})",
-                fr.reader_exits, fr.reads_during_exit
+                ", callback panics {} injected {} counted",
+                fr.panics_injected, self.stats.callback_panics
             )?;
-            if has_callbacks {
-                write!(
-                    f,
-                    ", callback panics {} injected {} counted",
-                    fr.panics_injected, self.stats.callback_panics
-                )?;
-            } else {
-                write!(f, ", callback panics n/a")?;
-            }
-            match fr.stall_timeout {
-                Some(t) => write!(
-                    f,
-                    ", stalls {} injected {} reported (timeout {t:?}, longest held {:.1?}, \
-                     domain total {})",
-                    fr.stalls_injected, fr.stalls_reported, fr.longest_stall, self.stats.stalls
-                )?,
-                None => write!(f, ", stalls n/a")?,
-            }
-            match fr.backlog_callbacks.filter(|_| has_callbacks) {
-                Some(t) => write!(
-                    f,
-                    ", backlog {} bursts of {} calls or retires (threshold {t}, peak pending {}): \
-                     expedited GPs during bursts {}, callbacks released by expedited {}",
-                    fr.bursts,
-                    t * BURST_FACTOR,
-                    fr.burst_peak_pending,
-                    fr.burst_expedited_gps,
-                    fr.burst_released_by_expedited
-                )?,
-                None => write!(f, ", backlog n/a")?,
-            }
-            if fr.reentrant_rounds > 0 {
-                write!(
-                    f,
-                    ", re-entrant drops {} in {} rounds",
-                    fr.reentrant_drops, fr.reentrant_rounds
-                )?;
-            }
-            writeln!(f)?;
-        }
-        write!(f, "{p} Reader Pipe: ")?;
-        if self.pipe_errors() > 0 {
-            write!(f, "!!! ")?;
-        }
-        buckets(f, &self.pipe)?;
-        writeln!(f)?;
-        write!(f, "{p} Reader Batch: ")?;
-        if self.batch_errors > 0 {
-            write!(f, "!!! ")?;
-        }
-        if self.has_cookies {
-            buckets(f, &self.batch)?;
         } else {
-            write!(f, "n/a (no cookies)")?;
+            write!(f, ", callback panics n/a")?;
         }
-        writeln!(f)?;
-        write!(f, "{p} Free-Block Circulation: ")?;
-        if self.circulation_errors() > 0 {
-            write!(f, "!!! ")?;
+        match fr.stall_timeout {
+            Some(t) => write!(
+                f,
+                ", stalls {} injected {} reported (timeout {t:?}, longest held {:.1?}, \
+                 domain total {})",
+                fr.stalls_injected, fr.stalls_reported, fr.longest_stall, self.stats.stalls
+            )?,
+            None => write!(f, ", stalls n/a")?,
         }
-        buckets(f, &self.circulation)?;
-        writeln!(f)?;
-        if let Some(m) = &self.map {
-            write_map(f, &p, m)?;
+        match fr.backlog_callbacks.filter(|_| self.has_callbacks()) {
+            Some(t) => write!(
+                f,
+                ", backlog {} bursts of {} calls or retires (threshold {t}, peak pending {}): \
+                 expedited GPs during bursts {}, callbacks released by expedited {}",
+                fr.bursts,
+                t * BURST_FACTOR,
+                fr.burst_peak_pending,
+                fr.burst_expedited_gps,
+                fr.burst_released_by_expedited
+            )?,
+            None => write!(f, ", backlog n/a")?,
         }
+        if fr.reentrant_rounds > 0 {
+            write!(
+                f,
+                ", re-entrant drops {} in {} rounds",
+                fr.reentrant_drops, fr.reentrant_rounds
+            )?;
+        }
+        writeln!(f)
+    }
+
+    /// Reader Pipe, Reader Batch and Free-Block Circulation.
+    fn write_histograms(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+        histogram(f, p, "Reader Pipe", self.pipe_errors() > 0, &self.pipe)?;
+        if self.has_cookies {
+            histogram(f, p, "Reader Batch", self.batch_errors > 0, &self.batch)?;
+        } else {
+            write!(f, "{p} Reader Batch: ")?;
+            if self.batch_errors > 0 {
+                write!(f, "!!! ")?;
+            }
+            writeln!(f, "n/a (no cookies)")?;
+        }
+        histogram(
+            f,
+            p,
+            "Free-Block Circulation",
+            self.circulation_errors() > 0,
+            &self.circulation,
+        )
+    }
+
+    /// The errors by kind, then each problem in words.
+    fn write_errors(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         writeln!(
             f,
             "{p} errors: {} (pipe {}, mbtest {}, cookie {}, batch {}, barrier {}, circulation \
@@ -496,7 +552,7 @@ impl fmt::Display for Report {
         for problem in &self.problems {
             writeln!(f, "{p} problem: {problem}")?;
         }
-        write!(f, "{}", self.verdict())
+        Ok(())
     }
 }
 
@@ -516,6 +572,42 @@ fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result 
         crate::map::BURST_KEYS.start(),
         crate::map::BURST_KEYS.end()
     )?;
+    write_map_traffic(f, p, m)?;
+    writeln!(
+        f,
+        "{p} map capacity: first {} min {} max {}; seen growing {} shrinking {}; cycles {} \
+         (>= {} then <= {}); len max {}",
+        m.capacity_first,
+        m.capacity_min,
+        m.capacity_max,
+        m.grows,
+        m.shrinks,
+        m.cycles,
+        crate::map::CYCLE_HIGH,
+        crate::map::CYCLE_LOW,
+        m.len_max
+    )?;
+    writeln!(
+        f,
+        "{p} map values: created {} dropped {} (while in the map {}, twice {}), discarded \
+         unpublished by update {}",
+        m.values, m.drops, m.live_drops, m.double_drops, m.discarded
+    )?;
+    for note in &m.notes {
+        writeln!(f, "{p} map error: {note}")?;
+    }
+    histogram(f, p, "Map Pipe", m.pipe_errors() > 0, &m.pipe)?;
+    histogram(
+        f,
+        p,
+        "Map Circulation",
+        m.circulation[BUCKETS - 1] > 0,
+        &m.circulation,
+    )
+}
+
+/// The map's lookups and writes lines.
+fn write_map_traffic(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
     writeln!(
         f,
         "{p} map lookups: {} (stable keys {}) hits {}; iterations {} (entries {}, missing a \
@@ -545,42 +637,7 @@ fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result 
         m.waits,
         m.alloc_failures,
         m.result_errors
-    )?;
-    writeln!(
-        f,
-        "{p} map capacity: first {} min {} max {}; seen growing {} shrinking {}; cycles {} \
-         (>= {} then <= {}); len max {}",
-        m.capacity_first,
-        m.capacity_min,
-        m.capacity_max,
-        m.grows,
-        m.shrinks,
-        m.cycles,
-        crate::map::CYCLE_HIGH,
-        crate::map::CYCLE_LOW,
-        m.len_max
-    )?;
-    writeln!(
-        f,
-        "{p} map values: created {} dropped {} (while in the map {}, twice {}), discarded \
-         unpublished by update {}",
-        m.values, m.drops, m.live_drops, m.double_drops, m.discarded
-    )?;
-    for note in &m.notes {
-        writeln!(f, "{p} map error: {note}")?;
-    }
-    write!(f, "{p} Map Pipe: ")?;
-    if m.pipe_errors() > 0 {
-        write!(f, "!!! ")?;
-    }
-    buckets(f, &m.pipe)?;
-    writeln!(f)?;
-    write!(f, "{p} Map Circulation: ")?;
-    if m.circulation[BUCKETS - 1] > 0 {
-        write!(f, "!!! ")?;
-    }
-    buckets(f, &m.circulation)?;
-    writeln!(f)
+    )
 }
 
 /// A progress line, printed every few seconds during long runs.
