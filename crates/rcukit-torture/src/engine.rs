@@ -153,6 +153,26 @@ impl<F: Flavor> Threads<F> {
     }
 }
 
+/// The state every thread of a run shares, before any thread starts.
+impl<F: Flavor> Shared<F> {
+    fn new(flavor: F, map: Option<MapTorture>) -> Arc<Shared<F>> {
+        let kinds: Vec<UpdateKind> = UpdateKind::ALL
+            .into_iter()
+            .filter(|&k| flavor.supports(k))
+            .collect();
+        Arc::new(Shared {
+            flavor,
+            pool: Pool::new(POOL_SIZE),
+            counters: Counters::default(),
+            faults: FaultCounters::default(),
+            stop: AtomicBool::new(false),
+            kinds,
+            map,
+            finished: AtomicUsize::new(0),
+        })
+    }
+}
+
 /// Torture `flavor` (and `map`, a map on its domain, if given) as `config` says.
 pub(crate) fn run<F: Flavor>(
     flavor: F,
@@ -160,21 +180,8 @@ pub(crate) fn run<F: Flavor>(
     config: &Config,
     seed: u64,
 ) -> Report {
-    let kinds: Vec<UpdateKind> = UpdateKind::ALL
-        .into_iter()
-        .filter(|&k| flavor.supports(k))
-        .collect();
     let description = flavor.describe();
-    let shared = Arc::new(Shared {
-        flavor,
-        pool: Pool::new(POOL_SIZE),
-        counters: Counters::default(),
-        faults: FaultCounters::default(),
-        stop: AtomicBool::new(false),
-        kinds,
-        map,
-        finished: AtomicUsize::new(0),
-    });
+    let shared = Shared::new(flavor, map);
     let mut rng = Rng::with_seed(seed);
     let mut threads = Threads {
         shared: shared.clone(),

@@ -157,29 +157,40 @@ pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Optio
     if through_exit && !shared.stop.load(Relaxed) {
         AT_EXIT.with(|a| {
             *a.0.borrow_mut() = Some(Box::new(move || {
-                let shared: &Shared<F> = &owner;
-                let mut n = 0;
-                let mut burst = Burst::start(shared, &mut rng, bursts);
-                loop {
-                    let first = one_read(shared, &registration, &mut rng, &mut local);
-                    n += 1;
-                    if burst.add(first) {
-                        burst.check(shared, &mut local);
-                        if n >= EXIT_SECTIONS {
-                            break;
-                        }
-                        flavor.quiescent_state(&mut registration);
-                        burst = Burst::start(shared, &mut rng, bursts);
-                    }
-                }
-                shared.counters.reads_during_exit.fetch_add(n, Relaxed);
-                drop(registration);
-                local.flush(shared);
+                read_during_exit(&owner, registration, &mut rng, &mut local, bursts);
             }));
         });
         return;
     }
     // Leaving in the middle of a burst is fine: unregistering is a quiescent state.
+    drop(registration);
+    local.flush(shared);
+}
+
+/// The sections a reader runs from a thread-exit destructor, after rcukit's thread-locals are
+/// gone: [`EXIT_SECTIONS`] of them, in whole bursts, then unregister.
+fn read_during_exit<F: Flavor>(
+    shared: &Shared<F>,
+    mut registration: F::Reader<'_>,
+    rng: &mut Rng,
+    local: &mut Local,
+    bursts: bool,
+) {
+    let mut n = 0;
+    let mut burst = Burst::start(shared, rng, bursts);
+    loop {
+        let first = one_read(shared, &registration, rng, local);
+        n += 1;
+        if burst.add(first) {
+            burst.check(shared, local);
+            if n >= EXIT_SECTIONS {
+                break;
+            }
+            shared.flavor.quiescent_state(&mut registration);
+            burst = Burst::start(shared, rng, bursts);
+        }
+    }
+    shared.counters.reads_during_exit.fetch_add(n, Relaxed);
     drop(registration);
     local.flush(shared);
 }
