@@ -671,6 +671,20 @@ impl<F: Flavor> MapWriter<'_, F> {
             }
             return Some(new);
         }
+        self.replace_by_update(key, old, new, fresh)
+    }
+
+    /// The `update` half of [`replace`](Self::replace): `new` (as `fresh`) for the first run of
+    /// the closure, a new element for each rerun; the results checked.
+    fn replace_by_update(
+        &mut self,
+        key: u64,
+        old: usize,
+        new: usize,
+        fresh: Value,
+    ) -> Option<usize> {
+        let c = &self.m.counters;
+        let values = &self.m.values;
         c.updates.fetch_add(1, Relaxed);
         values.candidate[new].store(true, Relaxed);
         let discarded_before = values.discarded.load(Relaxed);
@@ -706,27 +720,47 @@ impl<F: Flavor> MapWriter<'_, F> {
             // The closure never ran: the value never reached the map, and its drop (still a
             // candidate) frees it.
             drop(first.take());
-            // Was the key really absent? An insert tells: it replaces a value if not.
-            let Some(retry) = self.alloc() else {
-                return Some(old);
-            };
-            let was_present = self.m.map.insert(key, self.value(key, retry));
-            self.result_error(|| {
-                format!(
-                    "update of present key {key:#x} returned false (key absent, closure not \
-                     run); an insert right after {}",
-                    if was_present {
-                        "replaced a value: the key was there"
-                    } else {
-                        "found it absent too"
-                    }
-                )
-            });
-            return Some(retry);
+            return self.update_missed(key, old);
         }
         // Published: the value of the last run (the map dropped the others, unpublished).
         let published = *made.last().expect("holds `new`");
         values.candidate[published].store(false, Relaxed);
+        self.check_update(key, old, saw, made.len(), discarded_before);
+        Some(published)
+    }
+
+    /// `update` of present `key` (holding `old`) returned false: an error; an insert tells
+    /// whether the key really was absent.
+    fn update_missed(&mut self, key: u64, old: usize) -> Option<usize> {
+        let Some(retry) = self.alloc() else {
+            return Some(old);
+        };
+        let was_present = self.m.map.insert(key, self.value(key, retry));
+        self.result_error(|| {
+            format!(
+                "update of present key {key:#x} returned false (key absent, closure not \
+                 run); an insert right after {}",
+                if was_present {
+                    "replaced a value: the key was there"
+                } else {
+                    "found it absent too"
+                }
+            )
+        });
+        Some(retry)
+    }
+
+    /// After an `update` of `key` from `old` whose closure ran `runs` times: it saw the old
+    /// value, and every discarded run's value was dropped before `update` returned.
+    fn check_update(
+        &self,
+        key: u64,
+        old: usize,
+        saw: Option<(u64, u32)>,
+        runs: usize,
+        discarded_before: u64,
+    ) {
+        let values = &self.m.values;
         if saw != Some((key, old as u32)) {
             self.result_error(|| {
                 format!(
@@ -736,18 +770,17 @@ impl<F: Flavor> MapWriter<'_, F> {
                 )
             });
         }
-        if values.discarded.load(Relaxed) < discarded_before + made.len() as u64 - 1 {
+        if values.discarded.load(Relaxed) < discarded_before + runs as u64 - 1 {
             // A discarded run's value was not dropped before `update` returned. (Another
             // writer's discards count too, so this only catches a shortfall of ours.)
             self.result_error(|| {
                 format!(
                     "update of key {key:#x} ran its closure {} times but dropped fewer of the \
                      unpublished values before returning",
-                    made.len()
+                    runs
                 )
             });
         }
-        Some(published)
     }
 
     fn replace_stable(&mut self) {
@@ -801,6 +834,27 @@ impl<F: Flavor> MapWriter<'_, F> {
         let m = self.m;
         let c = &m.counters;
         let base = burst_base(self.id);
+        let mut live = self.burst_insert(base);
+        c.bursts.fetch_add(1, Relaxed);
+        c.burst_keys.fetch_add(live.len() as u64, Relaxed);
+        for _ in 0..self.rng.u32(0..32) {
+            if self.rng.bool() {
+                self.replace_stable();
+            } else {
+                self.toggle_churn();
+            }
+        }
+        match self.rng.u32(0..4) {
+            0 => self.burst_retain(base, &live),
+            order => self.burst_remove(base, &mut live, order),
+        }
+        m.observe_capacity();
+    }
+
+    /// Insert a burst's keys from `base` on; their elements, in key order.
+    fn burst_insert(&mut self, base: u64) -> Vec<usize> {
+        let m = self.m;
+        let c = &m.counters;
         let n = self.rng.u64(BURST_KEYS);
         let mut live: Vec<usize> = Vec::with_capacity(n as usize);
         for i in 0..n {
@@ -819,76 +873,73 @@ impl<F: Flavor> MapWriter<'_, F> {
             }
         }
         m.observe_capacity();
-        c.bursts.fetch_add(1, Relaxed);
-        c.burst_keys.fetch_add(live.len() as u64, Relaxed);
-        for _ in 0..self.rng.u32(0..32) {
-            if self.rng.bool() {
-                self.replace_stable();
-            } else {
-                self.toggle_churn();
-            }
-        }
+        live
+    }
+
+    /// Remove a burst's keys with one `retain`, and check that none is left.
+    fn burst_retain(&mut self, base: u64, live: &[usize]) {
+        let m = self.m;
         let end = base + live.len() as u64;
-        match self.rng.u32(0..4) {
-            0 => {
-                for (i, &element) in live.iter().enumerate() {
-                    self.mark_removed(base + i as u64, element);
-                }
-                c.retains.fetch_add(1, Relaxed);
-                let removed = m.map.retain(|key, _| !(base..end).contains(key));
-                // Which of the burst's keys are still there? (`retain` visits every entry
-                // present throughout.)
-                let left: Vec<u64> = {
-                    let guard = m.map.domain().read();
-                    (base..end)
-                        .filter(|key| m.map.contains_key(key, &guard))
-                        .collect()
-                };
-                if removed != live.len() || !left.is_empty() {
-                    self.result_error(|| {
-                        format!(
-                            "retain removed {removed} of the {} keys of a burst; {} still \
-                             present (first: {:#x?})",
-                            live.len(),
-                            left.len(),
-                            &left[..left.len().min(4)]
-                        )
-                    });
-                    for key in left {
-                        m.map.remove(&key);
-                    }
-                }
-            }
-            order => {
-                let mut slots: Vec<usize> = (0..live.len()).collect();
-                match order {
-                    1 => slots.reverse(),
-                    2 => self.rng.shuffle(&mut slots),
-                    _ => {}
-                }
-                for (done, &slot) in slots.iter().enumerate() {
-                    let key = base + slot as u64;
-                    if order == 3 && slot % 7 == 0 {
-                        // Replace it first, in the large table, then remove the new value.
-                        if let Some(new) = self.replace(key, live[slot]) {
-                            live[slot] = new;
-                        }
-                    }
-                    self.mark_removed(key, live[slot]);
-                    c.removes.fetch_add(1, Relaxed);
-                    if !m.map.remove(&key) {
-                        self.result_error(|| {
-                            format!("remove of present burst key {key:#x} returned false")
-                        });
-                    }
-                    if done % 256 == 255 {
-                        m.observe_capacity();
-                        std::thread::yield_now();
-                    }
-                }
+        for (i, &element) in live.iter().enumerate() {
+            self.mark_removed(base + i as u64, element);
+        }
+        m.counters.retains.fetch_add(1, Relaxed);
+        let removed = m.map.retain(|key, _| !(base..end).contains(key));
+        // Which of the burst's keys are still there? (`retain` visits every entry
+        // present throughout.)
+        let left: Vec<u64> = {
+            let guard = m.map.domain().read();
+            (base..end)
+                .filter(|key| m.map.contains_key(key, &guard))
+                .collect()
+        };
+        if removed != live.len() || !left.is_empty() {
+            self.result_error(|| {
+                format!(
+                    "retain removed {removed} of the {} keys of a burst; {} still \
+                     present (first: {:#x?})",
+                    live.len(),
+                    left.len(),
+                    &left[..left.len().min(4)]
+                )
+            });
+            for key in left {
+                m.map.remove(&key);
             }
         }
-        m.observe_capacity();
+    }
+
+    /// Remove a burst's keys one by one: in key `order` 1 (reversed), 2 (shuffled) or 3
+    /// (in order, replacing every seventh key first).
+    fn burst_remove(&mut self, base: u64, live: &mut [usize], order: u32) {
+        let m = self.m;
+        let c = &m.counters;
+        let mut slots: Vec<usize> = (0..live.len()).collect();
+        match order {
+            1 => slots.reverse(),
+            2 => self.rng.shuffle(&mut slots),
+            _ => {}
+        }
+        for (done, &slot) in slots.iter().enumerate() {
+            let key = base + slot as u64;
+            if order == 3 && slot % 7 == 0 {
+                // Replace it first, in the large table, then remove the new value.
+                if let Some(new) = self.replace(key, live[slot]) {
+                    live[slot] = new;
+                }
+            }
+            self.mark_removed(key, live[slot]);
+            c.removes.fetch_add(1, Relaxed);
+            if !m.map.remove(&key) {
+                self.result_error(|| {
+                    format!("remove of present burst key {key:#x} returned false")
+                });
+            }
+            if done % 256 == 255 {
+                m.observe_capacity();
+                std::thread::yield_now();
+            }
+        }
     }
 }
 
@@ -896,9 +947,21 @@ impl<F: Flavor> MapWriter<'_, F> {
 /// left, let the map drop it, age every element to the end of the pipe, and check the books.
 pub(crate) fn finish<F: Flavor>(shared: &Shared<F>, problems: &mut Vec<String>) {
     let Some(m) = shared.map.as_ref() else { return };
-    let flavor = &shared.flavor;
-    let pool = &m.values.pool;
     let Handoff { live, mut removed } = std::mem::take(&mut *m.handoff.lock());
+    check_live(m, &live, problems);
+    m.map.clear();
+    if !m.map.is_empty() {
+        problems.push(format!("map.len() is {} after clear()", m.map.len()));
+    }
+    if age_out(&shared.flavor, m, &mut removed, problems) {
+        check_value_books(m, problems);
+    }
+}
+
+/// The keys the writers hold at the end of the run are in the map, with their values, at
+/// age 0.
+fn check_live(m: &MapTorture, live: &[(u64, usize)], problems: &mut Vec<String>) {
+    let pool = &m.values.pool;
     let len = m.map.len();
     if len != live.len() {
         problems.push(format!(
@@ -907,7 +970,7 @@ pub(crate) fn finish<F: Flavor>(shared: &Shared<F>, problems: &mut Vec<String>) 
         ));
     }
     let guard = m.map.domain().read();
-    for &(key, element) in &live {
+    for &(key, element) in live {
         match m.map.get(&key, &guard) {
             Some(v) if v.key == key && v.index as usize == element => {}
             _ => problems.push(format!(
@@ -918,17 +981,23 @@ pub(crate) fn finish<F: Flavor>(shared: &Shared<F>, problems: &mut Vec<String>) 
             problems.push(format!("the element of key {key} aged while in the map"));
         }
     }
-    drop(guard);
-    m.map.clear();
-    if !m.map.is_empty() {
-        problems.push(format!("map.len() is {} after clear()", m.map.len()));
-    }
+}
+
+/// Wait until every value the map removed was dropped and its element aged to the end of the
+/// pipe; false (and a problem) if that takes too many grace periods.
+fn age_out<F: Flavor>(
+    flavor: &F,
+    m: &MapTorture,
+    removed: &mut Vec<usize>,
+    problems: &mut Vec<String>,
+) -> bool {
+    let pool = &m.values.pool;
     // The map drops what it removed after grace periods; then each element needs PIPE_LEN - 2
     // more to be free.
     let mut rounds = 0;
     loop {
         flavor.barrier();
-        m.values.take_released(&mut removed);
+        m.values.take_released(removed);
         let dropped = m.values.drops.load(Relaxed) + m.values.discarded.load(Relaxed);
         if removed.is_empty() && dropped >= pool.allocated.load(Relaxed) {
             break;
@@ -943,11 +1012,18 @@ pub(crate) fn finish<F: Flavor>(shared: &Shared<F>, problems: &mut Vec<String>) 
                 pool.allocated.load(Relaxed),
                 removed.len()
             ));
-            return;
+            return false;
         }
         flavor.synchronize();
-        pool.age_all(&mut removed);
+        pool.age_all(removed);
     }
+    true
+}
+
+/// Every map value created was dropped (or discarded by `update`), and every element is back
+/// on the free list.
+fn check_value_books(m: &MapTorture, problems: &mut Vec<String>) {
+    let pool = &m.values.pool;
     let drops = m.values.drops.load(Relaxed);
     let discarded = m.values.discarded.load(Relaxed);
     let allocated = pool.allocated.load(Relaxed);
