@@ -26,9 +26,9 @@ where
             let guard = self.domain().read();
             let mut table = self.table(&guard);
             let replaced = loop {
-                // SAFETY: the node is ours until linked; nodes and tables are protected by the
-                // guard.
+                // SAFETY: the node is ours until linked.
                 let key = unsafe { &(*node.0).key };
+                // SAFETY: nodes and tables are protected by the guard.
                 let spot = unsafe { table::locate(table, hash, &mut |k| k == key) };
                 let Some(locked) = spot.lock() else {
                     table = self.table(&guard);
