@@ -32,7 +32,7 @@ import fnmatch, os, re, sys
 fn_max, file_max, n_ex = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 excludes = sys.argv[4:4 + n_ex]
 dirs = sys.argv[4 + n_ex:]
-FN = re.compile(r'^\s*(pub(\([^)]*\))?\s+)?((const|async|unsafe|extern\s+"[^"]*")\s+)*fn\s+(\w+)')
+FN = re.compile(r'^\s*(pub(\([^)]*\))?\s+)?((const|async|unsafe|extern(\s+"[^"]*")?)\s+)*fn\s+(?P<name>\w+)')
 
 
 def code_only(text):
@@ -100,7 +100,7 @@ def long_fns(path):
                 if opened and depth == 0:
                     length = end - start + 1
                     if length > fn_max:
-                        found.append((length, start + 1, m.group(5)))
+                        found.append((length, start + 1, m.group("name")))
                     break
                 continue
             break
