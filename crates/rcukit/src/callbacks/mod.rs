@@ -36,7 +36,7 @@
 //! other thread ran for its own reasons releases the callbacks early. With
 //! `expedited_callbacks(false)` the poll looks at the normal half only: the pre-seed-004
 //! behaviour, on the same build, for A/B measurements. The one function is the domain's
-//! [`GpPort::released`]; the switch is stored once, in the domain.
+//! `GpPort::released`; the switch is stored once, in the domain.
 //!
 //! # Backlog control
 //!

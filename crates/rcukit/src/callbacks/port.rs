@@ -14,7 +14,7 @@
 //! 2. the release rule ("a stamp is released once the normal counter has passed it, or the
 //!    expedited one when expedited grace periods release callbacks", [seed
 //!    004](crate::docs::seeds)) is written once, in the domain's implementation of
-//!    [`GpPort::released`], next to the one place the switch is stored;
+//!    `GpPort::released`, next to the one place the switch is stored;
 //! 3. the loom models drive the real worker and producers against a small fake port that runs
 //!    expedited grace periods over a real reader registry, instead of building a whole domain
 //!    by hand.

@@ -7,20 +7,20 @@
 //! handshake is the same asymmetric pair as readers and grace periods:
 //!
 //! 1. A producer publishes its entry in the intake, issues the light barrier (a compiler fence
-//!    under membarrier) and loads the worker's [`Wake`] state.
-//! 2. A worker going [`Wake::Idle`] stores that state, issues the heavy barrier (membarrier)
+//!    under membarrier) and loads the worker's `Wake` state.
+//! 2. A worker going `Wake::Idle` stores that state, issues the heavy barrier (membarrier)
 //!    and looks at the intake once more before it parks.
 //! 3. The heavy barrier orders the worker's store before its look as seen from every producer:
 //!    either the producer sees `Idle` (and unparks the worker), or the worker sees the entry
 //!    (and does not park). So the per-callback cost stays a plain store (a sequentially
 //!    consistent store here cost 13% of `retire` under a flood, waiting for the slot's cache
 //!    misses).
-//! 4. A worker parking while it waits for a grace period ([`Wake::WaitingForGp`]) issues only a
+//! 4. A worker parking while it waits for a grace period (`Wake::WaitingForGp`) issues only a
 //!    full fence: producers nudge it only once per 1,024 callbacks, a nudge lost to that race
 //!    is repeated 1,024 callbacks later, and the end of the grace period wakes the worker
 //!    anyway.
 //!
-//! The state lives in the crate's [`sync`](crate::sync) shim, so the loom models see it.
+//! The state lives in the crate's `sync` shim, so the loom models see it.
 
 use super::intake::Intake;
 use super::producers::{difference, ProducerRegistry, ProducerShared};

@@ -69,7 +69,7 @@ impl RcuBuilder {
     }
 
     /// How long a grace period may wait for one reader before a stall report is printed to
-    /// stderr and counted in [`Stats::stalls`] (default 10 s; at least 1 ms). The grace period
+    /// stderr and counted in [`Stats::stalls`](crate::Stats::stalls) (default 10 s; at least 1 ms). The grace period
     /// keeps waiting after the report.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = timeout;
