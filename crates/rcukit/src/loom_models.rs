@@ -526,6 +526,39 @@ mod callbacks_model {
         });
     }
 
+    /// The wake handshake (see the `shard` module docs): a producer publishes a callback and
+    /// looks at the worker's state while the worker, with nothing pending, announces that it
+    /// parks idle and looks at the intake once more. Either the worker sees the callback (and
+    /// does not park) or the producer sees it idle and wakes it (the state is `Awake` again):
+    /// a parked worker is never left with a callback nobody will wake it for.
+    #[test]
+    fn wake_handshake_never_strands_a_callback() {
+        use crate::callbacks::shard::Wake;
+        loom::model(|| {
+            let fake = fake();
+            let producer = {
+                let fake = fake.clone();
+                thread::spawn(move || {
+                    let shard = fake.callbacks.shard(0);
+                    let callback = Callback::from_fn(|| {});
+                    shard.intake.push_single(Work::Callback(callback));
+                    shard.wake_if_sleeping(false, FenceKind::SeqCst);
+                })
+            };
+            let mut consumer = Consumer::new();
+            let list: SegCbList<Work> = SegCbList::new();
+            let worker = Worker::new(&fake.gp, &fake.callbacks, 0);
+            let parks = worker.announce_park(&consumer, &list);
+            producer.join().unwrap();
+            let shard = fake.callbacks.shard(0);
+            assert!(
+                parks.is_none() || shard.worker.sleeping.load() == Wake::Awake,
+                "the worker parked idle with a callback and nobody woke it"
+            );
+            consumer.take(&shard.intake, usize::MAX, drop);
+        });
+    }
+
     /// Sets its flag when dropped: a retired object.
     struct SetOnDrop(Arc<AtomicUsize>);
 

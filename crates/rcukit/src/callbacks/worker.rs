@@ -375,9 +375,34 @@ impl<'a, P: GpPort> Worker<'a, P> {
         self.gp.run_expedited(&target);
     }
 
-    /// Park until woken: the worker's side of the wake handshake (see
-    /// [`shard`](super::shard)).
+    /// Park until woken, unless work arrived meanwhile.
     fn park(&self, consumer: &Consumer, list: &SegCbList<Work>) {
+        let Some(how) = self.announce_park(consumer, list) else {
+            return;
+        };
+        // Batches handed back to producers must not wait much longer than `PATIENCE`.
+        let nap = if self.shard.ready.queued() > 0 {
+            PATIENCE
+        } else {
+            TICK
+        };
+        std::thread::park_timeout(nap);
+        // An idle worker keeps its state (and its barrier) until it finds work or a producer
+        // wakes it (which sets Awake); see `run`.
+        if how != Wake::Idle {
+            self.shard.worker.sleeping.store(Wake::Awake);
+        }
+    }
+
+    /// The worker's side of the wake handshake (step 2 of the [`shard`](super::shard) docs):
+    /// announce how it is about to park, then look at the intake once more. Returns how it
+    /// may park, or `None` if it must not (an entry arrived, or shutdown), with its state
+    /// back to `Awake`.
+    pub(crate) fn announce_park(
+        &self,
+        consumer: &Consumer,
+        list: &SegCbList<Work>,
+    ) -> Option<Wake> {
         // With entries waiting, a grace period we requested will wake us (and we take new
         // callbacks then); with none, producers must.
         let how = if list.is_empty() {
@@ -402,20 +427,9 @@ impl<'a, P: GpPort> Worker<'a, P> {
         }
         if !consumer.is_drained(&self.shard.intake) || self.callbacks.is_shutting_down() {
             sleeping.store(Wake::Awake);
-            return;
+            return None;
         }
-        // Batches handed back to producers must not wait much longer than `PATIENCE`.
-        let nap = if self.shard.ready.queued() > 0 {
-            PATIENCE
-        } else {
-            TICK
-        };
-        std::thread::park_timeout(nap);
-        // An idle worker keeps its state (and its barrier) until it finds work or a producer
-        // wakes it (which sets Awake); see `run`.
-        if how != Wake::Idle {
-            sleeping.store(Wake::Awake);
-        }
+        Some(how)
     }
 }
 
