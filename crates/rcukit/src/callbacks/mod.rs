@@ -96,7 +96,9 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
-/// Settings of the callback machinery (validated by the domain builder).
+/// Settings of the callback machinery (validated by the domain builder). Whether expedited
+/// grace periods release callbacks is not here: it is the domain's, asked through the
+/// [`port`] (stored once).
 #[derive(Clone, Debug)]
 pub(crate) struct CallbackConfig {
     pub(crate) workers: usize,
