@@ -102,7 +102,7 @@
 //! ([`docs::performance`]) and the limitations ([`docs::limitations`]).
 
 #![warn(missing_docs)]
-// Under loom the thread-local fast paths are compiled out (see `callbacks::Callbacks::push`).
+// Under loom the thread-local fast paths are compiled out (see `callbacks::push`).
 #![cfg_attr(rcukit_loom, allow(dead_code))]
 
 pub mod barrier;

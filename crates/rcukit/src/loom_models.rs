@@ -357,59 +357,101 @@ mod callbacks_model {
     use super::*;
     use crate::callbacks::callback::{Callback, Work};
     use crate::callbacks::intake::{Consumer, Producer};
+    use crate::callbacks::port::{GpPort, ReleasedBy};
     use crate::callbacks::segcblist::SegCbList;
-    use crate::callbacks::worker::{drain_step, step, Step};
+    use crate::callbacks::worker::{Step, Worker};
     use crate::callbacks::{CallbackConfig, Callbacks};
-    use crate::domain::Inner;
-    use crate::gp::normal::NormalGp;
+    use crate::seq::{GpCookie, SeqCounter};
     use crate::sync::AtomicUsize;
     use std::sync::atomic::Ordering::{Acquire, Release};
 
-    pub(super) fn inner() -> Arc<Inner> {
-        Arc::new(Inner {
-            id: 7,
-            name: "loom".into(),
+    /// The grace-period port the models run the callbacks against: no normal grace period
+    /// ever completes, expedited ones are real, run by whoever asks, over a real registry.
+    pub(super) struct FakePort {
+        pub(super) core: GpCore,
+        normal: SeqCounter,
+        exp: ExpeditedGp,
+        event: GpEvent,
+    }
+
+    impl GpPort for FakePort {
+        fn cookie(&self) -> GpCookie {
+            let (normal, expedited) = (self.normal.snap(), self.exp.seq.snap());
+            GpCookie {
+                normal,
+                expedited,
+                domain: 7,
+            }
+        }
+        fn released(&self, stamp: &GpCookie, _any_kind: bool) -> Option<ReleasedBy> {
+            let by_exp = self.exp.seq.poll(stamp.expedited);
+            by_exp.then_some(ReleasedBy::Expedited)
+        }
+        fn expedited_releases(&self) -> bool {
+            true
+        }
+        fn request_normal(&self, _: &GpCookie) {}
+        fn request_expedited(&self, _: &GpCookie) {}
+        fn run_expedited(&self, stamp: &GpCookie) {
+            self.exp.run_until(stamp.expedited, &self.core, &self.event);
+        }
+        fn subscribe(&self, _: std::thread::Thread) {}
+        fn check_fork(&self) {}
+        fn is_reading_here(&self) -> bool {
+            false
+        }
+    }
+
+    /// A domain as the callback machinery sees it: the port and the callbacks.
+    pub(super) struct Fake {
+        pub(super) gp: FakePort,
+        pub(super) callbacks: Callbacks,
+    }
+
+    pub(super) fn fake() -> Arc<Fake> {
+        let gp = FakePort {
             core: GpCore::new(
                 FenceKind::SeqCst,
                 Duration::from_secs(3600),
                 "loom".into(),
                 Default::default(),
             ),
-            normal: NormalGp::new(Duration::ZERO),
+            normal: SeqCounter::new(),
             exp: ExpeditedGp::new(),
             event: GpEvent::new(),
-            callbacks: Callbacks::new(
-                CallbackConfig {
-                    workers: 1,
-                    expedited: true,
-                    backlog_callbacks: 1_000,
-                    backlog_bytes: 1 << 20,
-                    batch: 16,
-                    retire_on_producers: true,
-                    fence: FenceKind::SeqCst,
-                },
-                7,
-                "loom".into(),
-                Default::default(),
-            ),
-            expedited_callbacks: true,
-            fork_generation: Default::default(),
-            fork_repair: Default::default(),
-            threads: Default::default(),
-            me: Default::default(),
-        })
+        };
+        let config = CallbackConfig {
+            workers: 1,
+            backlog_callbacks: 1_000,
+            backlog_bytes: 1 << 20,
+            batch: 16,
+            retire_on_producers: true,
+            fence: FenceKind::SeqCst,
+        };
+        let callbacks = Callbacks::new(config, 7, "loom".into(), Default::default());
+        Arc::new(Fake { gp, callbacks })
+    }
+
+    /// One pass of shard 0's worker.
+    pub(super) fn step(fake: &Fake, consumer: &mut Consumer, list: &mut SegCbList<Work>) -> Step {
+        Worker::new(&fake.gp, &fake.callbacks, 0).step(consumer, list)
+    }
+
+    /// The worker's grace period while it drains (an expedited one, in this thread).
+    pub(super) fn drain_step(fake: &Fake, list: &SegCbList<Work>) {
+        Worker::new(&fake.gp, &fake.callbacks, 0).drain_step(list);
     }
 
     /// One pass of shard 0's worker; where the real worker would park, the model runs the
     /// grace period it would wait for (as the worker does when draining), or yields.
-    fn worker_pass(inner: &Inner, consumer: &mut Consumer, list: &mut SegCbList<Work>) {
-        match step(inner, inner.callbacks.shard(0), consumer, list) {
+    fn worker_pass(fake: &Fake, consumer: &mut Consumer, list: &mut SegCbList<Work>) {
+        match step(fake, consumer, list) {
             Step::Busy => {}
             Step::Idle | Step::Drain => {
                 if list.is_empty() {
                     thread::yield_now();
                 } else {
-                    drain_step(inner, list);
+                    drain_step(fake, list);
                 }
             }
             Step::Exit => unreachable!("not shutting down"),
@@ -426,22 +468,22 @@ mod callbacks_model {
         let mut model = loom::model::Builder::new();
         model.preemption_bound = Some(2);
         model.check(|| {
-            let inner = inner();
+            let fake = fake();
             let record = Arc::new(ReaderRecord::new(
                 ThreadInfo {
                     name: "loom-reader".into(),
                     tid: 0,
                 },
-                Arc::downgrade(&inner.core.registry),
+                Arc::downgrade(&fake.gp.core.registry),
             ));
-            inner.core.registry.register(record.clone());
+            fake.gp.core.registry.register(record.clone());
             let published = Arc::new(AtomicUsize::new(1));
             let freed = Arc::new(AtomicUsize::new(0));
 
             let reader = {
-                let (inner, published, freed) = (inner.clone(), published.clone(), freed.clone());
+                let (fake, published, freed) = (fake.clone(), published.clone(), freed.clone());
                 thread::spawn(move || {
-                    record.enter(&inner.core.read_side.epoch, inner.core.fence());
+                    record.enter(&fake.gp.core.read_side.epoch, fake.gp.core.fence());
                     if published.load(Acquire) == 1 {
                         assert_eq!(
                             freed.load(Relaxed),
@@ -457,18 +499,18 @@ mod callbacks_model {
             let f = freed.clone();
             let mut producer = Producer::new();
             producer.push(
-                &inner.callbacks.shard(0).intake,
+                &fake.callbacks.shard(0).intake,
                 Work::Callback(Callback::from_fn(move || f.store(1, Relaxed))),
             );
-            let count = inner.callbacks.start_barrier();
+            let count = fake.callbacks.start_barrier();
 
             let worker = {
-                let (inner, count) = (inner.clone(), count.clone());
+                let (fake, count) = (fake.clone(), count.clone());
                 thread::spawn(move || {
                     let mut consumer = Consumer::new();
                     let mut list: SegCbList<Work> = SegCbList::new();
                     while !count.is_done() {
-                        worker_pass(&inner, &mut consumer, &mut list);
+                        worker_pass(&fake, &mut consumer, &mut list);
                     }
                 })
             };
@@ -481,6 +523,39 @@ mod callbacks_model {
                 "barrier returned before the callback ran"
             );
             reader.join().unwrap();
+        });
+    }
+
+    /// The wake handshake (see the `shard` module docs): a producer publishes a callback and
+    /// looks at the worker's state while the worker, with nothing pending, announces that it
+    /// parks idle and looks at the intake once more. Either the worker sees the callback (and
+    /// does not park) or the producer sees it idle and wakes it (the state is `Awake` again):
+    /// a parked worker is never left with a callback nobody will wake it for.
+    #[test]
+    fn wake_handshake_never_strands_a_callback() {
+        use crate::callbacks::shard::Wake;
+        loom::model(|| {
+            let fake = fake();
+            let producer = {
+                let fake = fake.clone();
+                thread::spawn(move || {
+                    let shard = fake.callbacks.shard(0);
+                    let callback = Callback::from_fn(|| {});
+                    shard.intake.push_single(Work::Callback(callback));
+                    shard.wake_if_sleeping(false, FenceKind::SeqCst);
+                })
+            };
+            let mut consumer = Consumer::new();
+            let list: SegCbList<Work> = SegCbList::new();
+            let worker = Worker::new(&fake.gp, &fake.callbacks, 0);
+            let parks = worker.announce_park(&consumer, &list);
+            producer.join().unwrap();
+            let shard = fake.callbacks.shard(0);
+            assert!(
+                parks.is_none() || shard.worker.sleeping.load() == Wake::Awake,
+                "the worker parked idle with a callback and nobody woke it"
+            );
+            consumer.take(&shard.intake, usize::MAX, drop);
         });
     }
 
@@ -504,18 +579,18 @@ mod callbacks_model {
         let mut model = loom::model::Builder::new();
         model.preemption_bound = Some(3);
         model.check(move || {
-            let inner = inner();
+            let fake = fake();
             let freed = Arc::new(AtomicUsize::new(0));
             let mut producer = Producer::new();
             producer.push(
-                &inner.callbacks.shard(0).intake,
+                &fake.callbacks.shard(0).intake,
                 Work::Callback(Callback::from_box(Box::new(SetOnDrop(freed.clone())))),
             );
             // The producer thread, later, in some `retire` call: run a batch if one is ready.
             let helper = {
-                let inner = inner.clone();
+                let fake = fake.clone();
                 thread::spawn(move || {
-                    let shard = inner.callbacks.shard(0);
+                    let shard = fake.callbacks.shard(0);
                     for _ in 0..3 {
                         let batch = if counted {
                             shard.ready.take()
@@ -523,7 +598,7 @@ mod callbacks_model {
                             shard.ready.take_uncounted_busted()
                         };
                         if let Some(mut batch) = batch {
-                            inner.callbacks.run_batch(shard, &mut batch);
+                            fake.callbacks.run_batch(shard, &mut batch);
                             if counted {
                                 shard.ready.finished(batch);
                             }
@@ -537,15 +612,15 @@ mod callbacks_model {
             let mut list: SegCbList<Work> = SegCbList::new();
             let mut worker_until = |done: &dyn Fn(&SegCbList<Work>) -> bool| {
                 while !done(&list) {
-                    worker_pass(&inner, &mut consumer, &mut list);
+                    worker_pass(&fake, &mut consumer, &mut list);
                 }
             };
             // The barrier caller: checks the object as soon as its barrier returns.
             let returned = Arc::new(AtomicUsize::new(0));
             let barrier_caller = || {
-                let (inner, freed, returned) = (inner.clone(), freed.clone(), returned.clone());
+                let (fake, freed, returned) = (fake.clone(), freed.clone(), returned.clone());
                 thread::spawn(move || {
-                    let count = inner.callbacks.start_barrier();
+                    let count = fake.callbacks.start_barrier();
                     while !count.is_done() {
                         thread::yield_now();
                     }
@@ -630,7 +705,10 @@ mod callbacks_model {
                     }
                     drop(guard);
                     for block in ready {
-                        block.callbacks.into_iter().for_each(Callback::invoke);
+                        block
+                            .into_callbacks()
+                            .into_iter()
+                            .for_each(Callback::invoke);
                     }
                     if dropping {
                         local.finished_dropping();
@@ -701,11 +779,12 @@ mod callbacks_model {
 // --- callbacks: two barriers from different threads racing a retire ---------------------------
 
 mod barrier_race_model {
+    use super::callbacks_model::{drain_step, step};
     use super::*;
     use crate::callbacks::callback::{Callback, Work};
     use crate::callbacks::intake::Consumer;
     use crate::callbacks::segcblist::SegCbList;
-    use crate::callbacks::worker::{drain_step, step, Step};
+    use crate::callbacks::worker::Step;
     use crate::callbacks::Callbacks;
     use crate::sync::AtomicUsize;
 
@@ -728,15 +807,15 @@ mod barrier_race_model {
         let mut model = loom::model::Builder::new();
         model.preemption_bound = Some(2);
         model.check(|| {
-            let inner = super::callbacks_model::inner();
-            let producer = Callbacks::register_producer_for_model(inner.callbacks.shard(0));
+            let fake = super::callbacks_model::fake();
+            let producer = Callbacks::register_producer_for_model(fake.callbacks.shard(0));
             let drops = Arc::new(AtomicUsize::new(0));
             let a = {
-                let inner = inner.clone();
-                thread::spawn(move || inner.callbacks.start_barrier())
+                let fake = fake.clone();
+                thread::spawn(move || fake.callbacks.start_barrier())
             };
             let c = {
-                let (inner, drops) = (inner.clone(), drops.clone());
+                let (fake, drops) = (fake.clone(), drops.clone());
                 thread::spawn(move || {
                     let object = Callback::from_box(Box::new(CountOnDrop(drops)));
                     match producer.local.enter(FenceKind::SeqCst) {
@@ -745,19 +824,19 @@ mod barrier_race_model {
                         }
                         // A steal is under way: `retire` queues on the intake instead.
                         None => {
-                            let shard = inner.callbacks.shard(0);
+                            let shard = fake.callbacks.shard(0);
                             shard.intake.push_single(Work::Callback(object));
                         }
                     }
-                    inner.callbacks.start_barrier()
+                    fake.callbacks.start_barrier()
                 })
             };
             let mut consumer = Consumer::new();
             let mut list: SegCbList<Work> = SegCbList::new();
             let worker = {
-                let inner = inner.clone();
+                let fake = fake.clone();
                 thread::spawn(move || {
-                    let _ = step(&inner, inner.callbacks.shard(0), &mut consumer, &mut list);
+                    let _ = step(&fake, &mut consumer, &mut list);
                     (consumer, list)
                 })
             };
@@ -771,11 +850,10 @@ mod barrier_race_model {
                     "barrier returned before an object its caller retired was dropped"
                 );
             }
-            let shard = inner.callbacks.shard(0);
             while !(count_a.is_done() && count_c.is_done()) {
-                match step(&inner, shard, &mut consumer, &mut list) {
+                match step(&fake, &mut consumer, &mut list) {
                     Step::Busy => {}
-                    Step::Idle | Step::Drain => drain_step(&inner, &list),
+                    Step::Idle | Step::Drain => drain_step(&fake, &list),
                     Step::Exit => unreachable!("not shutting down"),
                 }
             }

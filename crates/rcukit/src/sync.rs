@@ -20,10 +20,14 @@
 //! [loom]: https://docs.rs/loom
 
 #[cfg(rcukit_loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+};
 
 #[cfg(not(rcukit_loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+};
 
 #[cfg(rcukit_loom)]
 pub(crate) use loom::cell::UnsafeCell;

@@ -246,7 +246,7 @@ impl Producer {
     /// half of the domain's barrier pair and looks at the worker's `sleeping` flag, which the
     /// worker sets before the heavy half and a last look at the intake, so a worker that is
     /// about to park idle either sees this entry or is seen sleeping and woken (see
-    /// `Shard::wake_if_sleeping`).
+    /// the `shard` module docs).
     ///
     /// Returns true once every [`NUDGE_EVERY`] entries (when a chunk starts): the caller then
     /// wakes a worker that is waiting for a grace period, so a flood is seen by the backlog

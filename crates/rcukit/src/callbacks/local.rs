@@ -95,17 +95,63 @@ pub(crate) const SEAL_AFTER: Duration = Duration::from_millis(1);
 /// it fills, and one `retire` runs at most this many blocks' drops.
 pub(crate) const MAX_READY_BLOCKS: usize = 4;
 
-/// Callbacks stamped with one cookie.
-pub(crate) struct Block {
-    pub(crate) cookie: GpCookie,
-    pub(crate) callbacks: Vec<Callback>,
+/// The block a producer is filling: callbacks not yet stamped. The only way to a
+/// [`SealedBlock`] is [`seal`](Self::seal), so a block that may run is always stamped.
+struct OpenBlock {
+    callbacks: Vec<Callback>,
+    /// When its first callback was added.
+    opened_at: Option<Instant>,
+}
+
+impl OpenBlock {
+    const fn empty() -> OpenBlock {
+        OpenBlock {
+            callbacks: Vec::new(),
+            opened_at: None,
+        }
+    }
+
+    /// Stamp the block with `cookie`, read after its last callback was queued.
+    fn seal(self, cookie: GpCookie) -> SealedBlock {
+        SealedBlock {
+            cookie,
+            callbacks: self.callbacks,
+        }
+    }
+}
+
+/// Callbacks stamped with one cookie: they may run once it has been released.
+pub(crate) struct SealedBlock {
+    cookie: GpCookie,
+    callbacks: Vec<Callback>,
+}
+
+impl SealedBlock {
+    /// The stamp.
+    pub(crate) fn cookie(&self) -> &GpCookie {
+        &self.cookie
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.callbacks.len()
+    }
+
+    /// Bytes its callbacks account for.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.callbacks.iter().map(|c| c.bytes() as u64).sum()
+    }
+
+    /// The callbacks, to run (once the stamp is released) or to stamp again.
+    pub(crate) fn into_callbacks(self) -> Vec<Callback> {
+        self.callbacks
+    }
 }
 
 /// What a steal or a flush takes out of a list: sealed blocks oldest first, then the open
 /// callbacks.
 #[derive(Default)]
 pub(crate) struct Taken {
-    pub(crate) blocks: Vec<Block>,
+    pub(crate) blocks: Vec<SealedBlock>,
     pub(crate) open: Vec<Callback>,
 }
 
@@ -114,7 +160,7 @@ impl Taken {
     pub(crate) fn into_callbacks(self) -> impl Iterator<Item = Callback> {
         self.blocks
             .into_iter()
-            .flat_map(|b| b.callbacks)
+            .flat_map(SealedBlock::into_callbacks)
             .chain(self.open)
     }
 }
@@ -133,9 +179,8 @@ pub(crate) enum Next {
 
 /// A producer's list (single-threaded; [`LocalRetires`] guards it).
 pub(crate) struct LocalList {
-    open: Vec<Callback>,
-    opened_at: Option<Instant>,
-    sealed: VecDeque<Block>,
+    open: OpenBlock,
+    sealed: VecDeque<SealedBlock>,
     /// Callbacks and bytes in `open` and `sealed`.
     len: usize,
     bytes: u64,
@@ -146,8 +191,7 @@ pub(crate) struct LocalList {
 impl LocalList {
     fn new() -> LocalList {
         LocalList {
-            open: Vec::new(),
-            opened_at: None,
+            open: OpenBlock::empty(),
             sealed: VecDeque::new(),
             len: 0,
             bytes: 0,
@@ -158,18 +202,19 @@ impl LocalList {
     /// Add a callback. Returns what the owner should do next.
     #[inline]
     pub(crate) fn push(&mut self, callback: Callback) -> Next {
-        if self.open.capacity() == 0 {
-            self.open = self
+        let open = &mut self.open;
+        if open.callbacks.capacity() == 0 {
+            open.callbacks = self
                 .spare
                 .pop()
                 .unwrap_or_else(|| Vec::with_capacity(BLOCK));
         }
         self.len += 1;
         self.bytes += callback.bytes() as u64;
-        self.open.push(callback);
-        let n = self.open.len();
+        open.callbacks.push(callback);
+        let n = open.callbacks.len();
         if n == 1 {
-            self.opened_at = Some(Instant::now());
+            open.opened_at = Some(Instant::now());
             return Next::Nothing;
         }
         if n >= BLOCK {
@@ -178,7 +223,7 @@ impl LocalList {
         if n % 16 != 0 {
             return Next::Nothing;
         }
-        if self.opened_at.is_some_and(|t| t.elapsed() > SEAL_AFTER) {
+        if open.opened_at.is_some_and(|t| t.elapsed() > SEAL_AFTER) {
             Next::Seal
         } else if self.sealed.is_empty() {
             Next::Nothing
@@ -194,12 +239,11 @@ impl LocalList {
 
     /// Seal the open block with `cookie`, read after its last callback was queued.
     pub(crate) fn seal(&mut self, cookie: GpCookie) {
-        if self.open.is_empty() {
+        if self.open.callbacks.is_empty() {
             return;
         }
-        let callbacks = std::mem::take(&mut self.open);
-        self.opened_at = None;
-        self.sealed.push_back(Block { cookie, callbacks });
+        let open = std::mem::replace(&mut self.open, OpenBlock::empty());
+        self.sealed.push_back(open.seal(cookie));
     }
 
     /// The cookie of the newest sealed block.
@@ -211,18 +255,14 @@ impl LocalList {
     pub(crate) fn take_ready(
         &mut self,
         mut expired: impl FnMut(&GpCookie) -> bool,
-        out: &mut Vec<Block>,
+        out: &mut Vec<SealedBlock>,
     ) {
         while out.len() < MAX_READY_BLOCKS {
             match self.sealed.front() {
                 Some(block) if expired(&block.cookie) => {
                     let block = self.sealed.pop_front().expect("front exists");
-                    self.len -= block.callbacks.len();
-                    self.bytes -= block
-                        .callbacks
-                        .iter()
-                        .map(|c| c.bytes() as u64)
-                        .sum::<u64>();
+                    self.len -= block.len();
+                    self.bytes -= block.bytes();
                     out.push(block);
                 }
                 _ => break,
@@ -253,10 +293,9 @@ impl LocalList {
     pub(crate) fn take_all(&mut self) -> Taken {
         self.len = 0;
         self.bytes = 0;
-        self.opened_at = None;
         Taken {
             blocks: self.sealed.drain(..).collect(),
-            open: std::mem::take(&mut self.open),
+            open: std::mem::replace(&mut self.open, OpenBlock::empty()).callbacks,
         }
     }
 }

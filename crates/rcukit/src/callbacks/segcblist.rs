@@ -41,6 +41,7 @@
 //! Keeping this module free of threads and atomics lets the property tests and the loom model
 //! exercise it exhaustively.
 
+use super::port::ReleasedBy;
 use crate::seq::{self, GpCookie};
 use std::collections::VecDeque;
 
@@ -52,13 +53,6 @@ pub(crate) const DONE: usize = 0;
 pub(crate) const WAIT: usize = 1;
 pub(crate) const NEXT_READY: usize = 2;
 pub(crate) const NEXT: usize = 3;
-
-/// Which counter released a segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ReleasedBy {
-    Normal,
-    Expedited,
-}
 
 /// Counts of entries moved to DONE by one [`SegCbList::advance`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -287,14 +281,12 @@ impl<T> SegCbList<T> {
         assert!(self.ends[DONE] <= self.ends[WAIT]);
         assert!(self.ends[WAIT] <= self.ends[NEXT_READY]);
         assert!(self.ends[NEXT_READY] <= self.items.len());
-        if self.seg_len(WAIT) == 0 {
-            assert_eq!(
-                self.seg_len(NEXT_READY),
-                0,
-                "WAIT empty implies NEXT_READY empty"
-            );
-        }
-        if self.seg_len(WAIT) > 0 && self.seg_len(NEXT_READY) > 0 {
+        let (wait, next_ready) = (self.seg_len(WAIT), self.seg_len(NEXT_READY));
+        assert!(
+            wait > 0 || next_ready == 0,
+            "WAIT empty implies NEXT_READY empty"
+        );
+        if wait > 0 && next_ready > 0 {
             let (w, r) = (self.gp[WAIT], self.gp[NEXT_READY]);
             assert!(seq::cmp_ge(r.normal, w.normal), "normal stamps go forward");
             assert!(
@@ -633,38 +625,44 @@ mod proptests {
                 Op::EndExpedited if state(self.exp) != 0 => self.exp = end_value(self.exp),
                 Op::Advance => {
                     self.advance();
-                    // Stamps are kept, never postponed: whatever the grace periods that
-                    // completed cover, by the first stamp an entry got, is now ready.
-                    let (norm, exp) = (self.norm, self.exp);
-                    for seg in [WAIT, NEXT_READY] {
-                        for i in self.list.start(seg)..self.list.end(seg) {
-                            let (id, _) = self.list.items[i];
-                            let c = self.first_stamp[&id];
-                            let covered = seq::half_done(norm, c.normal)
-                                || (self.expedited_releases && seq::half_done(exp, c.expedited));
-                            assert!(!covered, "entry {id} still waits for a completed stamp");
-                        }
-                    }
+                    self.check_nothing_waits_for_a_completed_stamp();
                 }
                 Op::Pop(n) => self.pop(n),
                 _ => {}
             }
             self.list.check_invariants();
-            // Stamps never go backwards: WAIT's cookie only moves forward.
-            match (self.last_wait_cookie, self.list.cookie(WAIT)) {
-                (Some(old), Some(new)) => {
-                    assert!(
-                        seq::cmp_ge(new.normal, old.normal),
-                        "normal stamp went back"
-                    );
-                    assert!(
-                        seq::cmp_ge(new.expedited, old.expedited),
-                        "expedited stamp went back"
-                    );
-                    self.last_wait_cookie = Some(new);
+            self.check_stamps_go_forward();
+        }
+
+        /// Stamps are kept, never postponed: whatever the grace periods that completed cover,
+        /// by the first stamp an entry got, is ready after an advance.
+        fn check_nothing_waits_for_a_completed_stamp(&self) {
+            let (norm, exp) = (self.norm, self.exp);
+            for seg in [WAIT, NEXT_READY] {
+                for i in self.list.start(seg)..self.list.end(seg) {
+                    let (id, _) = self.list.items[i];
+                    let c = self.first_stamp[&id];
+                    let covered = seq::half_done(norm, c.normal)
+                        || (self.expedited_releases && seq::half_done(exp, c.expedited));
+                    assert!(!covered, "entry {id} still waits for a completed stamp");
                 }
-                (_, new) => self.last_wait_cookie = new,
             }
+        }
+
+        /// Stamps never go backwards: WAIT's cookie only moves forward.
+        fn check_stamps_go_forward(&mut self) {
+            let new = self.list.cookie(WAIT);
+            if let (Some(old), Some(new)) = (self.last_wait_cookie, new) {
+                assert!(
+                    seq::cmp_ge(new.normal, old.normal),
+                    "normal stamp went back"
+                );
+                assert!(
+                    seq::cmp_ge(new.expedited, old.expedited),
+                    "expedited stamp went back"
+                );
+            }
+            self.last_wait_cookie = new;
         }
 
         /// Everything runs eventually: keep making normal grace periods.

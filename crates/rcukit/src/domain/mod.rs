@@ -19,23 +19,28 @@
 //! callbacks are *not* run at process exit, exactly like memory that is still allocated when a
 //! process exits; call `Rcu::global().barrier()` before exiting if their side effects matter.
 
-use crate::barrier::{self, FenceKind};
+mod builder;
+mod port;
+mod stats;
+
+pub use builder::RcuBuilder;
+pub use stats::Stats;
+
+use crate::barrier::FenceKind;
 use crate::callbacks::callback::Callback;
-use crate::callbacks::{self, CallbackConfig, Callbacks};
+use crate::callbacks::{self, Callbacks};
 use crate::error::Error;
 use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
-use crate::gp::{Flavor, GpCore, GpEvent};
+use crate::gp::{GpCore, GpEvent};
 use crate::reader::{self, Guard};
-use crate::report::{Report, Reporter};
 use crate::seq::GpCookie;
 use crate::sync::lock;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// Everything a domain's threads share.
 pub(crate) struct Inner {
@@ -46,6 +51,8 @@ pub(crate) struct Inner {
     pub(crate) exp: ExpeditedGp,
     pub(crate) event: GpEvent,
     pub(crate) callbacks: Callbacks,
+    /// Whether expedited grace periods release callbacks and `synchronize()` callers ([seed
+    /// 004](crate::docs::seeds)): the one place the switch is stored (see [`port`]).
     pub(crate) expedited_callbacks: bool,
     /// The fork generation this domain's threads and state belong to (see [`fork`]).
     pub(crate) fork_generation: AtomicU64,
@@ -66,7 +73,7 @@ impl Drop for Inner {
 impl Inner {
     /// Start the domain's threads: the normal grace-period thread, the expedited helper and
     /// the callback workers.
-    fn start_threads(&self) -> Result<(), Error> {
+    pub(super) fn start_threads(&self) -> Result<(), Error> {
         let name = &self.name;
         self.spawn("normal grace-period", format!("{name}-gp"), |inner| {
             inner.normal.run(&inner.core, &inner.event)
@@ -78,7 +85,7 @@ impl Inner {
             self.spawn(
                 "callback worker",
                 format!("{name}-cb{index}"),
-                move |inner| callbacks::worker::run(inner, index),
+                move |inner| callbacks::worker::run(inner, &inner.callbacks, index),
             )?;
         }
         Ok(())
@@ -153,24 +160,6 @@ impl Inner {
         self.callbacks.hold_for_fork(held);
     }
 
-    /// Snapshot both counters (`get_state_synchronize_rcu_full`).
-    pub(crate) fn get_state(&self) -> GpCookie {
-        GpCookie {
-            normal: self.normal.seq.snap(),
-            expedited: self.exp.seq.snap(),
-            domain: self.id,
-        }
-    }
-
-    /// Is the calling thread inside a read-side critical section of this domain (for a QSBR
-    /// domain: online in it)?
-    pub(crate) fn is_reading_here(&self) -> bool {
-        match self.core.flavor() {
-            Flavor::Guards => reader::is_reading(self.id, &self.core.registry),
-            Flavor::Qsbr => crate::qsbr::online_here(self.id, &self.core.registry),
-        }
-    }
-
     fn check_cookie(&self, cookie: &GpCookie) {
         assert!(
             cookie.domain == self.id || cookie.domain == 0,
@@ -182,10 +171,11 @@ impl Inner {
         );
     }
 
-    /// Has a normal grace period, or, if `either`, an expedited one, covered `cookie`?
-    fn poll(&self, cookie: &GpCookie, either: bool) -> bool {
+    /// Has a grace period covered `cookie`, by the domain's release rule (see [`port`]), or,
+    /// with `any_kind`, by either kind?
+    fn poll(&self, cookie: &GpCookie, any_kind: bool) -> bool {
         self.check_cookie(cookie);
-        self.normal.seq.poll(cookie.normal) || (either && self.exp.seq.poll(cookie.expedited))
+        self.released_by(cookie, any_kind).is_some()
     }
 }
 
@@ -198,369 +188,9 @@ pub(crate) fn next_domain_id() -> u64 {
     NEXT_DOMAIN_ID.fetch_add(1, Relaxed)
 }
 
-/// Statistics of a domain, from [`Rcu::stats`]. A snapshot: fields are read one by one while
-/// the domain runs, so they may be mutually off by a few events.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Normal grace periods completed.
-    pub normal_gps: u64,
-    /// Expedited grace periods run (callers that piggybacked on another's ran none).
-    pub expedited_gps: u64,
-    /// Reader records held by live threads (one per thread that has read this domain; for a
-    /// QSBR domain, one per registered thread).
-    pub readers: usize,
-    /// Reader records that outlived their thread's thread-local table while still in a
-    /// read-side critical section (QSBR: still registered): a guard kept in a thread-local
-    /// destroyed late (transient), or leaked with `mem::forget` by a thread that has exited
-    /// since, which holds every grace period forever (the stall report says so). Not counted
-    /// in `readers`.
-    pub orphaned_readers: usize,
-    /// Stall reports issued (a reader held a grace period past the stall timeout).
-    pub stalls: u64,
-    /// Callbacks queued with `call`, `retire` and the raw variants.
-    pub callbacks_queued: u64,
-    /// Callbacks that have run (including ones that panicked).
-    pub callbacks_invoked: u64,
-    /// Callbacks queued but not yet run.
-    pub callbacks_pending: u64,
-    /// Bytes the pending callbacks account for: `size_of::<T>()` for `retire(Box<T>)` (the
-    /// box's own allocation, not memory the `T` owns elsewhere, such as a `Vec`'s buffer), the
-    /// closure's size for `call` (its captures, not what they own), and what the caller
-    /// declared for raw callbacks (clamped to 1 TiB each). rcukit's own record per callback
-    /// (24 bytes in a queue slot or list) is not included. An estimate of the memory waiting
-    /// callbacks keep alive, not an allocator measurement.
-    pub pending_bytes: u64,
-    /// Callbacks moved to the ready list because a *normal* grace period covered them
-    /// (counted in callbacks, not segments).
-    pub released_by_normal: u64,
-    /// Callbacks moved to the ready list because an *expedited* grace period covered them
-    /// before a normal one did (counted in callbacks, not segments).
-    pub released_by_expedited: u64,
-    /// Callbacks that panicked (caught; the others still ran).
-    pub callback_panics: u64,
-    /// Retired objects dropped by threads calling `retire` rather than by a worker (see
-    /// [`RcuBuilder::retire_on_producers`]); included in `callbacks_invoked`.
-    pub callbacks_run_by_producers: u64,
-    /// Callbacks that will never run in this process: queued before a `fork()` that this
-    /// process is the child of (they run in the parent; see [`fork`](mod@crate::fork)). Not
-    /// counted in `callbacks_pending` or `callbacks_invoked`.
-    pub callbacks_abandoned: u64,
-}
-
-/// Builder for [`Rcu`] domains; see [`Rcu::builder`].
-#[derive(Clone, Debug)]
-pub struct RcuBuilder {
-    name: Option<String>,
-    normal_gp_delay: Duration,
-    stall_timeout: Duration,
-    fence: Option<FenceKind>,
-    callback_workers: usize,
-    expedited_callbacks: bool,
-    backlog_callbacks: u64,
-    backlog_bytes: u64,
-    callback_batch: usize,
-    retire_on_producers: bool,
-    flavor: Flavor,
-    reporter: Reporter,
-}
-
-impl Default for RcuBuilder {
-    fn default() -> Self {
-        RcuBuilder {
-            name: None,
-            normal_gp_delay: Duration::from_millis(1),
-            stall_timeout: Duration::from_secs(10),
-            fence: None,
-            callback_workers: 1,
-            expedited_callbacks: true,
-            backlog_callbacks: 10_000,
-            backlog_bytes: 16 << 20,
-            callback_batch: 1024,
-            retire_on_producers: true,
-            flavor: Flavor::Guards,
-            reporter: Reporter::default(),
-        }
-    }
-}
-
-/// Limits the builder enforces.
-const MAX_NORMAL_GP_DELAY: Duration = Duration::from_secs(10);
-const MIN_STALL_TIMEOUT: Duration = Duration::from_millis(1);
-const MAX_CALLBACK_WORKERS: usize = 256;
-
-impl RcuBuilder {
-    /// A name for the domain's threads and its stall and panic reports.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// How long the normal grace-period thread waits, once woken by a request, for more
-    /// requests to batch into the same grace period (default 1 ms; at most 10 s).
-    pub fn normal_gp_delay(mut self, delay: Duration) -> Self {
-        self.normal_gp_delay = delay;
-        self
-    }
-
-    /// How long a grace period may wait for one reader before a stall report is printed to
-    /// stderr and counted in [`Stats::stalls`] (default 10 s; at least 1 ms). The grace period
-    /// keeps waiting after the report.
-    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
-        self.stall_timeout = timeout;
-        self
-    }
-
-    /// Force a barrier pair. By default the domain uses [`FenceKind::Membarrier`] where the
-    /// kernel supports it and [`FenceKind::SeqCst`] otherwise; asking for `Membarrier` where it
-    /// is unsupported is an error.
-    pub fn fence(mut self, fence: FenceKind) -> Self {
-        self.fence = Some(fence);
-        self
-    }
-
-    /// Number of callback worker threads, each with its own intake shard (default 1; 1 to 256).
-    pub fn callback_workers(mut self, workers: usize) -> Self {
-        self.callback_workers = workers;
-        self
-    }
-
-    /// Let expedited grace periods release callbacks and `synchronize()` callers (default
-    /// true, [seed 004](crate::docs::seeds)). With `false`, both wait for a normal grace
-    /// period only: the behaviour before seed 004, for A/B measurements on one build.
-    pub fn expedited_callbacks(mut self, enabled: bool) -> Self {
-        self.expedited_callbacks = enabled;
-        self
-    }
-
-    /// Callbacks waiting for a grace period, per worker shard, past which the worker runs
-    /// expedited grace periods (default 10,000, the kernel's `qhimark`; at least 1).
-    /// Callbacks already released and waiting to run do not count.
-    pub fn backlog_callbacks(mut self, callbacks: u64) -> Self {
-        self.backlog_callbacks = callbacks;
-        self
-    }
-
-    /// Bytes of callbacks waiting for a grace period, per worker shard, past which the worker
-    /// runs expedited grace periods (default 16 MiB; at least 1).
-    pub fn backlog_bytes(mut self, bytes: u64) -> Self {
-        self.backlog_bytes = bytes;
-        self
-    }
-
-    /// Most callbacks a worker runs before it looks at its intake and the grace periods again
-    /// (default 1,024; 1 to 1,000,000).
-    pub fn callback_batch(mut self, batch: usize) -> Self {
-        self.callback_batch = batch;
-        self
-    }
-
-    /// Let threads that call [`retire`](Rcu::retire) or [`retire_raw`](Rcu::retire_raw) keep
-    /// the objects in a list of their own and drop them themselves once their grace period has
-    /// ended (default true), like a kernel CPU whose callbacks are not offloaded. Each thread
-    /// stamps its objects in blocks of up to 256 (or whatever it retired within 1 ms), requests
-    /// the grace period a block needs, asks the domain's helper thread for an expedited one
-    /// when its list passes the backlog thresholds, and drops up to four ready blocks each
-    /// time it seals one. Memory goes back to the thread that allocated it, no other thread
-    /// has to be scheduled for a flood to be reclaimed, and a thread that retires faster than
-    /// grace periods end is paced by its own drops. A thread that stops retiring has its list
-    /// taken over by the worker within a few milliseconds; `barrier()` takes every list, and a
-    /// thread's list goes to the worker before a closure it queues with [`call`](Rcu::call)
-    /// (closures always run on a worker) and when the thread exits.
-    ///
-    /// A `retire` call (and so an `RcuCell` write or an `RcuList` removal) may therefore run
-    /// `Drop` of *other*, earlier retired objects (never one still waiting for its grace
-    /// period) on the calling thread, as crossbeam-epoch and seize do: such a `Drop` should not
-    /// take a lock the retiring thread may hold. rcukit itself never does that under a lock of
-    /// its own, inside a read-side critical section of the domain, or inside another such
-    /// drop; see [where user code runs](crate::callbacks::invoke) for the rule and why it is
-    /// the default.
-    ///
-    /// With `false`, every retired object is dropped on a callback worker thread, like every
-    /// `call` closure, and no rcukit call runs user code on the calling thread (the kernel's
-    /// rule: `call_rcu` never invokes callbacks). For the global domain, choose this with
-    /// [`build_global`](RcuBuilder::build_global) before its first use.
-    pub fn retire_on_producers(mut self, enabled: bool) -> Self {
-        self.retire_on_producers = enabled;
-        self
-    }
-
-    /// Where the domain's reports go: stall reports and caught callback panics (see
-    /// [`report`](crate::report)). By default each is one line on standard error; write
-    /// errors are ignored, so a closed stderr never stops the domain. `hook` runs on whichever
-    /// thread makes the report (the grace-period thread, a callback worker, a thread running
-    /// drops, a caller of `synchronize_expedited`); if it panics, the panic is caught and one
-    /// line about it goes to standard error. The hook must not wait for a grace period or a
-    /// barrier (it may run on the thread that runs them): such a call panics there. With the
-    /// `log` feature, `on_report(rcukit::report::log)` sends reports to the `log` facade.
-    ///
-    /// ```
-    /// use std::sync::{Arc, Mutex};
-    /// let seen = Arc::new(Mutex::new(Vec::new()));
-    /// let sink = seen.clone();
-    /// let rcu = rcukit::Rcu::builder()
-    ///     .on_report(move |report| sink.lock().unwrap().push(report.to_string()))
-    ///     .build()
-    ///     .unwrap();
-    /// rcu.call(|| panic!("oops"));
-    /// rcu.barrier();
-    /// assert!(seen.lock().unwrap()[0].contains("oops"));
-    /// ```
-    pub fn on_report(mut self, hook: impl Fn(&Report) + Send + Sync + 'static) -> Self {
-        self.reporter = Reporter::new(Some(Arc::new(hook)));
-        self
-    }
-
-    /// Who writes the reader records (only [`Qsbr`](crate::Qsbr) sets this).
-    pub(crate) fn flavor(mut self, flavor: Flavor) -> Self {
-        self.flavor = flavor;
-        self
-    }
-
-    fn validate(&self) -> Result<FenceKind, Error> {
-        if self.normal_gp_delay > MAX_NORMAL_GP_DELAY {
-            return Err(Error::invalid(
-                "normal_gp_delay",
-                format!(
-                    "{:?} is longer than the maximum of {:?}; a longer batching window would \
-                     make every synchronize() look hung",
-                    self.normal_gp_delay, MAX_NORMAL_GP_DELAY
-                ),
-            ));
-        }
-        if self.stall_timeout < MIN_STALL_TIMEOUT {
-            return Err(Error::invalid(
-                "stall_timeout",
-                format!(
-                    "{:?} is shorter than the minimum of {:?}; every grace period would report \
-                     a stall",
-                    self.stall_timeout, MIN_STALL_TIMEOUT
-                ),
-            ));
-        }
-        if !(1..=MAX_CALLBACK_WORKERS).contains(&self.callback_workers) {
-            return Err(Error::invalid(
-                "callback_workers",
-                format!(
-                    "{} is outside 1..={MAX_CALLBACK_WORKERS}",
-                    self.callback_workers
-                ),
-            ));
-        }
-        if self.backlog_callbacks == 0 {
-            return Err(Error::invalid("backlog_callbacks", "must be at least 1"));
-        }
-        if self.backlog_bytes == 0 {
-            return Err(Error::invalid("backlog_bytes", "must be at least 1"));
-        }
-        if !(1..=1_000_000).contains(&self.callback_batch) {
-            return Err(Error::invalid(
-                "callback_batch",
-                format!("{} is outside 1..=1000000", self.callback_batch),
-            ));
-        }
-        if let Some(name) = &self.name {
-            if name.is_empty() || name.contains('\0') {
-                return Err(Error::invalid(
-                    "name",
-                    "must be non-empty and contain no NUL byte",
-                ));
-            }
-        }
-        let supported = barrier::support().private_expedited;
-        match self.fence {
-            Some(FenceKind::Membarrier) if !supported => Err(Error::invalid(
-                "fence",
-                "FenceKind::Membarrier needs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which \
-                 this kernel (or loom/miri, or RCUKIT_NO_MEMBARRIER) does not provide; use \
-                 FenceKind::SeqCst or leave the fence unset to fall back automatically",
-            )),
-            Some(kind) => Ok(kind),
-            None if supported => Ok(FenceKind::Membarrier),
-            None => Ok(FenceKind::SeqCst),
-        }
-    }
-
-    /// Build the process-wide domain ([`Rcu::global`]) with these settings, like rayon's
-    /// `ThreadPoolBuilder::build_global`. Call it once, early in `main`, before anything uses
-    /// the global domain (`Rcu::global()`, `RcuCell::new`, `RcuList::new`); the name defaults
-    /// to `rcu-global`.
-    ///
-    /// ```no_run
-    /// // Every retired object of the global domain is dropped on its worker thread.
-    /// rcukit::Rcu::builder()
-    ///     .retire_on_producers(false)
-    ///     .build_global()
-    ///     .expect("first use of the global domain");
-    /// let cell = rcukit::RcuCell::new(1); // uses it
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::GlobalAlreadyBuilt`] if the global domain already exists (it was built by an
-    /// earlier call or on first use with default settings; it cannot be changed), or any
-    /// error of [`build`](RcuBuilder::build).
-    pub fn build_global(mut self) -> Result<&'static Rcu, Error> {
-        if GLOBAL.get().is_some() {
-            return Err(Error::GlobalAlreadyBuilt);
-        }
-        if self.name.is_none() {
-            self.name = Some(GLOBAL_NAME.to_string());
-        }
-        let rcu = self.build()?;
-        // A racing first use may have won; then our domain is dropped (nothing used it).
-        GLOBAL.set(rcu).map_err(|_| Error::GlobalAlreadyBuilt)?;
-        Ok(GLOBAL.get().expect("just set"))
-    }
-
-    /// Build the domain and start its threads.
-    pub fn build(self) -> Result<Rcu, Error> {
-        let fence = self.validate()?;
-        let id = next_domain_id();
-        let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));
-        let inner = Arc::new_cyclic(|me| Inner {
-            id,
-            name: name.clone(),
-            core: GpCore::new(
-                fence,
-                self.stall_timeout,
-                name.clone(),
-                self.reporter.clone(),
-            )
-            .with_flavor(self.flavor),
-            normal: NormalGp::new(self.normal_gp_delay),
-            exp: ExpeditedGp::new(),
-            event: GpEvent::new(),
-            callbacks: Callbacks::new(
-                CallbackConfig {
-                    workers: self.callback_workers,
-                    expedited: self.expedited_callbacks,
-                    backlog_callbacks: self.backlog_callbacks,
-                    backlog_bytes: self.backlog_bytes,
-                    batch: self.callback_batch,
-                    retire_on_producers: self.retire_on_producers,
-                    fence,
-                },
-                id,
-                name.clone(),
-                self.reporter.clone(),
-            ),
-            expedited_callbacks: self.expedited_callbacks,
-            fork_generation: AtomicU64::new(fork::generation()),
-            fork_repair: Mutex::new(()),
-            threads: Mutex::new(Vec::new()),
-            me: me.clone(),
-        });
-        fork::register(&inner);
-        let rcu = Rcu { inner };
-        // On an error, dropping `rcu` stops the threads already started.
-        rcu.inner.start_threads()?;
-        Ok(rcu)
-    }
-}
-
 /// The process-wide domain behind [`Rcu::global`] (and every `RcuCell::new`, `RcuList::new`).
-static GLOBAL: OnceLock<Rcu> = OnceLock::new();
-const GLOBAL_NAME: &str = "rcu-global";
+pub(super) static GLOBAL: OnceLock<Rcu> = OnceLock::new();
+pub(super) const GLOBAL_NAME: &str = "rcu-global";
 
 /// An RCU domain: readers, normal and expedited grace periods, polling cookies and callbacks.
 ///
@@ -568,7 +198,7 @@ const GLOBAL_NAME: &str = "rcu-global";
 /// [`Rcu::new`] or [`Rcu::builder`] when grace periods of one subsystem must not wait for the
 /// readers of another, or to run with different settings.
 pub struct Rcu {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl Rcu {
@@ -690,12 +320,11 @@ impl Rcu {
     fn wait_for_cookie(&self, cookie: &GpCookie) {
         let inner = &*self.inner;
         inner.check_fork();
-        let either = inner.expedited_callbacks;
-        if inner.poll(cookie, either) {
+        if inner.poll(cookie, false) {
             return;
         }
         inner.normal.request(cookie.normal);
-        inner.event.wait_until(|| inner.poll(cookie, either));
+        inner.event.wait_until(|| inner.poll(cookie, false));
     }
 
     /// Run (or piggyback on) an expedited grace period: fast (microseconds without long
@@ -789,7 +418,9 @@ impl Rcu {
     /// this call has finished. Closures queued by one thread run in the order queued, each
     /// after every object that thread [`retire`](Rcu::retire)d before it.
     pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
-        self.inner.callbacks.push(&self.inner, Callback::from_fn(f));
+        self.inner
+            .callbacks
+            .push(&*self.inner, Callback::from_fn(f));
     }
 
     /// Drop `value` after a grace period (the kernel's `kfree_rcu`). Never blocks. By default
@@ -805,7 +436,7 @@ impl Rcu {
     pub fn retire<T: Send + 'static>(&self, value: Box<T>) {
         self.inner
             .callbacks
-            .push(&self.inner, Callback::from_box(value));
+            .push(&*self.inner, Callback::from_box(value));
     }
 
     /// Drop the box behind `ptr` after a grace period, for data structures that hold raw
@@ -821,7 +452,7 @@ impl Rcu {
     pub unsafe fn retire_raw<T: Send + 'static>(&self, ptr: *mut T) {
         // SAFETY: forwarded to the caller: `ptr` is an owned, unreachable `Box<T>`.
         let callback = unsafe { Callback::from_raw_box(ptr) };
-        self.inner.callbacks.push(&self.inner, callback);
+        self.inner.callbacks.push(&*self.inner, callback);
     }
 
     /// Call `run(data)` on a callback worker after a grace period, accounting `bytes` to the
@@ -836,7 +467,7 @@ impl Rcu {
     pub unsafe fn call_raw(&self, run: unsafe fn(*mut ()), data: *mut (), bytes: usize) {
         // SAFETY: forwarded to the caller.
         let callback = unsafe { Callback::from_raw(run, data, bytes) };
-        self.inner.callbacks.push(&self.inner, callback);
+        self.inner.callbacks.push(&*self.inner, callback);
     }
 
     /// Wait until every callback queued before this call has run (`rcu_barrier`). It is not a

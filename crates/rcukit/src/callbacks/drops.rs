@@ -1,0 +1,163 @@
+//! Drops run by producer threads: blocks of a thread's own local list, and ready batches the
+//! worker hands back (see [`local`](super::local) and [`ready`](super::ready)).
+//!
+//! 1. After a `retire` sealed a block (or found the oldest one ready) and let go of its slot,
+//!    the producer requests the grace periods its list needs: the normal one for the new
+//!    stamp, and past the backlog thresholds an expedited one on the helper thread.
+//! 2. It runs the ready blocks it took, marked as running drops (so drops that retire more
+//!    objects only queue them, see [`invoke`](super::invoke)), each under `catch_unwind`.
+//!    Until they have run and been counted, its list stays marked `dropping`, also on unwind,
+//!    so that a barrier's steal waits for them.
+//! 3. Inside a read-side critical section of the domain, or while unwinding, it hands the
+//!    blocks to the worker instead.
+//! 4. After a `retire` that went to the intake, a producer runs one ready batch the worker
+//!    handed back, if any (with the same three exceptions: inside a read-side critical section,
+//!    unwinding, already running drops).
+
+use super::callback::Callback;
+use super::invoke::running_drops;
+use super::local;
+use super::port::{GpPort, ReleasedBy};
+use super::producers::ProducerShared;
+use super::ready;
+use super::shard::Shard;
+use super::Callbacks;
+use crate::seq::GpCookie;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// What a producer does after sealing a block of its local list, or after finding its oldest
+/// block ready.
+pub(crate) struct AfterSeal {
+    pub(crate) shared: Arc<ProducerShared>,
+    /// This thread's shard (valid while the domain lives).
+    pub(crate) shard: *const Shard,
+    /// Give the ready blocks to the worker instead of running them here (the thread is inside
+    /// a read-side critical section of the domain, or unwinding).
+    pub(crate) hand_off: bool,
+    /// The cookie of the block just sealed (none after a poll): its normal grace period is
+    /// requested.
+    pub(crate) cookie: Option<GpCookie>,
+    /// With the list past the backlog thresholds: the newest cookie, to expedite.
+    pub(crate) hurry: Option<GpCookie>,
+    /// Blocks taken to run (the list is marked `dropping` until they have).
+    pub(crate) ready: Vec<local::SealedBlock>,
+}
+
+/// Adds what a producer ran to its counters and clears its list's `dropping` mark when
+/// dropped (also on unwind).
+struct FinishDropping<'a> {
+    shared: &'a ProducerShared,
+    invoked: u64,
+    bytes: u64,
+}
+
+impl Drop for FinishDropping<'_> {
+    fn drop(&mut self) {
+        self.shared.add_invoked(self.invoked, self.bytes);
+        self.shared.local.finished_dropping();
+    }
+}
+
+impl Callbacks {
+    /// After a seal: steps 1 to 3 of the module docs.
+    pub(crate) fn after_seal<P: GpPort>(&self, gp: &P, after: AfterSeal) {
+        if let Some(cookie) = after.cookie {
+            gp.request_normal(&cookie);
+        }
+        if let Some(newest) = after.hurry {
+            // Past the backlog thresholds: the kernel's hurry, on the helper thread.
+            gp.request_expedited(&newest);
+        }
+        if after.ready.is_empty() {
+            return;
+        }
+        // Until the blocks have run (or been handed to the worker) and been counted, the list
+        // stays marked `dropping`; also on unwind.
+        let finish = FinishDropping {
+            shared: &after.shared,
+            invoked: 0,
+            bytes: 0,
+        };
+        if after.hand_off {
+            // SAFETY: the shard belongs to this domain, which is alive (we are borrowed from it).
+            let shard = unsafe { &*after.shard };
+            for block in after.ready {
+                self.count_released(gp, &block);
+                shard.ready.publish(block.into_callbacks());
+            }
+            shard.wake();
+            return;
+        }
+        self.run_blocks(gp, finish, after.ready);
+    }
+
+    /// Run `blocks` taken from `finish.shared`'s list on this thread, then give their vectors
+    /// back to the list for reuse.
+    fn run_blocks<P: GpPort>(
+        &self,
+        gp: &P,
+        mut finish: FinishDropping<'_>,
+        blocks: Vec<local::SealedBlock>,
+    ) {
+        let shared = finish.shared;
+        let mut spare = Vec::with_capacity(blocks.len());
+        self.run_as_producer(|| {
+            for block in blocks {
+                self.count_released(gp, &block);
+                let mut callbacks = block.into_callbacks();
+                let (i, b) = self.invoke_all(&mut callbacks);
+                finish.invoked += i;
+                finish.bytes += b;
+                spare.push(callbacks);
+            }
+            finish.invoked
+        });
+        drop(finish);
+        if let Some(mut guard) = shared.local.enter(self.config.fence) {
+            guard.with(|list| spare.into_iter().for_each(|v| list.recycle(v)));
+        }
+    }
+
+    /// Count `block` (whose stamp has been released) as released by the grace period that did
+    /// it.
+    pub(crate) fn count_released<P: GpPort>(&self, gp: &P, block: &local::SealedBlock) {
+        self.count_released_by(gp.released(block.cookie(), true), block.len() as u64);
+    }
+
+    /// Count `n` callbacks released by `by` (an expedited grace period when `None`: the stamp
+    /// was found released before, and only the expedited counter can have done it then).
+    pub(crate) fn count_released_by(&self, by: Option<ReleasedBy>, n: u64) {
+        if n == 0 {
+            return;
+        }
+        match by {
+            Some(ReleasedBy::Normal) => self.released_by_normal.fetch_add(n, Relaxed),
+            _ => self.released_by_expedited.fetch_add(n, Relaxed),
+        };
+    }
+
+    /// Run one ready batch of drop-only callbacks on this producer thread (step 4 of the
+    /// module docs), unless this thread is already running one.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn run_ready_batch<P: GpPort>(&self, gp: &P, shard: &Shard) {
+        if running_drops() || gp.is_reading_here() || std::thread::panicking() {
+            return;
+        }
+        let Some(batch) = shard.ready.take() else {
+            return;
+        };
+        // Counted as running until `finished`, also on unwind, so a barrier waits for it.
+        let mut batch = ready::Taken::new(&shard.ready, batch);
+        self.run_as_producer(|| self.run_batch(shard, batch.callbacks()));
+    }
+
+    /// Run every callback of `batch` (emptying it), each under `catch_unwind`, and add them to
+    /// the shard's invoked counters. Returns how many ran.
+    pub(crate) fn run_batch(&self, shard: &Shard, batch: &mut Vec<Callback>) -> u64 {
+        let (invoked, bytes) = self.invoke_all(batch);
+        shard.worker.count_invoked(invoked, bytes);
+        invoked
+    }
+}

@@ -1,0 +1,77 @@
+//! The grace-period port: everything the callback machinery needs from its domain, and nothing
+//! more.
+//!
+//! # Why a port
+//!
+//! Callbacks need a handful of grace-period services: a stamp to put on a block of callbacks,
+//! whether a stamp has been released (and by which kind of grace period, for the statistics),
+//! a way to ask for a normal or an expedited grace period, and a wake-up when one ends. The
+//! domain ([`Rcu`](crate::Rcu)) implements this trait; the callback machinery sees the domain
+//! only through it. So:
+//!
+//! 1. nothing under `callbacks/` imports the domain (the domain owns the callbacks, not the
+//!    other way round: no module cycle);
+//! 2. the release rule ("a stamp is released once the normal counter has passed it, or the
+//!    expedited one when expedited grace periods release callbacks", [seed
+//!    004](crate::docs::seeds)) is written once, in the domain's implementation of
+//!    `GpPort::released`, next to the one place the switch is stored;
+//! 3. the loom models drive the real worker and producers against a small fake port that runs
+//!    expedited grace periods over a real reader registry, instead of building a whole domain
+//!    by hand.
+//!
+//! The port is a generic parameter (not `dyn`): `retire` asks it for a stamp and polls it on
+//! its fast path, and those calls inline exactly as they did when callbacks reached into the
+//! domain directly.
+
+use crate::seq::GpCookie;
+use std::thread::Thread;
+
+/// Which kind of grace period released a stamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReleasedBy {
+    Normal,
+    Expedited,
+}
+
+/// The grace-period services of a domain, as the callback machinery sees them.
+pub(crate) trait GpPort {
+    /// A stamp for callbacks queued so far: a snapshot of both counters, taken with a full
+    /// fence (`get_state_synchronize_rcu_full`).
+    fn cookie(&self) -> GpCookie;
+
+    /// Has a grace period released `stamp`, and which kind did? The normal counter always
+    /// counts; the expedited one when the domain lets expedited grace periods release
+    /// callbacks, or with `any_kind` (a domain being dropped expedites everything).
+    fn released(&self, stamp: &GpCookie, any_kind: bool) -> Option<ReleasedBy>;
+
+    /// Do expedited grace periods release callbacks in this domain (`expedited_callbacks`)?
+    /// When not, the machinery neither stamps nor hurries for them.
+    fn expedited_releases(&self) -> bool;
+
+    /// Ask the domain's grace-period thread for the normal grace period `stamp` needs.
+    fn request_normal(&self, stamp: &GpCookie);
+
+    /// Ask the domain's helper thread for the expedited grace period `stamp` needs, without
+    /// waiting for it.
+    fn request_expedited(&self, stamp: &GpCookie);
+
+    /// Run (or piggyback on) expedited grace periods in the calling thread until `stamp`'s
+    /// expedited half has completed.
+    fn run_expedited(&self, stamp: &GpCookie);
+
+    /// Unpark `thread` at the end of every grace period of either kind.
+    fn subscribe(&self, thread: Thread);
+
+    /// Repair the domain if the process has forked since it last ran (see
+    /// [`fork`](crate::fork)).
+    fn check_fork(&self);
+
+    /// Is the calling thread inside a read-side critical section of the domain (QSBR: online)?
+    fn is_reading_here(&self) -> bool;
+
+    /// Has `stamp` been released (by the domain's rule, see [`released`](Self::released))?
+    #[inline]
+    fn is_released(&self, stamp: &GpCookie) -> bool {
+        self.released(stamp, false).is_some()
+    }
+}

@@ -1,0 +1,246 @@
+//! A shard: one lock-free intake, its worker's counters and the handshake that wakes it.
+//!
+//! # The wake handshake
+//!
+//! A worker with nothing to do parks; producers must then wake it, but a producer must not pay
+//! for a wake-up (nor even for a sequentially consistent access) on every callback. The
+//! handshake is the same asymmetric pair as readers and grace periods:
+//!
+//! 1. A producer publishes its entry in the intake, issues the light barrier (a compiler fence
+//!    under membarrier) and loads the worker's `Wake` state.
+//! 2. A worker going `Wake::Idle` stores that state, issues the heavy barrier (membarrier)
+//!    and looks at the intake once more before it parks.
+//! 3. The heavy barrier orders the worker's store before its look as seen from every producer:
+//!    either the producer sees `Idle` (and unparks the worker), or the worker sees the entry
+//!    (and does not park). So the per-callback cost stays a plain store (a sequentially
+//!    consistent store here cost 13% of `retire` under a flood, waiting for the slot's cache
+//!    misses).
+//! 4. A worker parking while it waits for a grace period (`Wake::WaitingForGp`) issues only a
+//!    full fence: producers nudge it only once per 1,024 callbacks, a nudge lost to that race
+//!    is repeated 1,024 callbacks later, and the end of the grace period wakes the worker
+//!    anyway.
+//!
+//! The state lives in the crate's `sync` shim, so the loom models see it.
+
+use super::intake::Intake;
+use super::producers::{difference, ProducerRegistry, ProducerShared};
+use super::ready::{self, Ready};
+use crate::barrier::{self, FenceKind};
+use crate::fork;
+use crate::sync::{lock, AtomicU8};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
+use std::time::Instant;
+
+/// How a shard's worker is doing, as producers see it.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// The worker is running: nobody needs to wake it.
+    Awake = 0,
+    /// The worker is parked with callbacks waiting for a grace period it has requested: the
+    /// end of that grace period wakes it, and it takes new callbacks then. Producers wake it
+    /// only once per 1,024 calls, so a stream of sparse `call`s costs about one wake-up per
+    /// grace period, not one per call (the kernel's `call_rcu` wakes nobody).
+    WaitingForGp = 1,
+    /// The worker is parked with nothing pending: the next callback must wake it.
+    Idle = 2,
+}
+
+/// A [`Wake`] in an atomic byte (relaxed accesses: the barriers of the handshake order them).
+pub(crate) struct WakeState(AtomicU8);
+
+impl WakeState {
+    fn new() -> WakeState {
+        WakeState(AtomicU8::new(Wake::Awake as u8))
+    }
+
+    pub(crate) fn load(&self) -> Wake {
+        match self.0.load(Relaxed) {
+            0 => Wake::Awake,
+            1 => Wake::WaitingForGp,
+            _ => Wake::Idle,
+        }
+    }
+
+    pub(crate) fn store(&self, state: Wake) {
+        self.0.store(state as u8, Relaxed);
+    }
+}
+
+/// Counters and wake-up state written by the shard's worker.
+pub(crate) struct WorkerSide {
+    /// Callbacks (and their bytes) the worker has taken from the intake.
+    pub(crate) taken: AtomicU64,
+    pub(crate) taken_bytes: AtomicU64,
+    pub(crate) invoked: AtomicU64,
+    pub(crate) invoked_bytes: AtomicU64,
+    /// Whether producers must wake the worker (see the module docs).
+    pub(crate) sleeping: WakeState,
+    pub(crate) thread: Mutex<Option<Thread>>,
+    /// When the worker last looked for producers' lists left behind.
+    last_scan: Mutex<Option<Instant>>,
+}
+
+impl WorkerSide {
+    fn new() -> WorkerSide {
+        WorkerSide {
+            taken: AtomicU64::new(0),
+            taken_bytes: AtomicU64::new(0),
+            invoked: AtomicU64::new(0),
+            invoked_bytes: AtomicU64::new(0),
+            sleeping: WakeState::new(),
+            thread: Mutex::new(None),
+            last_scan: Mutex::new(None),
+        }
+    }
+
+    /// Is it time to look for producers' local lists left behind (at most once per
+    /// [`PATIENCE`](ready::PATIENCE))? Under loom, always.
+    pub(crate) fn scan_due(&self) -> bool {
+        if cfg!(rcukit_loom) {
+            return true;
+        }
+        let mut last = lock(&self.last_scan);
+        let now = Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < ready::PATIENCE) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+
+    /// Callbacks and bytes the worker holds (taken, not yet run): what the backlog control
+    /// looks at, without touching the producers' counters.
+    pub(crate) fn backlog(&self) -> (u64, u64) {
+        let taken = self.taken.load(Relaxed);
+        let bytes = self.taken_bytes.load(Relaxed);
+        (
+            difference(taken, self.invoked.load(Relaxed)),
+            difference(bytes, self.invoked_bytes.load(Relaxed)),
+        )
+    }
+
+    /// Count `callbacks` (of `bytes` bytes) taken by the worker (only the worker writes these).
+    pub(crate) fn count_taken(&self, callbacks: u64, bytes: u64) {
+        if callbacks > 0 {
+            bump(&self.taken, callbacks);
+            bump(&self.taken_bytes, bytes);
+        }
+    }
+
+    /// Count callbacks run (by the worker or from ready batches by producers).
+    pub(crate) fn count_invoked(&self, callbacks: u64, bytes: u64) {
+        if callbacks > 0 {
+            self.invoked.fetch_add(callbacks, Relaxed);
+            self.invoked_bytes.fetch_add(bytes, Relaxed);
+        }
+    }
+}
+
+/// Add `by` to a counter that only its owner writes (a plain load and store, wrapping).
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+}
+
+/// One intake and its worker's state.
+pub(crate) struct Shard {
+    pub(crate) intake: Intake,
+    pub(crate) producers: Mutex<ProducerRegistry>,
+    pub(crate) worker: CachePadded<WorkerSide>,
+    pub(crate) ready: CachePadded<Ready>,
+}
+
+impl Shard {
+    pub(crate) fn new() -> Shard {
+        Shard {
+            intake: Intake::new(),
+            producers: Mutex::new(ProducerRegistry::default()),
+            worker: CachePadded::new(WorkerSide::new()),
+            ready: CachePadded::new(Ready::new()),
+        }
+    }
+
+    /// Wake the worker if it is parked idle, or, when `nudge` (every 1,024 callbacks from one
+    /// producer), if it is waiting for a grace period: a flood must not wait a whole grace
+    /// period to be seen by the backlog control. The producer's side of the handshake (step 1
+    /// of the module docs): call it after publishing an entry.
+    #[inline]
+    pub(crate) fn wake_if_sleeping(&self, nudge: bool, fence: FenceKind) {
+        barrier::light(fence);
+        match self.worker.sleeping.load() {
+            Wake::Idle => self.wake(),
+            Wake::WaitingForGp if nudge => self.wake(),
+            _ => {}
+        }
+    }
+
+    pub(crate) fn wake(&self) {
+        self.worker.sleeping.store(Wake::Awake);
+        if let Some(thread) = lock(&self.worker.thread).as_ref() {
+            thread.unpark();
+        }
+    }
+
+    /// The producers of this shard (for its worker's steals).
+    pub(crate) fn producers(&self) -> Vec<Arc<ProducerShared>> {
+        lock(&self.producers).live.clone()
+    }
+
+    /// After `fork()` (see [`fork`](crate::fork)): everything queued before the fork is
+    /// abandoned (the intake's chunks, the worker's list, ready batches, the producers'
+    /// lists), the producers whose threads are gone are forgotten, and the counters say so.
+    pub(crate) fn after_fork(&self, fence: FenceKind) {
+        self.intake.forget_chunks();
+        self.ready.forget_batches();
+        *lock(&self.worker.thread) = None;
+        self.worker.sleeping.store(Wake::Awake);
+        lock(&self.producers).forget_after_fork(fence);
+        let counts = self.counts();
+        lock(&self.producers).abandon(counts.pending, counts.pending_bytes);
+        let worker = &self.worker;
+        worker.taken.store(worker.invoked.load(Relaxed), Relaxed);
+        worker
+            .taken_bytes
+            .store(worker.invoked_bytes.load(Relaxed), Relaxed);
+    }
+
+    /// Hold the shard's locks across `fork()`, in one fixed order.
+    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
+        held.hold(&self.producers);
+        held.hold(&self.worker.thread);
+        held.hold(&self.worker.last_scan);
+        self.intake.hold_for_fork(held);
+        self.ready.hold_for_fork(held);
+    }
+
+    pub(crate) fn counts(&self) -> ShardCounts {
+        // Read what ran first: producers count before they publish, so the queued totals read
+        // afterwards are never below them.
+        let invoked = self.worker.invoked.load(Acquire);
+        let invoked_bytes = self.worker.invoked_bytes.load(Acquire);
+        let totals = lock(&self.producers).totals();
+        // Abandoned callbacks will never run: for what is pending they count as done.
+        let invoked = invoked.wrapping_add(totals.invoked);
+        let invoked_bytes = invoked_bytes.wrapping_add(totals.invoked_bytes);
+        ShardCounts {
+            queued: totals.queued,
+            abandoned: totals.abandoned,
+            invoked,
+            pending: difference(totals.queued, invoked),
+            pending_bytes: difference(totals.queued_bytes, invoked_bytes),
+        }
+    }
+}
+
+pub(crate) struct ShardCounts {
+    pub(crate) queued: u64,
+    pub(crate) abandoned: u64,
+    pub(crate) invoked: u64,
+    pub(crate) pending: u64,
+    pub(crate) pending_bytes: u64,
+}

@@ -1,0 +1,101 @@
+//! The domain's side of the grace-period port (see [`port`](crate::callbacks::port)), and the
+//! release rule.
+//!
+//! # The release rule ([seed 004](crate::docs::seeds))
+//!
+//! A cookie (a callback's stamp, or a `synchronize()` caller's snapshot) is released:
+//!
+//! 1. once the normal counter has passed its normal half: a normal grace period that started
+//!    after the snapshot has completed;
+//! 2. or, when expedited grace periods release callbacks (`expedited_callbacks`, on by
+//!    default; stored once, in [`Inner::expedited_callbacks`]), once the expedited counter has
+//!    passed its expedited half;
+//! 3. or, for callers that accept either kind regardless of the switch (`Rcu::poll`, a domain
+//!    being dropped), by rule 2 without the switch.
+//!
+//! Either kind of grace period waits for every reader that was in a critical section when the
+//! snapshot was taken (the snapshot includes a full fence), so either one is enough; the switch
+//! only exists to measure the behaviour before seed 004 on the same build.
+//! [`Inner::released_by`] is the one place the rule is written; `synchronize`, `poll` and
+//! every callback path go through it.
+
+use super::Inner;
+use crate::callbacks::port::{GpPort, ReleasedBy};
+use crate::gp::Flavor;
+use crate::seq::GpCookie;
+use std::thread::Thread;
+
+impl Inner {
+    /// The release rule (see the module docs): which kind of grace period, if any, has
+    /// released `cookie`.
+    #[inline]
+    pub(super) fn released_by(&self, cookie: &GpCookie, any_kind: bool) -> Option<ReleasedBy> {
+        if self.normal.seq.poll(cookie.normal) {
+            Some(ReleasedBy::Normal)
+        } else if (any_kind || self.expedited_callbacks) && self.exp.seq.poll(cookie.expedited) {
+            Some(ReleasedBy::Expedited)
+        } else {
+            None
+        }
+    }
+
+    /// Snapshot both counters (`get_state_synchronize_rcu_full`).
+    pub(crate) fn get_state(&self) -> GpCookie {
+        GpCookie {
+            normal: self.normal.seq.snap(),
+            expedited: self.exp.seq.snap(),
+            domain: self.id,
+        }
+    }
+
+    /// Is the calling thread inside a read-side critical section of this domain (for a QSBR
+    /// domain: online in it)?
+    pub(crate) fn is_reading_here(&self) -> bool {
+        match self.core.flavor() {
+            Flavor::Guards => crate::reader::is_reading(self.id, &self.core.registry),
+            Flavor::Qsbr => crate::qsbr::online_here(self.id, &self.core.registry),
+        }
+    }
+}
+
+impl GpPort for Inner {
+    #[inline]
+    fn cookie(&self) -> GpCookie {
+        self.get_state()
+    }
+
+    #[inline]
+    fn released(&self, stamp: &GpCookie, any_kind: bool) -> Option<ReleasedBy> {
+        self.released_by(stamp, any_kind)
+    }
+
+    #[inline]
+    fn expedited_releases(&self) -> bool {
+        self.expedited_callbacks
+    }
+
+    fn request_normal(&self, stamp: &GpCookie) {
+        self.normal.request(stamp.normal);
+    }
+
+    fn request_expedited(&self, stamp: &GpCookie) {
+        self.exp.request(stamp.expedited);
+    }
+
+    fn run_expedited(&self, stamp: &GpCookie) {
+        self.exp.run_until(stamp.expedited, &self.core, &self.event);
+    }
+
+    fn subscribe(&self, thread: Thread) {
+        self.event.subscribe(thread);
+    }
+
+    #[inline]
+    fn check_fork(&self) {
+        Inner::check_fork(self);
+    }
+
+    fn is_reading_here(&self) -> bool {
+        Inner::is_reading_here(self)
+    }
+}

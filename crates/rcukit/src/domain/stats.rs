@@ -1,0 +1,50 @@
+//! [`Stats`]: the counters a domain reports.
+
+/// Statistics of a domain, from [`Rcu::stats`](crate::Rcu::stats). A snapshot: fields are read one by one while
+/// the domain runs, so they may be mutually off by a few events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Normal grace periods completed.
+    pub normal_gps: u64,
+    /// Expedited grace periods run (callers that piggybacked on another's ran none).
+    pub expedited_gps: u64,
+    /// Reader records held by live threads (one per thread that has read this domain; for a
+    /// QSBR domain, one per registered thread).
+    pub readers: usize,
+    /// Reader records that outlived their thread's thread-local table while still in a
+    /// read-side critical section (QSBR: still registered): a guard kept in a thread-local
+    /// destroyed late (transient), or leaked with `mem::forget` by a thread that has exited
+    /// since, which holds every grace period forever (the stall report says so). Not counted
+    /// in `readers`.
+    pub orphaned_readers: usize,
+    /// Stall reports issued (a reader held a grace period past the stall timeout).
+    pub stalls: u64,
+    /// Callbacks queued with `call`, `retire` and the raw variants.
+    pub callbacks_queued: u64,
+    /// Callbacks that have run (including ones that panicked).
+    pub callbacks_invoked: u64,
+    /// Callbacks queued but not yet run.
+    pub callbacks_pending: u64,
+    /// Bytes the pending callbacks account for: `size_of::<T>()` for `retire(Box<T>)` (the
+    /// box's own allocation, not memory the `T` owns elsewhere, such as a `Vec`'s buffer), the
+    /// closure's size for `call` (its captures, not what they own), and what the caller
+    /// declared for raw callbacks (clamped to 1 TiB each). rcukit's own record per callback
+    /// (24 bytes in a queue slot or list) is not included. An estimate of the memory waiting
+    /// callbacks keep alive, not an allocator measurement.
+    pub pending_bytes: u64,
+    /// Callbacks moved to the ready list because a *normal* grace period covered them
+    /// (counted in callbacks, not segments).
+    pub released_by_normal: u64,
+    /// Callbacks moved to the ready list because an *expedited* grace period covered them
+    /// before a normal one did (counted in callbacks, not segments).
+    pub released_by_expedited: u64,
+    /// Callbacks that panicked (caught; the others still ran).
+    pub callback_panics: u64,
+    /// Retired objects dropped by threads calling `retire` rather than by a worker (see
+    /// [`RcuBuilder::retire_on_producers`](crate::RcuBuilder::retire_on_producers)); included in `callbacks_invoked`.
+    pub callbacks_run_by_producers: u64,
+    /// Callbacks that will never run in this process: queued before a `fork()` that this
+    /// process is the child of (they run in the parent; see [`fork`](mod@crate::fork)). Not
+    /// counted in `callbacks_pending` or `callbacks_invoked`.
+    pub callbacks_abandoned: u64,
+}
