@@ -27,6 +27,7 @@ use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{Flavor, GpCore, GpEvent};
+use crate::owned::OwnedGuard;
 use crate::reader::{self, Guard};
 use crate::report::{Report, Reporter};
 use crate::seq::GpCookie;
@@ -127,6 +128,7 @@ impl Inner {
         // readers and this repair; every internal lock is free (the fork handlers held them
         // across the fork).
         self.exp.after_fork();
+        self.core.owned.after_fork();
         self.core.registry.retain(|record| record.owner.is_alive());
         self.callbacks.after_fork();
         self.event.forget_listeners();
@@ -149,6 +151,7 @@ impl Inner {
         self.normal.hold_for_fork(held);
         self.exp.hold_for_fork(held);
         self.event.hold_for_fork(held);
+        self.core.owned.hold_for_fork(held);
         self.core.registry.hold_for_fork(held);
         self.callbacks.hold_for_fork(held);
     }
@@ -183,7 +186,7 @@ impl Inner {
     }
 
     /// Has a normal grace period, or, if `either`, an expedited one, covered `cookie`?
-    fn poll(&self, cookie: &GpCookie, either: bool) -> bool {
+    pub(crate) fn poll(&self, cookie: &GpCookie, either: bool) -> bool {
         self.check_cookie(cookie);
         self.normal.seq.poll(cookie.normal) || (either && self.exp.seq.poll(cookie.expedited))
     }
@@ -215,6 +218,11 @@ pub struct Stats {
     /// since, which holds every grace period forever (the stall report says so). Not counted
     /// in `readers`.
     pub orphaned_readers: usize,
+    /// Owned read-side critical sections ([`OwnedGuard`]s) open now: opened minus closed.
+    pub owned_sections: u64,
+    /// Futures ([`GpFuture`](crate::GpFuture)) registered to be woken by the next grace
+    /// period: polled, not yet complete, not dropped.
+    pub waiting_futures: usize,
     /// Stall reports issued (a reader held a grace period past the stall timeout).
     pub stalls: u64,
     /// Callbacks queued with `call`, `retire` and the raw variants.
@@ -647,13 +655,31 @@ impl Rcu {
         }
     }
 
+    /// Enter an *owned* read-side critical section: one that may be held across `.await`,
+    /// sleep, and move to and end on another thread (the kernel's SRCU; see [`OwnedGuard`]).
+    ///
+    /// Costs about what [`read`](Rcu::read) costs, plus one load of the domain's phase, plus,
+    /// for a domain other than the global one, an `Arc` reference count (the guard keeps the
+    /// domain's state alive, so that it is `'static`). Owned sections do not nest with guards
+    /// or each other: each is counted on its own.
+    #[inline]
+    pub fn read_owned(&self) -> OwnedGuard {
+        OwnedGuard::enter(&self.inner, self.is_global())
+    }
+
+    /// Is this the global domain (which is never dropped)?
+    #[inline]
+    fn is_global(&self) -> bool {
+        GLOBAL.get().is_some_and(|global| std::ptr::eq(global, self))
+    }
+
     /// Is the calling thread inside a read-side critical section of this domain?
     pub fn is_reading(&self) -> bool {
         reader::is_reading(self.inner.id, &self.inner.core.registry)
     }
 
     #[track_caller]
-    fn assert_not_reading(&self, what: &str) {
+    pub(crate) fn assert_not_reading(&self, what: &str) {
         if crate::report::in_hook() {
             panic!(
                 "rcukit: {what} called from a report hook; the hook may run on the very thread \
@@ -864,6 +890,8 @@ impl Rcu {
             expedited_gps: inner.exp.completed(),
             readers,
             orphaned_readers,
+            owned_sections: inner.core.registry.owned_open(),
+            waiting_futures: inner.event.wakers.len(),
             stalls: inner.core.stalls(),
             callbacks_queued: cb.queued,
             callbacks_invoked: cb.invoked,

@@ -117,11 +117,14 @@ pub mod gp;
 pub mod list;
 pub mod locks;
 pub mod map;
+pub mod owned;
 pub mod qsbr;
 pub mod reader;
 pub mod report;
+pub mod section;
 pub mod seq;
 mod sync;
+pub mod waiting;
 
 #[cfg(all(test, rcukit_loom))]
 mod loom_models;
@@ -138,9 +141,12 @@ pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLock
 pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
 pub use map::{MapBuilder, RcuHashMap};
 pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
+pub use owned::OwnedGuard;
 pub use reader::Guard;
 pub use report::Report;
+pub use section::ReadSection;
 pub use seq::GpCookie;
+pub use waiting::{BarrierFuture, GpFuture};
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
