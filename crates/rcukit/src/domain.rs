@@ -670,7 +670,9 @@ impl Rcu {
     /// Is this the global domain (which is never dropped)?
     #[inline]
     fn is_global(&self) -> bool {
-        GLOBAL.get().is_some_and(|global| std::ptr::eq(global, self))
+        GLOBAL
+            .get()
+            .is_some_and(|global| std::ptr::eq(global, self))
     }
 
     /// Is the calling thread inside a read-side critical section of this domain?

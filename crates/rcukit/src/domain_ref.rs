@@ -29,7 +29,7 @@
 //! pointer, and the domain they point to cannot move while they exist, so comparing domain
 //! *addresses* is an exact identity test.
 
-use crate::{ReadSection, Rcu};
+use crate::{Rcu, ReadSection};
 use std::sync::Arc;
 
 mod sealed {

@@ -134,7 +134,11 @@ impl OwnedCounts {
     #[inline(always)]
     pub(crate) fn bump_own(&self, side: Side, phase: usize) {
         let counter = &self.side(side)[phase];
-        let order = if side == Side::Unlocks { Release } else { Relaxed };
+        let order = if side == Side::Unlocks {
+            Release
+        } else {
+            Relaxed
+        };
         counter.store(counter.load(Relaxed).wrapping_add(1), order);
     }
 

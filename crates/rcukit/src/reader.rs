@@ -319,9 +319,11 @@ impl Registry {
     /// the registry lock so that a record folding into the residue is counted exactly once.
     pub(crate) fn owned_total(&self, side: Side, phase: usize) -> u64 {
         let records = self.records.lock();
-        records.iter().fold(self.owned_residue.load(side, phase), |sum, r| {
-            sum.wrapping_add(r.owned.load(side, phase))
-        })
+        records
+            .iter()
+            .fold(self.owned_residue.load(side, phase), |sum, r| {
+                sum.wrapping_add(r.owned.load(side, phase))
+            })
     }
 
     /// Owned sections opened and not yet closed (statistics).
@@ -342,7 +344,10 @@ impl Registry {
 
     pub(crate) fn unregister(&self, record: *const ReaderRecord) {
         let mut records = self.records.lock();
-        if let Some(leaving) = records.iter().find(|r| std::ptr::eq(Arc::as_ptr(r), record)) {
+        if let Some(leaving) = records
+            .iter()
+            .find(|r| std::ptr::eq(Arc::as_ptr(r), record))
+        {
             leaving.owned.fold_into(&self.owned_residue);
             let next: Vec<_> = records
                 .iter()

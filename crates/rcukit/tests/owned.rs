@@ -144,7 +144,10 @@ fn cookies_and_callbacks_wait_for_owned_guards() {
         let _ = rcu.start_poll_expedited();
         std::thread::sleep(Duration::from_millis(150));
         assert!(!rcu.poll(&cookie), "a cookie expired under an owned guard");
-        assert!(!ran.load(Ordering::SeqCst), "a callback ran under an owned guard");
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "a callback ran under an owned guard"
+        );
         std::thread::spawn(move || drop(guard)).join().unwrap();
         rcu.cond_synchronize(&cookie);
         assert!(rcu.poll(&cookie));
@@ -235,7 +238,10 @@ fn a_value_read_under_an_owned_guard_survives_awaits_and_thread_moves() {
                         threads.insert(std::thread::current().id());
                         tokio::time::sleep(Duration::from_millis(5)).await;
                         tokio::task::yield_now().await;
-                        assert!(!dropped.load(Ordering::SeqCst), "freed under an owned guard");
+                        assert!(
+                            !dropped.load(Ordering::SeqCst),
+                            "freed under an owned guard"
+                        );
                         assert!(!value.0.load(Ordering::SeqCst));
                     }
                     released.store(true, Ordering::SeqCst);
@@ -252,7 +258,10 @@ fn a_value_read_under_an_owned_guard_survives_awaits_and_thread_moves() {
             );
             let _threads = reader.await.unwrap();
             rcu.barrier_async().await;
-            assert!(dropped.load(Ordering::SeqCst), "the old value was never dropped");
+            assert!(
+                dropped.load(Ordering::SeqCst),
+                "the old value was never dropped"
+            );
         });
     });
 }
@@ -272,7 +281,10 @@ fn a_gp_future_is_woken_by_the_grace_period_not_polled() {
             };
             assert!(poll_once(&mut fut, &waker).is_pending());
             std::thread::sleep(Duration::from_millis(100));
-            assert!(poll_once(&mut fut, &waker).is_pending(), "ready under a guard");
+            assert!(
+                poll_once(&mut fut, &waker).is_pending(),
+                "ready under a guard"
+            );
             assert_eq!(rcu.stats().waiting_futures, 1);
             drop(guard);
             while state.woken.load(Ordering::SeqCst) == 0 {
@@ -283,7 +295,10 @@ fn a_gp_future_is_woken_by_the_grace_period_not_polled() {
                 polls += 1;
                 std::thread::park();
             }
-            assert!(polls < 10, "woken {polls} times before its grace period ended");
+            assert!(
+                polls < 10,
+                "woken {polls} times before its grace period ended"
+            );
             assert_eq!(rcu.stats().waiting_futures, 0);
             assert!(rcu.poll(&cookie));
         }
@@ -405,7 +420,10 @@ fn awaiting_a_grace_period_inside_a_guard_panics() {
     }));
     let message = caught.unwrap_err();
     let message = message.downcast_ref::<String>().unwrap();
-    assert!(message.contains("inside a read-side critical section"), "{message}");
+    assert!(
+        message.contains("inside a read-side critical section"),
+        "{message}"
+    );
     drop(guard);
 }
 
@@ -421,7 +439,10 @@ fn waiting_under_ones_own_owned_guard_is_reported_as_a_stall() {
                 .stall_timeout(Duration::from_millis(100))
                 .on_report(move |r: &Report| {
                     if let Report::Stall(s) = r {
-                        reports.lock().unwrap().push(s.reader.clone() + " / " + s.advice);
+                        reports
+                            .lock()
+                            .unwrap()
+                            .push(s.reader.clone() + " / " + s.advice);
                     }
                 })
                 .build()
@@ -438,7 +459,8 @@ fn waiting_under_ones_own_owned_guard_is_reported_as_a_stall() {
         }
         let seen = reports.lock().unwrap().clone();
         assert!(
-            seen.iter().any(|r| r.contains("1 owned read-side") && r.contains("OwnedGuard")),
+            seen.iter()
+                .any(|r| r.contains("1 owned read-side") && r.contains("OwnedGuard")),
             "{seen:?}"
         );
         assert!(rcu.stats().stalls >= 1);
