@@ -65,6 +65,50 @@ pub struct FaultReport {
     pub reentrant_drops: u64,
 }
 
+/// What the owned readers did ([`Flavor::read_owned`]).
+#[derive(Clone, Debug, Default)]
+pub struct OwnedReport {
+    /// The flavor has owned sections.
+    pub available: bool,
+    /// Fraction of outermost sections that were to be owned ([`Config::owned`]).
+    pub fraction: f64,
+    /// Owned sections run.
+    pub sections: u64,
+    /// Owned sections that ended on a helper thread, where their guard was moved.
+    pub moved: u64,
+    /// Owned sections that slept before they ended.
+    pub slept: u64,
+}
+
+impl OwnedReport {
+    fn collect<F: Flavor>(shared: &Shared<F>, config: &Config) -> OwnedReport {
+        let c = &shared.counters;
+        OwnedReport {
+            available: shared.has_owned,
+            fraction: config.owned,
+            sections: c.owned_sections.load(Relaxed),
+            moved: c.owned_moved.load(Relaxed),
+            slept: c.owned_slept.load(Relaxed),
+        }
+    }
+}
+
+/// The owned-sections line of the report.
+fn write_owned(f: &mut fmt::Formatter<'_>, p: &str, o: &OwnedReport) -> fmt::Result {
+    if !o.available {
+        return writeln!(f, "{p} owned sections: n/a (the flavor has none)");
+    }
+    if o.fraction == 0.0 {
+        return writeln!(f, "{p} owned sections: off (--owned 0)");
+    }
+    writeln!(
+        f,
+        "{p} owned sections: {} (fraction {}): moved to and ended on a helper thread {}, slept \
+         {}",
+        o.sections, o.fraction, o.moved, o.slept
+    )
+}
+
 /// Everything a torture run measured, and its verdict ([`Report::passed`]).
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -135,6 +179,8 @@ pub struct Report {
     pub stats: FlavorStats,
     /// Fault injection.
     pub faults: FaultReport,
+    /// The owned readers.
+    pub owned: OwnedReport,
     /// The map's counters, in a map run.
     pub map: Option<MapReport>,
     /// Fault checks and bookkeeping checks that failed, in words.
@@ -205,6 +251,7 @@ impl Report {
                 reentrant_rounds: f.reentrant_rounds.load(Relaxed),
                 reentrant_drops: f.reentrant_drops.load(Relaxed),
             },
+            owned: OwnedReport::collect(shared, config),
             map: shared.map.as_ref().map(MapReport::collect),
             problems,
         }
@@ -390,6 +437,7 @@ impl fmt::Display for Report {
                 "{p} cookies: n/a (no cookies: no cookie checks, no Reader Batch)"
             )?;
         }
+        write_owned(f, &p, &self.owned)?;
         let has_callbacks = self.supported.contains(&UpdateKind::Call);
         if has_callbacks {
             writeln!(
@@ -594,6 +642,7 @@ pub(crate) struct Progress {
     pending: u64,
     stalls: u64,
     pipe_errors: u64,
+    owned: u64,
     /// Map lookups, Map Pipe errors and capacity, in a map run.
     map: Option<(u64, u64, u64)>,
     failed: bool,
@@ -613,6 +662,7 @@ impl Progress {
             pending: stats.callbacks_pending,
             stalls: stats.stalls,
             pipe_errors: pipe[2..].iter().sum(),
+            owned: shared.counters.owned_sections.load(Relaxed),
             map: shared.map.as_ref().map(|m| {
                 let c = &m.counters;
                 (
@@ -631,7 +681,7 @@ impl fmt::Display for Progress {
         write!(
             f,
             "{}-torture: t={:.1}s nt: {} ver: {} gps: normal {} expedited {} cb-pending: {} \
-             stalls: {} pipe-errors: {}",
+             stalls: {} pipe-errors: {} owned: {}",
             self.prefix,
             self.elapsed.as_secs_f64(),
             self.reads,
@@ -641,6 +691,7 @@ impl fmt::Display for Progress {
             self.pending,
             self.stalls,
             self.pipe_errors,
+            self.owned,
         )?;
         if let Some((lookups, errors, capacity)) = self.map {
             write!(
