@@ -173,20 +173,7 @@ pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Optio
         AT_EXIT.with(|a| {
             *a.0.borrow_mut() = Some(Box::new(move || {
                 let shared: &Shared<F> = &owner;
-                let mut n = 0;
-                let mut burst = Burst::start(shared, &mut rng, bursts);
-                loop {
-                    let first = one_read(shared, &registration, &mut rng, &mut local);
-                    n += 1;
-                    if burst.add(first) {
-                        burst.check(shared, &mut local);
-                        if n >= EXIT_SECTIONS {
-                            break;
-                        }
-                        flavor.quiescent_state(&mut registration);
-                        burst = Burst::start(shared, &mut rng, bursts);
-                    }
-                }
+                let n = read_during_exit(shared, &mut registration, &mut rng, &mut local);
                 shared.counters.reads_during_exit.fetch_add(n, Relaxed);
                 drop(registration);
                 local.flush(shared);
@@ -197,6 +184,32 @@ pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Optio
     // Leaving in the middle of a burst is fine: unregistering is a quiescent state.
     drop(registration);
     local.flush(shared);
+}
+
+/// The sections a reader reads in its thread-exit destructor (see the module docs): at least
+/// [`EXIT_SECTIONS`], ending with a complete burst. Returns how many it read.
+fn read_during_exit<F: Flavor>(
+    shared: &Shared<F>,
+    registration: &mut F::Reader<'_>,
+    rng: &mut Rng,
+    local: &mut Local,
+) -> u64 {
+    let flavor = &shared.flavor;
+    let bursts = flavor.protects_until_quiescent_state();
+    let mut n = 0;
+    let mut burst = Burst::start(shared, rng, bursts);
+    loop {
+        let first = one_read(shared, registration, rng, local);
+        n += 1;
+        if burst.add(first) {
+            burst.check(shared, local);
+            if n >= EXIT_SECTIONS {
+                return n;
+            }
+            flavor.quiescent_state(registration);
+            burst = Burst::start(shared, rng, bursts);
+        }
+    }
 }
 
 /// The sections since the last quiescent state, for flavors that protect until the next one.

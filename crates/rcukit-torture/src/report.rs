@@ -65,6 +65,32 @@ pub struct FaultReport {
     pub reentrant_drops: u64,
 }
 
+impl FaultReport {
+    fn collect<F: Flavor>(shared: &Shared<F>, config: &Config) -> FaultReport {
+        let c = &shared.counters;
+        let f = &shared.faults;
+        let flavor = &shared.flavor;
+        FaultReport {
+            enabled: config.faults,
+            reader_exits: c.reader_exits.load(Relaxed),
+            reads_during_exit: c.reads_during_exit.load(Relaxed),
+            panics_injected: f.panics_injected.load(Relaxed),
+            stall_timeout: flavor.stall_timeout(),
+            stalls_injected: f.stalls_injected.load(Relaxed),
+            stalls_reported: f.stalls_reported.load(Relaxed),
+            longest_stall: Duration::from_micros(f.longest_stall_us.load(Relaxed)),
+            backlog_callbacks: flavor.backlog_callbacks(),
+            bursts: f.bursts.load(Relaxed),
+            burst_calls: f.burst_calls.load(Relaxed),
+            burst_peak_pending: f.burst_peak_pending.load(Relaxed),
+            burst_expedited_gps: f.burst_expedited_gps.load(Relaxed),
+            burst_released_by_expedited: f.burst_released_by_expedited.load(Relaxed),
+            reentrant_rounds: f.reentrant_rounds.load(Relaxed),
+            reentrant_drops: f.reentrant_drops.load(Relaxed),
+        }
+    }
+}
+
 /// What the owned readers did ([`Flavor::read_owned`]).
 #[derive(Clone, Debug, Default)]
 pub struct OwnedReport {
@@ -233,24 +259,7 @@ impl Report {
             barrier_errors: c.barrier_errors.load(Relaxed),
             batch_errors: c.batch_errors.load(Relaxed),
             stats: flavor.stats(),
-            faults: FaultReport {
-                enabled: config.faults,
-                reader_exits: c.reader_exits.load(Relaxed),
-                reads_during_exit: c.reads_during_exit.load(Relaxed),
-                panics_injected: f.panics_injected.load(Relaxed),
-                stall_timeout: flavor.stall_timeout(),
-                stalls_injected: f.stalls_injected.load(Relaxed),
-                stalls_reported: f.stalls_reported.load(Relaxed),
-                longest_stall: Duration::from_micros(f.longest_stall_us.load(Relaxed)),
-                backlog_callbacks: flavor.backlog_callbacks(),
-                bursts: f.bursts.load(Relaxed),
-                burst_calls: f.burst_calls.load(Relaxed),
-                burst_peak_pending: f.burst_peak_pending.load(Relaxed),
-                burst_expedited_gps: f.burst_expedited_gps.load(Relaxed),
-                burst_released_by_expedited: f.burst_released_by_expedited.load(Relaxed),
-                reentrant_rounds: f.reentrant_rounds.load(Relaxed),
-                reentrant_drops: f.reentrant_drops.load(Relaxed),
-            },
+            faults: FaultReport::collect(shared, config),
             owned: OwnedReport::collect(shared, config),
             map: shared.map.as_ref().map(MapReport::collect),
             problems,
@@ -349,9 +358,9 @@ fn on_off(b: bool) -> &'static str {
     }
 }
 
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = format!("{}-torture:", self.flavor);
+impl Report {
+    /// The header: settings, threads, the pipeline's counts, grace periods.
+    fn write_header(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         writeln!(f, "{p} flavor={} {}", self.flavor, self.settings)?;
         write!(
             f,
@@ -394,6 +403,11 @@ impl fmt::Display for Report {
             (self.stats.normal_gps + self.stats.expedited_gps) as f64
                 / self.duration.as_secs_f64().max(1e-9)
         )?;
+        Ok(())
+    }
+
+    /// The update paths, by writer and updaters, and the cookie checks.
+    fn write_paths(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         let supported_unused: Vec<UpdateKind> = self
             .supported
             .iter()
@@ -437,7 +451,11 @@ impl fmt::Display for Report {
                 "{p} cookies: n/a (no cookies: no cookie checks, no Reader Batch)"
             )?;
         }
-        write_owned(f, &p, &self.owned)?;
+        Ok(())
+    }
+
+    /// The callback counts.
+    fn write_callbacks(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         let has_callbacks = self.supported.contains(&UpdateKind::Call);
         if has_callbacks {
             writeln!(
@@ -455,6 +473,12 @@ impl fmt::Display for Report {
         } else {
             writeln!(f, "{p} callbacks: n/a (no callbacks)")?;
         }
+        Ok(())
+    }
+
+    /// What the fault injection did.
+    fn write_faults(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+        let has_callbacks = self.supported.contains(&UpdateKind::Call);
         let fr = &self.faults;
         if fr.enabled {
             write!(
@@ -502,6 +526,11 @@ impl fmt::Display for Report {
             }
             writeln!(f)?;
         }
+        Ok(())
+    }
+
+    /// Reader Pipe, Reader Batch, Free-Block Circulation.
+    fn write_histograms(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         write!(f, "{p} Reader Pipe: ")?;
         if self.pipe_errors() > 0 {
             write!(f, "!!! ")?;
@@ -524,6 +553,19 @@ impl fmt::Display for Report {
         }
         buckets(f, &self.circulation)?;
         writeln!(f)?;
+        Ok(())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = format!("{}-torture:", self.flavor);
+        self.write_header(f, &p)?;
+        self.write_paths(f, &p)?;
+        write_owned(f, &p, &self.owned)?;
+        self.write_callbacks(f, &p)?;
+        self.write_faults(f, &p)?;
+        self.write_histograms(f, &p)?;
         if let Some(m) = &self.map {
             write_map(f, &p, m)?;
         }
