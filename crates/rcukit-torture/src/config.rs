@@ -19,13 +19,13 @@ pub enum FlavorName {
     /// An `rcukit::Rcu` domain whose `barrier()` returns at once: the run must fail (the
     /// barrier checks' self-test).
     BustedBarrier,
+    /// An `rcukit::Rcu` domain whose owned sections end as soon as they begin (`read_owned()`
+    /// drops its guard at once): the run must fail (the owned readers' self-test).
+    BustedOwned,
     /// The `rcu` run plus an `rcukit::RcuHashMap` on the same domain: map writers replace,
     /// insert and remove keys and push the table through grow/shrink cycles, readers look keys
     /// up and check the values' ages (see [`crate::map`]).
     Map,
-    /// An `rcukit::Rcu` domain whose owned sections end as soon as they begin (`read_owned()`
-    /// drops its guard at once): the run must fail (the owned readers' self-test).
-    BustedOwned,
     /// The `map` run with a map that drops removed values at once instead of after a grace
     /// period: the run must fail (the map checks' self-test).
     BustedMap,
