@@ -92,6 +92,9 @@
 //! grace period issues a stall report after the stall timeout naming the owned sections it
 //! waits for ([`Report::Stall`](crate::Report::Stall)).
 
+#[cfg(all(test, rcukit_loom))]
+mod loom;
+
 use crate::barrier;
 use crate::domain::Inner;
 use crate::reader::{self, Registry};
