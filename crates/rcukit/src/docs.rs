@@ -321,6 +321,19 @@ pub mod limitations {
     //!   [`performance`](super::performance)). QSBR suits threads that own a CPU and go offline
     //!   around anything that blocks; with more runnable threads than CPUs, use [`Rcu`].
     //! * A `RecSeq` writer always blocks: it has no `call` or `retire`.
+    //! * An [`OwnedGuard`] is not tied to a thread, so waiting for a grace period while holding
+    //!   one (from any thread or task, with the blocking or the async waits) cannot be refused
+    //!   the way it is for a [`Guard`]: it waits for itself forever. The grace period reports
+    //!   the stall after the stall timeout, naming the owned sections it waits for, and
+    //!   [`Stats::owned_sections`] shows how many are open. An owned guard leaked with
+    //!   `mem::forget` holds every later grace period of its domain, as a leaked `Guard` does.
+    //! * Polling a grace-period future inside a [`Guard`] of the same domain panics, like
+    //!   `synchronize()`; so does awaiting `barrier_async()` on one of the domain's callback
+    //!   workers (a runtime blocked inside a callback).
+    //! * An owned guard of a domain other than the global one holds an `Arc` of the domain's
+    //!   shared state: two threads taking owned guards of one such domain contend on that
+    //!   count (see [`performance`](super::performance)). Global-domain owned guards take no
+    //!   count.
     //!
     //! # Where user code runs
     //!
@@ -353,6 +366,9 @@ pub mod limitations {
     //!
     //! [`Stats::callbacks_abandoned`]: crate::Stats::callbacks_abandoned
     //! [`Stats::stalls`]: crate::Stats::stalls
+    //! [`Stats::owned_sections`]: crate::Stats::owned_sections
+    //! [`OwnedGuard`]: crate::OwnedGuard
+    //! [`Guard`]: crate::Guard
     //! [`RecSeq`]: crate::RecSeq
     //! [`RecSeq::replace`]: crate::RecSeq::replace
     //! [`PerCpuRwLock`]: crate::PerCpuRwLock

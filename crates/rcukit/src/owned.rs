@@ -26,7 +26,7 @@
 //! ```
 //!
 //! A grace period, after its heavy barrier G1 and its scan of the guards' words (see
-//! [`reader`](crate::reader)), runs under the domain's owned-scan lock:
+//! [`reader`]), runs holding the domain's owned-scan turn:
 //!
 //! ```text
 //! W1  drain(phase ^ 1)      (sections that loaded the phase before the previous flip)
@@ -72,7 +72,7 @@
 //!    the phase that only stragglers of an earlier flip enter. Neither keeps receiving new
 //!    sections, so each drain ends once the sections it counted end.
 //!
-//! Concurrent grace periods (normal and expedited) serialize on the owned-scan lock: each one
+//! Concurrent grace periods (normal and expedited) serialize on the owned-scan turn: each one
 //! flips and drains, so each sees its own pre-existing sections counted and drained. The
 //! counters are 64 bits wide and never wrap in practice.
 //!
@@ -90,7 +90,7 @@
 //! waits for itself and never returns. Unlike a [`Guard`](crate::Guard), an owned section is
 //! not tied to a thread, so the wait cannot tell whether the caller holds one; instead the
 //! grace period issues a stall report after the stall timeout naming the owned sections it
-//! waits for ([`Report::Stall`](crate::Report::Stall)).
+//! waits for ([`Report::Stall`]).
 
 #[cfg(all(test, rcukit_loom))]
 mod loom;
