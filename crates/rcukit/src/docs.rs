@@ -289,6 +289,11 @@ pub mod limitations {
     //! * [`RecSeq`] and [`PerCpuRwLock`] own no threads and are not repaired: a read section or
     //!   a write lock held by a thread that did not survive the fork stays held in the child,
     //!   as with any lock, and a writer waits for it forever.
+    //! * An owned section ([`OwnedGuard`]) open at the fork stays open in the child until the
+    //!   child drops its copy of the guard. A guard that only a thread which did not survive
+    //!   the fork could drop (one on that thread's stack) keeps the child's grace periods of
+    //!   its domain waiting forever, which the stall report shows; unlike a `Guard`, an owned
+    //!   guard is not tied to a thread, so the child cannot tell such a copy from one it holds.
     //! * Forking from code that rcukit runs (a report hook, a callback, a `Drop` of a retired
     //!   object) is not supported: that thread may be halfway through the state being copied.
     //! * The child may only rely on what its C library makes safe after `fork()` in a
