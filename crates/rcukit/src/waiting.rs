@@ -96,6 +96,12 @@ impl Wakers {
         }
     }
 
+    /// After `fork()`: leak the wakers without calling into them (their executors' threads
+    /// are the parent's). A future polled again registers again.
+    pub(crate) fn forget_all(&self) {
+        std::mem::forget(std::mem::take(&mut crate::sync::lock(&self.slots).wakers));
+    }
+
     /// Futures waiting now.
     pub(crate) fn len(&self) -> usize {
         crate::sync::lock(&self.slots).wakers.len()

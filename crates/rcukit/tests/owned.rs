@@ -535,3 +535,16 @@ fn an_owned_guard_dropped_at_thread_exit_ends_its_section() {
         rcu.synchronize_expedited();
     });
 }
+
+#[test]
+fn the_futures_and_the_owned_guard_are_send_and_unpin() {
+    fn send_unpin<T: Send + Unpin>(_: &T) {}
+    fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
+    let rcu = Rcu::global();
+    let cookie = rcu.get_state();
+    send_unpin(&rcu.synchronize_async());
+    send_unpin(&rcu.synchronize_expedited_async());
+    send_unpin(&rcu.wait_for(&cookie));
+    send_unpin(&rcu.barrier_async());
+    send_sync_static(&rcu.read_owned());
+}

@@ -319,9 +319,11 @@ impl GpEvent {
     }
 
     /// Forget every subscribed thread (after `fork()`, the workers that subscribed are gone;
-    /// their replacements subscribe again).
+    /// their replacements subscribe again), and every registered waker (they belong to the
+    /// parent's executors; a future polled again in the child registers again).
     pub(crate) fn forget_listeners(&self) {
         lock(&self.listeners).clear();
+        self.wakers.forget_all();
     }
 
     /// Hold this event's locks across `fork()` (see [`fork`](crate::fork)).
