@@ -548,3 +548,47 @@ fn the_futures_and_the_owned_guard_are_send_and_unpin() {
     send_unpin(&rcu.barrier_async());
     send_sync_static(&rcu.read_owned());
 }
+
+/// Retired values whose `Drop` re-enters the domain's owned and async API: it takes and drops
+/// an owned guard and registers, then drops, a grace-period future (on the retiring thread by
+/// default, on a worker without `retire_on_producers`).
+#[test]
+fn a_drop_that_uses_owned_guards_and_futures_of_its_own_domain() {
+    struct Reentrant {
+        rcu: &'static Rcu,
+        done: Arc<AtomicUsize>,
+    }
+    impl Drop for Reentrant {
+        fn drop(&mut self) {
+            let guard = self.rcu.read_owned();
+            let (_, waker) = counting_waker();
+            let mut fut = self.rcu.synchronize_async();
+            let _ = poll_once(&mut fut, &waker);
+            drop(fut);
+            drop(guard);
+            self.done.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    watchdog(Duration::from_secs(60), || {
+        for on_producers in [true, false] {
+            let rcu: &'static Rcu = Box::leak(Box::new(
+                Rcu::builder()
+                    .retire_on_producers(on_producers)
+                    .on_report(|_| {})
+                    .build()
+                    .unwrap(),
+            ));
+            let done = Arc::new(AtomicUsize::new(0));
+            for _ in 0..2_000 {
+                rcu.retire(Box::new(Reentrant {
+                    rcu,
+                    done: done.clone(),
+                }));
+            }
+            rcu.barrier();
+            assert_eq!(done.load(Ordering::SeqCst), 2_000);
+            assert_eq!(rcu.stats().owned_sections, 0);
+            assert_eq!(rcu.stats().waiting_futures, 0);
+        }
+    });
+}
