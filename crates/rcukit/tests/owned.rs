@@ -592,3 +592,51 @@ fn a_drop_that_uses_owned_guards_and_futures_of_its_own_domain() {
         }
     });
 }
+
+/// Owned guards of a domain outliving its handle, closed on four threads while the handle is
+/// dropped: the domain's state is freed exactly once, when the last of them closes (the
+/// report hook's captures are part of that state, so a sentinel `Arc` in it tells).
+#[test]
+fn the_last_owned_guard_to_close_frees_a_dropped_domain() {
+    watchdog(Duration::from_secs(120), || {
+        let rounds = if cfg!(miri) { 3 } else { 200 };
+        for round in 0..rounds {
+            let sentinel = Arc::new(());
+            let rcu = {
+                let s = sentinel.clone();
+                Rcu::builder()
+                    .on_report(move |_| {
+                        let _ = &s;
+                    })
+                    .build()
+                    .unwrap()
+            };
+            let start = Arc::new(std::sync::Barrier::new(5));
+            let closers: Vec<_> = (0..4)
+                .map(|i| {
+                    let guard = rcu.read_owned();
+                    let start = start.clone();
+                    std::thread::spawn(move || {
+                        if i == 0 && round % 2 == 0 {
+                            drop(guard); // one closes before the handle goes
+                            start.wait();
+                        } else {
+                            start.wait();
+                            drop(guard);
+                        }
+                    })
+                })
+                .collect();
+            start.wait();
+            drop(rcu);
+            for c in closers {
+                c.join().unwrap();
+            }
+            assert_eq!(
+                Arc::strong_count(&sentinel),
+                1,
+                "round {round}: the domain's state was not freed after its last owned guard"
+            );
+        }
+    });
+}
