@@ -640,3 +640,48 @@ fn the_last_owned_guard_to_close_frees_a_dropped_domain() {
         }
     });
 }
+
+/// Many tasks on a multi-threaded runtime at once: owned guards held across awaits, every
+/// kind of wait awaited, and waits cancelled half-way by a timeout (the future dropped while
+/// registered). Nothing hangs and nothing stays registered.
+#[test]
+fn concurrent_tasks_await_and_cancel_grace_periods() {
+    watchdog(Duration::from_secs(120), || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .unwrap();
+        let rcu: &'static Rcu = Box::leak(Box::new(quiet(Duration::from_secs(60))));
+        runtime.block_on(async move {
+            let tasks: Vec<_> = (0..8)
+                .map(|t| {
+                    tokio::spawn(async move {
+                        for i in 0..100u32 {
+                            let guard = rcu.read_owned();
+                            tokio::task::yield_now().await;
+                            drop(guard);
+                            match (t + i) % 5 {
+                                0 => rcu.synchronize_async().await,
+                                1 => rcu.synchronize_expedited_async().await,
+                                2 => rcu.wait_for(&rcu.start_poll()).await,
+                                3 => rcu.barrier_async().await,
+                                _ => {
+                                    let _held = rcu.read_owned(); // the wait cannot end
+                                    let wait = rcu.synchronize_expedited_async();
+                                    let cut = tokio::time::timeout(Duration::from_millis(1), wait);
+                                    assert!(cut.await.is_err(), "ended under an owned guard");
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+        assert_eq!(rcu.stats().waiting_futures, 0);
+        assert_eq!(rcu.stats().owned_sections, 0);
+    });
+}
