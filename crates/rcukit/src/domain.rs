@@ -56,6 +56,8 @@ pub(crate) struct Inner {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// This domain, for the threads it starts.
     pub(crate) me: Weak<Inner>,
+    /// Keeps the state alive for owned guards that outlive the handle (see [`owned`](crate::owned)).
+    pub(crate) parking: crate::owned::Parking,
 }
 
 impl Drop for Inner {
@@ -557,6 +559,7 @@ impl RcuBuilder {
             fork_repair: Mutex::new(()),
             threads: Mutex::new(Vec::new()),
             me: me.clone(),
+            parking: crate::owned::Parking::new(),
         });
         fork::register(&inner);
         let rcu = Rcu { inner };
@@ -969,5 +972,7 @@ impl Drop for Rcu {
                 let _ = handle.join();
             }
         }
+        // Owned guards may outlive this handle: the state then waits for the last of them.
+        crate::owned::Parking::park(&self.inner);
     }
 }

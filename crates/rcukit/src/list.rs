@@ -84,6 +84,8 @@
 //! callback that drops them may run on another thread after the list is gone.
 
 use crate::domain_ref::{self, DomainRef};
+#[cfg(doc)]
+use crate::Guard;
 use crate::{Rcu, ReadSection};
 use parking_lot::{Mutex, MutexGuard};
 use std::fmt;

@@ -466,6 +466,30 @@ pub(crate) fn local_record(domain: u64, registry: &Arc<Registry>) -> *const Read
         .unwrap_or_else(|_| orphan_record(registry))
 }
 
+/// Run `f` inside a read-side critical section of `domain`, on the calling thread's record
+/// for it (an orphaned one if the thread's table is gone, released when the section ends).
+#[inline]
+pub(crate) fn in_section<R>(
+    domain: u64,
+    registry: &Arc<Registry>,
+    read_side: (&AtomicU64, FenceKind),
+    f: impl FnOnce(&ReaderRecord) -> R,
+) -> R {
+    let record = local_record(domain, registry);
+    // SAFETY: `local_record` returns the calling thread's live record, which stays valid while
+    // a section is open on it (see `Guard`); this function opens one and closes it below.
+    let r = unsafe {
+        (*record).enter(read_side.0, read_side.1);
+        f(&*record)
+    };
+    // SAFETY: as above; `exit` says whether this was the last section of an orphaned record.
+    if unsafe { (*record).exit() } {
+        // SAFETY: `exit` returned true exactly once for this orphaned record.
+        unsafe { release_orphan(record) };
+    }
+    r
+}
+
 /// Run `f` on the calling thread's record for `domain` (registering one on first use) and
 /// return true; return false without calling it if the thread's table is already gone (in a
 /// thread-local destructor), where no record of this thread may be written any more.

@@ -11,8 +11,8 @@
 //! covers it (the normal thread, or the expedited helper thread): the same requests
 //! [`Rcu::start_poll`] and [`Rcu::start_poll_expedited`] make. No thread is started per waiter
 //! and nothing polls in a loop. Every grace period of either kind ends with the domain's
-//! completion event ([`GpEvent`](crate::gp::GpEvent)), which also takes every waker registered
-//! in the domain's [`Wakers`] and wakes it; a woken future polls its cookie and either
+//! completion event (`GpEvent`), which also takes every waker registered with the domain
+//! and wakes it; a woken future polls its cookie and either
 //! completes or registers again.
 //!
 //! No wake-up is lost: a future registers its waker under the wakers' lock and *then* checks
@@ -94,6 +94,12 @@ impl Wakers {
         for (_, waker) in woken {
             waker.wake();
         }
+    }
+
+    /// After `fork()`: leak the wakers without calling into them (their executors' threads
+    /// are the parent's). A future polled again registers again.
+    pub(crate) fn forget_all(&self) {
+        std::mem::forget(std::mem::take(&mut crate::sync::lock(&self.slots).wakers));
     }
 
     /// Futures waiting now.

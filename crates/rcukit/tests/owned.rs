@@ -535,3 +535,153 @@ fn an_owned_guard_dropped_at_thread_exit_ends_its_section() {
         rcu.synchronize_expedited();
     });
 }
+
+#[test]
+fn the_futures_and_the_owned_guard_are_send_and_unpin() {
+    fn send_unpin<T: Send + Unpin>(_: &T) {}
+    fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
+    let rcu = Rcu::global();
+    let cookie = rcu.get_state();
+    send_unpin(&rcu.synchronize_async());
+    send_unpin(&rcu.synchronize_expedited_async());
+    send_unpin(&rcu.wait_for(&cookie));
+    send_unpin(&rcu.barrier_async());
+    send_sync_static(&rcu.read_owned());
+}
+
+/// Retired values whose `Drop` re-enters the domain's owned and async API: it takes and drops
+/// an owned guard and registers, then drops, a grace-period future (on the retiring thread by
+/// default, on a worker without `retire_on_producers`).
+#[test]
+fn a_drop_that_uses_owned_guards_and_futures_of_its_own_domain() {
+    struct Reentrant {
+        rcu: &'static Rcu,
+        done: Arc<AtomicUsize>,
+    }
+    impl Drop for Reentrant {
+        fn drop(&mut self) {
+            let guard = self.rcu.read_owned();
+            let (_, waker) = counting_waker();
+            let mut fut = self.rcu.synchronize_async();
+            let _ = poll_once(&mut fut, &waker);
+            drop(fut);
+            drop(guard);
+            self.done.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    watchdog(Duration::from_secs(60), || {
+        for on_producers in [true, false] {
+            let rcu: &'static Rcu = Box::leak(Box::new(
+                Rcu::builder()
+                    .retire_on_producers(on_producers)
+                    .on_report(|_| {})
+                    .build()
+                    .unwrap(),
+            ));
+            let done = Arc::new(AtomicUsize::new(0));
+            for _ in 0..2_000 {
+                rcu.retire(Box::new(Reentrant {
+                    rcu,
+                    done: done.clone(),
+                }));
+            }
+            rcu.barrier();
+            assert_eq!(done.load(Ordering::SeqCst), 2_000);
+            assert_eq!(rcu.stats().owned_sections, 0);
+            assert_eq!(rcu.stats().waiting_futures, 0);
+        }
+    });
+}
+
+/// Owned guards of a domain outliving its handle, closed on four threads while the handle is
+/// dropped: the domain's state is freed exactly once, when the last of them closes (the
+/// report hook's captures are part of that state, so a sentinel `Arc` in it tells).
+#[test]
+fn the_last_owned_guard_to_close_frees_a_dropped_domain() {
+    watchdog(Duration::from_secs(120), || {
+        let rounds = if cfg!(miri) { 3 } else { 200 };
+        for round in 0..rounds {
+            let sentinel = Arc::new(());
+            let rcu = {
+                let s = sentinel.clone();
+                Rcu::builder()
+                    .on_report(move |_| {
+                        let _ = &s;
+                    })
+                    .build()
+                    .unwrap()
+            };
+            let start = Arc::new(std::sync::Barrier::new(5));
+            let closers: Vec<_> = (0..4)
+                .map(|i| {
+                    let guard = rcu.read_owned();
+                    let start = start.clone();
+                    std::thread::spawn(move || {
+                        if i == 0 && round % 2 == 0 {
+                            drop(guard); // one closes before the handle goes
+                            start.wait();
+                        } else {
+                            start.wait();
+                            drop(guard);
+                        }
+                    })
+                })
+                .collect();
+            start.wait();
+            drop(rcu);
+            for c in closers {
+                c.join().unwrap();
+            }
+            assert_eq!(
+                Arc::strong_count(&sentinel),
+                1,
+                "round {round}: the domain's state was not freed after its last owned guard"
+            );
+        }
+    });
+}
+
+/// Many tasks on a multi-threaded runtime at once: owned guards held across awaits, every
+/// kind of wait awaited, and waits cancelled half-way by a timeout (the future dropped while
+/// registered). Nothing hangs and nothing stays registered.
+#[test]
+fn concurrent_tasks_await_and_cancel_grace_periods() {
+    watchdog(Duration::from_secs(120), || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .unwrap();
+        let rcu: &'static Rcu = Box::leak(Box::new(quiet(Duration::from_secs(60))));
+        runtime.block_on(async move {
+            let tasks: Vec<_> = (0..8)
+                .map(|t| {
+                    tokio::spawn(async move {
+                        for i in 0..100u32 {
+                            let guard = rcu.read_owned();
+                            tokio::task::yield_now().await;
+                            drop(guard);
+                            match (t + i) % 5 {
+                                0 => rcu.synchronize_async().await,
+                                1 => rcu.synchronize_expedited_async().await,
+                                2 => rcu.wait_for(&rcu.start_poll()).await,
+                                3 => rcu.barrier_async().await,
+                                _ => {
+                                    let _held = rcu.read_owned(); // the wait cannot end
+                                    let wait = rcu.synchronize_expedited_async();
+                                    let cut = tokio::time::timeout(Duration::from_millis(1), wait);
+                                    assert!(cut.await.is_err(), "ended under an owned guard");
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+        assert_eq!(rcu.stats().waiting_futures, 0);
+        assert_eq!(rcu.stats().owned_sections, 0);
+    });
+}

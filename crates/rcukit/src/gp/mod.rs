@@ -133,6 +133,19 @@ impl GpCore {
         self.wait_for_owned(kind, Drain::Both, &mut stall);
     }
 
+    /// Wait for the guards' read sections only (G1-G3, not the owned sections), with the
+    /// expedited barrier, in the caller: for [`owned`](crate::owned)'s parking, where the
+    /// domain's threads are already stopped.
+    pub(crate) fn wait_for_sections(&self) {
+        barrier::heavy(self.fence(), Heavy::Expedited);
+        let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
+        let records = self.registry.snapshot();
+        let mut stall = StallWatch::new(self.stall_timeout);
+        for record in records.iter() {
+            self.wait_for_record(record, target, GpKind::Expedited, &mut stall);
+        }
+    }
+
     /// The owned-section part of a grace period (W1-W3 in the [`owned`](crate::owned) docs),
     /// after G1. `drain` is `Drain::Both` but in the loom model's busted variant.
     pub(crate) fn wait_for_owned(&self, kind: GpKind, drain: Drain, stall: &mut StallWatch) {
@@ -319,9 +332,11 @@ impl GpEvent {
     }
 
     /// Forget every subscribed thread (after `fork()`, the workers that subscribed are gone;
-    /// their replacements subscribe again).
+    /// their replacements subscribe again), and every registered waker (they belong to the
+    /// parent's executors; a future polled again in the child registers again).
     pub(crate) fn forget_listeners(&self) {
         lock(&self.listeners).clear();
+        self.wakers.forget_all();
     }
 
     /// Hold this event's locks across `fork()` (see [`fork`](crate::fork)).
