@@ -19,6 +19,9 @@ pub enum FlavorName {
     /// An `rcukit::Rcu` domain whose `barrier()` returns at once: the run must fail (the
     /// barrier checks' self-test).
     BustedBarrier,
+    /// An `rcukit::Rcu` domain whose owned sections end as soon as they begin (`read_owned()`
+    /// drops its guard at once): the run must fail (the owned readers' self-test).
+    BustedOwned,
     /// The `rcu` run plus an `rcukit::RcuHashMap` on the same domain: map writers replace,
     /// insert and remove keys and push the table through grow/shrink cycles, readers look keys
     /// up and check the values' ages (see [`crate::map`]).
@@ -37,6 +40,7 @@ impl FlavorName {
             FlavorName::Recseq => "recseq",
             FlavorName::Busted => "busted",
             FlavorName::BustedBarrier => "busted-barrier",
+            FlavorName::BustedOwned => "busted-owned",
             FlavorName::Map => "map",
             FlavorName::BustedMap => "busted-map",
         }
@@ -91,7 +95,14 @@ pub struct Config {
     /// Backlog threshold of the domain under test (the burst fault queues four times as many
     /// callbacks).
     pub backlog_callbacks: u64,
+    /// Fraction (0 to 1) of the readers' outermost sections that are *owned* sections
+    /// ([`Flavor::read_owned`](crate::Flavor::read_owned)), for flavors that have them; some of
+    /// those sleep and some end on a helper thread (see the reader module). 0 turns them off.
+    pub owned: f64,
 }
+
+/// Default [`Config::owned`]: one outermost section in eight.
+pub const DEFAULT_OWNED: f64 = 0.125;
 
 /// Default number of reader threads: the number of CPUs, at least 2.
 pub fn default_readers() -> usize {
@@ -115,6 +126,7 @@ impl Default for Config {
             progress: Some(Duration::from_secs(5)),
             stall_timeout: Duration::from_millis(200),
             backlog_callbacks: 1_000,
+            owned: DEFAULT_OWNED,
         }
     }
 }
@@ -153,6 +165,12 @@ impl Config {
                 self.backlog_callbacks
             ));
         }
+        if !(0.0..=1.0).contains(&self.owned) {
+            return bad(format!(
+                "--owned {} is outside 0..=1 (a fraction of the outermost sections)",
+                self.owned
+            ));
+        }
         Ok(())
     }
 }
@@ -169,7 +187,7 @@ pub struct TortureArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
     /// Implementation under test; `busted`, `busted-barrier` and `busted-map` must FAIL (they
-    /// prove the checker works). `recseq` has only the `sync` update path (the others are
+    /// prove the checker works), and so must `busted-owned`. `recseq` has only the `sync` update path (the others are
     /// skipped). `map` is the `rcu` run plus an `RcuHashMap` on the same domain.
     #[arg(long, value_enum, default_value_t = FlavorName::Rcu)]
     pub flavor: FlavorName,
@@ -195,6 +213,11 @@ pub struct TortureArgs {
     /// Progress line interval on stderr; 0s turns it off.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub progress: Duration,
+    /// Fraction (0-1) of the readers' sections that are owned sections (`read_owned()`; some
+    /// sleep, some end on another thread), for the flavors that have them (rcu, map,
+    /// busted-owned); 0 turns them off.
+    #[arg(long, default_value_t = DEFAULT_OWNED)]
+    pub owned: f64,
 }
 
 impl TortureArgs {
@@ -211,6 +234,7 @@ impl TortureArgs {
             stop_on_error: self.stop_on_error,
             seed: self.seed,
             progress: (!self.progress.is_zero()).then_some(self.progress),
+            owned: self.owned,
             ..defaults
         }
     }

@@ -83,6 +83,12 @@ pub struct Counters {
     /// Sections read by reader threads in their thread-exit destructors, after rcukit's own
     /// thread-locals were destroyed.
     pub reads_during_exit: AtomicU64,
+    /// Outermost sections that were owned sections (`read_owned`).
+    pub owned_sections: AtomicU64,
+    /// Owned sections that ended on a helper thread (moved there with their guard).
+    pub owned_moved: AtomicU64,
+    /// Owned sections that slept before they ended.
+    pub owned_slept: AtomicU64,
 
     /// Writer updates, by kind.
     pub writer_updates: [AtomicU64; UpdateKind::ALL.len()],

@@ -3,7 +3,9 @@
 //! # Threads
 //!
 //! One writer, `updaters` updaters, `readers` reader slots, with faults on one fault
-//! injector, and in a map run [`MAP_WRITERS`](crate::map::MAP_WRITERS) map writers. The calling thread supervises: it respawns readers that exited (with faults on,
+//! injector, in a map run [`MAP_WRITERS`](crate::map::MAP_WRITERS) map writers, and for a
+//! flavor with owned sections [`HELPERS`](crate::reader::owned::HELPERS) helper threads that
+//! end the owned sections readers move to them. The calling thread supervises: it respawns readers that exited (with faults on,
 //! readers live 0.1-1 s), prints progress lines, watches for errors when `stop_on_error` is
 //! set, and warns when the writer has made no progress for a long time.
 //!
@@ -24,6 +26,7 @@ use crate::faults::FaultCounters;
 use crate::flavor::{Flavor, UpdateKind};
 use crate::map::{MapTorture, MAP_WRITERS};
 use crate::pipe::{Pool, POOL_SIZE};
+use crate::reader::owned::{self, Inbox, OwnedReaders};
 use crate::report::{Progress, Report};
 use crate::{faults, map, reader, updater, writer};
 use fastrand::Rng;
@@ -53,11 +56,43 @@ pub(crate) struct Shared<F: Flavor> {
     pub(crate) kinds: Vec<UpdateKind>,
     /// The map under test, in a map run.
     pub(crate) map: Option<MapTorture>,
+    /// The owned readers' settings and helper channels.
+    pub(crate) owned: OwnedReaders<F::Cookie>,
+    /// The flavor has owned sections ([`Flavor::read_owned`]).
+    pub(crate) has_owned: bool,
     /// Threads that have finished (successfully or by panicking).
     finished: AtomicUsize,
 }
 
 impl<F: Flavor> Shared<F> {
+    /// The shared state of a run, and the inboxes of its owned-section helpers.
+    fn new(
+        flavor: F,
+        map: Option<MapTorture>,
+        config: &Config,
+    ) -> (Shared<F>, Vec<Inbox<F::Cookie>>) {
+        let kinds = UpdateKind::ALL
+            .into_iter()
+            .filter(|&k| flavor.supports(k))
+            .collect();
+        // Does the flavor have owned sections? (One, ended at once, to find out.)
+        let has_owned = flavor.read_owned().is_some();
+        let (owned, inboxes) = OwnedReaders::new(if has_owned { config.owned } else { 0.0 });
+        let shared = Shared {
+            flavor,
+            pool: Pool::new(POOL_SIZE),
+            counters: Counters::default(),
+            faults: FaultCounters::default(),
+            stop: AtomicBool::new(false),
+            kinds,
+            map,
+            owned,
+            has_owned,
+            finished: AtomicUsize::new(0),
+        };
+        (shared, inboxes)
+    }
+
     /// Whether any error was seen so far.
     pub(crate) fn failed(&self) -> bool {
         self.counters.failed.load(Relaxed) || self.map.as_ref().is_some_and(|m| m.failed())
@@ -153,26 +188,6 @@ impl<F: Flavor> Threads<F> {
     }
 }
 
-/// The state every thread of a run shares, before any thread starts.
-impl<F: Flavor> Shared<F> {
-    fn new(flavor: F, map: Option<MapTorture>) -> Arc<Shared<F>> {
-        let kinds: Vec<UpdateKind> = UpdateKind::ALL
-            .into_iter()
-            .filter(|&k| flavor.supports(k))
-            .collect();
-        Arc::new(Shared {
-            flavor,
-            pool: Pool::new(POOL_SIZE),
-            counters: Counters::default(),
-            faults: FaultCounters::default(),
-            stop: AtomicBool::new(false),
-            kinds,
-            map,
-            finished: AtomicUsize::new(0),
-        })
-    }
-}
-
 /// Torture `flavor` (and `map`, a map on its domain, if given) as `config` says.
 pub(crate) fn run<F: Flavor>(
     flavor: F,
@@ -181,7 +196,8 @@ pub(crate) fn run<F: Flavor>(
     seed: u64,
 ) -> Report {
     let description = flavor.describe();
-    let shared = Shared::new(flavor, map);
+    let (shared, inboxes) = Shared::new(flavor, map, config);
+    let shared = Arc::new(shared);
     let mut rng = Rng::with_seed(seed);
     let mut threads = Threads {
         shared: shared.clone(),
@@ -192,7 +208,7 @@ pub(crate) fn run<F: Flavor>(
     };
 
     let started = Instant::now();
-    let spawned = start_threads(&mut threads, config, &mut rng);
+    let spawned = start_threads(&mut threads, config, &mut rng, inboxes);
     if let Err(e) = spawned {
         threads
             .problems
@@ -230,7 +246,16 @@ fn start_threads<F: Flavor>(
     threads: &mut Threads<F>,
     config: &Config,
     rng: &mut Rng,
+    inboxes: Vec<Inbox<F::Cookie>>,
 ) -> std::io::Result<()> {
+    for (i, inbox) in inboxes.into_iter().enumerate() {
+        let helper = threads.spawn(format!("torture-owned-helper-{i}"), move |s| {
+            owned::run_helper(s, inbox)
+        })?;
+        threads
+            .others
+            .push((format!("owned-section helper {i}"), helper));
+    }
     let seed = rng.u64(..);
     let writer = threads.spawn("torture-writer".into(), move |s| writer::run(s, seed))?;
     threads.others.push(("the writer".into(), writer));

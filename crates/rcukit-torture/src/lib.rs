@@ -55,6 +55,11 @@
 //! and listed in the report) and [`FlavorName::Busted`]. [`run_flavor`] tortures any other
 //! implementation of the trait.
 //!
+//! The `rcu` flavor's readers also take *owned* sections (`Rcu::read_owned`, a fraction
+//! [`Config::owned`] of them): some sleep inside, some hand their guard and what they read to
+//! a helper thread that makes the section's end-of-section checks there and drops the guard.
+//! [`FlavorName::BustedOwned`] drops every owned guard as soon as it is taken, and must fail.
+//!
 //! [`FlavorName::Map`] is the `rcu` run plus an `rcukit::RcuHashMap` on the same domain, whose
 //! values are elements of a second pipe: readers look keys up and check the values' ages, map
 //! writers replace, insert and remove keys and push the table through grow/shrink cycles (see
@@ -150,6 +155,10 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
         }
         FlavorName::BustedBarrier => {
             let flavor = flavor::rcu::RcuFlavor::new(&settings)?.with_busted_barrier();
+            Ok(engine::run(flavor, None, config, seed))
+        }
+        FlavorName::BustedOwned => {
+            let flavor = flavor::rcu::RcuFlavor::new(&settings)?.with_busted_owned();
             Ok(engine::run(flavor, None, config, seed))
         }
         FlavorName::Map | FlavorName::BustedMap => {

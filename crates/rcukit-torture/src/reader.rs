@@ -25,6 +25,13 @@
 //! through [`Flavor::offline_while`] (a QSBR reader goes offline around them and comes back
 //! online before its next section, which exercises the one step of QSBR that needs a fence).
 //!
+//! # Owned sections
+//!
+//! For a flavor with owned sections ([`Flavor::read_owned`]), a fraction
+//! ([`Config::owned`](crate::Config::owned)) of the outermost sections are owned sections:
+//! some sleep, some end on a helper thread, and each makes the checks of a section's end
+//! wherever it ends. See [`owned`].
+//!
 //! # QSBR bursts
 //!
 //! For a flavor whose protection lasts until the next quiescent state
@@ -57,6 +64,8 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub(crate) mod owned;
 
 /// Sections a reader reads in its thread-exit destructor (see the module docs).
 const EXIT_SECTIONS: u64 = 64;
@@ -92,6 +101,9 @@ struct Local {
     cookie_checks: u64,
     calls: u64,
     pauses: u64,
+    owned_sections: u64,
+    owned_moved: u64,
+    owned_slept: u64,
     map: MapLocal,
 }
 
@@ -106,6 +118,9 @@ impl Local {
             .fetch_add(self.cookie_checks, Relaxed);
         c.reader_calls.fetch_add(self.calls, Relaxed);
         c.reader_pauses.fetch_add(self.pauses, Relaxed);
+        c.owned_sections.fetch_add(self.owned_sections, Relaxed);
+        c.owned_moved.fetch_add(self.owned_moved, Relaxed);
+        c.owned_slept.fetch_add(self.owned_slept, Relaxed);
         if let Some(m) = &shared.map {
             self.map.flush(m);
         }
@@ -157,7 +172,11 @@ pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Optio
     if through_exit && !shared.stop.load(Relaxed) {
         AT_EXIT.with(|a| {
             *a.0.borrow_mut() = Some(Box::new(move || {
-                read_during_exit(&owner, registration, &mut rng, &mut local, bursts);
+                let shared: &Shared<F> = &owner;
+                let n = read_during_exit(shared, &mut registration, &mut rng, &mut local);
+                shared.counters.reads_during_exit.fetch_add(n, Relaxed);
+                drop(registration);
+                local.flush(shared);
             }));
         });
         return;
@@ -167,32 +186,30 @@ pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Optio
     local.flush(shared);
 }
 
-/// The sections a reader runs from a thread-exit destructor, after rcukit's thread-locals are
-/// gone: [`EXIT_SECTIONS`] of them, in whole bursts, then unregister.
+/// The sections a reader reads in its thread-exit destructor (see the module docs): at least
+/// [`EXIT_SECTIONS`], ending with a complete burst. Returns how many it read.
 fn read_during_exit<F: Flavor>(
     shared: &Shared<F>,
-    mut registration: F::Reader<'_>,
+    registration: &mut F::Reader<'_>,
     rng: &mut Rng,
     local: &mut Local,
-    bursts: bool,
-) {
+) -> u64 {
+    let flavor = &shared.flavor;
+    let bursts = flavor.protects_until_quiescent_state();
     let mut n = 0;
     let mut burst = Burst::start(shared, rng, bursts);
     loop {
-        let first = one_read(shared, &registration, rng, local);
+        let first = one_read(shared, registration, rng, local);
         n += 1;
         if burst.add(first) {
             burst.check(shared, local);
             if n >= EXIT_SECTIONS {
-                break;
+                return n;
             }
-            shared.flavor.quiescent_state(&mut registration);
+            flavor.quiescent_state(registration);
             burst = Burst::start(shared, rng, bursts);
         }
     }
-    shared.counters.reads_during_exit.fetch_add(n, Relaxed);
-    drop(registration);
-    local.flush(shared);
 }
 
 /// The sections since the last quiescent state, for flavors that protect until the next one.
@@ -341,6 +358,13 @@ struct Seen {
 }
 
 impl Seen {
+    fn new() -> Seen {
+        Seen {
+            elements: [0; MAX_DEPTH],
+            len: 0,
+        }
+    }
+
     fn load<F: Flavor>(&mut self, shared: &Shared<F>, local: &mut Local) {
         let index = shared.pool.current();
         local.loads += 1;
@@ -354,26 +378,33 @@ impl Seen {
     }
 }
 
-/// One outermost section; returns the first element it loaded.
+/// Inside a section that just began: one time in four, a cookie (usually `get_state`, now and
+/// then `start_poll` or `start_poll_expedited`) to check when the section ends.
+fn sample_cookie<F: Flavor>(shared: &Shared<F>, rng: &mut Rng) -> Option<F::Cookie> {
+    let flavor = &shared.flavor;
+    let sampled = flavor.has_cookies() && rng.u32(0..4) == 0;
+    sampled.then(|| match rng.u32(0..512) {
+        0 if flavor.supports(UpdateKind::PollExp) => flavor.start_poll_expedited(),
+        1..=4 if flavor.supports(UpdateKind::Poll) => flavor.start_poll(),
+        _ => flavor.get_state(),
+    })
+}
+
+/// One outermost section (an owned one, now and then); returns the first element it loaded.
 fn one_read<F: Flavor>(
     shared: &Shared<F>,
     registration: &F::Reader<'_>,
     rng: &mut Rng,
     local: &mut Local,
 ) -> usize {
+    if let Some(section) = owned::maybe_enter(shared, rng) {
+        return owned::one_read(shared, registration, rng, local, section);
+    }
     let flavor = &shared.flavor;
     let may_sleep = flavor.readers_may_sleep();
-    let sampled = flavor.has_cookies() && rng.u32(0..4) == 0;
     let guard = flavor.read(registration);
-    let cookie = sampled.then(|| match rng.u32(0..512) {
-        0 if flavor.supports(UpdateKind::PollExp) => flavor.start_poll_expedited(),
-        1..=4 if flavor.supports(UpdateKind::Poll) => flavor.start_poll(),
-        _ => flavor.get_state(),
-    });
-    let mut seen = Seen {
-        elements: [0; MAX_DEPTH],
-        len: 0,
-    };
+    let cookie = sample_cookie(shared, rng);
+    let mut seen = Seen::new();
     seen.load(shared, local);
     let mut map = shared.map.as_ref().map(|m| m.section());
     if let Some(section) = &mut map {

@@ -65,6 +65,76 @@ pub struct FaultReport {
     pub reentrant_drops: u64,
 }
 
+impl FaultReport {
+    fn collect<F: Flavor>(shared: &Shared<F>, config: &Config) -> FaultReport {
+        let c = &shared.counters;
+        let f = &shared.faults;
+        let flavor = &shared.flavor;
+        FaultReport {
+            enabled: config.faults,
+            reader_exits: c.reader_exits.load(Relaxed),
+            reads_during_exit: c.reads_during_exit.load(Relaxed),
+            panics_injected: f.panics_injected.load(Relaxed),
+            stall_timeout: flavor.stall_timeout(),
+            stalls_injected: f.stalls_injected.load(Relaxed),
+            stalls_reported: f.stalls_reported.load(Relaxed),
+            longest_stall: Duration::from_micros(f.longest_stall_us.load(Relaxed)),
+            backlog_callbacks: flavor.backlog_callbacks(),
+            bursts: f.bursts.load(Relaxed),
+            burst_calls: f.burst_calls.load(Relaxed),
+            burst_peak_pending: f.burst_peak_pending.load(Relaxed),
+            burst_expedited_gps: f.burst_expedited_gps.load(Relaxed),
+            burst_released_by_expedited: f.burst_released_by_expedited.load(Relaxed),
+            reentrant_rounds: f.reentrant_rounds.load(Relaxed),
+            reentrant_drops: f.reentrant_drops.load(Relaxed),
+        }
+    }
+}
+
+/// What the owned readers did ([`Flavor::read_owned`]).
+#[derive(Clone, Debug, Default)]
+pub struct OwnedReport {
+    /// The flavor has owned sections.
+    pub available: bool,
+    /// Fraction of outermost sections that were to be owned ([`Config::owned`]).
+    pub fraction: f64,
+    /// Owned sections run.
+    pub sections: u64,
+    /// Owned sections that ended on a helper thread, where their guard was moved.
+    pub moved: u64,
+    /// Owned sections that slept before they ended.
+    pub slept: u64,
+}
+
+impl OwnedReport {
+    fn collect<F: Flavor>(shared: &Shared<F>, config: &Config) -> OwnedReport {
+        let c = &shared.counters;
+        OwnedReport {
+            available: shared.has_owned,
+            fraction: config.owned,
+            sections: c.owned_sections.load(Relaxed),
+            moved: c.owned_moved.load(Relaxed),
+            slept: c.owned_slept.load(Relaxed),
+        }
+    }
+}
+
+/// The owned-sections line of the report.
+fn write_owned(f: &mut fmt::Formatter<'_>, p: &str, o: &OwnedReport) -> fmt::Result {
+    if !o.available {
+        return writeln!(f, "{p} owned sections: n/a (the flavor has none)");
+    }
+    if o.fraction == 0.0 {
+        return writeln!(f, "{p} owned sections: off (--owned 0)");
+    }
+    writeln!(
+        f,
+        "{p} owned sections: {} (fraction {}): moved to and ended on a helper thread {}, slept \
+         {}",
+        o.sections, o.fraction, o.moved, o.slept
+    )
+}
+
 /// Everything a torture run measured, and its verdict ([`Report::passed`]).
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -135,36 +205,12 @@ pub struct Report {
     pub stats: FlavorStats,
     /// Fault injection.
     pub faults: FaultReport,
+    /// The owned readers.
+    pub owned: OwnedReport,
     /// The map's counters, in a map run.
     pub map: Option<MapReport>,
     /// Fault checks and bookkeeping checks that failed, in words.
     pub problems: Vec<String>,
-}
-
-impl FaultReport {
-    fn collect<F: Flavor>(shared: &Shared<F>, config: &Config) -> FaultReport {
-        let c = &shared.counters;
-        let f = &shared.faults;
-        let flavor = &shared.flavor;
-        FaultReport {
-            enabled: config.faults,
-            reader_exits: c.reader_exits.load(Relaxed),
-            reads_during_exit: c.reads_during_exit.load(Relaxed),
-            panics_injected: f.panics_injected.load(Relaxed),
-            stall_timeout: flavor.stall_timeout(),
-            stalls_injected: f.stalls_injected.load(Relaxed),
-            stalls_reported: f.stalls_reported.load(Relaxed),
-            longest_stall: Duration::from_micros(f.longest_stall_us.load(Relaxed)),
-            backlog_callbacks: flavor.backlog_callbacks(),
-            bursts: f.bursts.load(Relaxed),
-            burst_calls: f.burst_calls.load(Relaxed),
-            burst_peak_pending: f.burst_peak_pending.load(Relaxed),
-            burst_expedited_gps: f.burst_expedited_gps.load(Relaxed),
-            burst_released_by_expedited: f.burst_released_by_expedited.load(Relaxed),
-            reentrant_rounds: f.reentrant_rounds.load(Relaxed),
-            reentrant_drops: f.reentrant_drops.load(Relaxed),
-        }
-    }
 }
 
 impl Report {
@@ -214,6 +260,7 @@ impl Report {
             batch_errors: c.batch_errors.load(Relaxed),
             stats: flavor.stats(),
             faults: FaultReport::collect(shared, config),
+            owned: OwnedReport::collect(shared, config),
             map: shared.map.as_ref().map(MapReport::collect),
             problems,
         }
@@ -311,43 +358,9 @@ fn on_off(b: bool) -> &'static str {
     }
 }
 
-/// One histogram line: its name, `!!! ` when it shows an error, its buckets.
-fn histogram(
-    f: &mut fmt::Formatter<'_>,
-    p: &str,
-    name: &str,
-    flagged: bool,
-    values: &Buckets,
-) -> fmt::Result {
-    write!(f, "{p} {name}: ")?;
-    if flagged {
-        write!(f, "!!! ")?;
-    }
-    buckets(f, values)?;
-    writeln!(f)
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = format!("{}-torture:", self.flavor);
-        self.write_run(f, &p)?;
-        self.write_update_paths(f, &p)?;
-        self.write_cookies_and_callbacks(f, &p)?;
-        if self.faults.enabled {
-            self.write_faults(f, &p)?;
-        }
-        self.write_histograms(f, &p)?;
-        if let Some(m) = &self.map {
-            write_map(f, &p, m)?;
-        }
-        self.write_errors(f, &p)?;
-        write!(f, "{}", self.verdict())
-    }
-}
-
 impl Report {
-    /// The run's settings, its counts (`rcutorture`'s names) and its grace periods.
-    fn write_run(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+    /// The header: settings, threads, the pipeline's counts, grace periods.
+    fn write_header(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         writeln!(f, "{p} flavor={} {}", self.flavor, self.settings)?;
         write!(
             f,
@@ -389,11 +402,12 @@ impl Report {
             self.stats.expedited_gps,
             (self.stats.normal_gps + self.stats.expedited_gps) as f64
                 / self.duration.as_secs_f64().max(1e-9)
-        )
+        )?;
+        Ok(())
     }
 
-    /// Which update paths ran, were skipped or never picked, and how often each ran.
-    fn write_update_paths(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+    /// The update paths, by writer and updaters, and the cookie checks.
+    fn write_paths(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
         let supported_unused: Vec<UpdateKind> = self
             .supported
             .iter()
@@ -419,11 +433,7 @@ impl Report {
         writeln!(f)?;
         write!(f, "{p} updater ops:")?;
         by_kind(f, &self.updater_ops)?;
-        writeln!(f)
-    }
-
-    /// The cookie checks and the callback counts, or why the flavor has none.
-    fn write_cookies_and_callbacks(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+        writeln!(f)?;
         if self.has_cookies {
             writeln!(
                 f,
@@ -441,7 +451,13 @@ impl Report {
                 "{p} cookies: n/a (no cookies: no cookie checks, no Reader Batch)"
             )?;
         }
-        if self.has_callbacks() {
+        Ok(())
+    }
+
+    /// The callback counts.
+    fn write_callbacks(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+        let has_callbacks = self.supported.contains(&UpdateKind::Call);
+        if has_callbacks {
             writeln!(
                 f,
                 "{p} callbacks: invoked {} (run by retiring threads {}) pending {} panics {} \
@@ -453,88 +469,106 @@ impl Report {
                 self.stats.released_by_normal,
                 self.stats.released_by_expedited,
                 self.reader_calls
-            )
+            )?;
         } else {
-            writeln!(f, "{p} callbacks: n/a (no callbacks)")
+            writeln!(f, "{p} callbacks: n/a (no callbacks)")?;
         }
+        Ok(())
     }
 
-    fn has_callbacks(&self) -> bool {
-        self.supported.contains(&UpdateKind::Call)
-    }
-
-    /// The faults line: what was injected and what the domain noticed.
+    /// What the fault injection did.
     fn write_faults(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+        let has_callbacks = self.supported.contains(&UpdateKind::Call);
         let fr = &self.faults;
-        write!(
-            f,
-            "{p} faults: read-exits {} (sections read during thread exit {})",
-            fr.reader_exits, fr.reads_during_exit
-        )?;
-        if self.has_callbacks() {
+        if fr.enabled {
             write!(
                 f,
-                ", callback panics {} injected {} counted",
-                fr.panics_injected, self.stats.callback_panics
+                "{p} faults: read-exits {} (sections read during thread exit {})",
+                fr.reader_exits, fr.reads_during_exit
             )?;
-        } else {
-            write!(f, ", callback panics n/a")?;
-        }
-        match fr.stall_timeout {
-            Some(t) => write!(
-                f,
-                ", stalls {} injected {} reported (timeout {t:?}, longest held {:.1?}, \
-                 domain total {})",
-                fr.stalls_injected, fr.stalls_reported, fr.longest_stall, self.stats.stalls
-            )?,
-            None => write!(f, ", stalls n/a")?,
-        }
-        match fr.backlog_callbacks.filter(|_| self.has_callbacks()) {
-            Some(t) => write!(
-                f,
-                ", backlog {} bursts of {} calls or retires (threshold {t}, peak pending {}): \
-                 expedited GPs during bursts {}, callbacks released by expedited {}",
-                fr.bursts,
-                t * BURST_FACTOR,
-                fr.burst_peak_pending,
-                fr.burst_expedited_gps,
-                fr.burst_released_by_expedited
-            )?,
-            None => write!(f, ", backlog n/a")?,
-        }
-        if fr.reentrant_rounds > 0 {
-            write!(
-                f,
-                ", re-entrant drops {} in {} rounds",
-                fr.reentrant_drops, fr.reentrant_rounds
-            )?;
-        }
-        writeln!(f)
-    }
-
-    /// Reader Pipe, Reader Batch and Free-Block Circulation.
-    fn write_histograms(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
-        histogram(f, p, "Reader Pipe", self.pipe_errors() > 0, &self.pipe)?;
-        if self.has_cookies {
-            histogram(f, p, "Reader Batch", self.batch_errors > 0, &self.batch)?;
-        } else {
-            write!(f, "{p} Reader Batch: ")?;
-            if self.batch_errors > 0 {
-                write!(f, "!!! ")?;
+            if has_callbacks {
+                write!(
+                    f,
+                    ", callback panics {} injected {} counted",
+                    fr.panics_injected, self.stats.callback_panics
+                )?;
+            } else {
+                write!(f, ", callback panics n/a")?;
             }
-            writeln!(f, "n/a (no cookies)")?;
+            match fr.stall_timeout {
+                Some(t) => write!(
+                    f,
+                    ", stalls {} injected {} reported (timeout {t:?}, longest held {:.1?}, \
+                     domain total {})",
+                    fr.stalls_injected, fr.stalls_reported, fr.longest_stall, self.stats.stalls
+                )?,
+                None => write!(f, ", stalls n/a")?,
+            }
+            match fr.backlog_callbacks.filter(|_| has_callbacks) {
+                Some(t) => write!(
+                    f,
+                    ", backlog {} bursts of {} calls or retires (threshold {t}, peak pending {}): \
+                     expedited GPs during bursts {}, callbacks released by expedited {}",
+                    fr.bursts,
+                    t * BURST_FACTOR,
+                    fr.burst_peak_pending,
+                    fr.burst_expedited_gps,
+                    fr.burst_released_by_expedited
+                )?,
+                None => write!(f, ", backlog n/a")?,
+            }
+            if fr.reentrant_rounds > 0 {
+                write!(
+                    f,
+                    ", re-entrant drops {} in {} rounds",
+                    fr.reentrant_drops, fr.reentrant_rounds
+                )?;
+            }
+            writeln!(f)?;
         }
-        histogram(
-            f,
-            p,
-            "Free-Block Circulation",
-            self.circulation_errors() > 0,
-            &self.circulation,
-        )
+        Ok(())
     }
 
-    /// The errors by kind, then each problem in words.
-    fn write_errors(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+    /// Reader Pipe, Reader Batch, Free-Block Circulation.
+    fn write_histograms(&self, f: &mut fmt::Formatter<'_>, p: &str) -> fmt::Result {
+        write!(f, "{p} Reader Pipe: ")?;
+        if self.pipe_errors() > 0 {
+            write!(f, "!!! ")?;
+        }
+        buckets(f, &self.pipe)?;
+        writeln!(f)?;
+        write!(f, "{p} Reader Batch: ")?;
+        if self.batch_errors > 0 {
+            write!(f, "!!! ")?;
+        }
+        if self.has_cookies {
+            buckets(f, &self.batch)?;
+        } else {
+            write!(f, "n/a (no cookies)")?;
+        }
+        writeln!(f)?;
+        write!(f, "{p} Free-Block Circulation: ")?;
+        if self.circulation_errors() > 0 {
+            write!(f, "!!! ")?;
+        }
+        buckets(f, &self.circulation)?;
+        writeln!(f)?;
+        Ok(())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = format!("{}-torture:", self.flavor);
+        self.write_header(f, &p)?;
+        self.write_paths(f, &p)?;
+        write_owned(f, &p, &self.owned)?;
+        self.write_callbacks(f, &p)?;
+        self.write_faults(f, &p)?;
+        self.write_histograms(f, &p)?;
+        if let Some(m) = &self.map {
+            write_map(f, &p, m)?;
+        }
         writeln!(
             f,
             "{p} errors: {} (pipe {}, mbtest {}, cookie {}, batch {}, barrier {}, circulation \
@@ -552,7 +586,7 @@ impl Report {
         for problem in &self.problems {
             writeln!(f, "{p} problem: {problem}")?;
         }
-        Ok(())
+        write!(f, "{}", self.verdict())
     }
 }
 
@@ -572,42 +606,6 @@ fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result 
         crate::map::BURST_KEYS.start(),
         crate::map::BURST_KEYS.end()
     )?;
-    write_map_traffic(f, p, m)?;
-    writeln!(
-        f,
-        "{p} map capacity: first {} min {} max {}; seen growing {} shrinking {}; cycles {} \
-         (>= {} then <= {}); len max {}",
-        m.capacity_first,
-        m.capacity_min,
-        m.capacity_max,
-        m.grows,
-        m.shrinks,
-        m.cycles,
-        crate::map::CYCLE_HIGH,
-        crate::map::CYCLE_LOW,
-        m.len_max
-    )?;
-    writeln!(
-        f,
-        "{p} map values: created {} dropped {} (while in the map {}, twice {}), discarded \
-         unpublished by update {}",
-        m.values, m.drops, m.live_drops, m.double_drops, m.discarded
-    )?;
-    for note in &m.notes {
-        writeln!(f, "{p} map error: {note}")?;
-    }
-    histogram(f, p, "Map Pipe", m.pipe_errors() > 0, &m.pipe)?;
-    histogram(
-        f,
-        p,
-        "Map Circulation",
-        m.circulation[BUCKETS - 1] > 0,
-        &m.circulation,
-    )
-}
-
-/// The map's lookups and writes lines.
-fn write_map_traffic(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
     writeln!(
         f,
         "{p} map lookups: {} (stable keys {}) hits {}; iterations {} (entries {}, missing a \
@@ -637,7 +635,42 @@ fn write_map_traffic(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt:
         m.waits,
         m.alloc_failures,
         m.result_errors
-    )
+    )?;
+    writeln!(
+        f,
+        "{p} map capacity: first {} min {} max {}; seen growing {} shrinking {}; cycles {} \
+         (>= {} then <= {}); len max {}",
+        m.capacity_first,
+        m.capacity_min,
+        m.capacity_max,
+        m.grows,
+        m.shrinks,
+        m.cycles,
+        crate::map::CYCLE_HIGH,
+        crate::map::CYCLE_LOW,
+        m.len_max
+    )?;
+    writeln!(
+        f,
+        "{p} map values: created {} dropped {} (while in the map {}, twice {}), discarded \
+         unpublished by update {}",
+        m.values, m.drops, m.live_drops, m.double_drops, m.discarded
+    )?;
+    for note in &m.notes {
+        writeln!(f, "{p} map error: {note}")?;
+    }
+    write!(f, "{p} Map Pipe: ")?;
+    if m.pipe_errors() > 0 {
+        write!(f, "!!! ")?;
+    }
+    buckets(f, &m.pipe)?;
+    writeln!(f)?;
+    write!(f, "{p} Map Circulation: ")?;
+    if m.circulation[BUCKETS - 1] > 0 {
+        write!(f, "!!! ")?;
+    }
+    buckets(f, &m.circulation)?;
+    writeln!(f)
 }
 
 /// A progress line, printed every few seconds during long runs.
@@ -651,6 +684,7 @@ pub(crate) struct Progress {
     pending: u64,
     stalls: u64,
     pipe_errors: u64,
+    owned: u64,
     /// Map lookups, Map Pipe errors and capacity, in a map run.
     map: Option<(u64, u64, u64)>,
     failed: bool,
@@ -670,6 +704,7 @@ impl Progress {
             pending: stats.callbacks_pending,
             stalls: stats.stalls,
             pipe_errors: pipe[2..].iter().sum(),
+            owned: shared.counters.owned_sections.load(Relaxed),
             map: shared.map.as_ref().map(|m| {
                 let c = &m.counters;
                 (
@@ -688,7 +723,7 @@ impl fmt::Display for Progress {
         write!(
             f,
             "{}-torture: t={:.1}s nt: {} ver: {} gps: normal {} expedited {} cb-pending: {} \
-             stalls: {} pipe-errors: {}",
+             stalls: {} pipe-errors: {} owned: {}",
             self.prefix,
             self.elapsed.as_secs_f64(),
             self.reads,
@@ -698,6 +733,7 @@ impl fmt::Display for Progress {
             self.pending,
             self.stalls,
             self.pipe_errors,
+            self.owned,
         )?;
         if let Some((lookups, errors, capacity)) = self.map {
             write!(

@@ -1,7 +1,8 @@
 //! The torture runs of every `cargo test`: ten seconds of rcutorture's method against rcukit in
 //! each fence mode, five seconds of the qsbr flavor, four of the recseq flavor, six of the map
-//! flavor (an `RcuHashMap` on the domain), and the busted flavors (rcukit's, a broken RecSeq
-//! and a map that drops values at once), which must fail.
+//! flavor (an `RcuHashMap` on the domain), three of owned readers (`read_owned()`, which the
+//! `rcu` and `map` runs also take), and the busted flavors (rcukit's, a broken RecSeq, a map
+//! that drops values at once, owned sections that end at once), which must fail.
 //!
 //! The runs are separate tests, so cargo runs them side by side: on a 2-core machine they share
 //! the CPUs, which slows them down but changes nothing they check (no assertion is about
@@ -72,6 +73,13 @@ fn assert_clean_run(report: &Report) {
         "no re-entrant drops:\n{report}"
     );
     assert!(report.stats.expedited_gps > 0 && report.stats.normal_gps > 0);
+    let owned = &report.owned;
+    if owned.available {
+        assert!(
+            owned.sections > 0 && owned.moved > 0 && owned.slept > 0,
+            "owned sections did not run, move and sleep:\n{report}"
+        );
+    }
 }
 
 #[test]
@@ -193,6 +201,51 @@ fn busted_map_fails_the_map_pipe() {
     let text = report.to_string();
     assert!(text.contains("Map Pipe: !!!"), "{text}");
     assert!(text.ends_with("\nFAILURE"));
+}
+
+/// Half the readers' sections owned (`read_owned()`): many sleep, many end on a helper thread,
+/// and every check still passes.
+#[test]
+fn owned_readers_sleep_and_move() {
+    let mut cfg = config(FlavorName::Rcu, None, 3);
+    cfg.owned = 0.5;
+    let report = run(&cfg).unwrap();
+    assert_clean_run(&report);
+    let owned = &report.owned;
+    assert!(owned.available && owned.fraction == 0.5, "{report}");
+    assert!(owned.sections * 4 > report.reads, "{report}");
+    assert!(report.to_string().contains("owned sections: "));
+}
+
+/// Owned sections that end before the reader reads (`busted-owned`): a reader that sleeps or
+/// hands its element to another thread is unprotected, and the pipe or the cookies catch it.
+#[test]
+fn busted_owned_fails() {
+    let mut cfg = config(FlavorName::BustedOwned, None, 10);
+    cfg.owned = 0.5;
+    cfg.stop_on_error = true;
+    let report = run(&cfg).unwrap();
+    println!("{report}");
+    assert!(!report.passed(), "{report}");
+    assert!(report.owned.sections > 0, "{report}");
+    assert!(
+        report.pipe_errors() + report.reader_cookie_errors + report.mbtest_errors > 0,
+        "{report}"
+    );
+    assert!(report.to_string().ends_with("\nFAILURE"));
+}
+
+#[test]
+fn owned_sections_can_be_turned_off() {
+    let mut cfg = config(FlavorName::Rcu, None, 1);
+    cfg.owned = 0.0;
+    cfg.faults = false;
+    let report = run(&cfg).unwrap();
+    assert!(report.passed(), "{report}");
+    assert_eq!(report.owned.sections, 0, "{report}");
+    assert!(report.to_string().contains("owned sections: off"));
+    cfg.owned = 1.5;
+    assert!(matches!(run(&cfg), Err(TortureError::InvalidConfig(_))));
 }
 
 #[test]

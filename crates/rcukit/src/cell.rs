@@ -78,7 +78,7 @@
 //! box per store; a nullable cell would make every reader of every other cell test for null.
 
 use crate::domain_ref::{self, DomainRef};
-use crate::{GpCookie, Guard, Rcu};
+use crate::{GpCookie, Guard, Rcu, ReadSection};
 use parking_lot::Mutex;
 use std::fmt;
 use std::marker::PhantomData;
@@ -207,13 +207,14 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     /// If `guard` belongs to another domain than the cell's: it would protect nothing.
     #[inline]
     #[track_caller]
-    pub fn load<'g>(&'g self, guard: &'g Guard<'_>) -> &'g T {
+    pub fn load<'g, G: ReadSection>(&'g self, guard: &'g G) -> &'g T {
         domain_ref::check_guard("RcuCell", guard, self.domain.rcu());
         let ptr = self.ptr.load(Acquire);
         // The pointer is never null and was published with a Release swap after the value was
         // written (this Acquire load sees the initialised value). It is reclaimed only after a
         // grace period of this domain that starts after it was swapped out; the guard (of this
-        // domain, checked above, held by this thread because `Guard` is !Send/!Sync) holds any
+        // domain, checked above; a `Guard` is held by this thread, an `OwnedGuard` is counted
+        // wherever it is) holds any
         // such grace period back for 'g. SAFETY: so the value outlives 'g, and the cell
         // cannot be dropped while borrowed for 'g.
         unsafe { &*ptr }

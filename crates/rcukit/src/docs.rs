@@ -289,6 +289,11 @@ pub mod limitations {
     //! * [`RecSeq`] and [`PerCpuRwLock`] own no threads and are not repaired: a read section or
     //!   a write lock held by a thread that did not survive the fork stays held in the child,
     //!   as with any lock, and a writer waits for it forever.
+    //! * An owned section ([`OwnedGuard`]) open at the fork stays open in the child until the
+    //!   child drops its copy of the guard. A guard that only a thread which did not survive
+    //!   the fork could drop (one on that thread's stack) keeps the child's grace periods of
+    //!   its domain waiting forever, which the stall report shows; unlike a `Guard`, an owned
+    //!   guard is not tied to a thread, so the child cannot tell such a copy from one it holds.
     //! * Forking from code that rcukit runs (a report hook, a callback, a `Drop` of a retired
     //!   object) is not supported: that thread may be halfway through the state being copied.
     //! * The child may only rely on what its C library makes safe after `fork()` in a
@@ -321,6 +326,19 @@ pub mod limitations {
     //!   [`performance`](super::performance)). QSBR suits threads that own a CPU and go offline
     //!   around anything that blocks; with more runnable threads than CPUs, use [`Rcu`].
     //! * A `RecSeq` writer always blocks: it has no `call` or `retire`.
+    //! * An [`OwnedGuard`] is not tied to a thread, so waiting for a grace period while holding
+    //!   one (from any thread or task, with the blocking or the async waits) cannot be refused
+    //!   the way it is for a [`Guard`]: it waits for itself forever. The grace period reports
+    //!   the stall after the stall timeout, naming the owned sections it waits for, and
+    //!   [`Stats::owned_sections`] shows how many are open. An owned guard leaked with
+    //!   `mem::forget` holds every later grace period of its domain, as a leaked `Guard` does.
+    //! * Polling a grace-period future inside a [`Guard`] of the same domain panics, like
+    //!   `synchronize()`; so does awaiting `barrier_async()` on one of the domain's callback
+    //!   workers (a runtime blocked inside a callback).
+    //! * An owned guard of a domain other than the global one holds an `Arc` of the domain's
+    //!   shared state: two threads taking owned guards of one such domain contend on that
+    //!   count (see [`performance`](super::performance)). Global-domain owned guards take no
+    //!   count.
     //!
     //! # Where user code runs
     //!
@@ -353,6 +371,9 @@ pub mod limitations {
     //!
     //! [`Stats::callbacks_abandoned`]: crate::Stats::callbacks_abandoned
     //! [`Stats::stalls`]: crate::Stats::stalls
+    //! [`Stats::owned_sections`]: crate::Stats::owned_sections
+    //! [`OwnedGuard`]: crate::OwnedGuard
+    //! [`Guard`]: crate::Guard
     //! [`RecSeq`]: crate::RecSeq
     //! [`RecSeq::replace`]: crate::RecSeq::replace
     //! [`PerCpuRwLock`]: crate::PerCpuRwLock

@@ -29,7 +29,7 @@
 //! pointer, and the domain they point to cannot move while they exist, so comparing domain
 //! *addresses* is an exact identity test.
 
-use crate::Rcu;
+use crate::{Rcu, ReadSection};
 use std::sync::Arc;
 
 mod sealed {
@@ -63,24 +63,23 @@ impl DomainRef for Arc<Rcu> {
 #[cold]
 #[inline(never)]
 #[track_caller]
-pub(crate) fn wrong_domain(container: &str, guard: &Rcu, mine: &Rcu) -> ! {
+pub(crate) fn wrong_domain(container: &str, guard: &dyn ReadSection, mine: &Rcu) -> ! {
     panic!(
         "rcukit: {container} of domain '{}' (#{}) read with a Guard of domain '{}' (#{}); a \
          guard only protects data of its own domain. Take the guard with the container's \
-         domain().read()",
+         domain().read() or domain().read_owned()",
         mine.name(),
         mine.id(),
-        guard.name(),
-        guard.id()
+        guard.domain_name(),
+        guard.domain_id()
     )
 }
 
 /// Panic unless `guard` belongs to `mine`. One pointer compare on the fast path.
 #[inline(always)]
 #[track_caller]
-pub(crate) fn check_guard(container: &str, guard: &crate::Guard<'_>, mine: &Rcu) {
-    let theirs = guard.domain();
-    if !std::ptr::eq(theirs, mine) {
-        wrong_domain(container, theirs, mine)
+pub(crate) fn check_guard<G: ReadSection>(container: &str, guard: &G, mine: &Rcu) {
+    if !guard.is_of(mine) {
+        wrong_domain(container, guard, mine)
     }
 }

@@ -69,6 +69,25 @@
 //!   dropped by default by the retiring thread in a later `retire` (never under an rcukit lock,
 //!   never inside a read-side critical section of the domain), or on workers with
 //!   [`RcuBuilder::retire_on_producers`]`(false)`: see [where user code runs](callbacks::invoke).
+//! * **Owned readers** ([`Rcu::read_owned`] → [`OwnedGuard`]) are the kernel's SRCU: a read
+//!   section that is `Send + Sync + 'static`, may be held across `.await`, sleep, and end on
+//!   another thread. Containers accept either guard ([`ReadSection`]).
+//! * **Awaitable waits** ([`Rcu::synchronize_async`], [`Rcu::synchronize_expedited_async`],
+//!   [`Rcu::wait_for`], [`Rcu::barrier_async`]) return futures that the grace-period engines
+//!   wake: no runtime dependency, no thread per waiter, nothing left behind when dropped.
+//!
+//! ```
+//! use rcukit::{Rcu, RcuCell};
+//!
+//! let config = RcuCell::new(String::from("v1"));
+//! let guard = Rcu::global().read_owned(); // Send + 'static: may cross an .await
+//! let seen = config.load(&guard);
+//! std::thread::scope(|s| {
+//!     s.spawn(|| config.store(String::from("v2"))); // "v1" is retired, not freed
+//! });
+//! assert_eq!(seen, "v1");
+//! std::thread::spawn(move || drop(guard)).join().unwrap(); // ends on another thread
+//! ```
 //!
 //! ## The guarantees
 //!
@@ -91,8 +110,9 @@
 //!
 //! One module per concept, each with an essay on why it is correct:
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
-//! [`reader`] (records, registry, guard), [`gp`] (the scan, [`gp::normal`],
-//! [`gp::expedited`]), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
+//! [`reader`] (records, registry, guard), [`owned`] (owned sections, SRCU), [`section`] (what
+//! containers accept as a read section), [`gp`] (the scan, [`gp::normal`],
+//! [`gp::expedited`]), [`waiting`] (futures for grace periods and barriers), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
 //! [`cell`], [`list`] and [`map`] (RCU-protected data; [`domain_ref`] ties them to a
 //! domain), [`qsbr`] and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]),
 //! [`fork`] (what a forked child inherits) and [`report`] (stall and panic reports).
@@ -117,11 +137,14 @@ pub mod gp;
 pub mod list;
 pub mod locks;
 pub mod map;
+pub mod owned;
 pub mod qsbr;
 pub mod reader;
 pub mod report;
+pub mod section;
 pub mod seq;
 mod sync;
+pub mod waiting;
 
 #[cfg(all(test, rcukit_loom))]
 mod loom_models;
@@ -137,10 +160,13 @@ pub use locks::percpu_rwlock::RawPerCpuRwLock;
 pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLockWriteGuard};
 pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
 pub use map::{MapBuilder, RcuHashMap};
+pub use owned::OwnedGuard;
 pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
 pub use reader::Guard;
 pub use report::Report;
+pub use section::ReadSection;
 pub use seq::GpCookie;
+pub use waiting::{BarrierFuture, GpFuture};
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -84,7 +84,9 @@
 //! callback that drops them may run on another thread after the list is gone.
 
 use crate::domain_ref::{self, DomainRef};
-use crate::{Guard, Rcu};
+#[cfg(doc)]
+use crate::Guard;
+use crate::{Rcu, ReadSection};
 use parking_lot::{Mutex, MutexGuard};
 use std::fmt;
 use std::iter::FusedIterator;
@@ -193,7 +195,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
     /// If `guard` belongs to another domain than the list's.
     #[inline]
     #[track_caller]
-    pub fn iter<'g>(&'g self, guard: &'g Guard<'_>) -> Iter<'g, T> {
+    pub fn iter<'g, G: ReadSection>(&'g self, guard: &'g G) -> Iter<'g, T> {
         domain_ref::check_guard("RcuList", guard, self.domain.rcu());
         Iter {
             next: self.head.load(Acquire),

@@ -82,6 +82,7 @@
 //! stall reports say whether the owner has exited since (a leaked guard).
 
 use crate::barrier::{self, FenceKind};
+use crate::owned::{OwnedCounts, Side};
 use crate::sync::{AtomicU64, Mutex};
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, RefCell};
@@ -172,6 +173,8 @@ pub(crate) struct ReaderRecord {
     /// The owning thread's thread-local table is gone while a critical section (or, for QSBR,
     /// a registration) is still open: the record is kept alive by that section alone.
     orphaned: std::sync::atomic::AtomicBool,
+    /// Owned sections this thread opened and closed (see [`owned`](crate::owned)).
+    pub(crate) owned: OwnedCounts,
 }
 
 impl ReaderRecord {
@@ -184,6 +187,7 @@ impl ReaderRecord {
             registry,
             stall_reported: std::sync::atomic::AtomicU64::new(0),
             orphaned: std::sync::atomic::AtomicBool::new(false),
+            owned: OwnedCounts::new(),
         }
     }
 
@@ -298,13 +302,36 @@ pub(crate) struct Unnest {
 /// waits for a grace period to register or exit.
 pub(crate) struct Registry {
     records: Mutex<Arc<Vec<Arc<ReaderRecord>>>>,
+    /// Owned-section counts of records that left the registry, and of sections opened or
+    /// closed by threads whose table was already gone (see [`owned`](crate::owned)).
+    pub(crate) owned_residue: OwnedCounts,
 }
 
 impl Registry {
     pub(crate) fn new() -> Registry {
         Registry {
             records: Mutex::new(Arc::new(Vec::new())),
+            owned_residue: OwnedCounts::new(),
         }
+    }
+
+    /// The total of one owned-section counter over every record and the residue, taken under
+    /// the registry lock so that a record folding into the residue is counted exactly once.
+    pub(crate) fn owned_total(&self, side: Side, phase: usize) -> u64 {
+        let records = self.records.lock();
+        records
+            .iter()
+            .fold(self.owned_residue.load(side, phase), |sum, r| {
+                sum.wrapping_add(r.owned.load(side, phase))
+            })
+    }
+
+    /// Owned sections opened and not yet closed (statistics).
+    pub(crate) fn owned_open(&self) -> u64 {
+        let records = self.records.lock();
+        records.iter().fold(self.owned_residue.open(), |sum, r| {
+            sum.wrapping_add(r.owned.open())
+        })
     }
 
     pub(crate) fn register(&self, record: Arc<ReaderRecord>) {
@@ -317,7 +344,11 @@ impl Registry {
 
     pub(crate) fn unregister(&self, record: *const ReaderRecord) {
         let mut records = self.records.lock();
-        if records.iter().any(|r| std::ptr::eq(Arc::as_ptr(r), record)) {
+        if let Some(leaving) = records
+            .iter()
+            .find(|r| std::ptr::eq(Arc::as_ptr(r), record))
+        {
+            leaving.owned.fold_into(&self.owned_residue);
             let next: Vec<_> = records
                 .iter()
                 .filter(|r| !std::ptr::eq(Arc::as_ptr(r), record))
@@ -330,7 +361,10 @@ impl Registry {
     /// Keep only the records for which `keep` says yes (after `fork()`).
     pub(crate) fn retain(&self, mut keep: impl FnMut(&ReaderRecord) -> bool) {
         let mut records = self.records.lock();
-        let next: Vec<_> = records.iter().filter(|r| keep(r)).cloned().collect();
+        let (next, leaving): (Vec<_>, Vec<_>) = records.iter().cloned().partition(|r| keep(r));
+        for record in leaving {
+            record.owned.fold_into(&self.owned_residue);
+        }
         *records = Arc::new(next);
     }
 
@@ -430,6 +464,53 @@ pub(crate) fn local_record(domain: u64, registry: &Arc<Registry>) -> *const Read
             }
         })
         .unwrap_or_else(|_| orphan_record(registry))
+}
+
+/// Run `f` inside a read-side critical section of `domain`, on the calling thread's record
+/// for it (an orphaned one if the thread's table is gone, released when the section ends).
+#[inline]
+pub(crate) fn in_section<R>(
+    domain: u64,
+    registry: &Arc<Registry>,
+    read_side: (&AtomicU64, FenceKind),
+    f: impl FnOnce(&ReaderRecord) -> R,
+) -> R {
+    let record = local_record(domain, registry);
+    // SAFETY: `local_record` returns the calling thread's live record, which stays valid while
+    // a section is open on it (see `Guard`); this function opens one and closes it below.
+    let r = unsafe {
+        (*record).enter(read_side.0, read_side.1);
+        f(&*record)
+    };
+    // SAFETY: as above; `exit` says whether this was the last section of an orphaned record.
+    if unsafe { (*record).exit() } {
+        // SAFETY: `exit` returned true exactly once for this orphaned record.
+        unsafe { release_orphan(record) };
+    }
+    r
+}
+
+/// Run `f` on the calling thread's record for `domain` (registering one on first use) and
+/// return true; return false without calling it if the thread's table is already gone (in a
+/// thread-local destructor), where no record of this thread may be written any more.
+#[inline]
+pub(crate) fn with_local_record(
+    domain: u64,
+    registry: &Arc<Registry>,
+    f: impl FnOnce(&ReaderRecord),
+) -> bool {
+    LOCAL
+        .try_with(|local| {
+            let record = if local.last_domain.get() == domain {
+                local.last_record.get()
+            } else {
+                local_record_slow(local, domain, registry)
+            };
+            // SAFETY: the table keeps its records alive while it exists, and it exists for the
+            // duration of this closure.
+            f(unsafe { &*record })
+        })
+        .is_ok()
 }
 
 #[cold]

@@ -194,3 +194,32 @@ fn a_forked_child_can_use_every_domain() {
     }
     drop(alone);
 }
+
+/// A fork while a grace period of the parent waits for an owned section held by the forking
+/// thread: in the child, that grace period's thread is gone but its turn on the owned-section
+/// scan was taken; the child's copy of the guard ends its section, and the child's grace
+/// periods of both kinds complete.
+#[test]
+fn a_forked_child_ends_the_owned_sections_it_inherited() {
+    let own = Arc::new(Rcu::builder().name("owned-fork").build().unwrap());
+    let guard = own.read_owned();
+    let waiting = {
+        let own = own.clone();
+        std::thread::spawn(move || own.synchronize_expedited())
+    };
+    // Let the waiter reach the owned-section drain (it holds the turn there).
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!waiting.is_finished());
+    let status = fork_and_wait(|| {
+        assert_eq!(own.stats().owned_sections, 1);
+        drop(guard);
+        own.synchronize_expedited();
+        own.synchronize();
+        drop(own.read_owned());
+        own.synchronize_expedited();
+        assert_eq!(own.stats().owned_sections, 0);
+    })
+    .unwrap();
+    assert!(succeeded(status), "the child failed ({status:#x})");
+    waiting.join().unwrap();
+}

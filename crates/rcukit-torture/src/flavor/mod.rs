@@ -27,6 +27,9 @@
 //!   between sections ([`Flavor::offline_while`]). Only reader threads (and the stalling
 //!   fault, for the length of its stall) register, so the writer and the updaters are never
 //!   online while they wait.
+//!   Guard flavors built on an `rcukit::Rcu` also have owned sections ([`Flavor::read_owned`],
+//!   `Rcu::read_owned`): a fraction of the readers' sections are owned, and some of those
+//!   sleep or end on another thread (see the reader module's docs).
 //! * **A cell that waits on replace** ([`recseq`], `rcukit::RecSeq`): `read` is the cell's
 //!   read guard and `synchronize` replaces a dummy value (`RecSeq<()>::replace(())` waits for
 //!   every reader section running at the swap, which is a grace period for that cell's
@@ -51,6 +54,10 @@ pub mod recseq;
 use rcukit::GpCookie;
 
 use std::time::Duration;
+
+/// An owned read-side critical section ([`Flavor::read_owned`]): it ends when dropped, on
+/// whichever thread drops it (for rcukit, a boxed `rcukit::OwnedGuard`).
+pub type OwnedSection = Box<dyn Send + 'static>;
 
 /// One way of waiting for (or deferring work past) a grace period. The writer and the updaters
 /// pick one at random for every update.
@@ -202,6 +209,14 @@ pub trait Flavor: Send + Sync + 'static {
 
     /// Enter a read-side critical section on the calling thread's registration.
     fn read<'r>(&'r self, reader: &'r Self::Reader<'_>) -> Self::Guard<'r>;
+
+    /// Enter an *owned* read-side critical section (`rcukit::Rcu::read_owned`): one that may
+    /// sleep, move to another thread and end there, and that every grace period begun after it
+    /// must wait for like any other section. `None` (the default) for flavors without one;
+    /// the readers of such a flavor take no owned sections.
+    fn read_owned(&self) -> Option<OwnedSection> {
+        None
+    }
 
     /// Called by readers between critical sections, with no guard alive (a QSBR flavor
     /// announces a quiescent state).

@@ -1,10 +1,12 @@
 //! The `rcu` flavor: an [`rcukit::Rcu`] domain, every primitive forwarded as it is (the update
 //! side by `forward_to_domain!`, shared with the `qsbr` flavor); its `busted-barrier` variant,
-//! whose `barrier()` returns at once (the barrier checks must catch it); and the domain under
+//! whose `barrier()` returns at once (the barrier checks must catch it); its `busted-owned`
+//! variant, whose owned sections end before the reader reads anything (the checks of owned
+//! readers must catch it); and the domain under
 //! the `map` and `busted-map` runs (the same flavor, renamed, whose domain an
 //! [`rcukit::RcuHashMap`] shares: see [`crate::map`]).
 
-use super::{forward_to_domain, Flavor, FlavorSettings};
+use super::{forward_to_domain, Flavor, FlavorSettings, OwnedSection};
 use rcukit::{GpCookie, Rcu};
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ pub struct RcuFlavor {
     rcu: Arc<Rcu>,
     settings: FlavorSettings,
     busted_barrier: bool,
+    busted_owned: bool,
     name: &'static str,
 }
 
@@ -32,6 +35,7 @@ impl RcuFlavor {
             rcu: Arc::new(builder.build()?),
             settings: settings.clone(),
             busted_barrier: false,
+            busted_owned: false,
             name: "rcu",
         })
     }
@@ -41,6 +45,16 @@ impl RcuFlavor {
     pub fn with_busted_barrier(mut self) -> RcuFlavor {
         self.busted_barrier = true;
         self.name = "busted-barrier";
+        self
+    }
+
+    /// The same domain with owned sections that end as soon as they begin: `read_owned()`
+    /// takes an `OwnedGuard` and drops it at once, so the reader that then reads, sleeps, or
+    /// hands its element to another thread is protected by nothing. A torture run must report
+    /// FAILURE.
+    pub fn with_busted_owned(mut self) -> RcuFlavor {
+        self.busted_owned = true;
+        self.name = "busted-owned";
         self
     }
 
@@ -86,6 +100,16 @@ impl Flavor for RcuFlavor {
     #[inline]
     fn read<'r>(&'r self, _reader: &'r ()) -> rcukit::Guard<'r> {
         self.rcu.read()
+    }
+
+    fn read_owned(&self) -> Option<OwnedSection> {
+        let guard = self.rcu.read_owned();
+        if self.busted_owned {
+            // Busted: the section is over before the reader loads anything.
+            drop(guard);
+            return Some(Box::new(()));
+        }
+        Some(Box::new(guard))
     }
 
     fn barrier(&self) {

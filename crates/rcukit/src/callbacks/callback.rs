@@ -116,7 +116,8 @@ impl Callback {
 /// the caller until every marker is queued (so the count cannot reach zero early).
 pub(crate) struct BarrierCount {
     remaining: AtomicUsize,
-    lock: std::sync::Mutex<()>,
+    /// The waker of a `barrier_async()` future, if one waits (see [`waiting`](crate::waiting)).
+    lock: std::sync::Mutex<Option<std::task::Waker>>,
     cond: std::sync::Condvar,
 }
 
@@ -124,7 +125,7 @@ impl BarrierCount {
     pub(crate) fn new(count: usize) -> Arc<BarrierCount> {
         Arc::new(BarrierCount {
             remaining: AtomicUsize::new(count),
-            lock: std::sync::Mutex::new(()),
+            lock: std::sync::Mutex::new(None),
             cond: std::sync::Condvar::new(),
         })
     }
@@ -134,9 +135,30 @@ impl BarrierCount {
     pub(crate) fn arrive(&self) {
         if self.remaining.fetch_sub(1, AcqRel) == 1 {
             // Taking the lock orders this wake-up after a waiter's check-then-wait.
-            let _guard = crate::sync::lock(&self.lock);
+            let waker = crate::sync::lock(&self.lock).take();
             self.cond.notify_all();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
         }
+    }
+
+    /// For a future: true once every marker has arrived; else keep `waker` to be woken then.
+    pub(crate) fn poll_done(&self, waker: &std::task::Waker) -> bool {
+        let mut slot = crate::sync::lock(&self.lock);
+        if self.is_done() {
+            return true;
+        }
+        match &mut *slot {
+            Some(w) => w.clone_from(waker),
+            None => *slot = Some(waker.clone()),
+        }
+        false
+    }
+
+    /// The future is gone: drop its waker.
+    pub(crate) fn forget_waker(&self) {
+        let _ = crate::sync::lock(&self.lock).take();
     }
 
     pub(crate) fn is_done(&self) -> bool {

@@ -320,6 +320,7 @@ impl RcuBuilder {
             fork_repair: Mutex::new(()),
             threads: Mutex::new(Vec::new()),
             me: me.clone(),
+            parking: crate::owned::Parking::new(),
         });
         fork::register(&inner);
         let rcu = Rcu { inner };

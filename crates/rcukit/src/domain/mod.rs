@@ -34,6 +34,7 @@ use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{GpCore, GpEvent};
+use crate::owned::OwnedGuard;
 use crate::reader::{self, Guard};
 use crate::seq::GpCookie;
 use crate::sync::lock;
@@ -62,6 +63,8 @@ pub(crate) struct Inner {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// This domain, for the threads it starts.
     pub(crate) me: Weak<Inner>,
+    /// Keeps the state alive for owned guards that outlive the handle (see [`owned`](crate::owned)).
+    pub(crate) parking: crate::owned::Parking,
 }
 
 impl Drop for Inner {
@@ -134,6 +137,7 @@ impl Inner {
         // readers and this repair; every internal lock is free (the fork handlers held them
         // across the fork).
         self.exp.after_fork();
+        self.core.owned.after_fork();
         self.core.registry.retain(|record| record.owner.is_alive());
         self.callbacks.after_fork();
         self.event.forget_listeners();
@@ -156,6 +160,7 @@ impl Inner {
         self.normal.hold_for_fork(held);
         self.exp.hold_for_fork(held);
         self.event.hold_for_fork(held);
+        self.core.owned.hold_for_fork(held);
         self.core.registry.hold_for_fork(held);
         self.callbacks.hold_for_fork(held);
     }
@@ -173,7 +178,7 @@ impl Inner {
 
     /// Has a grace period covered `cookie`, by the domain's release rule (see [`port`]), or,
     /// with `any_kind`, by either kind?
-    fn poll(&self, cookie: &GpCookie, any_kind: bool) -> bool {
+    pub(crate) fn poll(&self, cookie: &GpCookie, any_kind: bool) -> bool {
         self.check_cookie(cookie);
         self.released_by(cookie, any_kind).is_some()
     }
@@ -277,13 +282,33 @@ impl Rcu {
         }
     }
 
+    /// Enter an *owned* read-side critical section: one that may be held across `.await`,
+    /// sleep, and move to and end on another thread (the kernel's SRCU; see [`OwnedGuard`]).
+    ///
+    /// Costs about what [`read`](Rcu::read) costs, plus one load of the domain's phase, plus,
+    /// for a domain other than the global one, an `Arc` reference count (the guard keeps the
+    /// domain's state alive, so that it is `'static`). Owned sections do not nest with guards
+    /// or each other: each is counted on its own.
+    #[inline]
+    pub fn read_owned(&self) -> OwnedGuard {
+        OwnedGuard::enter(&self.inner, self.is_global())
+    }
+
+    /// Is this the global domain (which is never dropped)?
+    #[inline]
+    fn is_global(&self) -> bool {
+        GLOBAL
+            .get()
+            .is_some_and(|global| std::ptr::eq(global, self))
+    }
+
     /// Is the calling thread inside a read-side critical section of this domain?
     pub fn is_reading(&self) -> bool {
         reader::is_reading(self.inner.id, &self.inner.core.registry)
     }
 
     #[track_caller]
-    fn assert_not_reading(&self, what: &str) {
+    pub(crate) fn assert_not_reading(&self, what: &str) {
         if crate::report::in_hook() {
             panic!(
                 "rcukit: {what} called from a report hook; the hook may run on the very thread \
@@ -495,6 +520,8 @@ impl Rcu {
             expedited_gps: inner.exp.completed(),
             readers,
             orphaned_readers,
+            owned_sections: inner.core.registry.owned_open(),
+            waiting_futures: inner.event.wakers.len(),
             stalls: inner.core.stalls(),
             callbacks_queued: cb.queued,
             callbacks_invoked: cb.invoked,
@@ -570,5 +597,7 @@ impl Drop for Rcu {
                 let _ = handle.join();
             }
         }
+        // Owned guards may outlive this handle: the state then waits for the last of them.
+        crate::owned::Parking::park(&self.inner);
     }
 }

@@ -17,6 +17,12 @@ pub struct Stats {
     /// since, which holds every grace period forever (the stall report says so). Not counted
     /// in `readers`.
     pub orphaned_readers: usize,
+    /// Owned read-side critical sections ([`OwnedGuard`](crate::OwnedGuard)s) open now: opened
+    /// minus closed.
+    pub owned_sections: u64,
+    /// Futures ([`GpFuture`](crate::GpFuture)) registered to be woken by the next grace
+    /// period: polled, not yet complete, not dropped.
+    pub waiting_futures: usize,
     /// Stall reports issued (a reader held a grace period past the stall timeout).
     pub stalls: u64,
     /// Callbacks queued with `call`, `retire` and the raw variants.

@@ -20,10 +20,12 @@ pub mod expedited;
 pub mod normal;
 
 use crate::barrier::{self, FenceKind, Heavy};
+use crate::owned::{self, Drain, OwnedReaders};
 use crate::reader::{ReaderRecord, Registry};
 use crate::report::{Report, Reporter, Stall};
 use crate::sync::lock;
 use crate::sync::{AtomicU64, Backoff};
+use crate::waiting::Wakers;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex};
@@ -68,6 +70,8 @@ pub(crate) struct ReadSide {
 pub(crate) struct GpCore {
     pub(crate) read_side: crossbeam_utils::CachePadded<ReadSide>,
     pub(crate) registry: Arc<Registry>,
+    /// The phase and turn of owned sections (see [`owned`](crate::owned)).
+    pub(crate) owned: OwnedReaders,
     stall_timeout: Duration,
     stalls: std::sync::atomic::AtomicU64,
     name: String,
@@ -89,6 +93,7 @@ impl GpCore {
                 fence,
             }),
             registry: Arc::new(Registry::new()),
+            owned: OwnedReaders::new(),
             stall_timeout,
             stalls: std::sync::atomic::AtomicU64::new(0),
             name,
@@ -125,6 +130,42 @@ impl GpCore {
         for record in records.iter() {
             self.wait_for_record(record, target, kind, &mut stall);
         }
+        self.wait_for_owned(kind, Drain::Both, &mut stall);
+    }
+
+    /// Wait for the guards' read sections only (G1-G3, not the owned sections), with the
+    /// expedited barrier, in the caller: for [`owned`](crate::owned)'s parking, where the
+    /// domain's threads are already stopped.
+    pub(crate) fn wait_for_sections(&self) {
+        barrier::heavy(self.fence(), Heavy::Expedited);
+        let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
+        let records = self.registry.snapshot();
+        let mut stall = StallWatch::new(self.stall_timeout);
+        for record in records.iter() {
+            self.wait_for_record(record, target, GpKind::Expedited, &mut stall);
+        }
+    }
+
+    /// The owned-section part of a grace period (W1-W3 in the [`owned`](crate::owned) docs),
+    /// after G1. `drain` is `Drain::Both` but in the loom model's busted variant.
+    pub(crate) fn wait_for_owned(&self, kind: GpKind, drain: Drain, stall: &mut StallWatch) {
+        let mut stalled = |open: u64| {
+            if let Some(held) = stall.check() {
+                self.stalls.fetch_add(1, Relaxed);
+                let waiter = match kind {
+                    GpKind::Normal => "normal grace period",
+                    GpKind::Expedited => "expedited grace period",
+                };
+                self.reporter.report(owned::stall_report(
+                    &self.name,
+                    waiter,
+                    open,
+                    held,
+                    self.stall_timeout,
+                ));
+            }
+        };
+        self.owned.wait(&self.registry, drain, &mut stalled);
     }
 
     fn wait_for_record(
@@ -243,6 +284,8 @@ pub(crate) struct GpEvent {
     generation: Mutex<u64>,
     cond: Condvar,
     listeners: Mutex<Vec<Thread>>,
+    /// Futures waiting for a grace period (see [`waiting`](crate::waiting)).
+    pub(crate) wakers: Wakers,
 }
 
 impl GpEvent {
@@ -251,6 +294,7 @@ impl GpEvent {
             generation: Mutex::new(0),
             cond: Condvar::new(),
             listeners: Mutex::new(Vec::new()),
+            wakers: Wakers::default(),
         }
     }
 
@@ -270,6 +314,7 @@ impl GpEvent {
         for thread in lock(&self.listeners).iter() {
             thread.unpark();
         }
+        self.wakers.wake_all();
     }
 
     /// Block until `done()` is true; `done` is re-evaluated after every grace period.
@@ -287,14 +332,17 @@ impl GpEvent {
     }
 
     /// Forget every subscribed thread (after `fork()`, the workers that subscribed are gone;
-    /// their replacements subscribe again).
+    /// their replacements subscribe again), and every registered waker (they belong to the
+    /// parent's executors; a future polled again in the child registers again).
     pub(crate) fn forget_listeners(&self) {
         lock(&self.listeners).clear();
+        self.wakers.forget_all();
     }
 
     /// Hold this event's locks across `fork()` (see [`fork`](crate::fork)).
     pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
         held.hold(&self.generation);
         held.hold(&self.listeners);
+        self.wakers.hold_for_fork(held);
     }
 }

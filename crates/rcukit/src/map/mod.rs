@@ -163,7 +163,7 @@ pub use iter::{IntoIter, Iter, IterMut};
 
 use crate::domain_ref::{self, DomainRef};
 use crate::sync::AtomicPtr;
-use crate::{Guard, Rcu};
+use crate::{Guard, Rcu, ReadSection};
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -300,7 +300,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     }
 
     /// The current table, for a walk that the caller's guard (of this domain) protects.
-    fn table<'g>(&'g self, guard: &'g Guard<'_>) -> &'g Table<K, V> {
+    fn table<'g, G: ReadSection>(&'g self, guard: &'g G) -> &'g Table<K, V> {
         domain_ref::check_guard("RcuHashMap", guard, self.domain.rcu());
         // SAFETY: the root is never null; tables are retired only after they stop being the
         // root, and the guard (of this domain, held by this thread) holds that grace period
@@ -316,11 +316,12 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// If `guard` belongs to another domain than the map's.
     #[inline]
     #[track_caller]
-    pub fn get_key_value<'g, Q>(&'g self, key: &Q, guard: &'g Guard<'_>) -> Option<(&'g K, &'g V)>
+    pub fn get_key_value<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<(&'g K, &'g V)>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
         S: BuildHasher,
+        G: ReadSection,
     {
         let table = self.table(guard);
         let hash = self.hasher.hash_one(key);
@@ -332,11 +333,12 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// [`get_key_value`](Self::get_key_value).
     #[inline]
     #[track_caller]
-    pub fn get<'g, Q>(&'g self, key: &Q, guard: &'g Guard<'_>) -> Option<&'g V>
+    pub fn get<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<&'g V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
         S: BuildHasher,
+        G: ReadSection,
     {
         self.get_key_value(key, guard).map(|(_, v)| v)
     }
@@ -344,11 +346,12 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// Whether the map holds `key`.
     #[inline]
     #[track_caller]
-    pub fn contains_key<Q>(&self, key: &Q, guard: &Guard<'_>) -> bool
+    pub fn contains_key<Q, G>(&self, key: &Q, guard: &G) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
         S: BuildHasher,
+        G: ReadSection,
     {
         self.get_key_value(key, guard).is_some()
     }
@@ -358,7 +361,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// across resizes (see [`Iter`]); an entry replaced meanwhile may appear with its old
     /// value, its new one, or both.
     #[track_caller]
-    pub fn iter<'g>(&'g self, guard: &'g Guard<'_>) -> Iter<'g, K, V> {
+    pub fn iter<'g, G: ReadSection>(&'g self, guard: &'g G) -> Iter<'g, K, V> {
         let table = self.table(guard);
         // SAFETY: protected by `guard` for 'g.
         unsafe { Iter::new(table) }

@@ -24,6 +24,8 @@ pub enum ReadPeer {
     RcukitDomain,
     /// `RcuCell::load` under a guard of the cell's (global) domain.
     RcukitRcucell,
+    /// `Rcu::global().read_owned()` (an owned, `Send + 'static` section) and `RcuCell::load`.
+    RcukitOwned,
     /// `rcukit::Qsbr`: a registered thread, a plain load per section, `quiescent_state()` every
     /// 1024 sections (the liburcu-qsbr loop's cadence).
     RcukitQsbr,
@@ -35,8 +37,12 @@ pub enum ReadPeer {
     CrossbeamEpoch,
     /// `ArcSwap::load()`.
     ArcSwap,
+    /// `ArcSwap::load_full()`: an owned `Arc` of the value (the owned read arc-swap offers).
+    ArcSwapFull,
     /// `seize::Collector::enter()` and `Guard::protect`.
     Seize,
+    /// `seize::Collector::enter_owned()` (a `Send` guard) and `Guard::protect`.
+    SeizeOwned,
     /// `parking_lot::RwLock::read()`.
     ParkingLotRwlock,
     /// `std::sync::RwLock::read()`.
@@ -61,12 +67,15 @@ impl ReadPeer {
             ReadPeer::RcukitGlobal,
             ReadPeer::RcukitDomain,
             ReadPeer::RcukitRcucell,
+            ReadPeer::RcukitOwned,
             ReadPeer::RcukitQsbr,
             ReadPeer::RcukitRecseq,
             ReadPeer::RcukitPercpuRwlock,
             ReadPeer::CrossbeamEpoch,
             ReadPeer::ArcSwap,
+            ReadPeer::ArcSwapFull,
             ReadPeer::Seize,
+            ReadPeer::SeizeOwned,
             ReadPeer::ParkingLotRwlock,
             ReadPeer::StdRwlock,
         ];
@@ -82,12 +91,15 @@ impl ReadPeer {
             ReadPeer::RcukitGlobal => "rcukit-global",
             ReadPeer::RcukitDomain => "rcukit-domain",
             ReadPeer::RcukitRcucell => "rcukit-rcucell",
+            ReadPeer::RcukitOwned => "rcukit-owned",
             ReadPeer::RcukitQsbr => "rcukit-qsbr",
             ReadPeer::RcukitRecseq => "rcukit-recseq",
             ReadPeer::RcukitPercpuRwlock => "rcukit-percpu-rwlock",
             ReadPeer::CrossbeamEpoch => "crossbeam-epoch",
             ReadPeer::ArcSwap => "arc-swap",
+            ReadPeer::ArcSwapFull => "arc-swap-full",
             ReadPeer::Seize => "seize",
+            ReadPeer::SeizeOwned => "seize-owned",
             ReadPeer::ParkingLotRwlock => "parking_lot-rwlock",
             ReadPeer::StdRwlock => "std-rwlock",
             #[cfg(feature = "c-peers")]
@@ -191,6 +203,35 @@ impl ReadState {
         }
     }
 
+    /// The owned reads: a section that may move threads, per peer.
+    #[inline(always)]
+    fn owned_chunk(&self, peer: ReadPeer, iters: u64) -> u64 {
+        let mut sum = 0u64;
+        match peer {
+            ReadPeer::RcukitOwned => {
+                let (rcu, cell) = (Rcu::global(), &self.cell);
+                for _ in 0..iters {
+                    let g = rcu.read_owned();
+                    sum += *black_box(cell).load(&g);
+                }
+            }
+            ReadPeer::ArcSwapFull => {
+                for _ in 0..iters {
+                    sum += *black_box(&self.arc).load_full();
+                }
+            }
+            _ => {
+                for _ in 0..iters {
+                    let g = self.seize.enter_owned();
+                    let p = g.protect(black_box(&self.seize_ptr), Acquire);
+                    // SAFETY: never retired during the run; `g` protects it.
+                    sum += unsafe { *p };
+                }
+            }
+        }
+        sum
+    }
+
     /// `iters` read-side sections of `peer`; a tight, monomorphic loop per peer.
     pub(super) fn chunk(&self, peer: ReadPeer, iters: u64, local: &mut ReadLocal<'_>) -> u64 {
         let mut sum = 0u64;
@@ -224,6 +265,9 @@ impl ReadState {
                 }
             }
             ReadPeer::RcukitQsbr => sum = self.qsbr_chunk(iters, local),
+            ReadPeer::RcukitOwned | ReadPeer::ArcSwapFull | ReadPeer::SeizeOwned => {
+                sum = self.owned_chunk(peer, iters);
+            }
             ReadPeer::RcukitRecseq => {
                 for _ in 0..iters {
                     sum += *black_box(&self.recseq).read();

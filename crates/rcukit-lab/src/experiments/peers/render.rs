@@ -194,6 +194,14 @@ fn headlines(r: &Report) -> Vec<String> {
             ns1(ReadPeer::PlainLoad)
         ),
         format!(
+            "owned read sections, 1 thread: rcukit read_owned {} ns (read {} ns), arc-swap \
+             load_full {} ns, seize enter_owned {} ns",
+            ns1(ReadPeer::RcukitOwned),
+            ns1(ReadPeer::RcukitRcucell),
+            ns1(ReadPeer::ArcSwapFull),
+            ns1(ReadPeer::SeizeOwned)
+        ),
+        format!(
             "grace period with a busy reader: rcukit expedited {} µs, normal {} µs, qsbr \
              expedited {} µs, qsbr normal {} µs, crossbeam-epoch {} µs",
             gp(GpPeer::RcukitExpedited),

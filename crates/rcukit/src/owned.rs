@@ -1,0 +1,505 @@
+//! Owned read-side critical sections ([`OwnedGuard`]): readers that may sleep, cross an
+//! `.await`, move to another thread and end there. The user-space image of the kernel's SRCU.
+//!
+//! A [`Guard`](crate::Guard) is cheap because its whole state is one word in its thread's own
+//! reader record: grace periods learn "this thread reads" by looking at that word. A section
+//! that may move to another thread cannot live in one thread's word, so owned sections are
+//! *counted* instead: the thread that opens one adds one to a *lock* count, the thread that
+//! closes it (possibly another) adds one to an *unlock* count, and a grace period waits until
+//! the two totals agree.
+//!
+//! # The counters
+//!
+//! Each reader record carries, next to its `ctr` word, two pairs of counters indexed by a
+//! *phase* bit: `locks[0..2]` and `unlocks[0..2]`. Only the record's own thread writes them, so
+//! an increment is a load and a store, never a read-modify-write. Records that unregister (their
+//! thread exited) add their counts into the registry's *residue* counters, under the registry
+//! lock, and a section opened or closed on a thread whose thread-local storage is already gone
+//! counts straight into the residue with an atomic add. The domain holds the current phase.
+//!
+//! ```text
+//! O1  p = phase.load(Acquire) & 1
+//! O2  record.locks[p] += 1                     (the opening thread's record)
+//! O3  light barrier (as R3 of a Guard)
+//!     ... the critical section, which may sleep and move threads ...
+//! O4  record'.unlocks[p] += 1, a Release store  (the closing thread's record; p kept in the guard)
+//! ```
+//!
+//! A grace period, after its heavy barrier G1 and its scan of the guards' words (see
+//! [`reader`]), runs holding the domain's owned-scan turn:
+//!
+//! ```text
+//! W1  drain(phase ^ 1)      (sections that loaded the phase before the previous flip)
+//! W2  phase += 1
+//! W3  drain(the old phase)
+//!
+//! drain(i): repeat { U = total of unlocks[i] (Acquire loads); L = total of locks[i] } until U == L
+//! ```
+//!
+//! Each total is taken under the registry lock, so that a record folding its counts into the
+//! residue is counted once, either in the record or in the residue.
+//!
+//! # Why it is correct
+//!
+//! The claim is the same as for guards: when W3 ends, every owned section whose barrier O3 came
+//! before G1 has ended, and its accesses happen-before the rest of the grace period.
+//!
+//! 1. **Counted unlocks have counted locks.** A section's O2 happens-before its O4: program
+//!    order on one thread, or, when the guard moved, the synchronization that moved it (a
+//!    `Send` transfer always synchronizes). A drain reads U first with `Acquire` loads; reading
+//!    an O4 makes its O2 happen-before the later loads of L, which therefore count that O2
+//!    (coherence: a later load of the same counter cannot return an older value). So the
+//!    sections whose unlock is in U are a subset of those whose lock is in L, and every
+//!    section adds exactly one to each. `U == L` therefore means: every section whose lock was
+//!    counted has its unlock counted too, i.e. has ended, and (by the `Acquire` load that read
+//!    its O4) its critical section happens-before the drain's end.
+//! 2. **Pre-existing sections are counted.** Take a section whose O3 came before G1 (the
+//!    barrier pair orders O3 and G1 one way or the other; if G1 came first, the section sees
+//!    every removal made before G1 and need not be waited for, exactly as case 1 of the guard
+//!    proof). Its O2 precedes O3, so every load made after G1 sees it (case 2 of the guard
+//!    proof). It counted under phase `p`, which is either the phase W2 flips from, or the
+//!    other one. W3 drains the first, W1 the second; both run after G1 and see the O2. By
+//!    step 1 the drain that sees it cannot end before that section's O4.
+//! 3. **Why both phases.** A section may load the phase (O1), be preempted past the next flip
+//!    and only then count (O2) under the stale phase. If it did so after a grace period's W1,
+//!    its O3 is after that grace period's G1 and it is safe for *that* grace period, but it
+//!    stays counted under a phase the next grace period would not drain without W1. Draining
+//!    both phases in every grace period closes that hole (the busted loom model skips W1 and
+//!    loses a pre-existing section). Draining with one phase only is also correct but may never
+//!    end: new sections keep adding locks faster than old ones add unlocks.
+//! 4. **Why it ends.** New sections count under the phase W2 flipped to; W3 drains the phase
+//!    flipped from, which only sections that loaded the phase before W2 still enter. W1 drains
+//!    the phase that only stragglers of an earlier flip enter. Neither keeps receiving new
+//!    sections, so each drain ends once the sections it counted end.
+//!
+//! Concurrent grace periods (normal and expedited) serialize on the owned-scan turn: each one
+//! flips and drains, so each sees its own pre-existing sections counted and drained. The
+//! counters are 64 bits wide and never wrap in practice.
+//!
+//! # Cost
+//!
+//! Opening an owned section is a [`Guard`](crate::Guard)'s work plus reading the phase; closing
+//! one looks up the closing thread's record (the same one-entry cache `read()` uses). No
+//! read-modify-write, and no shared cache line written: two threads taking owned guards of one
+//! domain do not contend. That rules out an `Arc` count per guard, so a domain other than the
+//! global one outlives its handle by *parking* instead.
+//!
+//! # Lifetime: parking
+//!
+//! An owned guard is `'static`, so it may outlive the [`Rcu`](crate::Rcu) handle of its
+//! domain; the domain's shared state must then live until the last such guard has closed.
+//! (The global domain is never dropped, and its guards skip all of this.)
+//!
+//! ```text
+//! P1  Rcu::drop (threads stopped):  parked = a strong reference to the shared state
+//! P2                                 scan of the guards' words (G1-G3 of `reader`)
+//! P3                                 reap()
+//!
+//! C1  closing an owned guard:  enter a read section (R1-R3)
+//! C2                            O4
+//! C3                            if parked is set: reap()
+//! C4                            leave the read section (R4); then, if C3 took the reference,
+//!                               a scan (G1-G3), and drop it
+//!
+//! reap(): if no owned section is open (the totals of both phases agree), take the parked
+//!         reference (an atomic swap: at most one taker)
+//! ```
+//!
+//! 1. **Somebody reaps.** Take the last guard to close. If its C3 saw `parked` unset, its read
+//!    section (C1-C4) was not over when P2 began (else the scan's heavy barrier would order P1
+//!    before C3, as case 1 of the guard proof), so P2 waited for it and P3 sees its O4: no
+//!    section is open, and P3 takes the reference. If C3 saw `parked` set, its own reap sees
+//!    every O4 (its own, and those of guards closed before it), and takes it unless P3 or
+//!    another closer did.
+//! 2. **Nobody touches freed state.** Only the taker drops the reference, and only after a
+//!    scan that began after its swap: every closer still inside C1-C4 (the only code that
+//!    touches the shared state without a reference of its own) is waited for. A closer whose
+//!    section begins after that scan's heavy barrier would find `parked` unset and no section
+//!    open, but there is none: every guard had closed (reap saw the totals agree), and no new
+//!    guard can open without the dropped handle.
+//! 3. "No section open" cannot be a false positive: a guard opened before the handle was
+//!    dropped counted its lock before the drop began (the handle's borrow ended first), so the
+//!    totals include it until its unlock.
+//!
+//! //! # Misuse
+//!
+//! A thread or task that holds an owned section and waits for a grace period of the same
+//! domain (`synchronize()`, `barrier()` of callbacks that wait, or one of the async waits)
+//! waits for itself and never returns. Unlike a [`Guard`](crate::Guard), an owned section is
+//! not tied to a thread, so the wait cannot tell whether the caller holds one; instead the
+//! grace period issues a stall report after the stall timeout naming the owned sections it
+//! waits for ([`Report::Stall`]).
+
+#[cfg(all(test, rcukit_loom))]
+mod loom;
+
+use crate::barrier;
+use crate::domain::Inner;
+use crate::reader::{self, Registry};
+use crate::report::{Report, Stall};
+use crate::sync::{AtomicU64, Backoff, Condvar, Mutex};
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::Arc;
+
+/// Lock and unlock counts of owned sections, per phase.
+pub(crate) struct OwnedCounts {
+    locks: [AtomicU64; 2],
+    unlocks: [AtomicU64; 2],
+}
+
+/// Which of the two counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Locks,
+    Unlocks,
+}
+
+impl OwnedCounts {
+    pub(crate) fn new() -> OwnedCounts {
+        OwnedCounts {
+            locks: [AtomicU64::new(0), AtomicU64::new(0)],
+            unlocks: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+
+    fn side(&self, side: Side) -> &[AtomicU64; 2] {
+        match side {
+            Side::Locks => &self.locks,
+            Side::Unlocks => &self.unlocks,
+        }
+    }
+
+    /// O2 or O4 on a record: only the record's own thread calls this, so a load and a store.
+    /// Unlocks are `Release` stores (step 1 of the module docs).
+    #[inline(always)]
+    pub(crate) fn bump_own(&self, side: Side, phase: usize) {
+        let counter = &self.side(side)[phase];
+        let order = if side == Side::Unlocks {
+            Release
+        } else {
+            Relaxed
+        };
+        counter.store(counter.load(Relaxed).wrapping_add(1), order);
+    }
+
+    /// O2 or O4 on the registry's residue, which many threads share.
+    pub(crate) fn bump_shared(&self, side: Side, phase: usize) {
+        self.side(side)[phase].fetch_add(1, AcqRel);
+    }
+
+    /// One counter's value, for a drain's total.
+    pub(crate) fn load(&self, side: Side, phase: usize) -> u64 {
+        self.side(side)[phase].load(Acquire)
+    }
+
+    /// Add every count of `self` (a record that is leaving the registry) into `residue`.
+    pub(crate) fn fold_into(&self, residue: &OwnedCounts) {
+        for side in [Side::Locks, Side::Unlocks] {
+            for phase in 0..2 {
+                let n = self.load(side, phase);
+                if n != 0 {
+                    residue.side(side)[phase].fetch_add(n, AcqRel);
+                }
+            }
+        }
+    }
+
+    /// Opened minus closed, over both phases (for statistics; not a drain).
+    pub(crate) fn open(&self) -> u64 {
+        let total = |side| self.load(side, 0).wrapping_add(self.load(side, 1));
+        total(Side::Locks).wrapping_sub(total(Side::Unlocks))
+    }
+}
+
+/// A grace period's variant of the owned-section wait: only the loom model's busted variant
+/// uses anything but `Drain::Both`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drain {
+    /// W1-W3 of the module docs.
+    Both,
+    /// Busted: skip W1 (step 3 of the module docs shows what it loses).
+    #[cfg(rcukit_loom)]
+    FlippedOnly,
+}
+
+/// A domain's phase and the turn that serializes the owned part of grace periods.
+///
+/// The turn is a `bool` under a mutex held only to take or give it back (as the expedited
+/// engine's turn, and for the same reason): a drain can wait for a long time, and a mutex held
+/// across it could be neither held across `fork()` by the fork handlers nor released in the
+/// child, where the thread that held it does not exist.
+pub(crate) struct OwnedReaders {
+    phase: AtomicU64,
+    turn: Mutex<bool>,
+    turn_free: Condvar,
+}
+
+impl OwnedReaders {
+    pub(crate) fn new() -> OwnedReaders {
+        OwnedReaders {
+            phase: AtomicU64::new(0),
+            turn: Mutex::new(false),
+            turn_free: Condvar::new(),
+        }
+    }
+
+    /// O1: the phase a new section counts under.
+    #[inline(always)]
+    pub(crate) fn phase(&self) -> usize {
+        (self.phase.load(Acquire) & 1) as usize
+    }
+
+    /// W1-W3: wait for every owned section that began before the caller's heavy barrier.
+    /// `stalled` is called while the wait is slow, with the number of sections it waits for.
+    pub(crate) fn wait(&self, registry: &Registry, drain: Drain, stalled: &mut dyn FnMut(u64)) {
+        {
+            let mut taken = self.turn.lock();
+            while *taken {
+                taken = self.turn_free.wait(taken);
+            }
+            *taken = true;
+        }
+        let current = self.phase();
+        if drain == Drain::Both {
+            drain_phase(registry, current ^ 1, stalled);
+        }
+        self.phase.fetch_add(1, AcqRel);
+        drain_phase(registry, current, stalled);
+        *self.turn.lock() = false;
+        self.turn_free.notify_all();
+    }
+
+    /// After `fork()`: a grace period that held the turn did not survive (see
+    /// [`fork`](crate::fork)). The phase may have flipped already; every drain covers both
+    /// phases, so the next grace period is complete anyway.
+    pub(crate) fn after_fork(&self) {
+        *self.turn.lock() = false;
+    }
+
+    /// Hold the turn's mutex across `fork()` (see [`fork`](crate::fork)).
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+        self.turn.hold_for_fork(held);
+    }
+}
+
+/// drain(i) of the module docs.
+fn drain_phase(registry: &Registry, phase: usize, stalled: &mut dyn FnMut(u64)) {
+    let mut backoff = Backoff::new();
+    loop {
+        let unlocks = registry.owned_total(Side::Unlocks, phase);
+        let locks = registry.owned_total(Side::Locks, phase);
+        if unlocks == locks {
+            return;
+        }
+        if backoff.is_sleeping() {
+            stalled(locks.wrapping_sub(unlocks));
+        }
+        backoff.snooze();
+    }
+}
+
+/// The stall report for a grace period held up by owned sections.
+pub(crate) fn stall_report(
+    domain: &str,
+    waiter: &'static str,
+    open: u64,
+    waited: std::time::Duration,
+    timeout: std::time::Duration,
+) -> Report {
+    Report::Stall(Stall {
+        domain_kind: "domain",
+        domain: domain.to_string(),
+        waiter,
+        reader: format!("{open} owned read-side critical section(s) (OwnedGuard) begun before it"),
+        waited,
+        timeout,
+        advice: "an OwnedGuard held by the waiting thread or task itself never ends: drop it \
+                 before waiting for a grace period of its domain",
+    })
+}
+
+/// An owned read-side critical section of an [`Rcu`](crate::Rcu) domain, from
+/// [`Rcu::read_owned`](crate::Rcu::read_owned): like a [`Guard`](crate::Guard), but `Send`,
+/// `Sync` and `'static`, so it may be held across `.await`, sleep, and be moved to and dropped
+/// on another thread.
+///
+/// Every grace period of the domain that starts after the guard was taken (normal or
+/// expedited, waited for, polled through a [`GpCookie`](crate::GpCookie) or ending a callback's
+/// wait) waits for it to drop. Containers accept it wherever they accept a `Guard` (see
+/// [`ReadSection`](crate::ReadSection)), with the same rule: a reference read under it cannot
+/// outlive it.
+///
+/// ```compile_fail
+/// let cell = rcukit::RcuCell::new(1);
+/// let value = {
+///     let guard = rcukit::Rcu::global().read_owned();
+///     cell.load(&guard) // the reference cannot outlive the guard
+/// };
+/// ```
+///
+/// It keeps its domain's shared state alive, so it may outlive the [`Rcu`](crate::Rcu) handle
+/// (the state is freed when the last owned guard closes); once that handle is dropped there are
+/// no more grace periods to hold back.
+///
+/// # Do not wait while holding one
+///
+/// A thread or task that waits for a grace period of the guard's domain while it holds the
+/// guard waits for itself forever. A `Guard` is tied to its thread, so such waits panic; an
+/// owned guard is not, so the wait cannot tell. The grace period reports the stall instead
+/// (after the domain's stall timeout, see [`RcuBuilder::stall_timeout`](crate::RcuBuilder::stall_timeout)),
+/// naming the owned sections it waits for.
+#[must_use = "the read-side critical section ends when the guard is dropped"]
+pub struct OwnedGuard {
+    inner: NonNull<Inner>,
+    /// The guard's domain is the global one, which is never dropped (no parking).
+    immortal: bool,
+    /// The phase the section counted its lock under (O1).
+    phase: usize,
+}
+
+// SAFETY: an owned guard is an index into counters that any thread may update (its drop counts
+// on the dropping thread's own record, or the shared residue), plus a pointer to the domain's
+// shared state, which is `Sync` and which outlives the guard (parking, or the global domain's
+// static lifetime). Nothing in it is tied to the thread that made it.
+unsafe impl Send for OwnedGuard {}
+// SAFETY: `&OwnedGuard` only reads the domain's id and name, which are immutable.
+unsafe impl Sync for OwnedGuard {}
+
+impl OwnedGuard {
+    /// O1-O3. `immortal` says that `inner` belongs to a domain that is never dropped.
+    #[inline]
+    pub(crate) fn enter(inner: &Arc<Inner>, immortal: bool) -> OwnedGuard {
+        if !immortal {
+            inner.parking.mark_used();
+        }
+        let phase = inner.core.owned.phase();
+        count(inner, Side::Locks, phase);
+        barrier::light(inner.core.read_side.fence);
+        OwnedGuard {
+            inner: NonNull::from(&**inner),
+            immortal,
+            phase,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn inner(&self) -> &Inner {
+        // SAFETY: the domain's shared state outlives the guard: it is the global domain's,
+        // which is never dropped, or it stays parked until this guard has closed (see the
+        // module docs, "Lifetime").
+        unsafe { self.inner.as_ref() }
+    }
+
+    /// The identifier of the guard's domain ([`Rcu::id`](crate::Rcu::id)).
+    pub fn domain_id(&self) -> u64 {
+        self.inner().id
+    }
+
+    /// The name of the guard's domain ([`Rcu::name`](crate::Rcu::name)).
+    pub fn domain_name(&self) -> &str {
+        &self.inner().name
+    }
+}
+
+/// O2 or O4 on the calling thread's record, or on the residue when the thread's table is gone.
+#[inline(always)]
+fn count(inner: &Inner, side: Side, phase: usize) {
+    let registry = &inner.core.registry;
+    if !reader::with_local_record(inner.id, registry, |record| {
+        record.owned.bump_own(side, phase)
+    }) {
+        registry.owned_residue.bump_shared(side, phase);
+    }
+}
+
+impl Drop for OwnedGuard {
+    #[inline]
+    fn drop(&mut self) {
+        let inner = self.inner();
+        if self.immortal {
+            // The critical section's accesses are ordered before the count by its `Release`
+            // store (O4); no fence is needed.
+            count(inner, Side::Unlocks, self.phase);
+            return;
+        }
+        // C1-C4 of the module docs.
+        let core = &inner.core;
+        let read_side = (&core.read_side.epoch, core.read_side.fence);
+        let taken = reader::in_section(inner.id, &core.registry, read_side, |record| {
+            record.owned.bump_own(Side::Unlocks, self.phase);
+            inner.parking.reap_if_parked(&core.registry)
+        });
+        if let Some(last) = taken {
+            Parking::release(last);
+        }
+    }
+}
+
+/// A domain's shared state waiting for its last owned guard after its handle was dropped
+/// (see the module docs, "Lifetime").
+pub(crate) struct Parking {
+    parked: std::sync::atomic::AtomicPtr<Inner>,
+    /// An owned guard of this domain was ever taken (else the handle's drop parks nothing).
+    used: std::sync::atomic::AtomicBool,
+}
+
+impl Parking {
+    pub(crate) fn new() -> Parking {
+        Parking {
+            parked: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            used: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    #[inline(always)]
+    fn mark_used(&self) {
+        // Read first: once set, the line stays shared among the readers.
+        if !self.used.load(Relaxed) {
+            self.used.store(true, Relaxed);
+        }
+    }
+
+    /// P1-P3, from the handle's drop once the domain's threads are stopped. `inner` is the
+    /// handle's reference, which this clones to park it.
+    pub(crate) fn park(inner: &Arc<Inner>) {
+        // `Relaxed` suffices: every `read_owned` happened before the handle's drop began.
+        if !inner.parking.used.load(Relaxed) {
+            return;
+        }
+        let me = Arc::into_raw(inner.clone()).cast_mut();
+        inner.parking.parked.store(me, Release);
+        inner.core.wait_for_sections(); // P2
+        if let Some(last) = inner.parking.reap_if_parked(&inner.core.registry) {
+            Parking::release(last);
+        }
+    }
+
+    /// C3 / P3: take the parked reference if no owned section is open.
+    fn reap_if_parked(&self, registry: &Registry) -> Option<NonNull<Inner>> {
+        if self.parked.load(Acquire).is_null() || registry.owned_open() != 0 {
+            return None;
+        }
+        NonNull::new(self.parked.swap(std::ptr::null_mut(), AcqRel))
+    }
+
+    /// The taker's half of C4: a scan, then the reference goes.
+    fn release(last: NonNull<Inner>) {
+        // SAFETY: the parked pointer came from `Arc::into_raw` in `park`, and the swap in
+        // `reap_if_parked` handed it to exactly one caller, this one. The scan below waits for
+        // every closer that may still touch the state (step 2 of the module docs) before the
+        // reference is dropped.
+        let last = unsafe { Arc::from_raw(last.as_ptr().cast_const()) };
+        last.core.wait_for_sections();
+        drop(last);
+    }
+}
+
+impl std::fmt::Debug for OwnedGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedGuard")
+            .field("domain", &self.domain_id())
+            .field("phase", &self.phase)
+            .finish()
+    }
+}

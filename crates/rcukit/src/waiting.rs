@@ -1,0 +1,288 @@
+//! Awaitable grace periods and barriers: futures that the grace-period engines and the
+//! callback workers wake, for async code that must not block its executor's threads.
+//!
+//! [`Rcu::synchronize_async`], [`Rcu::synchronize_expedited_async`] and [`Rcu::wait_for`]
+//! return a [`GpFuture`]; [`Rcu::barrier_async`] returns a [`BarrierFuture`]. They depend on
+//! no runtime: they use nothing but [`Waker`], so any executor drives them.
+//!
+//! # How a grace-period future is woken
+//!
+//! Creating the future takes a [`GpCookie`] and asks the right engine for a grace period that
+//! covers it (the normal thread, or the expedited helper thread): the same requests
+//! [`Rcu::start_poll`] and [`Rcu::start_poll_expedited`] make. No thread is started per waiter
+//! and nothing polls in a loop. Every grace period of either kind ends with the domain's
+//! completion event (`GpEvent`), which also takes every waker registered with the domain
+//! and wakes it; a woken future polls its cookie and either
+//! completes or registers again.
+//!
+//! No wake-up is lost: a future registers its waker under the wakers' lock and *then* checks
+//! its cookie once more. A grace period ends its sequence counter before it takes that lock to
+//! wake, so either the future's second check sees the counter (and completes), or the grace
+//! period's wake-up, ordered after the registration by the lock, finds the waker.
+//!
+//! A future that is dropped unregisters its waker: nothing of it stays in the domain. (The
+//! grace period it requested still runs, as one requested by `start_poll` does.)
+//!
+//! # Barriers
+//!
+//! [`Rcu::barrier_async`] queues the same per-shard markers as [`Rcu::barrier`] when it is
+//! called; the future keeps its waker in the barrier's count, and the marker that brings the
+//! count to zero wakes it.
+
+use crate::callbacks::callback::BarrierCount;
+use crate::domain::Inner;
+use crate::{GpCookie, Rcu};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+/// The wakers of the futures waiting for a grace period of one domain.
+#[derive(Default)]
+pub(crate) struct Wakers {
+    slots: std::sync::Mutex<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    next_key: u64,
+    wakers: HashMap<u64, Waker>,
+}
+
+impl Wakers {
+    /// Register `waker` under `key` (given one on first use), then check `done` once more;
+    /// returns `done`'s answer, having unregistered if it is true.
+    fn register(&self, key: &mut Option<u64>, waker: &Waker, done: impl Fn() -> bool) -> bool {
+        let mut slots = crate::sync::lock(&self.slots);
+        let k = *key.get_or_insert_with(|| {
+            slots.next_key = slots.next_key.wrapping_add(1);
+            slots.next_key
+        });
+        match slots.wakers.get_mut(&k) {
+            Some(w) if w.will_wake(waker) => {}
+            Some(w) => w.clone_from(waker),
+            None => {
+                slots.wakers.insert(k, waker.clone());
+            }
+        }
+        if done() {
+            slots.wakers.remove(&k);
+            *key = None;
+            return true;
+        }
+        false
+    }
+
+    /// Forget `key`'s waker (its future completed or was dropped).
+    fn unregister(&self, key: &mut Option<u64>) {
+        if let Some(k) = key.take() {
+            crate::sync::lock(&self.slots).wakers.remove(&k);
+        }
+    }
+
+    /// Wake every registered future (a grace period just ended). The wakers run after the
+    /// lock is released: they are the executors' code.
+    pub(crate) fn wake_all(&self) {
+        let woken = {
+            let mut slots = crate::sync::lock(&self.slots);
+            if slots.wakers.is_empty() {
+                return;
+            }
+            std::mem::take(&mut slots.wakers)
+        };
+        for (_, waker) in woken {
+            waker.wake();
+        }
+    }
+
+    /// After `fork()`: leak the wakers without calling into them (their executors' threads
+    /// are the parent's). A future polled again registers again.
+    pub(crate) fn forget_all(&self) {
+        std::mem::forget(std::mem::take(&mut crate::sync::lock(&self.slots).wakers));
+    }
+
+    /// Futures waiting now.
+    pub(crate) fn len(&self) -> usize {
+        crate::sync::lock(&self.slots).wakers.len()
+    }
+
+    /// Hold the lock across `fork()` (see [`fork`](crate::fork)).
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+        held.hold(&self.slots);
+    }
+}
+
+/// A grace period to `.await`: from [`Rcu::synchronize_async`],
+/// [`Rcu::synchronize_expedited_async`] or [`Rcu::wait_for`]. Completes once a grace period
+/// that covers its cookie has ended; see the [module docs](self) for how it is woken.
+///
+/// # Panics
+///
+/// When polled inside a read-side critical section ([`Guard`](crate::Guard)) of the same
+/// domain on the polling thread, which would wait for itself (as [`Rcu::synchronize`] panics).
+#[must_use = "futures do nothing unless awaited"]
+#[derive(Debug)]
+pub struct GpFuture<'a> {
+    rcu: &'a Rcu,
+    cookie: GpCookie,
+    /// Does an expedited grace period end the wait (or only a normal one)?
+    either: bool,
+    key: Option<u64>,
+    checked: bool,
+}
+
+impl<'a> GpFuture<'a> {
+    fn new(rcu: &'a Rcu, cookie: GpCookie, either: bool) -> GpFuture<'a> {
+        GpFuture {
+            rcu,
+            cookie,
+            either,
+            key: None,
+            checked: false,
+        }
+    }
+
+    /// The cookie this future waits for.
+    pub fn cookie(&self) -> GpCookie {
+        self.cookie
+    }
+
+    fn is_done(inner: &Inner, cookie: &GpCookie, either: bool) -> bool {
+        inner.poll(cookie, either)
+    }
+}
+
+impl Future for GpFuture<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if !this.checked {
+            this.rcu.assert_not_reading("awaiting a grace period");
+            this.checked = true;
+        }
+        let inner = this.rcu.inner();
+        let (cookie, either) = (this.cookie, this.either);
+        if Self::is_done(inner, &cookie, either) {
+            inner.event.wakers.unregister(&mut this.key);
+            return Poll::Ready(());
+        }
+        let done = || Self::is_done(inner, &cookie, either);
+        if inner.event.wakers.register(&mut this.key, cx.waker(), done) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for GpFuture<'_> {
+    fn drop(&mut self) {
+        self.rcu.inner().event.wakers.unregister(&mut self.key);
+    }
+}
+
+/// A callback barrier to `.await`, from [`Rcu::barrier_async`]: completes once every callback
+/// queued before the call has run.
+///
+/// # Panics
+///
+/// When polled on one of the domain's callback workers (inside a callback), which would wait
+/// for itself, or inside a read-side critical section of the domain.
+#[must_use = "futures do nothing unless awaited"]
+pub struct BarrierFuture<'a> {
+    rcu: &'a Rcu,
+    count: Arc<BarrierCount>,
+    checked: bool,
+}
+
+impl Future for BarrierFuture<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if !this.checked {
+            this.rcu.assert_not_reading("awaiting barrier_async()");
+            assert!(
+                !this.rcu.inner().callbacks.in_callback_context(),
+                "rcukit: barrier_async() awaited on a callback worker of the same domain; the \
+                 barrier would wait for the very thread that runs it"
+            );
+            this.checked = true;
+        }
+        if this.count.poll_done(cx.waker()) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for BarrierFuture<'_> {
+    fn drop(&mut self) {
+        self.count.forget_waker();
+    }
+}
+
+impl std::fmt::Debug for BarrierFuture<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BarrierFuture")
+            .field("done", &self.count.is_done())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rcu {
+    /// [`synchronize`](Rcu::synchronize) for async code: a future that completes once every
+    /// read-side critical section (guards and owned guards) running when this was called has
+    /// ended. It requests a normal grace period now and is woken when a normal one (or, with
+    /// [`expedited_callbacks`](crate::RcuBuilder::expedited_callbacks), an expedited one) that
+    /// covers the call has ended. Blocks nobody; dropping the future cancels the wait.
+    pub fn synchronize_async(&self) -> GpFuture<'_> {
+        let inner = self.inner();
+        inner.check_fork();
+        let cookie = inner.get_state();
+        inner.normal.request(cookie.normal);
+        GpFuture::new(self, cookie, inner.expedited_callbacks)
+    }
+
+    /// [`synchronize_expedited`](Rcu::synchronize_expedited) for async code: the domain's
+    /// helper thread runs (or piggybacks on) an expedited grace period, and the future is
+    /// woken when it ends (or when any grace period covering the call does).
+    pub fn synchronize_expedited_async(&self) -> GpFuture<'_> {
+        let inner = self.inner();
+        inner.check_fork();
+        let cookie = inner.get_state();
+        inner.exp.request(cookie.expedited);
+        GpFuture::new(self, cookie, true)
+    }
+
+    /// Wait for `cookie` in async code, like [`cond_synchronize`](Rcu::cond_synchronize):
+    /// ready at once if [`poll`](Rcu::poll) says the cookie has expired, else a normal grace
+    /// period is requested and the future is woken when one covering the cookie ends.
+    ///
+    /// # Panics
+    ///
+    /// If `cookie` came from another domain.
+    pub fn wait_for(&self, cookie: &GpCookie) -> GpFuture<'_> {
+        let inner = self.inner();
+        if !self.poll(cookie) {
+            inner.check_fork();
+            inner.normal.request(cookie.normal);
+        }
+        GpFuture::new(self, *cookie, true)
+    }
+
+    /// [`barrier`](Rcu::barrier) for async code: the barrier's markers are queued now, and the
+    /// future completes once every callback queued before this call has run.
+    pub fn barrier_async(&self) -> BarrierFuture<'_> {
+        let inner = self.inner();
+        inner.check_fork();
+        BarrierFuture {
+            rcu: self,
+            count: inner.callbacks.start_barrier(),
+            checked: false,
+        }
+    }
+}
