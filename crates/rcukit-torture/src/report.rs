@@ -592,6 +592,32 @@ impl fmt::Display for Report {
 
 /// The map lines of a map run's report.
 fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
+    write_map_counts(f, p, m)?;
+    writeln!(
+        f,
+        "{p} map capacity: first {} min {} max {}; seen growing {} shrinking {}; cycles {} \
+         (>= {} then <= {}); len max {}",
+        m.capacity_first,
+        m.capacity_min,
+        m.capacity_max,
+        m.grows,
+        m.shrinks,
+        m.cycles,
+        crate::map::CYCLE_HIGH,
+        crate::map::CYCLE_LOW,
+        m.len_max
+    )?;
+    writeln!(
+        f,
+        "{p} map values: created {} dropped {} (while in the map {}, twice {}), discarded \
+         unpublished by update {}",
+        m.values, m.drops, m.live_drops, m.double_drops, m.discarded
+    )?;
+    write_map_histograms(f, p, m)
+}
+
+/// The setup, lookup and write lines of a map run's report.
+fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
     writeln!(
         f,
         "{p} map: RcuHashMap on the domain under test, {}; keys: {} stable, {} churned, bursts \
@@ -635,27 +661,11 @@ fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result 
         m.waits,
         m.alloc_failures,
         m.result_errors
-    )?;
-    writeln!(
-        f,
-        "{p} map capacity: first {} min {} max {}; seen growing {} shrinking {}; cycles {} \
-         (>= {} then <= {}); len max {}",
-        m.capacity_first,
-        m.capacity_min,
-        m.capacity_max,
-        m.grows,
-        m.shrinks,
-        m.cycles,
-        crate::map::CYCLE_HIGH,
-        crate::map::CYCLE_LOW,
-        m.len_max
-    )?;
-    writeln!(
-        f,
-        "{p} map values: created {} dropped {} (while in the map {}, twice {}), discarded \
-         unpublished by update {}",
-        m.values, m.drops, m.live_drops, m.double_drops, m.discarded
-    )?;
+    )
+}
+
+/// The error notes and the two histograms of a map run's report.
+fn write_map_histograms(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
     for note in &m.notes {
         writeln!(f, "{p} map error: {note}")?;
     }

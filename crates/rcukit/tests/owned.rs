@@ -354,16 +354,33 @@ fn dropped_futures_leave_nothing_behind() {
 #[test]
 fn ten_thousand_waiting_futures_start_no_thread() {
     watchdog(Duration::from_secs(60), || {
-        let rcu = quiet(Duration::from_secs(30));
+        let rcu = Rcu::builder()
+            .name("waiters")
+            .on_report(|_| {})
+            .build()
+            .unwrap();
+        // The domain's own threads (named after it): other tests in this binary start and stop
+        // threads of their own meanwhile, so the process's thread count would not do.
         let threads = || {
-            std::fs::read_to_string("/proc/self/status")
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("Threads:").map(|n| n.trim().to_string()))
+            std::fs::read_dir("/proc/self/task")
+                .map(|tasks| {
+                    tasks
+                        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                        .filter(|comm| comm.starts_with("waiters"))
+                        .count()
                 })
-                .and_then(|n| n.parse::<usize>().ok())
+                .ok()
         };
+        // A thread names itself once it runs: let every one of the domain's threads run (the
+        // grace-period thread, the expedited helper, each callback worker through the
+        // barrier), then wait until they show their names.
+        rcu.synchronize();
+        rcu.synchronize_expedited();
+        rcu.barrier();
+        while !threads().is_some_and(|n| n >= 3) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
         let guard = rcu.read_owned();
         let before = threads();
         let wakers: Vec<_> = (0..10_000).map(|_| counting_waker()).collect();
