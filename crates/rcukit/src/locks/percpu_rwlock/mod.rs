@@ -111,12 +111,17 @@
 //! millisecond. A reader waiting out a writer only spins and yields: writer sections are short,
 //! and a sleeping reader would miss the gaps between back-to-back writers.
 
+mod threads;
+
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::error::Error;
 use crate::sync::{AtomicBool, AtomicUsize, Backoff};
 use crossbeam_utils::CachePadded;
-use std::cell::Cell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+#[cfg(not(rcukit_loom))]
+use threads::note_guard;
+use threads::thread_index;
+pub(crate) use threads::Path;
 
 /// Most slots a lock may have.
 pub const MAX_SLOTS: usize = 1024;
@@ -140,182 +145,6 @@ struct SlotState {
 }
 
 type Slot = CachePadded<SlotState>;
-
-/// Which counter of its slot a thread reads through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Path {
-    /// The thread owns the slot: plain loads and stores on `owned`.
-    Owner,
-    /// The thread shares the slot: read-modify-writes on `shared`.
-    Shared,
-}
-
-/// Set in the thread index once the index has been given back (at thread exit): from then on
-/// the thread reads through the shared path.
-const RELEASED: usize = 1 << (usize::BITS - 1);
-
-/// Per-thread state. No destructor: readable until the thread is gone.
-struct ThreadSlot {
-    /// This thread's index (`usize::MAX` until its first lock operation), maybe with RELEASED.
-    index: Cell<usize>,
-    /// Read guards this thread holds on the owner path, over all locks.
-    owned_guards: Cell<usize>,
-    /// Read guards this thread holds on the shared path, per lock.
-    shared: SharedHolds,
-}
-
-/// How many locks' shared-path guards a thread tallies without allocating.
-const TALLIED: usize = 8;
-
-/// A thread's shared-path read guards, per lock (see *Recursion* in the module docs): `(lock
-/// address, guards)` pairs, the first [`TALLIED`] in place (no destructor, so usable in late
-/// thread-local destructors), more in `SHARED_OVERFLOW`.
-struct SharedHolds {
-    len: Cell<usize>,
-    locks: [Cell<usize>; TALLIED],
-    guards: [Cell<usize>; TALLIED],
-}
-
-impl SharedHolds {
-    /// If the thread holds a guard of `lock`, count one more and return true.
-    fn add_if_held(&self, lock: usize) -> bool {
-        let len = self.len.get();
-        if let Some(i) = (0..len).find(|&i| self.locks[i].get() == lock) {
-            self.guards[i].set(self.guards[i].get() + 1);
-            return true;
-        }
-        len == TALLIED
-            && SHARED_OVERFLOW
-                .try_with(
-                    |o| match o.borrow_mut().iter_mut().find(|(l, _)| *l == lock) {
-                        Some((_, n)) => {
-                            *n += 1;
-                            true
-                        }
-                        None => false,
-                    },
-                )
-                .unwrap_or(false)
-    }
-
-    /// Count the first guard of `lock`.
-    fn add(&self, lock: usize) {
-        let len = self.len.get();
-        if len < TALLIED {
-            self.locks[len].set(lock);
-            self.guards[len].set(1);
-            self.len.set(len + 1);
-            return;
-        }
-        // Without thread-local storage (a late thread-local destructor holding guards of more
-        // than `TALLIED` locks) the guard goes untallied: only a nested read of it would block
-        // behind a waiting writer.
-        let _ = SHARED_OVERFLOW.try_with(|o| o.borrow_mut().push((lock, 1)));
-    }
-
-    /// Count one guard of `lock` less.
-    fn remove(&self, lock: usize) {
-        let len = self.len.get();
-        if let Some(i) = (0..len).find(|&i| self.locks[i].get() == lock) {
-            let n = self.guards[i].get() - 1;
-            if n > 0 {
-                self.guards[i].set(n);
-            } else {
-                // Move the last entry into the gap.
-                self.locks[i].set(self.locks[len - 1].get());
-                self.guards[i].set(self.guards[len - 1].get());
-                self.len.set(len - 1);
-            }
-            return;
-        }
-        let _ = SHARED_OVERFLOW.try_with(|o| {
-            let mut o = o.borrow_mut();
-            if let Some(at) = o.iter().position(|(l, _)| *l == lock) {
-                o[at].1 -= 1;
-                if o[at].1 == 0 {
-                    o.swap_remove(at);
-                }
-            }
-        });
-    }
-}
-
-thread_local! {
-    static THREAD: ThreadSlot = const {
-        ThreadSlot {
-            index: Cell::new(usize::MAX),
-            owned_guards: Cell::new(0),
-            shared: SharedHolds {
-                len: Cell::new(0),
-                locks: [const { Cell::new(0) }; TALLIED],
-                guards: [const { Cell::new(0) }; TALLIED],
-            },
-        }
-    };
-    /// Shared-path guards of locks past the first [`TALLIED`] (rare).
-    static SHARED_OVERFLOW: std::cell::RefCell<Vec<(usize, usize)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-    /// Gives the thread's index back when thread-local storage is torn down.
-    static INDEX_RELEASER: IndexReleaser = const { IndexReleaser };
-}
-
-/// Indices of exited threads, handed out again smallest first, so that the live threads hold
-/// the smallest indices and, up to the slot count, a slot each.
-static FREE_INDICES: parking_lot::Mutex<Vec<usize>> = parking_lot::Mutex::new(Vec::new());
-static NEXT_THREAD_INDEX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-struct IndexReleaser;
-
-impl Drop for IndexReleaser {
-    fn drop(&mut self) {
-        let _ = THREAD.try_with(|t| {
-            let index = t.index.get();
-            // An owner-path guard still alive (in a later destructor) keeps the index: giving
-            // it away would let two threads write one `owned` counter.
-            if index == usize::MAX || index & RELEASED != 0 || t.owned_guards.get() != 0 {
-                return;
-            }
-            t.index.set(index | RELEASED);
-            FREE_INDICES.lock().push(index);
-        });
-    }
-}
-
-#[cfg_attr(rcukit_loom, allow(dead_code))]
-#[inline]
-fn thread_index() -> usize {
-    THREAD.with(|t| {
-        let index = t.index.get();
-        if index != usize::MAX {
-            index
-        } else {
-            assign_thread_index(t)
-        }
-    })
-}
-
-#[cold]
-#[cfg_attr(rcukit_loom, allow(dead_code))]
-fn assign_thread_index(t: &ThreadSlot) -> usize {
-    // Only take an index if this thread can give it back at exit; otherwise read through the
-    // shared path from the start.
-    let releasable = INDEX_RELEASER.try_with(|_| ()).is_ok();
-    let index = if releasable {
-        let recycled = {
-            let mut free = FREE_INDICES.lock();
-            free.iter()
-                .enumerate()
-                .min_by_key(|&(_, &i)| i)
-                .map(|(at, _)| at)
-                .map(|at| free.swap_remove(at))
-        };
-        recycled.unwrap_or_else(|| NEXT_THREAD_INDEX.fetch_add(1, Relaxed) & !RELEASED)
-    } else {
-        NEXT_THREAD_INDEX.fetch_add(1, Relaxed) | RELEASED
-    };
-    t.index.set(index);
-    index
-}
 
 /// The default slot count: `4 × available_parallelism`, a power of two in `4..=MAX_SLOTS`.
 pub fn default_slots() -> usize {
@@ -574,21 +403,6 @@ impl std::fmt::Debug for RawPerCpuRwLock {
     }
 }
 
-/// Tally a read guard of `lock` taken (`delta` 1) or released (-1) by this thread: owner-path
-/// guards over all locks (for the index release at thread exit), shared-path guards per lock
-/// (for nested reads).
-#[cfg(not(rcukit_loom))]
-fn note_guard(lock: &RawPerCpuRwLock, path: Path, delta: isize) {
-    THREAD.with(|t| match path {
-        Path::Owner => {
-            let n = t.owned_guards.get();
-            t.owned_guards.set(n.wrapping_add_signed(delta));
-        }
-        Path::Shared if delta > 0 => t.shared.add(lock.key()),
-        Path::Shared => t.shared.remove(lock.key()),
-    });
-}
-
 #[cfg(not(rcukit_loom))]
 impl RawPerCpuRwLock {
     /// This lock's key in the thread's tally of shared-path guards.
@@ -601,7 +415,7 @@ impl RawPerCpuRwLock {
     /// and return true; else return false, with nothing done.
     #[inline]
     fn nested_shared(&self, slot: usize) -> bool {
-        let nested = THREAD.with(|t| t.shared.add_if_held(self.key()));
+        let nested = threads::add_nested_shared(self.key());
         if nested {
             self.table().slots[slot].shared.fetch_add(1, Relaxed);
         }
@@ -628,7 +442,7 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
             return;
         }
         self.lock_shared_on(slot, path);
-        note_guard(self, path, 1);
+        note_guard(self.key(), path, 1);
     }
 
     #[inline]
@@ -639,7 +453,7 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
         }
         let ok = self.try_lock_shared_on(slot, path);
         if ok {
-            note_guard(self, path, 1);
+            note_guard(self.key(), path, 1);
         }
         ok
     }
@@ -648,7 +462,7 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     unsafe fn unlock_shared(&self) {
         let (slot, path) = self.my_slot();
         self.unlock_shared_on(slot, path);
-        note_guard(self, path, -1);
+        note_guard(self.key(), path, -1);
     }
 
     fn lock_exclusive(&self) {
@@ -712,7 +526,7 @@ unsafe impl lock_api::RawRwLockDowngrade for RawPerCpuRwLock {
                 s.shared.fetch_add(1, Relaxed);
             }
         }
-        note_guard(self, path, 1);
+        note_guard(self.key(), path, 1);
         self.unlock_exclusive_slots(0..self.slot_count());
     }
 }
