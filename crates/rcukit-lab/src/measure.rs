@@ -96,6 +96,59 @@ impl Summary {
     }
 }
 
+/// One figure measured in several interleaved rounds: every round's value, the median and the
+/// spread. On a shared machine a single measurement decides nothing; the median of rounds
+/// interleaved with the other schemes' does, and the spread says how far to trust it.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Rounds {
+    /// Median of the rounds (the mean of the two middle ones for an even count).
+    pub median: f64,
+    /// Smallest round.
+    pub min: f64,
+    /// Largest round.
+    pub max: f64,
+    /// Every round's value, in the order measured.
+    pub values: Vec<f64>,
+}
+
+impl Rounds {
+    /// The rounds `values` (non-finite values are kept in `values` but ignored by the median
+    /// and the spread; no finite value gives NaN).
+    pub fn of(values: Vec<f64>) -> Rounds {
+        let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => sorted[n / 2],
+            _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+        };
+        Rounds {
+            median,
+            min: sorted.first().copied().unwrap_or(f64::NAN),
+            max: sorted.last().copied().unwrap_or(f64::NAN),
+            values,
+        }
+    }
+
+    /// The round-by-round ratio `self / base` (each round against the baseline measured in
+    /// the same round), as rounds; `None` values where a ratio is undefined.
+    pub fn ratio_to(&self, base: &Rounds) -> Rounds {
+        Rounds::of(
+            self.values
+                .iter()
+                .zip(&base.values)
+                .map(|(&a, &b)| ratio(a, b).unwrap_or(f64::NAN))
+                .collect(),
+        )
+    }
+
+    /// The median as a ratio (`None` when no round gave a finite one).
+    pub fn median_ratio(&self) -> Option<f64> {
+        ratio(self.median, 1.0)
+    }
+}
+
 /// The empirical cumulative distribution of `samples` as at most `points` (x, fraction ≤ x)
 /// pairs, for plots.
 pub fn cdf(samples: &[f64], points: usize) -> Vec<(f64, f64)> {
@@ -192,6 +245,18 @@ pub fn ns_per_op(iterations: u64, mut f: impl FnMut()) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rounds_take_the_median_and_the_spread() {
+        let r = super::Rounds::of(vec![5.0, 1.0, f64::NAN, 3.0]);
+        assert_eq!((r.median, r.min, r.max), (3.0, 1.0, 5.0));
+        assert_eq!(super::Rounds::of(vec![4.0, 2.0]).median, 3.0);
+        assert!(super::Rounds::of(vec![]).median.is_nan());
+        let base = super::Rounds::of(vec![2.0, 1.0, 1.0]);
+        let ratios = super::Rounds::of(vec![4.0, 3.0, 1.0]).ratio_to(&base);
+        assert_eq!(ratios.values, vec![2.0, 3.0, 1.0]);
+        assert_eq!(ratios.median_ratio(), Some(2.0));
+    }
+
     use super::*;
 
     #[test]

@@ -113,6 +113,26 @@ pub fn ratio(r: Option<f64>) -> String {
     }
 }
 
+/// A figure over rounds: the median, and the smallest and largest round in brackets.
+pub fn spread(r: &crate::measure::Rounds, digits: usize) -> String {
+    if !r.median.is_finite() {
+        return "n/a".to_string();
+    }
+    if r.values.len() < 2 {
+        return format!("{:.digits$}", r.median);
+    }
+    format!("{:.digits$} ({:.digits$}-{:.digits$})", r.median, r.min, r.max)
+}
+
+/// A ratio over rounds: the median ratio, and the smallest and largest round's in brackets.
+pub fn ratio_spread(r: &crate::measure::Rounds) -> String {
+    match r.median_ratio() {
+        None => "n/a".to_string(),
+        Some(m) if r.values.len() < 2 => ratio(Some(m)),
+        Some(m) => format!("{} ({:.2}-{:.2})", ratio(Some(m)), r.min, r.max),
+    }
+}
+
 /// Bytes with a binary unit.
 pub fn bytes(b: f64) -> String {
     if b >= (1u64 << 20) as f64 {

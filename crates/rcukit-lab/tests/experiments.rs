@@ -235,6 +235,7 @@ fn peers_tiny() {
     cfg.gp_time = ms(60);
     cfg.gp_max_samples = 50;
     cfg.retire_objects = 10_000;
+    cfg.rounds = 2;
     let r = peers::run(&cfg, &Progress::hidden()).unwrap();
     let json = serde_json::to_value(&r).unwrap();
     let expected: Vec<String> = peers::ReadPeer::all()
@@ -250,11 +251,18 @@ fn peers_tiny() {
             .iter()
             .all(|(_, ns)| ns.is_finite() && *ns > 0.0));
         assert!(x.vs_rcukit.iter().all(|(_, v)| v.is_some()));
+        for (_, rounds) in &x.rounds {
+            assert_eq!(rounds.values.len(), 2, "{:?}: one value per round", x.peer);
+            assert!(rounds.min <= rounds.median && rounds.median <= rounds.max);
+        }
     }
+    let base = r.read.iter().find(|x| x.peer == peers::ReadPeer::RcukitGlobal);
+    assert!(base.unwrap().vs_rcukit_rounds[0].1.values.iter().all(|&v| v == 1.0));
     assert_eq!(r.grace_period.len(), peers::GpPeer::all().len());
     for g in &r.grace_period {
         assert!(g.latency_us.count > 0, "{:?}", g.peer);
         assert!(g.vs_rcukit_expedited.is_some());
+        assert_eq!(g.mean_us_rounds.values.len(), 2);
     }
     assert_eq!(r.retire.len(), peers::RetirePeer::all().len());
     for x in &r.retire {
@@ -263,6 +271,8 @@ fn peers_tiny() {
             "{:?}: every retired object is freed",
             x.peer
         );
+        assert_eq!(x.retired, 20_000, "two rounds of 10,000");
+        assert_eq!(x.objects_per_s_rounds.values.len(), 2);
         assert!(x.vs_rcukit.is_some());
     }
     check_unavailable(&json, peers::UNAVAILABLE);

@@ -121,7 +121,7 @@
 //!    dropped counted its lock before the drop began (the handle's borrow ended first), so the
 //!    totals include it until its unlock.
 //!
-//! //! # Misuse
+//! # Misuse
 //!
 //! A thread or task that holds an owned section and waits for a grace period of the same
 //! domain (`synchronize()`, `barrier()` of callbacks that wait, or one of the async waits)

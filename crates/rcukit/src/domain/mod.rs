@@ -285,10 +285,10 @@ impl Rcu {
     /// Enter an *owned* read-side critical section: one that may be held across `.await`,
     /// sleep, and move to and end on another thread (the kernel's SRCU; see [`OwnedGuard`]).
     ///
-    /// Costs about what [`read`](Rcu::read) costs, plus one load of the domain's phase, plus,
-    /// for a domain other than the global one, an `Arc` reference count (the guard keeps the
-    /// domain's state alive, so that it is `'static`). Owned sections do not nest with guards
-    /// or each other: each is counted on its own.
+    /// Costs about what [`read`](Rcu::read) costs, plus one load of the domain's phase; no
+    /// reference count is taken (a dropped handle's state is *parked* until its last owned
+    /// guard closes; see "Lifetime" in [`owned`](crate::owned)). Owned sections do not nest
+    /// with guards or each other: each is counted on its own.
     #[inline]
     pub fn read_owned(&self) -> OwnedGuard {
         OwnedGuard::enter(&self.inner, self.is_global())

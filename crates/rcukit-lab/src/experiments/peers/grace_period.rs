@@ -1,6 +1,6 @@
 //! Grace-period latency: the peers and the measurement.
 
-use crate::measure::{self, StopFlag, Summary};
+use crate::measure::{self, Rounds, StopFlag, Summary};
 use anyhow::Result;
 use crossbeam_epoch as epoch;
 use rcukit::{Qsbr, Rcu};
@@ -102,15 +102,19 @@ pub struct GpResult {
     pub peer: GpPeer,
     /// What is timed.
     pub description: &'static str,
-    /// Latency, µs.
+    /// Latency, µs: every grace period timed, over all rounds.
     pub latency_us: Summary,
-    /// mean / rcukit-expedited's mean.
+    /// Mean latency of each round, µs, with the median and the spread.
+    pub mean_us_rounds: Rounds,
+    /// Median over the rounds of mean / rcukit-expedited's mean in the same round.
     pub vs_rcukit_expedited: Option<f64>,
+    /// That ratio in every round, with the median and the spread.
+    pub vs_rcukit_expedited_rounds: Rounds,
 }
 
 /// Time grace periods of `peer` for `cfg.gp_time` (at most `cfg.gp_max_samples` of them)
-/// while one reader thread stays busy; microseconds.
-pub(super) fn measure_gp(cfg: &Config, peer: GpPeer) -> Result<Summary> {
+/// while one reader thread stays busy: one round's latencies, microseconds.
+pub(super) fn measure_gp(cfg: &Config, peer: GpPeer) -> Result<Vec<f64>> {
     let mut samples = Vec::new();
     let mut time = |op: &mut dyn FnMut()| {
         let start = Instant::now();
@@ -127,7 +131,7 @@ pub(super) fn measure_gp(cfg: &Config, peer: GpPeer) -> Result<Summary> {
         #[cfg(feature = "c-peers")]
         GpPeer::UrcuMemb | GpPeer::UrcuQsbr | GpPeer::CkEpoch => gp_c(peer, &mut time)?,
     }
-    Ok(Summary::of(&samples))
+    Ok(samples)
 }
 
 /// `time(op)` times `op` repeatedly.

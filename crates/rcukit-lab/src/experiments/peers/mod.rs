@@ -20,6 +20,12 @@
 //!   collector, liburcu `rcu_barrier`, ck `ck_epoch_barrier`). Every object is counted when
 //!   dropped; the count must equal the number queued.
 //!
+//! Every figure is measured in `rounds` interleaved rounds (each round measures every peer once,
+//! in an order rotated from round to round) and reported as the median with the smallest and
+//! largest round; every ratio is taken round by round against rcukit's figure of the same round,
+//! then summarised the same way. The machine is shared and costs drift between invocations:
+//! figures from one round, or ratios between separate runs, decide nothing.
+//!
 //! With the `c-peers` feature, liburcu's memb and qsbr flavors and Concurrency Kit's ck_epoch
 //! join through FFI (their loops run in C; see `c_peers`, compiled with the feature).
 
@@ -55,16 +61,18 @@ pub const UNAVAILABLE: &[Unavailable] = &[];
 pub struct Config {
     /// Thread counts for the read-side cost (default 1 and the number of cores).
     pub read_threads: Vec<usize>,
-    /// Measuring time per (peer, thread count).
+    /// Measuring time per (peer, thread count) in each round.
     #[serde(rename = "read_time_ms", serialize_with = "ser_ms")]
     pub read_time: Duration,
-    /// Measuring time per grace-period peer.
+    /// Measuring time per grace-period peer in each round.
     #[serde(rename = "gp_time_ms", serialize_with = "ser_ms")]
     pub gp_time: Duration,
-    /// Most grace periods timed per peer.
+    /// Most grace periods timed per peer in each round.
     pub gp_max_samples: usize,
-    /// Objects each retire-throughput peer queues.
+    /// Objects each retire-throughput peer queues in each round.
     pub retire_objects: u64,
+    /// Interleaved rounds per figure (the median and the spread are reported).
+    pub rounds: usize,
     /// Quick mode.
     pub quick: bool,
 }
@@ -76,10 +84,11 @@ impl Config {
         read_threads.dedup();
         Config {
             read_threads,
-            read_time: common.pick(Duration::from_millis(100), Duration::from_millis(500)),
-            gp_time: common.pick(Duration::from_millis(400), Duration::from_secs(2)),
-            gp_max_samples: 5000,
+            read_time: common.pick(Duration::from_millis(30), Duration::from_millis(200)),
+            gp_time: common.pick(Duration::from_millis(80), Duration::from_millis(400)),
+            gp_max_samples: 1000,
             retire_objects: common.pick(200_000, 1_000_000),
+            rounds: common.pick(5, 7),
             quick: common.quick,
         }
     }
@@ -96,6 +105,7 @@ impl Config {
         check_duration("--gp-time", self.gp_time)?;
         check_range("gp samples", self.gp_max_samples as u64, 1, 1_000_000)?;
         check_range("--retire-objects", self.retire_objects, 1, 100_000_000)?;
+        check_range("--rounds", self.rounds as u64, 1, 1000)?;
         Ok(())
     }
 }
@@ -106,15 +116,18 @@ pub struct Args {
     /// Thread counts for the read-side cost, comma-separated [default: 1 and the cores]
     #[arg(long, value_delimiter = ',')]
     pub read_threads: Vec<usize>,
-    /// Measuring time per read-side point [default: 100ms quick, 500ms full]
+    /// Measuring time per read-side point and round [default: 30ms quick, 200ms full]
     #[arg(long, value_parser = crate::cli::parse_duration)]
     pub read_time: Option<Duration>,
-    /// Measuring time per grace-period peer [default: 400ms quick, 2s full]
+    /// Measuring time per grace-period peer and round [default: 80ms quick, 400ms full]
     #[arg(long, value_parser = crate::cli::parse_duration)]
     pub gp_time: Option<Duration>,
-    /// Objects queued per retire-throughput peer [default: 200000 quick, 1000000 full]
+    /// Objects queued per retire-throughput peer and round [default: 200000 quick, 1000000 full]
     #[arg(long)]
     pub retire_objects: Option<u64>,
+    /// Interleaved rounds per figure; medians and min-max are reported [default: 5 quick, 7 full]
+    #[arg(long)]
+    pub rounds: Option<usize>,
 }
 
 /// The experiment's result: the envelope around [`Body`].
@@ -138,7 +151,7 @@ impl Experiment for Peers {
 
     fn apply(args: &Args, cfg: &mut Config) {
         crate::override_fields!(
-            args => cfg; read_time, gp_time, retire_objects;
+            args => cfg; read_time, gp_time, retire_objects, rounds;
             lists: read_threads
         );
     }

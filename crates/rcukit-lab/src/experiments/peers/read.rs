@@ -1,5 +1,6 @@
 //! Read-side cost: the read peers, the data they read, and the measurement.
 
+use crate::measure::Rounds;
 use anyhow::Result;
 use arc_swap::ArcSwap;
 use crossbeam_epoch as epoch;
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 pub enum ReadPeer {
     /// A plain `Acquire` load: the floor.
     PlainLoad,
-    /// `Rcu::global().read()`.
+    /// `Rcu::global().read()`, the lookup of the global domain included in every section.
     RcukitGlobal,
     /// `read()` on a domain built with `Rcu::builder()`.
     RcukitDomain,
@@ -243,9 +244,9 @@ impl ReadState {
                 }
             }
             ReadPeer::RcukitGlobal => {
-                let rcu = Rcu::global();
                 for _ in 0..iters {
-                    let _g = rcu.read();
+                    // As the README writes it: the global domain looked up in every section.
+                    let _g = Rcu::global().read();
                     // SAFETY: as above (the pointer is never replaced during the run).
                     sum += unsafe { *black_box(&self.plain).load(Acquire) };
                 }
@@ -337,10 +338,14 @@ impl Drop for ReadState {
 pub struct ReadResult {
     /// Peer id.
     pub peer: ReadPeer,
-    /// (threads, ns per read-side section per thread).
+    /// (threads, ns per read-side section per thread: the median of the rounds).
     pub ns_per_op: Vec<(usize, f64)>,
-    /// ns_per_op / rcukit-global's, per thread count.
+    /// (threads, ns per section in every round, with the median and the spread).
+    pub rounds: Vec<(usize, Rounds)>,
+    /// (threads, median over the rounds of ns / rcukit-global's ns in the same round).
     pub vs_rcukit: Vec<(usize, Option<f64>)>,
+    /// (threads, that ratio in every round, with the median and the spread).
+    pub vs_rcukit_rounds: Vec<(usize, Rounds)>,
 }
 
 pub(super) fn measure_read(

@@ -1,5 +1,6 @@
 //! Tables, plot and headlines.
 
+use crate::measure::Rounds;
 use crate::plot::{self, Axis, Panel};
 use crate::report::{self, Table};
 use anyhow::Result;
@@ -11,8 +12,12 @@ use crate::experiments::{unavailable_note, Rendered};
 pub(super) fn render(r: &Report) -> Result<Rendered> {
     let mut md = String::new();
     md.push_str(&format!(
-        "All peers in one process, one after another, interleaved by thread count. C peers \
-         (liburcu memb/qsbr, ck_epoch): {}.\n\n",
+        "All peers in one process, one after another, in {} interleaved rounds (each round \
+         measures every peer once, in an order rotated from round to round). Every figure is \
+         the median of the rounds with the smallest and largest round in brackets; every ratio \
+         is taken round by round against rcukit's figure of the same round. C peers (liburcu \
+         memb/qsbr, ck_epoch): {}.\n\n",
+        r.config.rounds,
         if r.c_peers {
             "compiled in (feature `c-peers`)"
         } else {
@@ -39,8 +44,8 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
          slices.\n",
     );
     md.push_str(&format!(
-        "\n### Retire throughput ({} objects of 64 bytes, queued by one thread, until all are \
-         dropped)\n\n",
+        "\n### Retire throughput ({} objects of 64 bytes per round, queued by one thread, until \
+         all are dropped)\n\n",
         r.config.retire_objects
     ));
     md.push_str(&retire_table(r));
@@ -62,9 +67,9 @@ fn read_table(r: &Report) -> String {
     let mut t = Table::new(&header);
     for x in &r.read {
         let mut row = vec![format!("`{}`", x.peer.id())];
-        for ((_, ns), (_, v)) in x.ns_per_op.iter().zip(&x.vs_rcukit) {
-            row.push(format!("{ns:.2}"));
-            row.push(report::ratio(*v));
+        for ((_, ns), (_, v)) in x.rounds.iter().zip(&x.vs_rcukit_rounds) {
+            row.push(report::spread(ns, 2));
+            row.push(report::ratio_spread(v));
         }
         t.row(row);
     }
@@ -76,7 +81,7 @@ fn gp_table(r: &Report) -> String {
     let mut t = Table::new(&[
         "peer",
         "what is timed",
-        "mean (µs)",
+        "round means (µs)",
         "p50 (µs)",
         "p99 (µs)",
         "samples",
@@ -86,11 +91,11 @@ fn gp_table(r: &Report) -> String {
         t.row(vec![
             format!("`{}`", g.peer.id()),
             g.description.into(),
-            report::num(g.latency_us.mean),
+            report::spread(&g.mean_us_rounds, 1),
             report::num(g.latency_us.p50),
             report::num(g.latency_us.p99),
             g.latency_us.count.to_string(),
-            report::ratio(g.vs_rcukit_expedited),
+            report::ratio_spread(&g.vs_rcukit_expedited_rounds),
         ]);
     }
     t.to_markdown()
@@ -100,21 +105,26 @@ fn gp_table(r: &Report) -> String {
 fn retire_table(r: &Report) -> String {
     let mut t = Table::new(&[
         "peer",
-        "objects/s",
+        "M objects/s",
         "vs rcukit",
-        "elapsed (ms)",
+        "elapsed, median round (ms)",
         "freed / retired",
     ]);
     for x in &r.retire {
         t.row(vec![
             format!("`{}`", x.peer.id()),
-            report::num(x.objects_per_s),
-            report::ratio(x.vs_rcukit),
+            report::spread(&scaled(&x.objects_per_s_rounds, 1e-6), 2),
+            report::ratio_spread(&x.vs_rcukit_rounds),
             format!("{:.1}", x.elapsed_ms),
             format!("{} / {}", x.freed, x.retired),
         ]);
     }
     t.to_markdown()
+}
+
+/// `r` with every value multiplied by `k`.
+fn scaled(r: &Rounds, k: f64) -> Rounds {
+    Rounds::of(r.values.iter().map(|v| v * k).collect())
 }
 
 /// The three parts as bars.

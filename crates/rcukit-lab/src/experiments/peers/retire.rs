@@ -1,5 +1,6 @@
 //! Retire throughput, end to end: the peers and the measurement.
 
+use crate::measure::Rounds;
 use anyhow::Result;
 use crossbeam_epoch as epoch;
 use rcukit::Rcu;
@@ -60,16 +61,20 @@ impl RetirePeer {
 pub struct RetireResult {
     /// Peer id.
     pub peer: RetirePeer,
-    /// Objects queued.
+    /// Objects queued, over all rounds.
     pub retired: u64,
-    /// Objects dropped by the end (must equal `retired`).
+    /// Objects dropped by the end of their round, over all rounds (must equal `retired`).
     pub freed: u64,
-    /// Time from the first retire until the last drop, ms.
+    /// Time from the first retire until the last drop, ms: the median round.
     pub elapsed_ms: f64,
-    /// retired / elapsed.
+    /// retired / elapsed: the median of the rounds.
     pub objects_per_s: f64,
-    /// objects_per_s / rcukit's.
+    /// objects/s in every round, with the median and the spread.
+    pub objects_per_s_rounds: Rounds,
+    /// Median over the rounds of objects/s / rcukit's objects/s in the same round.
     pub vs_rcukit: Option<f64>,
+    /// That ratio in every round, with the median and the spread.
+    pub vs_rcukit_rounds: Rounds,
 }
 
 /// A 64-byte retired object that counts its drop.

@@ -1,7 +1,8 @@
-//! Runs the three parts in turn and takes the ratios.
+//! Runs the three parts in turn, each in interleaved rounds, and takes the ratios round by
+//! round.
 
 use crate::env::Environment;
-use crate::measure::{self, ratio};
+use crate::measure::{self, Rounds, Summary};
 use crate::progress::{Progress, Task};
 use anyhow::Result;
 use serde::Serialize;
@@ -31,9 +32,10 @@ pub struct Body {
 pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
     cfg.validate()?;
     let env = Environment::collect(cfg.quick);
-    let steps = ReadPeer::all().len() * cfg.read_threads.len()
-        + GpPeer::all().len()
-        + RetirePeer::all().len();
+    let steps = cfg.rounds
+        * (ReadPeer::all().len() * cfg.read_threads.len()
+            + GpPeer::all().len()
+            + RetirePeer::all().len());
     let task = progress.task(NAME, steps as u64);
     let body = Body {
         read: run_read(cfg, &task)?,
@@ -46,92 +48,170 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
     Ok(Envelope::new::<Peers>(env, cfg.clone(), body))
 }
 
-/// Read-side cost of every read peer at every thread count (for each thread count, every
-/// peer in turn), and the ratios to rcukit's.
+/// Measure every one of `peers` once per round, `cfg.rounds` times. Returns each peer's
+/// values, in the order of `peers`.
+fn rounds_of<P: Copy>(
+    cfg: &Config,
+    task: &Task,
+    what: &str,
+    peers: &[P],
+    id: impl Fn(P) -> &'static str,
+    mut measure: impl FnMut(P) -> Result<f64>,
+) -> Result<Vec<Vec<f64>>> {
+    let mut values = vec![Vec::with_capacity(cfg.rounds); peers.len()];
+    for round in 0..cfg.rounds {
+        let label = format!("{what}, round {}/{}", round + 1, cfg.rounds);
+        one_round(task, &label, peers, round, &id, &mut measure, &mut values)?;
+    }
+    Ok(values)
+}
+
+/// Measure every one of `peers` once, starting `round` peers further on (so that no peer
+/// always runs first, or always right after the same one), and append each value to the
+/// peer's list in `values`.
+fn one_round<P: Copy>(
+    task: &Task,
+    label: &str,
+    peers: &[P],
+    round: usize,
+    id: &impl Fn(P) -> &'static str,
+    measure: &mut impl FnMut(P) -> Result<f64>,
+    values: &mut [Vec<f64>],
+) -> Result<()> {
+    for k in 0..peers.len() {
+        let at = (k + round) % peers.len();
+        task.message(format!("{label}: {}", id(peers[at])));
+        values[at].push(measure(peers[at])?);
+        task.inc();
+    }
+    Ok(())
+}
+
+/// The rounds of every peer, and their round-by-round ratios to the peer at `base`.
+fn with_ratios(values: Vec<Vec<f64>>, base: Option<usize>) -> Vec<(Rounds, Rounds)> {
+    let rounds: Vec<Rounds> = values.into_iter().map(Rounds::of).collect();
+    let base = base.map(|b| rounds[b].clone());
+    rounds
+        .into_iter()
+        .map(|r| {
+            let ratios = base.as_ref().map(|b| r.ratio_to(b)).unwrap_or_default();
+            (r, ratios)
+        })
+        .collect()
+}
+
+/// Read-side cost of every read peer at every thread count, in rounds (each thread count's
+/// peers interleaved within a round), and the ratios to rcukit-global's.
 fn run_read(cfg: &Config, task: &Task) -> Result<Vec<ReadResult>> {
-    let reads = ReadPeer::all();
+    let peers = ReadPeer::all();
     let state = ReadState::new()?;
-    let mut read: Vec<ReadResult> = reads
+    let base = peers.iter().position(|&p| p == ReadPeer::RcukitGlobal);
+    let mut read: Vec<ReadResult> = peers
         .iter()
         .map(|&peer| ReadResult {
             peer,
             ns_per_op: Vec::new(),
+            rounds: Vec::new(),
             vs_rcukit: Vec::new(),
+            vs_rcukit_rounds: Vec::new(),
         })
         .collect();
-    // Interleave: for each thread count, every peer in turn.
-    for &threads in &cfg.read_threads {
-        for r in &mut read {
-            task.message(format!("read side: {} × {threads}", r.peer.id()));
-            let ns = measure_read(&state, r.peer, threads, cfg.read_time)?;
-            r.ns_per_op.push((threads, ns));
-            task.inc();
+    // A round measures every thread count, each with every peer in turn.
+    let mut values = vec![vec![Vec::new(); peers.len()]; cfg.read_threads.len()];
+    for round in 0..cfg.rounds {
+        for (ti, &threads) in cfg.read_threads.iter().enumerate() {
+            let label = format!("read side × {threads}, round {}/{}", round + 1, cfg.rounds);
+            let mut measure = |p| measure_read(&state, p, threads, cfg.read_time);
+            one_round(
+                task,
+                &label,
+                &peers,
+                round,
+                &ReadPeer::id,
+                &mut measure,
+                &mut values[ti],
+            )?;
         }
     }
     drop(state);
-    let base: Vec<(usize, f64)> = read
-        .iter()
-        .find(|r| r.peer == ReadPeer::RcukitGlobal)
-        .map(|r| r.ns_per_op.clone())
-        .unwrap_or_default();
-    for r in &mut read {
-        r.vs_rcukit = r
-            .ns_per_op
-            .iter()
-            .zip(&base)
-            .map(|(&(t, ns), &(_, b))| (t, ratio(ns, b)))
-            .collect();
+    for (ti, &threads) in cfg.read_threads.iter().enumerate() {
+        let figures = with_ratios(std::mem::take(&mut values[ti]), base);
+        for (r, (rounds, ratios)) in read.iter_mut().zip(figures) {
+            r.ns_per_op.push((threads, rounds.median));
+            r.vs_rcukit.push((threads, ratios.median_ratio()));
+            r.rounds.push((threads, rounds));
+            r.vs_rcukit_rounds.push((threads, ratios));
+        }
     }
     Ok(read)
 }
 
-/// Grace-period latency of every peer, and the ratios to rcukit's expedited one.
+/// Grace-period latency of every peer, in rounds, and the ratios of the round means to rcukit's
+/// expedited one.
 fn run_grace_period(cfg: &Config, task: &Task) -> Result<Vec<GpResult>> {
-    let gps = GpPeer::all();
-    let mut grace_period = Vec::new();
-    for peer in gps {
-        task.message(format!("grace period: {}", peer.id()));
-        grace_period.push(GpResult {
+    let peers = GpPeer::all();
+    let mut pooled = vec![Vec::new(); peers.len()];
+    let means = rounds_of(
+        cfg,
+        task,
+        "grace period",
+        &peers,
+        GpPeer::id,
+        |p| {
+            let samples = measure_gp(cfg, p)?;
+            let mean = Summary::of(&samples).mean;
+            let at = peers.iter().position(|&q| q == p).unwrap_or(0);
+            pooled[at].extend(samples);
+            Ok(mean)
+        },
+    )?;
+    let base = peers.iter().position(|&p| p == GpPeer::RcukitExpedited);
+    Ok(peers
+        .iter()
+        .zip(with_ratios(means, base))
+        .zip(pooled)
+        .map(|((&peer, (rounds, ratios)), samples)| GpResult {
             peer,
             description: peer.describe(),
-            latency_us: measure_gp(cfg, peer)?,
-            vs_rcukit_expedited: None,
-        });
-        task.inc();
-    }
-    let exp_mean = grace_period
-        .iter()
-        .find(|g| g.peer == GpPeer::RcukitExpedited)
-        .map(|g| g.latency_us.mean);
-    for g in &mut grace_period {
-        g.vs_rcukit_expedited = exp_mean.and_then(|b| ratio(g.latency_us.mean, b));
-    }
-    Ok(grace_period)
+            latency_us: Summary::of(&samples),
+            mean_us_rounds: rounds,
+            vs_rcukit_expedited: ratios.median_ratio(),
+            vs_rcukit_expedited_rounds: ratios,
+        })
+        .collect())
 }
 
-/// Retire throughput of every peer, and the ratios to rcukit's.
+/// Retire throughput of every peer, in rounds, and the ratios to rcukit's.
 fn run_retire(cfg: &Config, task: &Task) -> Result<Vec<RetireResult>> {
-    let retires = RetirePeer::all();
-    let mut retire = Vec::new();
-    for peer in retires {
-        task.message(format!("retire: {}", peer.id()));
-        let (freed, elapsed) = measure_retire(cfg.retire_objects, peer)?;
-        retire.push(RetireResult {
-            peer,
-            retired: cfg.retire_objects,
-            freed,
-            elapsed_ms: measure::ms(elapsed),
-            objects_per_s: measure::per_sec(cfg.retire_objects, elapsed),
-            vs_rcukit: None,
-        });
-        task.inc();
-    }
-    let rcukit_rate = retire
+    let peers = RetirePeer::all();
+    let mut freed = vec![0u64; peers.len()];
+    let rates = rounds_of(
+        cfg,
+        task,
+        "retire",
+        &peers,
+        RetirePeer::id,
+        |p| {
+            let (f, elapsed) = measure_retire(cfg.retire_objects, p)?;
+            let at = peers.iter().position(|&q| q == p).unwrap_or(0);
+            freed[at] += f;
+            Ok(measure::per_sec(cfg.retire_objects, elapsed))
+        },
+    )?;
+    let base = peers.iter().position(|&p| p == RetirePeer::Rcukit);
+    Ok(peers
         .iter()
-        .find(|r| r.peer == RetirePeer::Rcukit)
-        .map(|r| r.objects_per_s);
-    for r in &mut retire {
-        r.vs_rcukit = rcukit_rate.and_then(|b| ratio(r.objects_per_s, b));
-    }
-    Ok(retire)
+        .zip(with_ratios(rates, base))
+        .zip(freed)
+        .map(|((&peer, (rounds, ratios)), freed)| RetireResult {
+            peer,
+            retired: cfg.retire_objects * cfg.rounds as u64,
+            freed,
+            elapsed_ms: cfg.retire_objects as f64 / rounds.median * 1e3,
+            objects_per_s: rounds.median,
+            objects_per_s_rounds: rounds,
+            vs_rcukit: ratios.median_ratio(),
+            vs_rcukit_rounds: ratios,
+        })
+        .collect())
 }
