@@ -136,7 +136,11 @@ fn capture_tiny() {
             s.offered
         );
         assert_eq!(s.lists_freed, s.lists_retired, "{:?}", s.scheme);
-        if s.scheme != capture::SchemeId::NoListener && s.scheme != capture::SchemeId::Rwlock {
+        use capture::SchemeId::{FilterOnly, NoListener, Rwlock};
+        if s.scheme == FilterOnly && s.capacity_pps_per_thread.is_some() {
+            assert_eq!(s.capacity_vs_filter_only, Some(1.0), "the reference against itself");
+        }
+        if ![NoListener, FilterOnly, Rwlock].contains(&s.scheme) {
             assert!(s.lists_retired > 0, "{:?} retired nothing", s.scheme);
         }
     }

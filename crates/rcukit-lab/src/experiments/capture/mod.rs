@@ -22,6 +22,13 @@
 //! * The offered rate is swept: at low rates every scheme keeps up; the rate at which a
 //!   scheme starts dropping is its capacity. Drops under the `no-listener` reference (no lock,
 //!   no filter: the path without tcpdump) are the machine's own noise floor.
+//! * Every scheme that filters pays for the filters, and `no-listener` runs none, so against
+//!   `no-listener` every such scheme looks like it drops packets. The `filter-only` reference
+//!   runs the same filters (the first descriptor, and tcpdump's while it is attached) with no
+//!   synchronization at all: the lists it switches between are built before the run and never
+//!   freed. Its capacity is the filter's own, and the seed's claim, that with epoch(9) the
+//!   drops are *gone*, reads here as: an RCU scheme's capacity equals `filter-only`'s
+//!   (`capacity_vs_filter_only` = 1.0).
 //!
 //! Every packet is accounted for: `processed + drops + backlog == offered` at every point.
 //!
@@ -29,7 +36,8 @@
 //!
 //! | id | read side per packet | tcpdump's attach / detach |
 //! |---|---|---|
-//! | `no-listener` | nothing (no lock, no filter): the reference | none |
+//! | `no-listener` | nothing (no lock, no filter): the noise floor | none |
+//! | `filter-only` | the filters, no synchronization: the capacity reference | a flag flipped between two prebuilt lists |
 //! | `rwlock` | parking_lot `RwLock::read` (FreeBSD before the patch) | in place under the write lock |
 //! | `rcu` | `Rcu::read` | copy-on-write vector behind an `AtomicPtr`, old vector retired |
 //! | `rcu-list` | `Rcu::read`, walk an `rcukit::RcuList` (the patch's `CK_LIST`) | `push_front` / `remove_first`, the node retired |

@@ -54,7 +54,10 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
     md.push_str(
         "\nCapacity: the highest swept rate at which drops stay within one percentage point \
          of `no-listener`, which runs no lock and no filter: its drops are the machine's own \
-         noise. Freed / retired: descriptor-list versions, or for `rcu-list` list nodes.\n",
+         noise. `filter-only` runs the same filters with no synchronization: its capacity is \
+         the filter work's own, and a scheme at 1.00x of it loses nothing to synchronization \
+         (the seed's \"drops gone\"). Capacity is only as fine as the swept rates. Freed / \
+         retired: descriptor-list versions, or for `rcu-list` list nodes.\n",
     );
     md.push_str(&unavailable_note(&r.not_available));
     Ok(Rendered {
@@ -114,6 +117,7 @@ fn our_table(r: &Report) -> String {
     }
     header.extend([
         "capacity (pkt/s/thread)".to_string(),
+        "capacity vs filter-only".to_string(),
         "drops / processed (all rates)".to_string(),
         "drops vs rwlock".to_string(),
         "freed / retired".to_string(),
@@ -128,6 +132,11 @@ fn our_table(r: &Report) -> String {
             (SchemeId::NoListener, _) => "(reference)".into(),
             (_, Some(c)) => report::num(c),
             (_, None) => "below the lowest rate".into(),
+        });
+        row.push(match s.scheme {
+            SchemeId::NoListener => "".into(),
+            SchemeId::FilterOnly => "(reference)".into(),
+            _ => report::ratio(s.capacity_vs_filter_only),
         });
         row.push(format!(
             "{} / {}",
@@ -195,13 +204,20 @@ fn headlines(r: &Report) -> Vec<String> {
         .collect::<Vec<_>>()
         .join(", ")
     };
+    let vs_filter = |id| {
+        r.scheme(id)
+            .map(|s| report::ratio(s.capacity_vs_filter_only))
+            .unwrap_or_else(|| "n/a".into())
+    };
     headlines.push(format!(
         "drops at {}/s per thread: {} (seed: {:.0} % with the rwlock, none with epoch); capacity \
-         (pkt/s/thread): {}",
+         (pkt/s/thread): {}, filter-only {}; capacity vs filter-only: {}",
         report::num(top),
         listed(&at_top),
         r.seed.drop_fraction * 100.0,
-        listed(&cap)
+        listed(&cap),
+        cap(SchemeId::FilterOnly),
+        listed(&vs_filter)
     ));
     headlines
 }

@@ -92,6 +92,10 @@ pub struct SchemeResult {
     pub lists_freed: u64,
     /// This scheme's drops / the baseline's (`rwlock`), over all rates.
     pub drops_vs_rwlock: Option<f64>,
+    /// This scheme's capacity / `filter-only`'s: 1.0 means its synchronization costs the packet
+    /// path nothing that shows (the seed's claim for epoch(9)); `None` when either has no
+    /// capacity in the swept range.
+    pub capacity_vs_filter_only: Option<f64>,
 }
 
 /// The seed's figures.
@@ -204,14 +208,23 @@ fn scheme_results(
             lists_retired,
             lists_freed,
             drops_vs_rwlock: None,
+            capacity_vs_filter_only: None,
         });
     }
     let rw_drops = schemes
         .iter()
         .find(|s| s.scheme == SchemeId::Rwlock)
         .map(|s| s.drops as f64);
+    let filter_capacity = schemes
+        .iter()
+        .find(|s| s.scheme == SchemeId::FilterOnly)
+        .and_then(|s| s.capacity_pps_per_thread);
     for s in &mut schemes {
         s.drops_vs_rwlock = rw_drops.and_then(|b| ratio(s.drops as f64, b));
+        s.capacity_vs_filter_only = s
+            .capacity_pps_per_thread
+            .zip(filter_capacity)
+            .and_then(|(c, f)| ratio(c, f));
     }
     schemes
 }

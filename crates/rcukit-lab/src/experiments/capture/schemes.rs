@@ -6,7 +6,7 @@ use rcukit::{Qsbr, QsbrThread, Rcu, RcuList};
 use serde::Serialize;
 use std::hint::black_box;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-use std::sync::atomic::{AtomicPtr, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,9 @@ use super::packets::{run_filters, DescList, Descriptor, Packet};
 pub enum SchemeId {
     /// No listener: no lock and no filter (the fast path without tcpdump); the noise floor.
     NoListener,
+    /// The same filters as the schemes run, with no synchronization: the capacity of the filter
+    /// work itself, which a scheme whose synchronization costs nothing reaches.
+    FilterOnly,
     /// parking_lot RwLock around the descriptor list.
     Rwlock,
     /// rcukit RCU: copy-on-write list behind an AtomicPtr, old lists retired.
@@ -32,8 +35,9 @@ pub enum SchemeId {
 
 impl SchemeId {
     /// Every scheme this build runs, reference first, then the baseline.
-    pub const ALL: [SchemeId; 6] = [
+    pub const ALL: [SchemeId; 7] = [
         SchemeId::NoListener,
+        SchemeId::FilterOnly,
         SchemeId::Rwlock,
         SchemeId::Rcu,
         SchemeId::RcuList,
@@ -45,6 +49,7 @@ impl SchemeId {
     pub fn id(self) -> &'static str {
         match self {
             SchemeId::NoListener => "no-listener",
+            SchemeId::FilterOnly => "filter-only",
             SchemeId::Rwlock => "rwlock",
             SchemeId::Rcu => "rcu",
             SchemeId::RcuList => "rcu-list",
@@ -57,6 +62,9 @@ impl SchemeId {
     pub fn describe(self) -> &'static str {
         match self {
             SchemeId::NoListener => "no tcpdump: no lock, no filter (noise floor)",
+            SchemeId::FilterOnly => {
+                "the same filters, no synchronization: lists built up front, never freed"
+            }
             SchemeId::Rwlock => "parking_lot RwLock per packet (FreeBSD before the patch)",
             SchemeId::Rcu => "rcukit Rcu::read per packet, copy-on-write list, retire",
             SchemeId::RcuList => "rcukit Rcu::read per packet, RcuList walk, node retired",
@@ -71,6 +79,7 @@ impl SchemeId {
         let first = Arc::new(Descriptor::new(filter_len, 1));
         Ok(match self {
             SchemeId::NoListener => Box::new(NoListener),
+            SchemeId::FilterOnly => Box::new(FilterOnlyTap::new(first, filter_len)),
             SchemeId::Rwlock => Box::new(RwLockTap {
                 list: parking_lot::RwLock::new(vec![first]),
             }),
@@ -142,6 +151,43 @@ impl Tap for NoListener {
     fn detach(&self) {}
     fn has_writer(&self) -> bool {
         false
+    }
+}
+
+/// The filter work alone. The packet path runs exactly the filters the other schemes run
+/// (the first descriptor, and the tcpdump descriptor while it is attached), but the two lists
+/// it switches between are built before the run and live until its end, so the packet path
+/// reads a flag with a plain load: no lock, no read-side section, no allocation, no grace
+/// period. A scheme whose synchronization costs nothing has this capacity.
+pub(super) struct FilterOnlyTap {
+    /// `[first]` and `[first, tcpdump's]`.
+    lists: [Vec<Arc<Descriptor>>; 2],
+    attached: AtomicBool,
+}
+
+impl FilterOnlyTap {
+    fn new(first: Arc<Descriptor>, filter_len: usize) -> FilterOnlyTap {
+        let second = Arc::new(Descriptor::new(filter_len, 2));
+        FilterOnlyTap {
+            lists: [vec![first.clone()], vec![first, second]],
+            attached: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Tap for FilterOnlyTap {
+    fn process(&self, _: &mut ReaderState<'_>, p: &Packet) -> u64 {
+        let attached = self.attached.load(Relaxed);
+        run_filters(&self.lists[usize::from(attached)], p)
+    }
+    /// The descriptor's filter is the same program as the prebuilt second one (only the
+    /// matched address differs), so `d` itself is not kept.
+    fn attach(&self, d: Arc<Descriptor>) {
+        drop(d);
+        self.attached.store(true, Relaxed);
+    }
+    fn detach(&self) {
+        self.attached.store(false, Relaxed);
     }
 }
 
