@@ -32,7 +32,7 @@ void lab_urcu_memb_synchronize(void);
 void lab_urcu_qsbr_synchronize(void);
 void lab_ck_epoch_synchronize(void);
 
-/* Retire `n` 64-byte objects through the flavor's callback API, then wait for all of them
+/* Retire `n` 56-byte objects through the flavor's callback API, then wait for all of them
  * (rcu_barrier / ck_epoch_barrier). Returns the number of objects freed by the callbacks. */
 uint64_t lab_urcu_memb_retire(uint64_t n);
 uint64_t lab_ck_epoch_retire(uint64_t n);

@@ -36,7 +36,7 @@ void lab_urcu_memb_synchronize(void)
 
 struct lab_obj {
 	struct rcu_head head;
-	uint64_t payload[6];
+	uint64_t payload[5]; /* 56 bytes with the head, as every peer's object */
 };
 
 static _Atomic uint64_t memb_freed;

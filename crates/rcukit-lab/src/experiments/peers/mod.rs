@@ -15,7 +15,7 @@
 //!   runs while the caller keeps pinning and flushing: the earliest point its reclamation can
 //!   happen. arc-swap, seize and the locks have no grace period to measure.
 //! * **Retire throughput**: objects per second through each library's deferred-free API, end
-//!   to end: one thread queues `retire_objects` 64-byte objects, then waits until every one
+//!   to end: one thread queues `retire_objects` objects of 56 bytes (one `malloc` each), then waits until every one
 //!   has been dropped (rcukit `barrier`, crossbeam pins and flushes, seize drops its
 //!   collector, liburcu `rcu_barrier`, ck `ck_epoch_barrier`). Every object is counted when
 //!   dropped; the count must equal the number queued.

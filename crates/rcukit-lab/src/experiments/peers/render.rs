@@ -44,7 +44,7 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
          slices.\n",
     );
     md.push_str(&format!(
-        "\n### Retire throughput ({} objects of 64 bytes per round, queued by one thread, until \
+        "\n### Retire throughput ({} objects of 56 bytes per round, queued by one thread, until \
          all are dropped)\n\n",
         r.config.retire_objects
     ));
