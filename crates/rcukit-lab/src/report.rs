@@ -121,7 +121,10 @@ pub fn spread(r: &crate::measure::Rounds, digits: usize) -> String {
     if r.values.len() < 2 {
         return format!("{:.digits$}", r.median);
     }
-    format!("{:.digits$} ({:.digits$}-{:.digits$})", r.median, r.min, r.max)
+    format!(
+        "{:.digits$} ({:.digits$}-{:.digits$})",
+        r.median, r.min, r.max
+    )
 }
 
 /// A ratio over rounds: the median ratio, and the smallest and largest round's in brackets.

@@ -138,7 +138,11 @@ fn capture_tiny() {
         assert_eq!(s.lists_freed, s.lists_retired, "{:?}", s.scheme);
         use capture::SchemeId::{FilterOnly, NoListener, Rwlock};
         if s.scheme == FilterOnly && s.capacity_pps_per_thread.is_some() {
-            assert_eq!(s.capacity_vs_filter_only, Some(1.0), "the reference against itself");
+            assert_eq!(
+                s.capacity_vs_filter_only,
+                Some(1.0),
+                "the reference against itself"
+            );
         }
         if ![NoListener, FilterOnly, Rwlock].contains(&s.scheme) {
             assert!(s.lists_retired > 0, "{:?} retired nothing", s.scheme);
@@ -260,8 +264,15 @@ fn peers_tiny() {
             assert!(rounds.min <= rounds.median && rounds.median <= rounds.max);
         }
     }
-    let base = r.read.iter().find(|x| x.peer == peers::ReadPeer::RcukitGlobal);
-    assert!(base.unwrap().vs_rcukit_rounds[0].1.values.iter().all(|&v| v == 1.0));
+    let base = r
+        .read
+        .iter()
+        .find(|x| x.peer == peers::ReadPeer::RcukitGlobal);
+    assert!(base.unwrap().vs_rcukit_rounds[0]
+        .1
+        .values
+        .iter()
+        .all(|&v| v == 1.0));
     assert_eq!(r.grace_period.len(), peers::GpPeer::all().len());
     for g in &r.grace_period {
         assert!(g.latency_us.count > 0, "{:?}", g.peer);

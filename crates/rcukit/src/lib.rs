@@ -138,6 +138,7 @@ pub mod list;
 pub mod locks;
 pub mod map;
 pub mod owned;
+pub mod per_thread;
 pub mod qsbr;
 pub mod reader;
 pub mod report;

@@ -83,10 +83,10 @@
 
 use crate::barrier::{self, FenceKind};
 use crate::owned::{OwnedCounts, Side};
+use crate::per_thread::{Entry, PerDomain};
 use crate::sync::{AtomicU64, Mutex};
-use crossbeam_utils::CachePadded;
-use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 use std::sync::{Arc, Weak};
@@ -156,10 +156,15 @@ fn os_tid() -> i64 {
 }
 
 /// One thread's reader state for one domain.
+///
+/// Aligned to two cache lines (the prefetcher's pair, as `CachePadded`), so that no other
+/// thread's data shares its lines; `ctr` and `nesting`, the two words every read writes, come
+/// first and share one line.
+#[repr(C, align(128))]
 pub(crate) struct ReaderRecord {
     /// 0 outside a critical section, else the epoch read at the outermost `read()`.
-    /// Written only by the owner; read by grace periods. On its own cache line.
-    pub(crate) ctr: CachePadded<AtomicU64>,
+    /// Written only by the owner; read by grace periods.
+    pub(crate) ctr: AtomicU64,
     /// Nesting depth plus the `ORPHAN` bit. Touched only by the owning thread, so a std atomic
     /// with relaxed loads and stores (no read-modify-write) is enough and loom need not see it.
     nesting: AtomicU32,
@@ -180,7 +185,7 @@ pub(crate) struct ReaderRecord {
 impl ReaderRecord {
     pub(crate) fn new(thread: ThreadInfo, registry: Weak<Registry>) -> ReaderRecord {
         ReaderRecord {
-            ctr: CachePadded::new(AtomicU64::new(0)),
+            ctr: AtomicU64::new(0),
             nesting: AtomicU32::new(0),
             thread,
             owner: crate::fork::Owner::current(),
@@ -406,47 +411,66 @@ pub(crate) unsafe fn release_orphan(record: *const ReaderRecord) {
     }
 }
 
-/// One entry of a thread's record table.
-struct LocalEntry {
-    domain: u64,
-    record: Arc<ReaderRecord>,
+/// A thread's record for one domain, as its table holds it.
+struct LocalEntry(Arc<ReaderRecord>);
+
+impl Entry for LocalEntry {
+    type Target = ReaderRecord;
+
+    fn target(&mut self) -> NonNull<ReaderRecord> {
+        NonNull::from(&*self.0)
+    }
+
+    fn domain_gone(&self) -> bool {
+        self.0.registry.strong_count() == 0
+    }
 }
 
-/// The calling thread's reader records, one per domain it has read.
-struct LocalRecords {
-    /// One-entry cache: the domain read last and its record. A thread that reads one domain
-    /// (the usual case) finds its record with one compare.
-    last_domain: Cell<u64>,
-    last_record: Cell<*const ReaderRecord>,
-    entries: RefCell<Vec<LocalEntry>>,
+impl LocalEntry {
+    /// The calling thread's new record for the domain of `registry`, registered there.
+    fn register(registry: &Arc<Registry>) -> LocalEntry {
+        let record = Arc::new(ReaderRecord::new(
+            ThreadInfo::current(),
+            Arc::downgrade(registry),
+        ));
+        registry.register(record.clone());
+        LocalEntry(record)
+    }
 }
+
+/// The calling thread's reader records, one per domain it has read (see
+/// [`per_thread`](crate::per_thread): the same domain again costs a compare, any other one a
+/// hash probe).
+struct LocalRecords(PerDomain<LocalEntry>);
 
 impl Drop for LocalRecords {
     fn drop(&mut self) {
-        self.last_domain.set(0);
-        for entry in self.entries.get_mut().drain(..) {
-            if entry.record.is_reading() {
+        for (_, LocalEntry(record)) in self.0.take_all() {
+            if record.is_reading() {
                 // A guard outlives this thread-local (it lives in another thread-local that is
                 // destroyed later). Hand the record over to that guard.
-                let n = entry.record.nesting.load(Relaxed);
-                entry.record.nesting.store(n | ORPHAN, Relaxed);
-                entry.record.orphan();
-                let _ = Arc::into_raw(entry.record);
-            } else if let Some(registry) = entry.record.registry.upgrade() {
-                registry.unregister(Arc::as_ptr(&entry.record));
+                let n = record.nesting.load(Relaxed);
+                record.nesting.store(n | ORPHAN, Relaxed);
+                record.orphan();
+                let _ = Arc::into_raw(record);
+            } else if let Some(registry) = record.registry.upgrade() {
+                registry.unregister(Arc::as_ptr(&record));
             }
         }
     }
 }
 
 thread_local! {
-    static LOCAL: LocalRecords = const {
-        LocalRecords {
-            last_domain: Cell::new(0),
-            last_record: Cell::new(std::ptr::null()),
-            entries: RefCell::new(Vec::new()),
-        }
-    };
+    static LOCAL: LocalRecords = const { LocalRecords(PerDomain::new()) };
+}
+
+/// The calling thread's record for `domain` in its table, registering one on first use.
+#[inline]
+fn record_in(local: &LocalRecords, domain: u64, registry: &Arc<Registry>) -> *const ReaderRecord {
+    local
+        .0
+        .get_or_insert(domain, || LocalEntry::register(registry))
+        .as_ptr()
 }
 
 /// The calling thread's record for `domain`, registering one on first use.
@@ -456,13 +480,7 @@ thread_local! {
 #[inline]
 pub(crate) fn local_record(domain: u64, registry: &Arc<Registry>) -> *const ReaderRecord {
     LOCAL
-        .try_with(|local| {
-            if local.last_domain.get() == domain {
-                local.last_record.get()
-            } else {
-                local_record_slow(local, domain, registry)
-            }
-        })
+        .try_with(|local| record_in(local, domain, registry))
         .unwrap_or_else(|_| orphan_record(registry))
 }
 
@@ -501,43 +519,12 @@ pub(crate) fn with_local_record(
 ) -> bool {
     LOCAL
         .try_with(|local| {
-            let record = if local.last_domain.get() == domain {
-                local.last_record.get()
-            } else {
-                local_record_slow(local, domain, registry)
-            };
+            let record = record_in(local, domain, registry);
             // SAFETY: the table keeps its records alive while it exists, and it exists for the
             // duration of this closure.
             f(unsafe { &*record })
         })
         .is_ok()
-}
-
-#[cold]
-fn local_record_slow(
-    local: &LocalRecords,
-    domain: u64,
-    registry: &Arc<Registry>,
-) -> *const ReaderRecord {
-    let mut entries = local.entries.borrow_mut();
-    // Forget records of domains that no longer exist.
-    entries.retain(|e| e.record.registry.strong_count() > 0);
-    let ptr = match entries.iter().find(|e| e.domain == domain) {
-        Some(e) => Arc::as_ptr(&e.record),
-        None => {
-            let record = Arc::new(ReaderRecord::new(
-                ThreadInfo::current(),
-                Arc::downgrade(registry),
-            ));
-            registry.register(record.clone());
-            let ptr = Arc::as_ptr(&record);
-            entries.push(LocalEntry { domain, record });
-            ptr
-        }
-    };
-    local.last_domain.set(domain);
-    local.last_record.set(ptr);
-    ptr
 }
 
 /// A record for a thread whose thread-local storage is already destroyed: registered now,
@@ -564,15 +551,11 @@ fn orphan_record(registry: &Arc<Registry>) -> *const ReaderRecord {
 pub(crate) fn is_reading(domain: u64, registry: &Registry) -> bool {
     LOCAL
         .try_with(|local| {
-            local
-                .entries
-                .try_borrow()
-                .map(|entries| {
-                    entries
-                        .iter()
-                        .any(|e| e.domain == domain && e.record.is_reading())
-                })
-                .unwrap_or(false)
+            local.0.entries().is_some_and(|entries| {
+                entries
+                    .iter()
+                    .any(|(d, e)| *d == domain && e.0.is_reading())
+            })
         })
         .unwrap_or_else(|_| orphan_of_this_thread(registry, |r| r.is_reading()))
 }

@@ -157,6 +157,49 @@ fn a_reader_of_a_dropped_domain_keeps_working_elsewhere() {
 
 // --- misuse ---------------------------------------------------------------------------------
 
+/// One thread reads many domains in turn (each read misses the one-entry cache), nested and
+/// not, while domains are dropped and new ones made: each read lands on the thread's own
+/// record for that domain (one record per domain, sections seen by the right domain only).
+#[test]
+fn a_thread_reading_many_domains_in_turn_keeps_one_record_per_domain() {
+    let mut domains: Vec<Rcu> = (0..100)
+        .map(|_| Rcu::builder().callback_workers(1).build().unwrap())
+        .collect();
+    for round in 0..3 {
+        for (i, rcu) in domains.iter().enumerate() {
+            let outer = rcu.read();
+            let next = &domains[(i + 1) % domains.len()];
+            assert!(
+                rcu.is_reading() && !next.is_reading(),
+                "round {round}, domain {i}"
+            );
+            {
+                let _inner = next.read();
+                let _again = rcu.read();
+                assert!(next.is_reading());
+            }
+            assert!(!next.is_reading());
+            drop(outer);
+            assert!(!rcu.is_reading());
+        }
+        // Drop every other domain and make new ones: the thread's table forgets the records
+        // of the dropped ones when it adds the new ones.
+        let mut kept = Vec::new();
+        for (i, rcu) in domains.into_iter().enumerate() {
+            if i % 2 == 0 {
+                kept.push(rcu);
+            }
+        }
+        kept.extend((0..50).map(|_| Rcu::builder().callback_workers(1).build().unwrap()));
+        domains = kept;
+    }
+    for rcu in &domains {
+        drop(rcu.read());
+        assert_eq!(rcu.stats().readers, 1, "one record for this thread");
+        rcu.synchronize_expedited(); // no section of this thread is left open
+    }
+}
+
 #[test]
 #[should_panic(expected = "synchronize() called inside a read-side critical section")]
 fn synchronize_inside_reader_panics() {

@@ -48,7 +48,7 @@ impl Callbacks {
         let create = || {
             gp.check_fork();
             let shard = &self.shards[self.shard_index_for_current_thread()];
-            slots::ProducerSlot::new(self.domain, shard, self.config.fence)
+            slots::ProducerSlot::new(shard, self.config.fence)
         };
         // SAFETY: we are borrowed from the domain, alive for this call; `push_in_slot` runs no
         // user code and queues nothing through the table (ready blocks run below, after

@@ -1,10 +1,10 @@
 //! Per-thread producer slots: a thread's state for each domain it queues to.
 //!
 //! A slot holds the thread's shard, its intake chunk ([`Producer`]) and its shared counters and
-//! local list ([`ProducerShared`]). The slots live in a thread-local table, boxed, with the
-//! last one used cached as a raw pointer, so that the common case (one domain, again) costs a
-//! compare and a load. The interface is [`with_slot`] and nothing else reaches the table, so
-//! that it can later move onto a per-thread helper shared with the reader records.
+//! local list ([`ProducerShared`]). The slots live in a thread-local table, boxed, shared in
+//! shape with the reader records ([`per_thread`](crate::per_thread)): the same domain again
+//! costs a compare and a load, any other one a hash probe. The interface is [`with_slot`] and
+//! nothing else reaches the table.
 //!
 //! # Lifetime
 //!
@@ -12,8 +12,8 @@
 //!    the thread's shard.
 //! 2. While its domain lives, the slot's raw shard pointer is valid: `with_slot` is only ever
 //!    called by that domain's `push`, which borrows the domain.
-//! 3. When a later lookup for another domain finds a slot whose domain is gone (its shard's
-//!    last strong reference dropped), the slot is dropped then; otherwise at thread exit.
+//! 3. When the thread next adds a slot for another domain, slots whose domain is gone (their
+//!    shard's last strong reference dropped) are dropped; the rest at thread exit.
 //!    Dropping a slot flushes its local list to the shard's worker (if the domain still
 //!    lives), seals its chunk and folds its counters into the registry's totals.
 
@@ -23,13 +23,13 @@ use super::producers::ProducerShared;
 use super::shard::Shard;
 use crate::barrier::FenceKind;
 use crate::fork;
+use crate::per_thread::{Entry, PerDomain};
 use crate::sync::lock;
-use std::cell::{Cell, RefCell};
+use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 
 /// A thread's producer state for one domain: its shard, its chunk, its counters.
 pub(crate) struct ProducerSlot {
-    domain: u64,
     /// Valid while the domain lives, which is whenever `call()` can reach this slot.
     pub(crate) shard: *const Shard,
     /// For the thread-exit destructor, which may run after the domain is gone.
@@ -43,11 +43,10 @@ pub(crate) struct ProducerSlot {
 }
 
 impl ProducerSlot {
-    /// A slot of domain `domain` on `shard`, registered as one of its producers.
-    pub(crate) fn new(domain: u64, shard: &Arc<Shard>, fence: FenceKind) -> ProducerSlot {
+    /// A slot on `shard`, registered as one of its producers.
+    pub(crate) fn new(shard: &Arc<Shard>, fence: FenceKind) -> ProducerSlot {
         let counters = lock(&shard.producers).register();
         ProducerSlot {
-            domain,
             shard: Arc::as_ptr(shard),
             shard_weak: Arc::downgrade(shard),
             producer: Producer::new(),
@@ -116,47 +115,28 @@ impl Drop for ProducerSlot {
     }
 }
 
-/// The calling thread's producer slots, one per domain it has queued to.
-struct ProducerSlots {
-    last_domain: Cell<u64>,
-    last: Cell<*mut ProducerSlot>,
-    /// Boxed so that `last` stays valid while the vector grows.
-    #[allow(clippy::vec_box)]
-    slots: RefCell<Vec<Box<ProducerSlot>>>,
+/// A thread's slot for one domain, as its table holds it (boxed: the table hands out pointers
+/// to it).
+struct SlotEntry(Box<ProducerSlot>);
+
+impl Entry for SlotEntry {
+    type Target = ProducerSlot;
+
+    fn target(&mut self) -> NonNull<ProducerSlot> {
+        NonNull::from(&mut *self.0)
+    }
+
+    /// Dropping the entry then flushes nothing (the domain is gone), seals the chunk and
+    /// leaves.
+    fn domain_gone(&self) -> bool {
+        self.0.shard_weak.strong_count() == 0
+    }
 }
 
 thread_local! {
-    static PRODUCERS: ProducerSlots = const {
-        ProducerSlots {
-            last_domain: Cell::new(0),
-            last: Cell::new(std::ptr::null_mut()),
-            slots: RefCell::new(Vec::new()),
-        }
-    };
-}
-
-impl ProducerSlots {
-    /// The slot of `domain`, created with `create` on first use (slow path).
-    #[cold]
-    fn find_or_create(
-        &self,
-        domain: u64,
-        create: impl FnOnce() -> ProducerSlot,
-    ) -> *mut ProducerSlot {
-        let mut slots = self.slots.borrow_mut();
-        // Forget (and flush) the slots of domains that are gone.
-        slots.retain(|slot| slot.shard_weak.strong_count() > 0);
-        let ptr: *mut ProducerSlot = match slots.iter_mut().find(|s| s.domain == domain) {
-            Some(slot) => &mut **slot,
-            None => {
-                slots.push(Box::new(create()));
-                &mut **slots.last_mut().expect("just pushed")
-            }
-        };
-        self.last_domain.set(domain);
-        self.last.set(ptr);
-        ptr
-    }
+    /// The calling thread's producer slots, one per domain it has queued to (see
+    /// [`per_thread`](crate::per_thread)).
+    static PRODUCERS: PerDomain<SlotEntry> = const { PerDomain::new() };
 }
 
 /// Run `f` on the calling thread's slot for `domain` (created by `create` on first use).
@@ -178,16 +158,12 @@ pub(crate) unsafe fn with_slot<R>(
 ) -> Option<R> {
     PRODUCERS
         .try_with(|p| {
-            let slot = if p.last_domain.get() == domain {
-                p.last.get()
-            } else {
-                p.find_or_create(domain, create)
-            };
+            let slot = p.get_or_insert(domain, || SlotEntry(Box::new(create())));
             // SAFETY: slots are boxed and owned by this thread's table, which drops them only
-            // at thread exit or (in `find_or_create`) once their domain is gone; the caller
+            // at thread exit or (when it adds a slot) once their domain is gone; the caller
             // keeps `domain` alive, so `slot` is valid, and the caller's no-re-entry promise
             // makes this the only reference to it while `f` runs.
-            f(unsafe { &mut *slot })
+            f(unsafe { &mut *slot.as_ptr() })
         })
         .ok()
 }

@@ -212,7 +212,19 @@ impl Rcu {
     /// # Panics
     ///
     /// If the operating system refuses to start the domain's threads on first use.
+    #[inline]
     pub fn global() -> &'static Rcu {
+        // Inlined into the caller: after the first use, one load and a compare, so
+        // `Rcu::global().read()` costs what a domain handle's `read()` does.
+        match GLOBAL.get() {
+            Some(global) => global,
+            None => Rcu::start_global(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn start_global() -> &'static Rcu {
         GLOBAL.get_or_init(|| {
             Rcu::builder()
                 .name(GLOBAL_NAME)

@@ -151,20 +151,13 @@ fn run_read(cfg: &Config, task: &Task) -> Result<Vec<ReadResult>> {
 fn run_grace_period(cfg: &Config, task: &Task) -> Result<Vec<GpResult>> {
     let peers = GpPeer::all();
     let mut pooled = vec![Vec::new(); peers.len()];
-    let means = rounds_of(
-        cfg,
-        task,
-        "grace period",
-        &peers,
-        GpPeer::id,
-        |p| {
-            let samples = measure_gp(cfg, p)?;
-            let mean = Summary::of(&samples).mean;
-            let at = peers.iter().position(|&q| q == p).unwrap_or(0);
-            pooled[at].extend(samples);
-            Ok(mean)
-        },
-    )?;
+    let means = rounds_of(cfg, task, "grace period", &peers, GpPeer::id, |p| {
+        let samples = measure_gp(cfg, p)?;
+        let mean = Summary::of(&samples).mean;
+        let at = peers.iter().position(|&q| q == p).unwrap_or(0);
+        pooled[at].extend(samples);
+        Ok(mean)
+    })?;
     let base = peers.iter().position(|&p| p == GpPeer::RcukitExpedited);
     Ok(peers
         .iter()
@@ -185,19 +178,12 @@ fn run_grace_period(cfg: &Config, task: &Task) -> Result<Vec<GpResult>> {
 fn run_retire(cfg: &Config, task: &Task) -> Result<Vec<RetireResult>> {
     let peers = RetirePeer::all();
     let mut freed = vec![0u64; peers.len()];
-    let rates = rounds_of(
-        cfg,
-        task,
-        "retire",
-        &peers,
-        RetirePeer::id,
-        |p| {
-            let (f, elapsed) = measure_retire(cfg.retire_objects, p)?;
-            let at = peers.iter().position(|&q| q == p).unwrap_or(0);
-            freed[at] += f;
-            Ok(measure::per_sec(cfg.retire_objects, elapsed))
-        },
-    )?;
+    let rates = rounds_of(cfg, task, "retire", &peers, RetirePeer::id, |p| {
+        let (f, elapsed) = measure_retire(cfg.retire_objects, p)?;
+        let at = peers.iter().position(|&q| q == p).unwrap_or(0);
+        freed[at] += f;
+        Ok(measure::per_sec(cfg.retire_objects, elapsed))
+    })?;
     let base = peers.iter().position(|&p| p == RetirePeer::Rcukit);
     Ok(peers
         .iter()
