@@ -167,6 +167,90 @@ struct Table {
 }
 
 impl Table {
+    /// The slot and path of the calling thread.
+    #[cfg_attr(rcukit_loom, allow(dead_code))]
+    #[inline]
+    fn my_slot(&self) -> (usize, Path) {
+        let slots = self.slots.len();
+        let index = thread_index();
+        if index < slots {
+            (index, Path::Owner)
+        } else {
+            (index & (slots - 1), Path::Shared)
+        }
+    }
+
+    /// R1-R3 once on `slot` through `path`: true if the reader is in.
+    #[inline]
+    fn try_lock_shared(&self, slot: usize, path: Path) -> bool {
+        let s = &self.slots[slot];
+        match path {
+            Path::Owner => {
+                let n = s.owned.load(Relaxed);
+                if n > 0 {
+                    s.owned.store(n + 1, Relaxed);
+                    return true;
+                }
+                s.owned.store(1, Relaxed); // R1
+            }
+            Path::Shared => {
+                s.shared.fetch_add(1, Relaxed); // R1
+            }
+        }
+        barrier::light(self.fence); // R2
+        if !s.writer.load(Acquire) {
+            // R3: no writer; or one that will see our count and wait for us.
+            return true;
+        }
+        match path {
+            Path::Owner => s.owned.store(0, Release),
+            Path::Shared => {
+                s.shared.fetch_sub(1, Release);
+            }
+        }
+        false
+    }
+
+    #[inline]
+    fn lock_shared(&self, slot: usize, path: Path) {
+        if !self.try_lock_shared(slot, path) {
+            self.lock_shared_slow(slot, path);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_shared_slow(&self, slot: usize, path: Path) {
+        let s = &self.slots[slot];
+        s.waiting.fetch_add(1, Relaxed);
+        loop {
+            let mut backoff = Backoff::new();
+            while s.writer.load(Acquire) {
+                backoff.spin_or_yield();
+            }
+            if self.try_lock_shared(slot, path) {
+                break;
+            }
+        }
+        s.waiting.fetch_sub(1, Relaxed);
+    }
+
+    #[inline]
+    fn unlock_shared(&self, slot: usize, path: Path) {
+        let s = &self.slots[slot];
+        match path {
+            Path::Owner => {
+                let n = s.owned.load(Relaxed);
+                debug_assert!(n > 0, "unlock_shared without a reader");
+                s.owned.store(n - 1, Release);
+            }
+            Path::Shared => {
+                let prev = s.shared.fetch_sub(1, Release);
+                debug_assert!(prev > 0, "unlock_shared without a reader");
+            }
+        }
+    }
+
     fn new(slots: usize) -> Table {
         let fence = if barrier::support().private_expedited {
             FenceKind::Membarrier
@@ -232,6 +316,7 @@ impl RawPerCpuRwLock {
     }
 
     /// Number of slots (allocating them if this is the first use).
+    #[inline]
     pub fn slot_count(&self) -> usize {
         self.table().slots.len()
     }
@@ -241,88 +326,16 @@ impl RawPerCpuRwLock {
         self.table().fence
     }
 
-    /// The slot and path the calling thread reads through.
-    #[cfg_attr(rcukit_loom, allow(dead_code))]
-    #[inline]
-    fn my_slot(&self) -> (usize, Path) {
-        let slots = self.slot_count();
-        let index = thread_index();
-        if index < slots {
-            (index, Path::Owner)
-        } else {
-            (index & (slots - 1), Path::Shared)
-        }
-    }
-
-    /// Try once to enter as a reader on `slot` through `path`.
-    #[inline]
-    pub(crate) fn try_lock_shared_on(&self, slot: usize, path: Path) -> bool {
-        let table = self.table();
-        let s = &table.slots[slot];
-        match path {
-            Path::Owner => {
-                let n = s.owned.load(Relaxed);
-                if n > 0 {
-                    s.owned.store(n + 1, Relaxed);
-                    return true;
-                }
-                s.owned.store(1, Relaxed); // R1
-            }
-            Path::Shared => {
-                s.shared.fetch_add(1, Relaxed); // R1
-            }
-        }
-        barrier::light(table.fence); // R2
-        if !s.writer.load(Acquire) {
-            // R3: no writer; or one that will see our count and wait for us.
-            return true;
-        }
-        match path {
-            Path::Owner => s.owned.store(0, Release),
-            Path::Shared => {
-                s.shared.fetch_sub(1, Release);
-            }
-        }
-        false
-    }
-
-    #[inline]
+    /// Enter as a reader on `slot` through `path` (the loom models choose both).
+    #[cfg(rcukit_loom)]
     pub(crate) fn lock_shared_on(&self, slot: usize, path: Path) {
-        if !self.try_lock_shared_on(slot, path) {
-            self.lock_shared_slow(slot, path);
-        }
+        self.table().lock_shared(slot, path);
     }
 
-    #[cold]
-    fn lock_shared_slow(&self, slot: usize, path: Path) {
-        let s = &self.table().slots[slot];
-        s.waiting.fetch_add(1, Relaxed);
-        loop {
-            let mut backoff = Backoff::new();
-            while s.writer.load(Acquire) {
-                backoff.spin_or_yield();
-            }
-            if self.try_lock_shared_on(slot, path) {
-                break;
-            }
-        }
-        s.waiting.fetch_sub(1, Relaxed);
-    }
-
-    #[inline]
+    /// Leave as a reader of `slot` through `path`.
+    #[cfg(rcukit_loom)]
     pub(crate) fn unlock_shared_on(&self, slot: usize, path: Path) {
-        let s = &self.table().slots[slot];
-        match path {
-            Path::Owner => {
-                let n = s.owned.load(Relaxed);
-                debug_assert!(n > 0, "unlock_shared without a reader");
-                s.owned.store(n - 1, Release);
-            }
-            Path::Shared => {
-                let prev = s.shared.fetch_sub(1, Release);
-                debug_assert!(prev > 0, "unlock_shared without a reader");
-            }
-        }
+        self.table().unlock_shared(slot, path);
     }
 
     /// W1 on one slot: take its writer flag, waiting while another writer holds it.
@@ -437,21 +450,23 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
 
     #[inline]
     fn lock_shared(&self) {
-        let (slot, path) = self.my_slot();
+        let table = self.table();
+        let (slot, path) = table.my_slot();
         if path == Path::Shared && self.nested_shared(slot) {
             return;
         }
-        self.lock_shared_on(slot, path);
+        table.lock_shared(slot, path);
         note_guard(self.key(), path, 1);
     }
 
     #[inline]
     fn try_lock_shared(&self) -> bool {
-        let (slot, path) = self.my_slot();
+        let table = self.table();
+        let (slot, path) = table.my_slot();
         if path == Path::Shared && self.nested_shared(slot) {
             return true;
         }
-        let ok = self.try_lock_shared_on(slot, path);
+        let ok = table.try_lock_shared(slot, path);
         if ok {
             note_guard(self.key(), path, 1);
         }
@@ -460,8 +475,9 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
 
     #[inline]
     unsafe fn unlock_shared(&self) {
-        let (slot, path) = self.my_slot();
-        self.unlock_shared_on(slot, path);
+        let table = self.table();
+        let (slot, path) = table.my_slot();
+        table.unlock_shared(slot, path);
         note_guard(self.key(), path, -1);
     }
 
@@ -518,7 +534,7 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
 // on that same slot and path.
 unsafe impl lock_api::RawRwLockDowngrade for RawPerCpuRwLock {
     unsafe fn downgrade(&self) {
-        let (slot, path) = self.my_slot();
+        let (slot, path) = self.table().my_slot();
         let s = &self.table().slots[slot];
         match path {
             Path::Owner => s.owned.store(s.owned.load(Relaxed) + 1, Relaxed),

@@ -189,14 +189,27 @@ fn assign_thread_index(t: &ThreadSlot) -> usize {
 /// guards over all locks (for the index release at thread exit), shared-path guards per lock
 /// (for nested reads).
 #[cfg(not(rcukit_loom))]
+#[inline]
 pub(super) fn note_guard(lock: usize, path: Path, delta: isize) {
-    THREAD.with(|t| match path {
-        Path::Owner => {
+    match path {
+        Path::Owner => THREAD.with(|t| {
             let n = t.owned_guards.get();
             t.owned_guards.set(n.wrapping_add_signed(delta));
+        }),
+        Path::Shared => note_shared_guard(lock, delta),
+    }
+}
+
+/// The shared-path half of [`note_guard`], out of line.
+#[cfg(not(rcukit_loom))]
+#[inline(never)]
+fn note_shared_guard(lock: usize, delta: isize) {
+    THREAD.with(|t| {
+        if delta > 0 {
+            t.shared.add(lock)
+        } else {
+            t.shared.remove(lock)
         }
-        Path::Shared if delta > 0 => t.shared.add(lock),
-        Path::Shared => t.shared.remove(lock),
     });
 }
 
