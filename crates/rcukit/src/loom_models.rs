@@ -395,7 +395,10 @@ mod callbacks_model {
         fn run_expedited(&self, stamp: &GpCookie) {
             self.exp.run_until(stamp.expedited, &self.core, &self.event);
         }
-        fn subscribe(&self, _: std::thread::Thread) {}
+        fn try_expedited(&self, _: &GpCookie) -> bool {
+            false
+        }
+        fn subscribe(&self, _: std::thread::Thread, _: Box<dyn Fn() -> bool + Send + Sync>) {}
         fn check_fork(&self) {}
         fn is_reading_here(&self) -> bool {
             false
@@ -424,6 +427,8 @@ mod callbacks_model {
             workers: 1,
             backlog_callbacks: 1_000,
             backlog_bytes: 1 << 20,
+            producer_backlog_callbacks: 1_000,
+            producer_backlog_bytes: 1 << 20,
             batch: 16,
             retire_on_producers: true,
             fence: FenceKind::SeqCst,

@@ -270,6 +270,28 @@ impl OwnedReaders {
         self.turn_free.notify_all();
     }
 
+    /// W1-W3 waiting no longer than `brief` allows, never sleeping; false if the turn is taken
+    /// (another grace period is draining) or a section began before the caller's heavy
+    /// barrier is still open. A W3 cut short leaves the phase flipped: harmless, every drain
+    /// covers both phases (step 3 of the module docs).
+    pub(crate) fn try_wait(&self, registry: &Registry, brief: &mut crate::gp::Brief) -> bool {
+        {
+            let mut taken = self.turn.lock();
+            if *taken {
+                return false;
+            }
+            *taken = true;
+        }
+        let current = self.phase();
+        let drained = brief.wait(|| phase_drained(registry, current ^ 1)) && {
+            self.phase.fetch_add(1, AcqRel);
+            brief.wait(|| phase_drained(registry, current))
+        };
+        *self.turn.lock() = false;
+        self.turn_free.notify_all();
+        drained
+    }
+
     /// After `fork()`: a grace period that held the turn did not survive (see
     /// [`fork`](crate::fork)). The phase may have flipped already; every drain covers both
     /// phases, so the next grace period is complete anyway.
@@ -287,16 +309,28 @@ impl OwnedReaders {
 fn drain_phase(registry: &Registry, phase: usize, stalled: &mut dyn FnMut(u64)) {
     let mut backoff = Backoff::new();
     loop {
-        let unlocks = registry.owned_total(Side::Unlocks, phase);
-        let locks = registry.owned_total(Side::Locks, phase);
-        if unlocks == locks {
+        let open = open_in_phase(registry, phase);
+        if open == 0 {
             return;
         }
         if backoff.is_sleeping() {
-            stalled(locks.wrapping_sub(unlocks));
+            stalled(open);
         }
         backoff.snooze();
     }
+}
+
+/// One look of drain(i): is every section counted under `phase` closed?
+fn phase_drained(registry: &Registry, phase: usize) -> bool {
+    open_in_phase(registry, phase) == 0
+}
+
+/// Sections counted under `phase` and not yet closed: the unlock total first (`Acquire`), then
+/// the lock total (step 1 of the module docs).
+fn open_in_phase(registry: &Registry, phase: usize) -> u64 {
+    let unlocks = registry.owned_total(Side::Unlocks, phase);
+    let locks = registry.owned_total(Side::Locks, phase);
+    locks.wrapping_sub(unlocks)
 }
 
 /// The stall report for a grace period held up by owned sections.

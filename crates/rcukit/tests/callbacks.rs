@@ -680,3 +680,63 @@ fn a_flood_is_reclaimed_by_the_retiring_thread_with_expedited_grace_periods() {
     assert_eq!(c.dropped(), n);
     assert_eq!(rcu.stats().normal_gps, 0);
 }
+
+/// A thread that retires a flood tries expedited grace periods itself: with no reader in the
+/// way they end at once and the thread drops its objects as it goes, with no `synchronize`,
+/// no hurry (the backlog thresholds are out of reach) and no normal grace period needed.
+#[test]
+fn a_retiring_thread_tries_expedited_grace_periods_and_drops_as_it_goes() {
+    let rcu = Rcu::builder()
+        .backlog_callbacks(u64::MAX)
+        .backlog_bytes(u64::MAX)
+        .normal_gp_delay(Duration::from_secs(10)) // normal grace periods out of the picture
+        .producer_backlog_callbacks(1024)
+        .build()
+        .unwrap();
+    let c = Counters::default();
+    IS_PRODUCER.with(|p| p.set(true));
+    let mut peak = 0;
+    for i in 0..100_000u64 {
+        rcu.retire(c.object(false));
+        if i % 1024 == 0 {
+            peak = peak.max(i - c.dropped());
+        }
+    }
+    IS_PRODUCER.with(|p| p.set(false));
+    let stats = rcu.stats();
+    println!("peak backlog {peak}; {stats:?}");
+    assert!(
+        stats.expedited_gps >= 1,
+        "tried grace periods ran: {stats:?}"
+    );
+    assert!(stats.released_by_expedited > 0);
+    assert!(
+        c.on_producer.load(Ordering::Relaxed) >= 50_000,
+        "most objects dropped by the retiring thread while it retired: {stats:?}"
+    );
+    // Every try ends (no reader), so the list never holds much more than one cadence's worth
+    // plus the blocks released but not yet dropped (four per seal).
+    assert!(peak <= 8 * 1024, "peak backlog {peak}");
+    drop(rcu);
+    assert_eq!(c.dropped(), 100_000);
+}
+
+/// With `expedited_callbacks(false)` an expedited grace period releases nothing, so a
+/// retiring thread tries none (the switch stays the only difference in A/B runs).
+#[test]
+fn without_expedited_callbacks_a_retiring_thread_tries_no_grace_period() {
+    let rcu = Rcu::builder()
+        .expedited_callbacks(false)
+        .backlog_callbacks(u64::MAX)
+        .backlog_bytes(u64::MAX)
+        .producer_backlog_callbacks(256)
+        .build()
+        .unwrap();
+    let c = Counters::default();
+    for _ in 0..20_000 {
+        rcu.retire(c.object(false));
+    }
+    assert_eq!(rcu.stats().expedited_gps, 0);
+    rcu.barrier();
+    assert_eq!(c.dropped(), 20_000);
+}

@@ -25,6 +25,14 @@ fn builder_rejects_bad_settings_with_the_setting_named() {
         ("callback_workers", Rcu::builder().callback_workers(100_000)),
         ("backlog_callbacks", Rcu::builder().backlog_callbacks(0)),
         ("backlog_bytes", Rcu::builder().backlog_bytes(0)),
+        (
+            "producer_backlog_callbacks",
+            Rcu::builder().producer_backlog_callbacks(0),
+        ),
+        (
+            "producer_backlog_bytes",
+            Rcu::builder().producer_backlog_bytes(0),
+        ),
         ("callback_batch", Rcu::builder().callback_batch(0)),
         ("name", Rcu::builder().name("")),
     ];

@@ -499,3 +499,74 @@ fn a_report_hook_that_waits_for_a_grace_period_cannot_wedge_the_domain() {
         );
     });
 }
+
+/// A reader holds a guard while another thread retires a flood: the retiring thread's tried
+/// expedited grace periods find the reader in the way and give up instead of waiting (the
+/// flood finishes while the guard is held), nothing retired after the guard was taken is
+/// dropped while it is held, and the grace periods they left started are finished once the
+/// reader leaves, with no further call from the retiring thread.
+#[test]
+fn tried_grace_periods_give_up_on_a_reader_and_free_nothing_early() {
+    watchdog(Duration::from_secs(60), || {
+        let rcu = Arc::new(
+            Rcu::builder()
+                .producer_backlog_callbacks(256)
+                .stall_timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+        );
+        let dropped = Arc::new(AtomicU64::new(0));
+        struct Obj(Arc<AtomicU64>);
+        impl Drop for Obj {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (entered, release) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let reader = {
+            let (rcu, entered, release) = (rcu.clone(), entered.clone(), release.clone());
+            std::thread::spawn(move || {
+                let _g = rcu.read();
+                entered.store(true, Ordering::SeqCst);
+                while !release.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        };
+        while !entered.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let start = Instant::now();
+        for _ in 0..20_000 {
+            rcu.retire(Box::new(Obj(dropped.clone())));
+        }
+        let took = start.elapsed();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            0,
+            "dropped under the reader's guard"
+        );
+        let stats = rcu.stats();
+        assert_eq!(
+            stats.released_by_expedited + stats.released_by_normal,
+            0,
+            "{stats:?}"
+        );
+        println!("20,000 retires with a reader in the way took {took:?}");
+        release.store(true, Ordering::SeqCst);
+        reader.join().unwrap();
+        // The grace periods left started (and the normal ones requested) end by themselves
+        // now; the retiring thread drops its objects on its next retires.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while dropped.load(Ordering::SeqCst) < 20_000 {
+            assert!(Instant::now() < deadline, "the flood was never freed");
+            rcu.retire(Box::new(Obj(dropped.clone())));
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        assert!(rcu.stats().expedited_gps + rcu.stats().normal_gps > 0);
+    });
+}

@@ -3,7 +3,9 @@
 //!
 //! 1. After a `retire` sealed a block (or found the oldest one ready) and let go of its slot,
 //!    the producer requests the grace periods its list needs: the normal one for the new
-//!    stamp, and past the backlog thresholds an expedited one on the helper thread.
+//!    stamp; every `producer_backlog_*` objects or bytes, an expedited one it tries itself
+//!    (see [`local`](super::local)), taking the blocks it releases; and past the backlog
+//!    thresholds an expedited one on the helper thread.
 //! 2. It runs the ready blocks it took, marked as running drops (so drops that retire more
 //!    objects only queue them, see [`invoke`](super::invoke)), each under `catch_unwind`.
 //!    Until they have run and been counted, its list stays marked `dropping`, also on unwind,
@@ -40,6 +42,9 @@ pub(crate) struct AfterSeal {
     pub(crate) cookie: Option<GpCookie>,
     /// With the list past the backlog thresholds: the newest cookie, to expedite.
     pub(crate) hurry: Option<GpCookie>,
+    /// Every `producer_backlog_*` objects or bytes sealed: the newest cookie, for an
+    /// expedited grace period tried in this thread.
+    pub(crate) try_expedited: Option<GpCookie>,
     /// Blocks taken to run (the list is marked `dropping` until they have).
     pub(crate) ready: Vec<local::SealedBlock>,
 }
@@ -61,11 +66,13 @@ impl Drop for FinishDropping<'_> {
 
 impl Callbacks {
     /// After a seal: steps 1 to 3 of the module docs.
-    pub(crate) fn after_seal<P: GpPort>(&self, gp: &P, after: AfterSeal) {
+    pub(crate) fn after_seal<P: GpPort>(&self, gp: &P, mut after: AfterSeal) {
         if let Some(cookie) = after.cookie {
             gp.request_normal(&cookie);
         }
-        if let Some(newest) = after.hurry {
+        if let Some(newest) = after.try_expedited {
+            self.try_expedited_here(gp, &newest, &mut after);
+        } else if let Some(newest) = after.hurry {
             // Past the backlog thresholds: the kernel's hurry, on the helper thread.
             gp.request_expedited(&newest);
         }
@@ -90,6 +97,32 @@ impl Callbacks {
             return;
         }
         self.run_blocks(gp, finish, after.ready);
+    }
+
+    /// Step 1's tried grace period: end an expedited grace period covering `newest` in this
+    /// thread if no reader is in the way, and take the blocks it released; else leave it to
+    /// the helper thread. Not inside a read-side critical section of the domain (the grace
+    /// period would wait for this thread) nor while unwinding.
+    fn try_expedited_here<P: GpPort>(&self, gp: &P, newest: &GpCookie, after: &mut AfterSeal) {
+        if after.hand_off || gp.is_reading_here() || std::thread::panicking() {
+            gp.request_expedited(newest);
+            return;
+        }
+        if !gp.try_expedited(newest) {
+            // The helper finishes it; no other try until it has.
+            if let Some(mut guard) = after.shared.local.enter(self.config.fence) {
+                guard.with(|list| list.try_gave_up(*newest));
+            }
+            return;
+        }
+        // The grace period released every sealed block: take them (up to the usual limit).
+        if let Some(mut guard) = after.shared.local.enter(self.config.fence) {
+            let had = !after.ready.is_empty();
+            guard.with(|list| list.take_ready(|c| gp.is_released(c), &mut after.ready));
+            if !had && !after.ready.is_empty() {
+                guard.mark_dropping();
+            }
+        }
     }
 
     /// Run `blocks` taken from `finish.shared`'s list on this thread, then give their vectors

@@ -17,16 +17,31 @@
 //!
 //! Each producer thread has, per domain, a `LocalList`: an *open* block of callbacks not yet
 //! stamped, and a FIFO of *sealed* blocks, each stamped with the full cookie (`GpCookie`) read
-//! when it was sealed. A block is sealed when it holds `BLOCK` (256) callbacks or when it has
-//! been open for `SEAL_AFTER` (1 ms). Sealing requests the normal grace period the cookie
-//! needs; if more than the backlog thresholds wait, the producer also asks the domain's
-//! expedited helper thread for an expedited grace period (the hurry, without blocking the
-//! caller). Then, and every 16 callbacks in between if the oldest block's cookie has expired,
-//! the producer takes up to `MAX_READY_BLOCKS` (4) leading blocks whose cookie has expired, by
-//! the normal *or* (with `expedited_callbacks`) the expedited counter, and drops their objects
-//! after it has let go of the list: so a producer releases what it retired up to four times as
-//! fast as it retires, with no other thread in the loop, and a `Drop` that retires more
-//! objects works (a thread that is running blocks only queues).
+//! when it was sealed. A block is sealed when it holds `BLOCK` (256) callbacks, `SEAL_BYTES`
+//! (64 KiB), or when it has been open for `SEAL_AFTER` (1 ms). Sealing requests the normal
+//! grace period the cookie needs; if more than the backlog thresholds wait, the producer also
+//! asks the domain's expedited helper thread for an expedited grace period (the hurry, without
+//! blocking the caller). Then, and every 16 callbacks in between if the oldest block's cookie
+//! has expired, the producer takes up to `MAX_READY_BLOCKS` (4) leading blocks whose cookie has
+//! expired, by the normal *or* (with `expedited_callbacks`) the expedited counter, and drops
+//! their objects after it has let go of the list: so a producer releases what it retired up to
+//! four times as fast as it retires, with no other thread in the loop, and a `Drop` that
+//! retires more objects works (a thread that is running blocks only queues).
+//!
+//! # Freeing while the memory is warm
+//!
+//! A normal grace period takes milliseconds; a thread that retires millions of objects a
+//! second would have a few tens of thousands waiting at any time, megabytes that leave the
+//! caches before they are freed, and a thread that replaces a large table every few
+//! microseconds would allocate every new copy from fresh pages. So every
+//! `producer_backlog_callbacks` (2,048) objects or `producer_backlog_bytes` (256 KiB) it
+//! seals, the producer *tries* an expedited grace period itself (`GpPort::try_expedited`):
+//! one heavy barrier and one scan of the readers, waiting for none longer than a few
+//! microseconds. With no reader in the way (the usual case: sections are short) the grace
+//! period ends there, every block sealed so far is released, and the producer drops them
+//! while their memory is still in its caches: ck_epoch's `poll` cadence, with rcukit's
+//! readers. With a reader in the way it leaves the grace period to the helper thread and goes
+//! on; `retire` never waits for a reader.
 //!
 //! # Reaching a list from other threads
 //!
@@ -88,8 +103,19 @@ use std::time::{Duration, Instant};
 /// A block is sealed when it holds this many callbacks...
 pub(crate) const BLOCK: usize = 256;
 
-/// ... or when it has been open this long (checked every 16 callbacks).
+/// ... or when it holds this many bytes (large objects: a few of them are a block's worth of
+/// memory) ...
+pub(crate) const SEAL_BYTES: u64 = 64 << 10;
+
+/// ... or when it has been open this long (checked every 64 callbacks, so that the clock is
+/// read five times per full block).
 pub(crate) const SEAL_AFTER: Duration = Duration::from_millis(1);
+
+/// Emptied block vectors a list keeps for reuse: enough for the blocks of a backlog between two
+/// tried grace periods, so that a flood allocates no block vectors (a block vector is a large
+/// allocation, and with many small objects freed in between, glibc consolidates its fast bins
+/// on every large one).
+const SPARE_BLOCKS: usize = 16;
 
 /// A producer runs at most this many ready blocks per seal: it drains four times faster than
 /// it fills, and one `retire` runs at most this many blocks' drops.
@@ -99,6 +125,8 @@ pub(crate) const MAX_READY_BLOCKS: usize = 4;
 /// [`SealedBlock`] is [`seal`](Self::seal), so a block that may run is always stamped.
 struct OpenBlock {
     callbacks: Vec<Callback>,
+    /// Bytes its callbacks account for.
+    bytes: u64,
     /// When its first callback was added.
     opened_at: Option<Instant>,
 }
@@ -107,6 +135,7 @@ impl OpenBlock {
     const fn empty() -> OpenBlock {
         OpenBlock {
             callbacks: Vec::new(),
+            bytes: 0,
             opened_at: None,
         }
     }
@@ -115,6 +144,7 @@ impl OpenBlock {
     fn seal(self, cookie: GpCookie) -> SealedBlock {
         SealedBlock {
             cookie,
+            bytes: self.bytes,
             callbacks: self.callbacks,
         }
     }
@@ -123,6 +153,7 @@ impl OpenBlock {
 /// Callbacks stamped with one cookie: they may run once it has been released.
 pub(crate) struct SealedBlock {
     cookie: GpCookie,
+    bytes: u64,
     callbacks: Vec<Callback>,
 }
 
@@ -138,7 +169,7 @@ impl SealedBlock {
 
     /// Bytes its callbacks account for.
     pub(crate) fn bytes(&self) -> u64 {
-        self.callbacks.iter().map(|c| c.bytes() as u64).sum()
+        self.bytes
     }
 
     /// The callbacks, to run (once the stamp is released) or to stamp again.
@@ -184,6 +215,11 @@ pub(crate) struct LocalList {
     /// Callbacks and bytes in `open` and `sealed`.
     len: usize,
     bytes: u64,
+    /// Callbacks and bytes sealed since the owner last tried an expedited grace period.
+    since_try: (u64, u64),
+    /// The stamp of a tried grace period that gave up (a reader was in the way): no new try
+    /// until it has been released, by the helper that finishes it or otherwise.
+    try_gave_up: Option<GpCookie>,
     /// Emptied vectors, to refill.
     spare: Vec<Vec<Callback>>,
 }
@@ -195,6 +231,8 @@ impl LocalList {
             sealed: VecDeque::new(),
             len: 0,
             bytes: 0,
+            since_try: (0, 0),
+            try_gave_up: None,
             spare: Vec::new(),
         }
     }
@@ -209,21 +247,23 @@ impl LocalList {
                 .pop()
                 .unwrap_or_else(|| Vec::with_capacity(BLOCK));
         }
+        let bytes = callback.bytes() as u64;
         self.len += 1;
-        self.bytes += callback.bytes() as u64;
+        self.bytes += bytes;
+        open.bytes += bytes;
         open.callbacks.push(callback);
         let n = open.callbacks.len();
+        if n >= BLOCK || open.bytes >= SEAL_BYTES {
+            return Next::Seal;
+        }
         if n == 1 {
             open.opened_at = Some(Instant::now());
             return Next::Nothing;
         }
-        if n >= BLOCK {
-            return Next::Seal;
-        }
         if n % 16 != 0 {
             return Next::Nothing;
         }
-        if open.opened_at.is_some_and(|t| t.elapsed() > SEAL_AFTER) {
+        if n % 64 == 0 && open.opened_at.is_some_and(|t| t.elapsed() > SEAL_AFTER) {
             Next::Seal
         } else if self.sealed.is_empty() {
             Next::Nothing
@@ -243,7 +283,34 @@ impl LocalList {
             return;
         }
         let open = std::mem::replace(&mut self.open, OpenBlock::empty());
+        self.since_try.0 += open.callbacks.len() as u64;
+        self.since_try.1 += open.bytes;
         self.sealed.push_back(open.seal(cookie));
+    }
+
+    /// Has the owner sealed `callbacks` callbacks or `bytes` bytes since it last tried an
+    /// expedited grace period, and has the last try that gave up been `released` since? If so,
+    /// start counting again and say yes.
+    pub(crate) fn try_due(
+        &mut self,
+        callbacks: u64,
+        bytes: u64,
+        released: impl Fn(&GpCookie) -> bool,
+    ) -> bool {
+        if self.since_try.0 < callbacks && self.since_try.1 < bytes {
+            return false;
+        }
+        if self.try_gave_up.is_some_and(|stamp| !released(&stamp)) {
+            return false; // the reader in the way is still there, most likely
+        }
+        self.try_gave_up = None;
+        self.since_try = (0, 0);
+        true
+    }
+
+    /// A tried grace period for `stamp` gave up: try no other until `stamp` is released.
+    pub(crate) fn try_gave_up(&mut self, stamp: GpCookie) {
+        self.try_gave_up = Some(stamp);
     }
 
     /// The cookie of the newest sealed block.
@@ -279,7 +346,7 @@ impl LocalList {
     pub(crate) fn recycle(&mut self, mut v: Vec<Callback>) {
         debug_assert!(v.is_empty());
         v.clear();
-        if self.spare.len() < MAX_READY_BLOCKS && v.capacity() >= BLOCK {
+        if self.spare.len() < SPARE_BLOCKS && v.capacity() >= BLOCK {
             self.spare.push(v);
         }
     }
@@ -293,6 +360,7 @@ impl LocalList {
     pub(crate) fn take_all(&mut self) -> Taken {
         self.len = 0;
         self.bytes = 0;
+        self.since_try = (0, 0);
         Taken {
             blocks: self.sealed.drain(..).collect(),
             open: std::mem::replace(&mut self.open, OpenBlock::empty()).callbacks,
@@ -467,6 +535,7 @@ impl OwnerGuard<'_> {
     }
 
     /// The list.
+    #[inline]
     pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut LocalList) -> R) -> R {
         // SAFETY: we are inside the owner's side of the lock (see `enter`), and `&mut self`
         // keeps this the only reference.
@@ -475,6 +544,7 @@ impl OwnerGuard<'_> {
 }
 
 impl Drop for OwnerGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         let len = self.with(|list| list.len);
         self.local.len.store(len, Relaxed);

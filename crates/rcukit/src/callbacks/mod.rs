@@ -104,6 +104,10 @@ pub(crate) struct CallbackConfig {
     pub(crate) workers: usize,
     pub(crate) backlog_callbacks: u64,
     pub(crate) backlog_bytes: u64,
+    /// Objects and bytes a producer retires into its own list between two expedited grace
+    /// periods it tries itself (see [`local`]).
+    pub(crate) producer_backlog_callbacks: u64,
+    pub(crate) producer_backlog_bytes: u64,
     pub(crate) batch: usize,
     pub(crate) retire_on_producers: bool,
     /// The domain's barrier pair (producers and a worker going idle use it too).
@@ -180,6 +184,11 @@ impl Callbacks {
         &self.shards[index]
     }
 
+    /// Shard `index`, shared (for a closure that outlives the borrow).
+    pub(crate) fn shard_arc(&self, index: usize) -> Arc<Shard> {
+        Arc::clone(&self.shards[index])
+    }
+
     fn shard_index_for_current_thread(&self) -> usize {
         if self.shards.len() == 1 {
             return 0;
@@ -198,6 +207,7 @@ impl Callbacks {
     }
 
     /// Is the calling thread one of this domain's workers?
+    #[inline]
     fn on_worker_thread(&self) -> bool {
         WORKER_OF
             .try_with(|w| w.get() == self.domain)

@@ -59,8 +59,15 @@ pub(crate) trait GpPort {
     /// expedited half has completed.
     fn run_expedited(&self, stamp: &GpCookie);
 
-    /// Unpark `thread` at the end of every grace period of either kind.
-    fn subscribe(&self, thread: Thread);
+    /// Try to complete `stamp`'s expedited half in the calling thread without waiting for any
+    /// reader more than a few microseconds: true if it has completed, false if not (the
+    /// domain's helper thread then finishes what this call started). Never blocks on another
+    /// thread's grace period.
+    fn try_expedited(&self, stamp: &GpCookie) -> bool;
+
+    /// Unpark `thread` at the end of every grace period of either kind while `wants()` says
+    /// so.
+    fn subscribe(&self, thread: Thread, wants: Box<dyn Fn() -> bool + Send + Sync>);
 
     /// Repair the domain if the process has forked since it last ran (see
     /// [`fork`](crate::fork)).

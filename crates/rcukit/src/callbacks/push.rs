@@ -142,14 +142,22 @@ impl Callbacks {
         // A drop that retires more objects only queues them: its thread is running blocks.
         let running = running_drops();
         let mut ready = Vec::new();
-        let (backlog, newest) = guard.with(|list| {
+        let config = &self.config;
+        let (backlog, newest, try_due) = guard.with(|list| {
             if let Some(cookie) = cookie {
                 list.seal(cookie);
             }
             if !running {
                 list.take_ready(|c| gp.is_released(c), &mut ready);
             }
-            (list.backlog(), list.newest_cookie())
+            let try_due = cookie.is_some()
+                && !running
+                && list.try_due(
+                    config.producer_backlog_callbacks,
+                    config.producer_backlog_bytes,
+                    |c| gp.is_released(c),
+                );
+            (list.backlog(), list.newest_cookie(), try_due)
         });
         if !ready.is_empty() {
             guard.mark_dropping();
@@ -165,6 +173,7 @@ impl Callbacks {
             shard: slot.shard,
             hand_off,
             cookie,
+            try_expedited: newest.filter(|_| try_due && gp.expedited_releases()),
             hurry: newest
                 .filter(|_| cookie.is_some() && gp.expedited_releases() && past_thresholds),
             ready,

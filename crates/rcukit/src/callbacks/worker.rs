@@ -22,7 +22,8 @@
 //! 6. parks when there is nothing to do.
 //!
 //! The worker is subscribed to the domain's grace-period event, so the end of a grace period of
-//! *either* kind unparks it ([seed 004](crate::docs::seeds)'s first notification gap). Producers unpark it when it
+//! *either* kind unparks it ([seed 004](crate::docs::seeds)'s first notification gap), unless it
+//! is parked with an empty list (`Idle`), which no grace period could shorten. Producers unpark it when it
 //! parked with nothing pending; while it waits for a grace period it asked for, new callbacks
 //! wait to be taken when that grace period ends, and a producer nudges it only once per 1,024
 //! callbacks (one wake-up per grace period instead of one per callback, while a flood is still
@@ -61,7 +62,13 @@ pub(crate) fn run<P: GpPort>(gp: &P, callbacks: &Callbacks, index: usize) {
     let worker = Worker::new(gp, callbacks, index);
     let me = std::thread::current();
     *crate::sync::lock(&worker.shard.worker.thread) = Some(me.clone());
-    gp.subscribe(me);
+    // A worker parked with an empty list (`Idle`) has nothing a grace period could release;
+    // producers wake it when they queue.
+    let shard = callbacks.shard_arc(index);
+    gp.subscribe(
+        me,
+        Box::new(move || shard.worker.sleeping.load() != Wake::Idle),
+    );
 
     let mut consumer = Consumer::new();
     let mut list: SegCbList<Work> = SegCbList::new();
@@ -124,13 +131,16 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// One pass of the worker loop (steps 1-5 of the module docs).
     pub(crate) fn step(&self, consumer: &mut Consumer, list: &mut SegCbList<Work>) -> Step {
         let shutting_down = self.callbacks.is_shutting_down();
-        let mut took = self.take_intake(consumer, list);
+        let (mut took, barrier_waits) = self.take_intake(consumer, list);
         if shutting_down {
             took += self.steal_locals(list, Which::All);
         } else if self.shard.worker.scan_due() {
             took += self.steal_locals(list, Which::Idle);
         }
         self.stamp(list);
+        if barrier_waits {
+            self.hurry_for_barrier(list);
+        }
         // A domain being dropped waits for no normal grace period: expedite everything.
         let draining = shutting_down || self.callbacks.is_draining();
         self.advance(list, draining);
@@ -158,7 +168,9 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// markers entrained behind everything taken so far. A marker is entrained only after a
     /// full pass that started after it was seen, so every callback queued before its barrier
     /// call is ahead of it (see [`intake`](super::intake)).
-    fn take_intake(&self, consumer: &mut Consumer, list: &mut SegCbList<Work>) -> usize {
+    ///
+    /// Returns how many entries it took, and whether a marker now waits behind callbacks.
+    fn take_intake(&self, consumer: &mut Consumer, list: &mut SegCbList<Work>) -> (usize, bool) {
         let mut markers = Vec::new();
         let (mut took, mut bytes) = (0, 0u64);
         let mut limit = self.callbacks.config.batch.saturating_mul(INTAKE_BATCHES);
@@ -185,24 +197,31 @@ impl<'a, P: GpPort> Worker<'a, P> {
         }
         let callbacks = (took - markers.len()) as u64;
         self.shard.worker.count_taken(callbacks, bytes);
-        self.entrain_markers(list, markers);
-        took
+        let waits = self.entrain_markers(list, markers);
+        (took, waits)
     }
 
     /// Entrain barrier markers behind the last non-empty segment; on an empty list, complete
-    /// them once the batches handed back to producers have run.
-    fn entrain_markers(&self, list: &mut SegCbList<Work>, markers: Vec<Arc<BarrierCount>>) {
+    /// them once the batches handed back to producers have run. Returns whether a marker now
+    /// waits behind callbacks.
+    fn entrain_markers(&self, list: &mut SegCbList<Work>, markers: Vec<Arc<BarrierCount>>) -> bool {
+        let mut waits = false;
         for count in markers {
-            if let Err(Work::Barrier(count)) = list.entrain(Work::Barrier(count)) {
-                // Nothing queued before it is still in the list; batches handed back to
-                // producers may still be waiting or running: finish them, then complete the
-                // marker.
-                self.shard.ready.finish(|b| {
-                    self.callbacks.run_batch(self.shard, b);
-                });
-                count.arrive();
+            match list.entrain(Work::Barrier(count)) {
+                Ok(()) => waits = true,
+                Err(Work::Barrier(count)) => {
+                    // Nothing queued before it is still in the list; batches handed back to
+                    // producers may still be waiting or running: finish them, then complete the
+                    // marker.
+                    self.shard.ready.finish(|b| {
+                        self.callbacks.run_batch(self.shard, b);
+                    });
+                    count.arrive();
+                }
+                Err(Work::Callback(_)) => unreachable!("entrain gives back what it was given"),
             }
         }
+        waits
     }
 
     /// Take producers' local lists of retired objects (see [`local`](super::local)) into this
@@ -358,6 +377,20 @@ impl<'a, P: GpPort> Worker<'a, P> {
         let past_thresholds =
             waiting > config.backlog_callbacks || waiting_bytes > config.backlog_bytes;
         if !past_thresholds && !draining {
+            return;
+        }
+        if let Some(cookie) = list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
+            self.gp.run_expedited(&cookie);
+        }
+    }
+
+    /// A `barrier()` caller waits for the callbacks ahead of its marker: run the expedited
+    /// grace period they need now instead of leaving them to a normal one (milliseconds), as
+    /// the backlog hurry does, and with the same reasoning: while this worker waits for a
+    /// reader none of its callbacks could be released anyway. Only where expedited grace
+    /// periods release callbacks.
+    fn hurry_for_barrier(&self, list: &SegCbList<Work>) {
+        if !self.gp.expedited_releases() {
             return;
         }
         if let Some(cookie) = list.cookie(NEXT_READY).or(list.cookie(WAIT)) {

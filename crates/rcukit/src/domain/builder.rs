@@ -24,6 +24,8 @@ pub struct RcuBuilder {
     expedited_callbacks: bool,
     backlog_callbacks: u64,
     backlog_bytes: u64,
+    producer_backlog_callbacks: u64,
+    producer_backlog_bytes: u64,
     callback_batch: usize,
     retire_on_producers: bool,
     flavor: Flavor,
@@ -41,6 +43,8 @@ impl Default for RcuBuilder {
             expedited_callbacks: true,
             backlog_callbacks: 10_000,
             backlog_bytes: 16 << 20,
+            producer_backlog_callbacks: 2048,
+            producer_backlog_bytes: 256 << 10,
             callback_batch: 1024,
             retire_on_producers: true,
             flavor: Flavor::Guards,
@@ -113,6 +117,30 @@ impl RcuBuilder {
         self
     }
 
+    /// Objects a thread may retire into its own list (see
+    /// [`retire_on_producers`](Self::retire_on_producers)) between two expedited grace periods
+    /// it *tries* itself (default 2,048; at least 1; `u64::MAX` never tries). A tried grace
+    /// period runs in the retiring thread and waits for no reader longer than a few
+    /// microseconds: with no reader in the way it ends at once, and the objects are dropped
+    /// while they are still in the caches (ck_epoch's `poll` does the same); otherwise the
+    /// domain's helper thread finishes it. Its cost is one `membarrier(2)` (which interrupts
+    /// the CPUs running this process's other threads) per so many objects. Only with
+    /// [`expedited_callbacks`](Self::expedited_callbacks) on, since only then does an
+    /// expedited grace period release callbacks.
+    pub fn producer_backlog_callbacks(mut self, callbacks: u64) -> Self {
+        self.producer_backlog_callbacks = callbacks;
+        self
+    }
+
+    /// Bytes (as `retire` counts them: the object's size) a thread may retire into its own list
+    /// between two expedited grace periods it tries itself, as
+    /// [`producer_backlog_callbacks`](Self::producer_backlog_callbacks) (default 256 KiB, about
+    /// what a core's L2 cache holds; at least 1; `u64::MAX` never tries).
+    pub fn producer_backlog_bytes(mut self, bytes: u64) -> Self {
+        self.producer_backlog_bytes = bytes;
+        self
+    }
+
     /// Most callbacks a worker runs before it looks at its intake and the grace periods again
     /// (default 1,024; 1 to 1,000,000).
     pub fn callback_batch(mut self, batch: usize) -> Self {
@@ -123,10 +151,12 @@ impl RcuBuilder {
     /// Let threads that call [`retire`](Rcu::retire) or [`retire_raw`](Rcu::retire_raw) keep
     /// the objects in a list of their own and drop them themselves once their grace period has
     /// ended (default true), like a kernel CPU whose callbacks are not offloaded. Each thread
-    /// stamps its objects in blocks of up to 256 (or whatever it retired within 1 ms), requests
-    /// the grace period a block needs, asks the domain's helper thread for an expedited one
-    /// when its list passes the backlog thresholds, and drops up to four ready blocks each
-    /// time it seals one. Memory goes back to the thread that allocated it, no other thread
+    /// stamps its objects in blocks of up to 256 (or 64 KiB, or whatever it retired within
+    /// 1 ms), requests the grace period a block needs, tries an expedited one itself every
+    /// [`producer_backlog_callbacks`](Self::producer_backlog_callbacks) objects or
+    /// [`producer_backlog_bytes`](Self::producer_backlog_bytes) bytes (asking the domain's
+    /// helper thread to finish it when a reader is in the way), and drops up to four ready
+    /// blocks each time it seals one. Memory goes back to the thread that allocated it, no other thread
     /// has to be scheduled for a flood to be reclaimed, and a thread that retires faster than
     /// grace periods end is paced by its own drops. A thread that stops retiring has its list
     /// taken over by the worker within a few milliseconds; `barrier()` takes every list, and a
@@ -218,6 +248,18 @@ impl RcuBuilder {
         if self.backlog_bytes == 0 {
             return Err(Error::invalid("backlog_bytes", "must be at least 1"));
         }
+        if self.producer_backlog_callbacks == 0 {
+            return Err(Error::invalid(
+                "producer_backlog_callbacks",
+                "must be at least 1",
+            ));
+        }
+        if self.producer_backlog_bytes == 0 {
+            return Err(Error::invalid(
+                "producer_backlog_bytes",
+                "must be at least 1",
+            ));
+        }
         if !(1..=1_000_000).contains(&self.callback_batch) {
             return Err(Error::invalid(
                 "callback_batch",
@@ -307,6 +349,8 @@ impl RcuBuilder {
                     workers: self.callback_workers,
                     backlog_callbacks: self.backlog_callbacks,
                     backlog_bytes: self.backlog_bytes,
+                    producer_backlog_callbacks: self.producer_backlog_callbacks,
+                    producer_backlog_bytes: self.producer_backlog_bytes,
                     batch: self.callback_batch,
                     retire_on_producers: self.retire_on_producers,
                     fence,

@@ -58,6 +58,10 @@ impl Inner {
     }
 }
 
+/// How long a grace period tried by a retiring thread waits for a reader still in a critical
+/// section before it leaves the rest to the helper thread: a few short sections' worth.
+const TRIED_PATIENCE: std::time::Duration = std::time::Duration::from_micros(20);
+
 impl GpPort for Inner {
     #[inline]
     fn cookie(&self) -> GpCookie {
@@ -86,8 +90,13 @@ impl GpPort for Inner {
         self.exp.run_until(stamp.expedited, &self.core, &self.event);
     }
 
-    fn subscribe(&self, thread: Thread) {
-        self.event.subscribe(thread);
+    fn try_expedited(&self, stamp: &GpCookie) -> bool {
+        self.exp
+            .try_run(stamp.expedited, &self.core, &self.event, TRIED_PATIENCE)
+    }
+
+    fn subscribe(&self, thread: Thread, wants: Box<dyn Fn() -> bool + Send + Sync>) {
+        self.event.subscribe(thread, wants);
     }
 
     #[inline]

@@ -23,8 +23,21 @@
 //! `fork()` by the fork handlers, and a turn whose holder does not exist in the child is given
 //! back by the repair (see [`fork`](crate::fork)); a mutex held for a whole grace period could
 //! be neither. The grace period the vanished holder had started is finished by the next
-//! caller, which finds the counter's state bits set while it holds the turn (only possible
-//! after a fork).
+//! caller, which finds the counter's state bits set while it holds the turn (as after a tried
+//! grace period that gave up, below).
+//!
+//! # Tried grace periods
+//!
+//! A thread that retires objects faster than normal grace periods free them runs expedited
+//! grace periods itself (see `callbacks::local`), but `retire` must never wait for a reader.
+//! So it *tries* ([`ExpeditedGp::try_run`]): if the turn is free it takes it, starts a grace
+//! period and scans the readers, waiting for none longer than a few microseconds. If every
+//! reader has moved on, the grace period ends there; if not, the caller gives the turn back
+//! with the grace period *left started* and asks the helper thread (below) for it. Whoever
+//! takes the turn next finds the counter's state bits set and finishes that grace period
+//! instead of starting one (a full scan after the start, so nothing is assumed of the tried
+//! one): a grace period that has started only completes later, which is always safe. The same
+//! rule finishes a grace period whose runner did not survive `fork()`.
 //!
 //! # Polled expedited requests
 //!
@@ -39,6 +52,7 @@ use crate::sync::lock;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 struct HelperRequests {
     needed: u64,
@@ -109,6 +123,49 @@ impl ExpeditedGp {
         *self.turn.lock() = false;
         self.turn_free.notify_all();
         event.notify();
+    }
+
+    /// Without waiting for anybody, try to make sure an expedited grace period that started
+    /// after the snapshot `snap` has completed, running it in the caller: true if one has
+    /// (here or elsewhere), false if the turn is taken, or a reader was still in a critical
+    /// section after `patience` (see "Tried grace periods" in the module docs).
+    pub(crate) fn try_run(
+        &self,
+        snap: u64,
+        core: &GpCore,
+        event: &GpEvent,
+        patience: Duration,
+    ) -> bool {
+        // A snapshot taken while a grace period ran needs that one and the next: two at most.
+        for _ in 0..2 {
+            if self.seq.poll(snap) {
+                return true;
+            }
+            {
+                let mut taken = self.turn.lock();
+                if *taken {
+                    return false;
+                }
+                *taken = true;
+            }
+            if seq::state(self.seq.load()) == 0 {
+                self.seq.start();
+            } // else: a grace period a tried one left started; finishing it is enough
+            let ended = core.try_wait_for_readers(patience);
+            if ended {
+                self.seq.end();
+                self.completed.fetch_add(1, Relaxed);
+            }
+            *self.turn.lock() = false;
+            self.turn_free.notify_all();
+            if !ended {
+                // Left started: the helper finishes it (and whatever else `snap` needs).
+                self.request(snap);
+                return false;
+            }
+            event.notify();
+        }
+        self.seq.poll(snap)
     }
 
     /// After `fork()`: the turn's holder, if any, does not exist in this process (see

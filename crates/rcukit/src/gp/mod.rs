@@ -133,6 +133,25 @@ impl GpCore {
         self.wait_for_owned(kind, Drain::Both, &mut stall);
     }
 
+    /// G1-G3 and the owned sections as [`wait_for_readers`](Self::wait_for_readers) does for
+    /// an expedited grace period, but waiting for no reader longer than `patience` (spinning,
+    /// never sleeping): true if every reader that was in a critical section when this call
+    /// started has left it, false if one still had not within `patience`. A `false` leaves
+    /// nothing half done that matters: the epoch has moved on and the owned phase may have
+    /// flipped, as in any grace period, and the next grace period drains both owned phases.
+    pub(crate) fn try_wait_for_readers(&self, patience: Duration) -> bool {
+        barrier::heavy(self.fence(), Heavy::Expedited);
+        let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
+        let records = self.registry.snapshot();
+        let mut brief = Brief::new(patience);
+        records.iter().all(|record| {
+            brief.wait(|| {
+                let v = record.ctr.load(Acquire);
+                v == 0 || v >= target
+            })
+        }) && self.owned.try_wait(&self.registry, &mut brief)
+    }
+
     /// Wait for the guards' read sections only (G1-G3, not the owned sections), with the
     /// expedited barrier, in the caller: for [`owned`](crate::owned)'s parking, where the
     /// domain's threads are already stopped.
@@ -278,12 +297,58 @@ impl StallWatch {
     }
 }
 
+/// A bounded wait: spin (and yield) until a condition holds, for at most a given time, never
+/// sleeping. The clock is read only once the condition has failed 64 times, so a wait that
+/// ends at once costs no clock read.
+pub(crate) struct Brief {
+    patience: Duration,
+    deadline: Option<Instant>,
+    backoff: Backoff,
+    tries: u32,
+}
+
+impl Brief {
+    pub(crate) fn new(patience: Duration) -> Brief {
+        Brief {
+            patience,
+            deadline: None,
+            backoff: Backoff::new(),
+            tries: 0,
+        }
+    }
+
+    /// Wait until `done()` is true (then true) or the patience, shared by every call on this
+    /// `Brief`, has run out (then false).
+    pub(crate) fn wait(&mut self, mut done: impl FnMut() -> bool) -> bool {
+        loop {
+            if done() {
+                return true;
+            }
+            self.tries += 1;
+            if self.tries % 64 == 0 {
+                let now = Instant::now();
+                if now >= *self.deadline.get_or_insert(now + self.patience) {
+                    return false;
+                }
+            }
+            self.backoff.spin_or_yield();
+        }
+    }
+}
+
 /// "A grace period of some kind just ended": a generation counter, a condition variable for
 /// blocked waiters and a list of worker threads to unpark.
+/// A thread subscribed to the end of grace periods.
+struct Listener {
+    thread: Thread,
+    /// Does it want to be unparked now?
+    wants: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
 pub(crate) struct GpEvent {
     generation: Mutex<u64>,
     cond: Condvar,
-    listeners: Mutex<Vec<Thread>>,
+    listeners: Mutex<Vec<Listener>>,
     /// Futures waiting for a grace period (see [`waiting`](crate::waiting)).
     pub(crate) wakers: Wakers,
 }
@@ -298,9 +363,11 @@ impl GpEvent {
         }
     }
 
-    /// Add a thread to unpark whenever a grace period ends.
-    pub(crate) fn subscribe(&self, thread: Thread) {
-        lock(&self.listeners).push(thread);
+    /// Add a thread to unpark whenever a grace period ends while `wants()` says so (a callback
+    /// worker parked with an empty list has nothing a grace period could release: waking it
+    /// would only cost it a trip through the scheduler).
+    pub(crate) fn subscribe(&self, thread: Thread, wants: Box<dyn Fn() -> bool + Send + Sync>) {
+        lock(&self.listeners).push(Listener { thread, wants });
     }
 
     /// Announce the end of a grace period. Call after the sequence counter has been ended, so a
@@ -311,8 +378,10 @@ impl GpEvent {
             *generation = generation.wrapping_add(1);
         }
         self.cond.notify_all();
-        for thread in lock(&self.listeners).iter() {
-            thread.unpark();
+        for listener in lock(&self.listeners).iter() {
+            if (listener.wants)() {
+                listener.thread.unpark();
+            }
         }
         self.wakers.wake_all();
     }

@@ -15,10 +15,13 @@
 //!   runs while the caller keeps pinning and flushing: the earliest point its reclamation can
 //!   happen. arc-swap, seize and the locks have no grace period to measure.
 //! * **Retire throughput**: objects per second through each library's deferred-free API, end
-//!   to end: one thread queues `retire_objects` objects of 56 bytes (one `malloc` each), then waits until every one
-//!   has been dropped (rcukit `barrier`, crossbeam pins and flushes, seize drops its
-//!   collector, liburcu `rcu_barrier`, ck `ck_epoch_barrier`). Every object is counted when
-//!   dropped; the count must equal the number queued.
+//!   to end: one thread allocates and queues `retire_objects` objects of 56 bytes (one
+//!   `malloc` each), then waits until every one has been dropped (rcukit `barrier`, crossbeam
+//!   pins and flushes, seize drops its collector, liburcu `rcu_barrier`, ck
+//!   `ck_epoch_barrier`); the clock runs from the first allocation to the last drop. Every
+//!   object is counted when dropped (into a static counter, as the C peers do); the count
+//!   must equal the number queued. rcukit's domain is started before and stopped after the
+//!   clock (its threads are not part of retiring).
 //!
 //! Every figure is measured in `rounds` interleaved rounds (each round measures every peer once,
 //! in an order rotated from round to round) and reported as the median with the smallest and
@@ -56,9 +59,23 @@ pub const NAME: &str = "peers";
 /// runs).
 pub const UNAVAILABLE: &[Unavailable] = &[];
 
+/// The three measurements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    /// Read-side cost.
+    Read,
+    /// Grace-period latency.
+    GracePeriod,
+    /// Retire throughput.
+    Retire,
+}
+
 /// Settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct Config {
+    /// The measurements to make (default all three).
+    pub parts: Vec<Part>,
     /// Thread counts for the read-side cost (default 1 and the number of cores).
     pub read_threads: Vec<usize>,
     /// Measuring time per (peer, thread count) in each round.
@@ -83,6 +100,7 @@ impl Config {
         let mut read_threads = vec![1, common.threads];
         read_threads.dedup();
         Config {
+            parts: vec![Part::Read, Part::GracePeriod, Part::Retire],
             read_threads,
             read_time: common.pick(Duration::from_millis(30), Duration::from_millis(200)),
             gp_time: common.pick(Duration::from_millis(80), Duration::from_millis(400)),
@@ -95,6 +113,9 @@ impl Config {
 
     /// Reject impossible settings.
     pub fn validate(&self) -> Result<()> {
+        if self.parts.is_empty() {
+            bail!("--parts needs at least one of read, grace-period, retire");
+        }
         if self.read_threads.is_empty() {
             bail!("--read-threads needs at least one count");
         }
@@ -113,6 +134,9 @@ impl Config {
 /// Flags of the `peers` subcommand.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct Args {
+    /// Measurements to make, comma-separated [default: all three]
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub parts: Vec<Part>,
     /// Thread counts for the read-side cost, comma-separated [default: 1 and the cores]
     #[arg(long, value_delimiter = ',')]
     pub read_threads: Vec<usize>,
@@ -152,7 +176,7 @@ impl Experiment for Peers {
     fn apply(args: &Args, cfg: &mut Config) {
         crate::override_fields!(
             args => cfg; read_time, gp_time, retire_objects, rounds;
-            lists: read_threads
+            lists: read_threads, parts
         );
     }
 

@@ -24,31 +24,37 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
             "not in this build (`--features c-peers`)"
         }
     ));
-    md.push_str("### Read-side cost (ns per section: enter, load, read, leave)\n\n");
-    md.push_str(&read_table(r));
-    md.push_str(
-        "\n`rcukit-qsbr` is a plain load per section with `quiescent_state()` every 1024 \
-         sections, the cadence of the `liburcu-qsbr` loop; `rcukit-rcucell` is `RcuCell::load` \
-         in the global domain (so compare it with `rcukit-global`); `rcukit-recseq` pays a full \
-         fence per section by design (netfilter's xt_recseq). Reference (c-peers.md, this \
-         machine, single runs): liburcu memb 1.02 ns, qsbr 0.29 ns, ck_epoch 2.5 ns per section \
-         with one thread.\n",
-    );
-    md.push_str("\n### Grace-period latency (one busy reader thread)\n\n");
-    md.push_str(&gp_table(r));
-    md.push_str(
-        "\nA QSBR reader is inside a read-side section whenever it is online, so a QSBR grace \
-         period also waits while the scheduler has preempted the busy reader (`rcukit::qsbr`, \
-         \"Preemption\"); an `Rcu` grace period waits only for a reader preempted inside its \
-         short section. On a busy machine the QSBR rows therefore include scheduler time \
-         slices.\n",
-    );
-    md.push_str(&format!(
-        "\n### Retire throughput ({} objects of 56 bytes per round, queued by one thread, until \
-         all are dropped)\n\n",
-        r.config.retire_objects
-    ));
-    md.push_str(&retire_table(r));
+    if !r.read.is_empty() {
+        md.push_str("### Read-side cost (ns per section: enter, load, read, leave)\n\n");
+        md.push_str(&read_table(r));
+        md.push_str(
+            "\n`rcukit-qsbr` is a plain load per section with `quiescent_state()` every 1024 \
+             sections, the cadence of the `liburcu-qsbr` loop; `rcukit-rcucell` is \
+             `RcuCell::load` in the global domain (so compare it with `rcukit-global`); \
+             `rcukit-recseq` pays a full fence per section by design (netfilter's xt_recseq). \
+             Reference (c-peers.md, this machine, single runs): liburcu memb 1.02 ns, qsbr \
+             0.29 ns, ck_epoch 2.5 ns per section with one thread.\n",
+        );
+    }
+    if !r.grace_period.is_empty() {
+        md.push_str("\n### Grace-period latency (one busy reader thread)\n\n");
+        md.push_str(&gp_table(r));
+        md.push_str(
+            "\nA QSBR reader is inside a read-side section whenever it is online, so a QSBR \
+             grace period also waits while the scheduler has preempted the busy reader \
+             (`rcukit::qsbr`, \"Preemption\"); an `Rcu` grace period waits only for a reader \
+             preempted inside its short section. On a busy machine the QSBR rows therefore \
+             include scheduler time slices.\n",
+        );
+    }
+    if !r.retire.is_empty() {
+        md.push_str(&format!(
+            "\n### Retire throughput ({} objects of 56 bytes per round, queued by one thread, \
+             until all are dropped)\n\n",
+            r.config.retire_objects
+        ));
+        md.push_str(&retire_table(r));
+    }
     md.push_str(&unavailable_note(&r.not_available));
     Ok(Rendered {
         markdown: md,
@@ -130,7 +136,7 @@ fn scaled(r: &Rounds, k: f64) -> Rounds {
 /// The three parts as bars.
 fn svg(r: &Report) -> Result<String> {
     let threads = r.config.read_threads.clone();
-    plot::render(&[
+    let panels = [
         Panel::Bars {
             title: "read-side cost".into(),
             value: Axis::log("ns per section (log)"),
@@ -167,7 +173,18 @@ fn svg(r: &Report) -> Result<String> {
                 r.retire.iter().map(|x| x.objects_per_s).collect(),
             )],
         },
-    ])
+    ];
+    let present = [
+        !r.read.is_empty(),
+        !r.grace_period.is_empty(),
+        !r.retire.is_empty(),
+    ];
+    let panels: Vec<Panel> = panels
+        .into_iter()
+        .zip(present)
+        .filter_map(|(panel, present)| present.then_some(panel))
+        .collect();
+    plot::render(&panels)
 }
 
 /// Read-side cost at one thread and grace-period latency, per peer.

@@ -105,13 +105,20 @@ pub(super) fn measure_retire(n: u64, peer: RetirePeer) -> Result<(u64, Duration)
     let start = Instant::now();
     match peer {
         RetirePeer::Rcukit => {
+            // A domain of its own per round, started before the clock and stopped after it:
+            // starting and stopping a domain's threads is not retiring (crossbeam's and seize's
+            // collectors have no threads; ck's and liburcu's state is the process's).
             let rcu = Rcu::builder().name("lab-peers-retire").build()?;
+            let start = Instant::now();
             for i in 0..n {
                 rcu.retire(Box::new(Obj::new(i)));
             }
             while rcu.stats().callbacks_pending > 0 {
                 rcu.barrier();
             }
+            let elapsed = start.elapsed();
+            drop(rcu);
+            return Ok((freed(), elapsed));
         }
         RetirePeer::CrossbeamEpoch => {
             let collector = epoch::Collector::new();

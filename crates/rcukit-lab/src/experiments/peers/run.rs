@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::grace_period::{measure_gp, GpPeer, GpResult};
 use super::read::{measure_read, ReadPeer, ReadResult, ReadState};
 use super::retire::{measure_retire, RetirePeer, RetireResult};
-use super::{Config, Peers, Report, NAME, UNAVAILABLE};
+use super::{Config, Part, Peers, Report, NAME, UNAVAILABLE};
 use crate::experiments::{Envelope, Unavailable};
 
 /// The experiment's figures (inside the [`Envelope`]).
@@ -32,15 +32,28 @@ pub struct Body {
 pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
     cfg.validate()?;
     let env = Environment::collect(cfg.quick);
+    let has = |part| cfg.parts.contains(&part);
     let steps = cfg.rounds
-        * (ReadPeer::all().len() * cfg.read_threads.len()
-            + GpPeer::all().len()
-            + RetirePeer::all().len());
+        * (usize::from(has(Part::Read)) * ReadPeer::all().len() * cfg.read_threads.len()
+            + usize::from(has(Part::GracePeriod)) * GpPeer::all().len()
+            + usize::from(has(Part::Retire)) * RetirePeer::all().len());
     let task = progress.task(NAME, steps as u64);
     let body = Body {
-        read: run_read(cfg, &task)?,
-        grace_period: run_grace_period(cfg, &task)?,
-        retire: run_retire(cfg, &task)?,
+        read: if has(Part::Read) {
+            run_read(cfg, &task)?
+        } else {
+            Vec::new()
+        },
+        grace_period: if has(Part::GracePeriod) {
+            run_grace_period(cfg, &task)?
+        } else {
+            Vec::new()
+        },
+        retire: if has(Part::Retire) {
+            run_retire(cfg, &task)?
+        } else {
+            Vec::new()
+        },
         not_available: UNAVAILABLE.to_vec(),
         c_peers: cfg!(feature = "c-peers"),
     };
