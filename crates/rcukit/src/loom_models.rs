@@ -699,22 +699,20 @@ mod callbacks_model {
                     let Some(mut guard) = local.enter(FenceKind::SeqCst) else {
                         return; // the list is being stolen
                     };
-                    let mut ready = Vec::new();
+                    let mut few = crate::callbacks::local::Few::new();
                     guard.with(|list| {
                         list.seal(GpCookie::completed());
-                        list.take_ready(|_| true, &mut ready);
+                        if list.front_to_check().is_some() {
+                            list.release_front(crate::callbacks::port::ReleasedBy::Normal);
+                        }
+                        list.take_few(&mut few, 0);
                     });
-                    let dropping = !ready.is_empty();
+                    let dropping = !few.is_empty();
                     if dropping {
                         guard.mark_dropping();
                     }
                     drop(guard);
-                    for block in ready {
-                        block
-                            .into_callbacks()
-                            .into_iter()
-                            .for_each(Callback::invoke);
-                    }
+                    few.drain().for_each(Callback::invoke);
                     if dropping {
                         local.finished_dropping();
                     }

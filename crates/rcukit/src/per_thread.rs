@@ -125,6 +125,17 @@ impl<E: Entry> PerDomain<E> {
         }
     }
 
+    /// The state of `domain` if the thread has one (the cache, then the index; nothing is
+    /// added).
+    #[inline]
+    pub(crate) fn get(&self, domain: u64) -> Option<NonNull<E::Target>> {
+        if self.last_domain.get() == domain && domain != 0 {
+            // SAFETY: as in `get_or_insert`.
+            return Some(unsafe { NonNull::new_unchecked(self.last.get().cast_mut()) });
+        }
+        self.find(domain)
+    }
+
     /// Look `domain` up in the index.
     #[inline]
     fn find(&self, domain: u64) -> Option<NonNull<E::Target>> {
@@ -207,6 +218,7 @@ impl<E: Entry> PerDomain<E> {
     }
 
     /// The entries, to look through (`None` while the table is being changed).
+    #[cfg(test)]
     pub(crate) fn entries(&self) -> Option<std::cell::Ref<'_, Vec<(u64, E)>>> {
         self.entries.try_borrow().ok()
     }

@@ -544,18 +544,20 @@ fn orphan_record(registry: &Arc<Registry>) -> *const ReaderRecord {
 /// Is the calling thread inside a read-side critical section of `domain`, whose records are in
 /// `registry`?
 ///
-/// Normally one look at the thread's table. In a thread-local destructor that runs after the
-/// table is gone, the thread's open sections live in orphaned records (handed to their guards,
-/// or made for reads in such destructors): those are found in the registry by owner, so that
-/// waiting for a grace period there still panics instead of waiting for itself.
+/// Normally one look at the thread's table (O(1), see [`per_thread`](crate::per_thread)). In
+/// a thread-local destructor that runs after the table is gone, the thread's open sections live
+/// in orphaned records (handed to their guards, or made for reads in such destructors): those
+/// are found in the registry by owner, so that waiting for a grace period there still panics
+/// instead of waiting for itself.
+#[inline]
 pub(crate) fn is_reading(domain: u64, registry: &Registry) -> bool {
     LOCAL
         .try_with(|local| {
-            local.0.entries().is_some_and(|entries| {
-                entries
-                    .iter()
-                    .any(|(d, e)| *d == domain && e.0.is_reading())
-            })
+            // SAFETY: a record found in the table lives as long as the table.
+            local
+                .0
+                .get(domain)
+                .is_some_and(|record| unsafe { record.as_ref() }.is_reading())
         })
         .unwrap_or_else(|_| orphan_of_this_thread(registry, |r| r.is_reading()))
 }

@@ -95,16 +95,19 @@ impl Callback {
         }
     }
 
+    #[inline]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes & !DROP_ONLY
     }
 
     /// Does this callback only drop a box (queued by `retire` or `retire_raw`)?
+    #[inline]
     pub(crate) fn is_drop_only(&self) -> bool {
         self.bytes & DROP_ONLY != 0
     }
 
     /// Run the callback, consuming it.
+    #[inline]
     pub(crate) fn invoke(self) {
         // SAFETY: the constructors pair `run` with a `data` it accepts, and `self` is consumed,
         // so this is the only time `run` sees `data`.

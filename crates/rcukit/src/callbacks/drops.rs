@@ -17,8 +17,8 @@
 //!    unwinding, already running drops).
 
 use super::callback::Callback;
-use super::invoke::running_drops;
-use super::local;
+use super::invoke::{running_drops, RunningDrops};
+use super::local::Few;
 use super::port::{GpPort, ReleasedBy};
 use super::producers::ProducerShared;
 use super::ready;
@@ -28,25 +28,16 @@ use crate::seq::GpCookie;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// What a producer does after sealing a block of its local list, or after finding its oldest
-/// block ready.
+/// What a producer does after sealing a block of its local list.
 pub(crate) struct AfterSeal {
     pub(crate) shared: Arc<ProducerShared>,
-    /// This thread's shard (valid while the domain lives).
-    pub(crate) shard: *const Shard,
-    /// Give the ready blocks to the worker instead of running them here (the thread is inside
-    /// a read-side critical section of the domain, or unwinding).
-    pub(crate) hand_off: bool,
-    /// The cookie of the block just sealed (none after a poll): its normal grace period is
-    /// requested.
+    /// The cookie of the block just sealed: its normal grace period is requested.
     pub(crate) cookie: Option<GpCookie>,
     /// With the list past the backlog thresholds: the newest cookie, to expedite.
     pub(crate) hurry: Option<GpCookie>,
     /// Every `producer_backlog_*` objects or bytes sealed: the newest cookie, for an
     /// expedited grace period tried in this thread.
     pub(crate) try_expedited: Option<GpCookie>,
-    /// Blocks taken to run (the list is marked `dropping` until they have).
-    pub(crate) ready: Vec<local::SealedBlock>,
 }
 
 /// Adds what a producer ran to its counters and clears its list's `dropping` mark when
@@ -58,6 +49,7 @@ struct FinishDropping<'a> {
 }
 
 impl Drop for FinishDropping<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.shared.add_invoked(self.invoked, self.bytes);
         self.shared.local.finished_dropping();
@@ -65,97 +57,64 @@ impl Drop for FinishDropping<'_> {
 }
 
 impl Callbacks {
-    /// After a seal: steps 1 to 3 of the module docs.
-    pub(crate) fn after_seal<P: GpPort>(&self, gp: &P, mut after: AfterSeal) {
+    /// After a seal: step 1 of the module docs.
+    pub(crate) fn after_seal<P: GpPort>(&self, gp: &P, after: AfterSeal) {
         if let Some(cookie) = after.cookie {
             gp.request_normal(&cookie);
         }
         if let Some(newest) = after.try_expedited {
-            self.try_expedited_here(gp, &newest, &mut after);
+            self.try_expedited_here(gp, &newest, &after.shared);
         } else if let Some(newest) = after.hurry {
             // Past the backlog thresholds: the kernel's hurry, on the helper thread.
             gp.request_expedited(&newest);
         }
-        if after.ready.is_empty() {
-            return;
-        }
-        // Until the blocks have run (or been handed to the worker) and been counted, the list
-        // stays marked `dropping`; also on unwind.
-        let finish = FinishDropping {
-            shared: &after.shared,
-            invoked: 0,
-            bytes: 0,
-        };
-        if after.hand_off {
-            // SAFETY: the shard belongs to this domain, which is alive (we are borrowed from it).
-            let shard = unsafe { &*after.shard };
-            for block in after.ready {
-                self.count_released(gp, &block);
-                shard.ready.publish(block.into_callbacks());
-            }
-            shard.wake();
-            return;
-        }
-        self.run_blocks(gp, finish, after.ready);
     }
 
     /// Step 1's tried grace period: end an expedited grace period covering `newest` in this
-    /// thread if no reader is in the way, and take the blocks it released; else leave it to
-    /// the helper thread. Not inside a read-side critical section of the domain (the grace
-    /// period would wait for this thread) nor while unwinding.
-    fn try_expedited_here<P: GpPort>(&self, gp: &P, newest: &GpCookie, after: &mut AfterSeal) {
-        if after.hand_off || gp.is_reading_here() || std::thread::panicking() {
+    /// thread if no reader is in the way (the blocks it releases are then dropped a few at a
+    /// time by the next `retire` calls); else leave it to the helper thread. Not inside a
+    /// read-side critical section of the domain (the grace period would wait for this thread)
+    /// nor while unwinding.
+    fn try_expedited_here<P: GpPort>(&self, gp: &P, newest: &GpCookie, shared: &ProducerShared) {
+        if gp.is_reading_here() || std::thread::panicking() {
             gp.request_expedited(newest);
             return;
         }
         if !gp.try_expedited(newest) {
             // The helper finishes it; no other try until it has.
-            if let Some(mut guard) = after.shared.local.enter(self.config.fence) {
+            if let Some(mut guard) = shared.local.enter(self.config.fence) {
                 guard.with(|list| list.try_gave_up(*newest));
             }
-            return;
-        }
-        // The grace period released every sealed block: take them (up to the usual limit).
-        if let Some(mut guard) = after.shared.local.enter(self.config.fence) {
-            let had = !after.ready.is_empty();
-            guard.with(|list| list.take_ready(|c| gp.is_released(c), &mut after.ready));
-            if !had && !after.ready.is_empty() {
-                guard.mark_dropping();
-            }
         }
     }
 
-    /// Run `blocks` taken from `finish.shared`'s list on this thread, then give their vectors
-    /// back to the list for reuse.
-    fn run_blocks<P: GpPort>(
+    /// Steps 2 and 3 of the module docs: drop `few` ready callbacks taken from this thread's
+    /// list (`shared`, marked `dropping`), or hand them to the worker of `shard` inside a
+    /// read-side critical section of the domain or while unwinding.
+    #[inline]
+    pub(crate) fn drop_few<P: GpPort>(
         &self,
         gp: &P,
-        mut finish: FinishDropping<'_>,
-        blocks: Vec<local::SealedBlock>,
+        few: &mut Few,
+        shared: &ProducerShared,
+        shard: &Shard,
     ) {
-        let shared = finish.shared;
-        let mut spare = Vec::with_capacity(blocks.len());
-        self.run_as_producer(|| {
-            for block in blocks {
-                self.count_released(gp, &block);
-                let mut callbacks = block.into_callbacks();
-                let (i, b) = self.invoke_all(&mut callbacks);
-                finish.invoked += i;
-                finish.bytes += b;
-                spare.push(callbacks);
-            }
-            finish.invoked
-        });
-        drop(finish);
-        if let Some(mut guard) = shared.local.enter(self.config.fence) {
-            guard.with(|list| spare.into_iter().for_each(|v| list.recycle(v)));
+        // Until they have run (or been handed to the worker) and been counted, the list stays
+        // marked `dropping`; also on unwind.
+        let mut finish = FinishDropping {
+            shared,
+            invoked: 0,
+            bytes: 0,
+        };
+        if gp.is_reading_here() || std::thread::panicking() {
+            shard.ready.publish(few.drain().collect());
+            shard.wake();
+            return;
         }
-    }
-
-    /// Count `block` (whose stamp has been released) as released by the grace period that did
-    /// it.
-    pub(crate) fn count_released<P: GpPort>(&self, gp: &P, block: &local::SealedBlock) {
-        self.count_released_by(gp.released(block.cookie(), true), block.len() as u64);
+        let _running = RunningDrops::enter(self.domain);
+        let (invoked, bytes) = self.invoke_each(&mut few.drain());
+        finish.invoked = invoked;
+        finish.bytes = bytes;
     }
 
     /// Count `n` callbacks released by `by` (an expedited grace period when `None`: the stamp
@@ -183,7 +142,9 @@ impl Callbacks {
         };
         // Counted as running until `finished`, also on unwind, so a barrier waits for it.
         let mut batch = ready::Taken::new(&shard.ready, batch);
-        self.run_as_producer(|| self.run_batch(shard, batch.callbacks()));
+        let _running = RunningDrops::enter(self.domain);
+        let ran = self.run_batch(shard, batch.callbacks());
+        self.run_by_producers.fetch_add(ran, Relaxed);
     }
 
     /// Run every callback of `batch` (emptying it), each under `catch_unwind`, and add them to

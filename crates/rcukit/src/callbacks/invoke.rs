@@ -57,6 +57,7 @@ thread_local! {
 /// Is this thread already running drops of some domain (a ready batch or blocks of its own
 /// list)? Drops that retire more objects then only queue them, so runs never nest. A thread
 /// whose thread-local storage is gone counts as running (it must not start).
+#[inline]
 pub(crate) fn running_drops() -> bool {
     RUNNING_DROPS_OF.try_with(|r| r.get() != 0).unwrap_or(true)
 }
@@ -69,36 +70,35 @@ pub(crate) fn running_drops_of(domain: u64) -> bool {
 }
 
 /// Marks the calling thread as running drops of a domain until dropped (also on unwind).
-struct RunningDrops;
+pub(crate) struct RunningDrops;
 
 impl RunningDrops {
-    fn enter(domain: u64) -> RunningDrops {
+    #[inline]
+    pub(crate) fn enter(domain: u64) -> RunningDrops {
         RUNNING_DROPS_OF.with(|r| r.set(domain));
         RunningDrops
     }
 }
 
 impl Drop for RunningDrops {
+    #[inline]
     fn drop(&mut self) {
         let _ = RUNNING_DROPS_OF.try_with(|r| r.set(0));
     }
 }
 
 impl Callbacks {
-    /// Run drops on this producer thread: marked as running them (see
-    /// [`in_callback_context`](Self::in_callback_context)), and counted in `run_by_producers`
-    /// (`run` returns how many it ran).
-    pub(crate) fn run_as_producer(&self, run: impl FnOnce() -> u64) {
-        let _running = RunningDrops::enter(self.domain);
-        let ran = run();
-        self.run_by_producers.fetch_add(ran, Relaxed);
-    }
-
     /// Run every callback of `batch` (emptying it), each under `catch_unwind`. Returns how many
     /// ran and their bytes. Never unwinds.
     pub(crate) fn invoke_all(&self, batch: &mut Vec<Callback>) -> (u64, u64) {
+        self.invoke_each(&mut batch.drain(..))
+    }
+
+    /// Run every callback `callbacks` yields, each under `catch_unwind` (a panic is reported,
+    /// and the rest still run). Returns how many ran and their bytes. Never unwinds.
+    #[inline]
+    pub(crate) fn invoke_each(&self, callbacks: &mut impl Iterator<Item = Callback>) -> (u64, u64) {
         let (mut invoked, mut bytes) = (0u64, 0u64);
-        let mut callbacks = batch.drain(..);
         loop {
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 for cb in callbacks.by_ref() {

@@ -135,8 +135,9 @@ pub(crate) struct Callbacks {
     pub(crate) released_by_normal: AtomicU64,
     pub(crate) released_by_expedited: AtomicU64,
     pub(crate) panics: AtomicU64,
-    /// Callbacks run by producer threads from [`ready`] batches.
-    run_by_producers: AtomicU64,
+    /// Callbacks run by producer threads from [`ready`] batches (those they ran from their own
+    /// lists are counted in their producer counters).
+    pub(crate) run_by_producers: AtomicU64,
     shutdown: AtomicBool,
     /// The domain is being dropped: workers expedite everything (see `Rcu::drop`).
     draining: AtomicBool,
@@ -279,6 +280,10 @@ impl Callbacks {
             s.invoked = s.invoked.wrapping_add(c.invoked);
             s.queued = s.queued.wrapping_add(c.queued);
             s.abandoned = s.abandoned.wrapping_add(c.abandoned);
+            s.run_by_producers = s.run_by_producers.wrapping_add(c.run_by_producers);
+            let [normal, expedited] = c.released_by_producers;
+            s.released_by_normal = s.released_by_normal.wrapping_add(normal);
+            s.released_by_expedited = s.released_by_expedited.wrapping_add(expedited);
         }
         s
     }

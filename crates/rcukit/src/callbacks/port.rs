@@ -29,8 +29,8 @@ use std::thread::Thread;
 /// Which kind of grace period released a stamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReleasedBy {
-    Normal,
-    Expedited,
+    Normal = 0,
+    Expedited = 1,
 }
 
 /// The grace-period services of a domain, as the callback machinery sees them.

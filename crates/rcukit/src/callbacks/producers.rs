@@ -8,6 +8,7 @@
 //! [`slots`](super::slots).
 
 use super::local::LocalRetires;
+use super::port::ReleasedBy;
 use super::shard::bump;
 use crate::barrier::FenceKind;
 use crate::fork::Owner;
@@ -22,6 +23,8 @@ pub(crate) struct ProducerShared {
     /// Callbacks this thread ran from its own list.
     invoked: AtomicU64,
     invoked_bytes: AtomicU64,
+    /// Of those, released by a normal and by an expedited grace period.
+    released: [AtomicU64; 2],
     pub(crate) local: LocalRetires,
     /// The producer thread, for the repair after `fork()`.
     owner: Owner,
@@ -34,6 +37,7 @@ impl ProducerShared {
             queued_bytes: AtomicU64::new(0),
             invoked: AtomicU64::new(0),
             invoked_bytes: AtomicU64::new(0),
+            released: [AtomicU64::new(0), AtomicU64::new(0)],
             local: LocalRetires::new(),
             owner: Owner::current(),
         }
@@ -48,7 +52,15 @@ impl ProducerShared {
         bump(&self.queued_bytes, bytes);
     }
 
+    /// Count `n` callbacks of its own list, released by a grace period of kind `by`, that this
+    /// thread takes to drop (owner only).
+    #[inline]
+    pub(crate) fn add_released(&self, by: ReleasedBy, n: u64) {
+        bump(&self.released[by as usize], n);
+    }
+
     /// Count callbacks this thread ran from its own list (owner only).
+    #[inline]
     pub(crate) fn add_invoked(&self, invoked: u64, bytes: u64) {
         bump(&self.invoked, invoked);
         bump(&self.invoked_bytes, bytes);
@@ -76,6 +88,7 @@ pub(crate) struct ProducerRegistry {
     exited_bytes: u64,
     exited_invoked: u64,
     exited_invoked_bytes: u64,
+    exited_released: [u64; 2],
     /// Callbacks (and their bytes) abandoned by `fork()`: queued before it, never to run in
     /// this process (see [`fork`](crate::fork)).
     abandoned: u64,
@@ -88,6 +101,10 @@ pub(crate) struct ProducerTotals {
     pub(crate) queued_bytes: u64,
     /// Run by producers, plus abandoned (which will never run).
     pub(crate) invoked: u64,
+    /// Run by producers from their own lists.
+    pub(crate) run_by_producers: u64,
+    /// Of those, released by a normal and by an expedited grace period.
+    pub(crate) released: [u64; 2],
     pub(crate) invoked_bytes: u64,
     pub(crate) abandoned: u64,
 }
@@ -120,6 +137,9 @@ impl ProducerRegistry {
         self.exited_invoked_bytes = self
             .exited_invoked_bytes
             .wrapping_add(p.invoked_bytes.load(Relaxed));
+        for (total, n) in self.exited_released.iter_mut().zip(&p.released) {
+            *total = total.wrapping_add(n.load(Relaxed));
+        }
     }
 
     /// Sum the counters: what producers ran first (`Acquire`), then what they queued, so that
@@ -137,9 +157,17 @@ impl ProducerRegistry {
             queued = queued.wrapping_add(p.queued.load(Relaxed));
             queued_bytes = queued_bytes.wrapping_add(p.queued_bytes.load(Relaxed));
         }
+        let mut released = self.exited_released;
+        for p in &self.live {
+            for (total, n) in released.iter_mut().zip(&p.released) {
+                *total = total.wrapping_add(n.load(Relaxed));
+            }
+        }
         ProducerTotals {
             queued,
             queued_bytes,
+            run_by_producers: invoked,
+            released,
             invoked: invoked.wrapping_add(self.abandoned),
             invoked_bytes: invoked_bytes.wrapping_add(self.abandoned_bytes),
             abandoned: self.abandoned,

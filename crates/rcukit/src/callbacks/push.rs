@@ -12,18 +12,32 @@
 
 use super::callback::{Callback, Work};
 use super::port::GpPort;
+#[cfg(not(rcukit_loom))]
+use super::port::ReleasedBy;
 use super::Callbacks;
 #[cfg(not(rcukit_loom))]
-use super::{drops::AfterSeal, invoke::running_drops, local, shard::Shard, slots};
+use super::{
+    drops::AfterSeal, invoke::running_drops, local, local::Few, producers::ProducerShared,
+    shard::Shard, slots,
+};
+#[cfg(not(rcukit_loom))]
+use std::sync::Arc;
 
 /// What `push` does once it has let go of the thread-local table.
 #[cfg(not(rcukit_loom))]
 enum After {
     /// Queued on the intake of this shard (valid while the domain lives).
     Intake(*const Shard),
-    /// Kept in the local list; after a seal or a poll that found a ready block, there is
-    /// more to do.
-    Local(Option<AfterSeal>),
+    /// Kept in the local list; after a seal there is more to do, and the ready callbacks
+    /// taken from the list into the caller's `Few` (marked `dropping`) are to be dropped.
+    Local {
+        seal: Option<AfterSeal>,
+        /// The thread's shared state for this shard and the shard (valid while the domain
+        /// lives: the slot that owns them is dropped only at thread exit or once the domain is
+        /// gone, and we are borrowed from the domain).
+        shared: *const ProducerShared,
+        shard: *const Shard,
+    },
 }
 
 impl Callbacks {
@@ -45,6 +59,8 @@ impl Callbacks {
     fn push_with_thread_local<P: GpPort>(&self, gp: &P, callback: Callback) {
         let drop_only = callback.is_drop_only();
         let mut callback = Some(callback);
+        // Filled in place (not returned by value): it is moved on every `retire`.
+        let mut few = Few::new();
         let create = || {
             gp.check_fork();
             let shard = &self.shards[self.shard_index_for_current_thread()];
@@ -56,14 +72,27 @@ impl Callbacks {
         let after = unsafe {
             slots::with_slot(self.domain, create, |slot| {
                 let callback = callback.take().expect("taken once");
-                self.push_in_slot(gp, slot, callback)
+                self.push_in_slot(gp, slot, callback, &mut few)
             })
         };
         if let Some(callback) = callback {
             self.push_without_thread_local(gp, callback);
         }
         match after {
-            Some(After::Local(Some(after))) => self.after_seal(gp, after),
+            Some(After::Local {
+                seal,
+                shared,
+                shard,
+            }) => {
+                if let Some(seal) = seal {
+                    self.after_seal(gp, seal);
+                }
+                if !few.is_empty() {
+                    // SAFETY: see `After::Local`.
+                    let (shared, shard) = unsafe { (&*shared, &*shard) };
+                    self.drop_few(gp, &mut few, shared, shard);
+                }
+            }
             Some(After::Intake(shard)) => {
                 // SAFETY: the shard belongs to this domain, which is alive.
                 let shard = unsafe { &*shard };
@@ -71,7 +100,7 @@ impl Callbacks {
                     self.run_ready_batch(gp, shard);
                 }
             }
-            _ => {}
+            None => {}
         }
     }
 
@@ -83,6 +112,7 @@ impl Callbacks {
         gp: &P,
         slot: &mut slots::ProducerSlot,
         mut callback: Callback,
+        few: &mut Few,
     ) -> After {
         if slot.forked() {
             gp.check_fork();
@@ -97,8 +127,14 @@ impl Callbacks {
         // Count before publishing, so `pending` never under-counts.
         slot.counters.add(callback.bytes() as u64);
         if keep_local {
-            match self.retire_local(gp, slot, callback) {
-                Ok(after) => return After::Local(after),
+            match self.retire_local(gp, slot, callback, few) {
+                Ok(seal) => {
+                    return After::Local {
+                        seal,
+                        shared: Arc::as_ptr(&slot.counters),
+                        shard: slot.shard,
+                    }
+                }
                 // The worker is stealing the list right now: use the intake this once.
                 Err(back) => callback = back,
             }
@@ -111,9 +147,10 @@ impl Callbacks {
         After::Intake(slot.shard)
     }
 
-    /// Add a drop-only callback to this thread's local list (see [`local`]). Returns what to
-    /// do once the thread-local table is let go (after a seal), or the callback if the worker
-    /// is stealing the list.
+    /// Add a drop-only callback to this thread's local list (see [`local`]), and take up to
+    /// [`FEW`](local::FEW) ready ones to drop. Returns what to do once the thread-local table is
+    /// let go (after a seal) and the ready callbacks, or the callback if the worker is stealing
+    /// the list.
     #[cfg(not(rcukit_loom))]
     #[inline]
     fn retire_local<P: GpPort>(
@@ -121,37 +158,95 @@ impl Callbacks {
         gp: &P,
         slot: &mut slots::ProducerSlot,
         callback: Callback,
+        few: &mut Few,
     ) -> Result<Option<AfterSeal>, Callback> {
         let local = &slot.counters.local;
         let Some(mut guard) = local.enter(self.config.fence) else {
             return Err(callback);
         };
-        local.count_op();
-        let cookie = match guard.with(|list| list.push(callback)) {
-            local::Next::Nothing => return Ok(None),
-            // Read after every callback of the block was queued (with a full fence).
-            local::Next::Seal => Some(gp.cookie()),
-            local::Next::Poll => {
-                let oldest = guard.with(|list| list.oldest_cookie());
-                if !oldest.is_some_and(|c| gp.is_released(&c)) {
-                    return Ok(None);
+        let ops = local.count_op();
+        let next = guard.with(|list| list.push(callback));
+        if next == local::Next::Nothing {
+            // Every few calls, a few drops (a drop that retires more objects only queues them:
+            // its thread is running drops).
+            if ops % local::DROP_EVERY == 0 && !running_drops() {
+                let backlog = self.few_backlog();
+                if let Some(by) = guard.with(|list| list.take_few(few, backlog)) {
+                    slot.counters.add_released(by, few.len() as u64);
                 }
-                None
             }
+        } else {
+            let running = running_drops();
+            // Read after every callback of the block was queued (with a full fence).
+            let cookie = (next == local::Next::Seal).then(|| gp.cookie());
+            let (seal, by) = guard.with(|list| self.seal_and_look(gp, list, cookie, running, few));
+            if let Some(by) = by {
+                slot.counters.add_released(by, few.len() as u64);
+            }
+            if !few.is_empty() {
+                guard.mark_dropping();
+            }
+            drop(guard);
+            let seal = seal.map(|(backlog, newest, try_due)| {
+                let past_thresholds = backlog.0 as u64 > self.config.backlog_callbacks
+                    || backlog.1 > self.config.backlog_bytes;
+                AfterSeal {
+                    shared: slot.counters.clone(),
+                    cookie,
+                    try_expedited: newest.filter(|_| try_due && gp.expedited_releases()),
+                    hurry: newest.filter(|_| gp.expedited_releases() && past_thresholds),
+                }
+            });
+            return Ok(seal);
+        }
+        if !few.is_empty() {
+            guard.mark_dropping();
+        }
+        Ok(None)
+    }
+
+    /// The list length past which a `retire` drops two ready objects instead of one: twice
+    /// the cadence of tried grace periods, which is what the list holds between two of them.
+    #[cfg(not(rcukit_loom))]
+    #[inline]
+    fn few_backlog(&self) -> usize {
+        usize::try_from(self.config.producer_backlog_callbacks.saturating_mul(2))
+            .unwrap_or(usize::MAX)
+    }
+
+    /// A seal (with `cookie`) or a poll of the local list: seal the open block, see whether
+    /// the oldest block has been released, take up to [`FEW`](local::FEW) ready callbacks
+    /// unless `running`, and return (after a seal) the backlog, the newest stamp and whether a
+    /// tried expedited grace period is due, and what released the callbacks taken.
+    #[cfg(not(rcukit_loom))]
+    #[allow(clippy::type_complexity)]
+    fn seal_and_look<P: GpPort>(
+        &self,
+        gp: &P,
+        list: &mut local::LocalList,
+        cookie: Option<crate::seq::GpCookie>,
+        running: bool,
+        few: &mut Few,
+    ) -> (
+        Option<((usize, u64), Option<crate::seq::GpCookie>, bool)>,
+        Option<ReleasedBy>,
+    ) {
+        if let Some(cookie) = cookie {
+            list.seal(cookie);
+        }
+        if let Some(front) = list.front_to_check() {
+            if let Some(by) = gp.released(&front, false) {
+                list.release_front(by);
+            }
+        }
+        let by = if running {
+            None
+        } else {
+            list.take_few(few, self.few_backlog())
         };
-        // A drop that retires more objects only queues them: its thread is running blocks.
-        let running = running_drops();
-        let mut ready = Vec::new();
-        let config = &self.config;
-        let (backlog, newest, try_due) = guard.with(|list| {
-            if let Some(cookie) = cookie {
-                list.seal(cookie);
-            }
-            if !running {
-                list.take_ready(|c| gp.is_released(c), &mut ready);
-            }
-            let try_due = cookie.is_some()
-                && !running
+        let seal = cookie.map(|_| {
+            let config = &self.config;
+            let try_due = !running
                 && list.try_due(
                     config.producer_backlog_callbacks,
                     config.producer_backlog_bytes,
@@ -159,25 +254,7 @@ impl Callbacks {
                 );
             (list.backlog(), list.newest_cookie(), try_due)
         });
-        if !ready.is_empty() {
-            guard.mark_dropping();
-        }
-        drop(guard);
-        // Inside a read-side critical section of this domain, or while unwinding (a drop that
-        // panicked then would abort the process), ready blocks go to the worker.
-        let hand_off = !ready.is_empty() && (gp.is_reading_here() || std::thread::panicking());
-        let past_thresholds = backlog.0 as u64 > self.config.backlog_callbacks
-            || backlog.1 > self.config.backlog_bytes;
-        Ok(Some(AfterSeal {
-            shared: slot.counters.clone(),
-            shard: slot.shard,
-            hand_off,
-            cookie,
-            try_expedited: newest.filter(|_| try_due && gp.expedited_releases()),
-            hurry: newest
-                .filter(|_| cookie.is_some() && gp.expedited_releases() && past_thresholds),
-            ready,
-        }))
+        (seal, by)
     }
 
     /// Queue from a thread whose thread-local storage is already destroyed (a callback queued

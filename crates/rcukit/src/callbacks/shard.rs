@@ -228,6 +228,8 @@ impl Shard {
         let invoked = invoked.wrapping_add(totals.invoked);
         let invoked_bytes = invoked_bytes.wrapping_add(totals.invoked_bytes);
         ShardCounts {
+            run_by_producers: totals.run_by_producers,
+            released_by_producers: totals.released,
             queued: totals.queued,
             abandoned: totals.abandoned,
             invoked,
@@ -238,6 +240,10 @@ impl Shard {
 }
 
 pub(crate) struct ShardCounts {
+    /// Callbacks producers ran from their own lists.
+    pub(crate) run_by_producers: u64,
+    /// Of those, released by a normal and by an expedited grace period.
+    pub(crate) released_by_producers: [u64; 2],
     pub(crate) queued: u64,
     pub(crate) abandoned: u64,
     pub(crate) invoked: u64,

@@ -50,6 +50,7 @@ impl Inner {
 
     /// Is the calling thread inside a read-side critical section of this domain (for a QSBR
     /// domain: online in it)?
+    #[inline]
     pub(crate) fn is_reading_here(&self) -> bool {
         match self.core.flavor() {
             Flavor::Guards => crate::reader::is_reading(self.id, &self.core.registry),
@@ -104,6 +105,7 @@ impl GpPort for Inner {
         Inner::check_fork(self);
     }
 
+    #[inline]
     fn is_reading_here(&self) -> bool {
         Inner::is_reading_here(self)
     }
