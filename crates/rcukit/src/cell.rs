@@ -157,6 +157,9 @@ pub struct RcuCell<T, D: DomainRef = &'static Rcu> {
     /// Serializes writers (see the module docs).
     writer: Mutex<()>,
     domain: D,
+    /// What dropping a value frees, for the domain's accounting (see
+    /// [`retired_size`](RcuCell::retired_size)).
+    size_of: fn(&T) -> usize,
     /// The cell owns a `T` (drop check) and hands out `&T` across threads (see the `Send` and
     /// `Sync` impls below for the exact rules).
     _owns: PhantomData<T>,
@@ -187,8 +190,26 @@ impl<T, D: DomainRef> RcuCell<T, D> {
             ptr: AtomicPtr::new(Box::into_raw(Box::new(value))),
             writer: Mutex::new(()),
             domain,
+            size_of: |_| std::mem::size_of::<T>(),
             _owns: PhantomData,
         }
+    }
+
+    /// Tell the domain how many bytes dropping a value of this cell frees (default
+    /// `size_of::<T>()`), when values own memory of their own: retired values are then counted
+    /// at their real size by the backlog thresholds and [`Stats::pending_bytes`](crate::Stats),
+    /// so that a cell whose values are large tables is reclaimed after a few replacements, and
+    /// new copies reuse the memory of old ones.
+    ///
+    /// ```
+    /// use rcukit::RcuCell;
+    /// let rules = RcuCell::new(vec![0u64; 10_000])
+    ///     .retired_size(|v| std::mem::size_of_val(v.as_slice()));
+    /// rules.update(|old| old.iter().map(|r| r + 1).collect());
+    /// ```
+    pub fn retired_size(mut self, size_of: fn(&T) -> usize) -> Self {
+        self.size_of = size_of;
+        self
     }
 
     /// The domain whose guards protect this cell's readers.
@@ -272,8 +293,9 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     {
         let rcu = self.domain.rcu();
         match how {
-            // SAFETY: forwarded: `old` is an owned box, unlinked before this call, retired once.
-            Reclaim::Deferred => unsafe { rcu.retire_raw(old) },
+            // SAFETY: forwarded: `old` is an owned box, unlinked before this call, retired once
+            // (and alive until then, so it may be measured).
+            Reclaim::Deferred => unsafe { rcu.retire_raw_sized(old, (self.size_of)(&*old)) },
             Reclaim::Synchronize => {
                 rcu.synchronize();
                 // SAFETY: a grace period has passed since `old` was unlinked: no reader holds it.

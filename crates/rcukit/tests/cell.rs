@@ -345,3 +345,43 @@ fn unpublished_values_can_be_waited_for_on_another_thread() {
     assert_eq!(back, vec![1; 16]);
     assert!(cell.domain().poll(&cookie));
 }
+
+/// Values that own large buffers, declared with `retired_size`: the domain counts them at their
+/// real size, so the writing thread reclaims old values after a few replacements (tried
+/// expedited grace periods, no normal grace period needed) instead of after thousands.
+#[test]
+fn a_cell_whose_values_declare_their_size_is_reclaimed_after_a_few_replacements() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+    struct Table(Vec<u64>);
+    impl Drop for Table {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let rcu = rcukit::Rcu::builder()
+        .normal_gp_delay(std::time::Duration::from_secs(10))
+        .backlog_bytes(u64::MAX)
+        .backlog_callbacks(u64::MAX)
+        .build()
+        .unwrap();
+    let cell = rcukit::RcuCell::with_domain(Table(vec![0; 32 << 10]), &rcu)
+        .retired_size(|t| std::mem::size_of_val(t.0.as_slice()));
+    for i in 0..200u64 {
+        cell.store(Table(vec![i; 32 << 10])); // 256 KiB each
+        assert!(
+            rcu.stats().pending_bytes <= 64 << 20,
+            "declared sizes are counted: {:?}",
+            rcu.stats()
+        );
+    }
+    let dropped = DROPPED.load(Ordering::SeqCst);
+    let stats = rcu.stats();
+    assert!(stats.pending_bytes >= 256 << 10, "{stats:?}");
+    assert!(
+        dropped >= 150,
+        "only {dropped} of 200 old tables dropped while writing: {stats:?}"
+    );
+    rcu.barrier();
+    assert_eq!(DROPPED.load(Ordering::SeqCst), 200);
+}

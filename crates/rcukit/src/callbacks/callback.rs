@@ -67,17 +67,17 @@ impl Callback {
         }
     }
 
-    /// A callback that drops the box behind `ptr`.
+    /// A callback that drops the box behind `ptr`, accounting `bytes` (clamped to 1 TiB).
     ///
     /// # Safety
     ///
     /// `ptr` must come from `Box::<T>::into_raw`, must not be used by anyone else afterwards
     /// (other than readers that started before the grace period), and `T` must be `Send`.
-    pub(crate) unsafe fn from_raw_box<T: Send + 'static>(ptr: *mut T) -> Callback {
+    pub(crate) unsafe fn from_raw_box<T: Send + 'static>(ptr: *mut T, bytes: usize) -> Callback {
         Callback {
             run: drop_boxed::<T>,
             data: ptr.cast(),
-            bytes: std::mem::size_of::<T>() | DROP_ONLY,
+            bytes: bytes.min(MAX_BYTES) | DROP_ONLY,
         }
     }
 

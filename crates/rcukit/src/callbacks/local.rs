@@ -125,6 +125,12 @@ pub(crate) const SEAL_BYTES: u64 = 64 << 10;
 /// read five times per full block).
 pub(crate) const SEAL_AFTER: Duration = Duration::from_millis(1);
 
+/// The shortest time between two expedited grace periods a producer tries: each interrupts
+/// the CPUs that run the process's other threads (readers among them) once, so a producer that
+/// retires large objects back to back tries at most this often (and reuses the memory of a few
+/// tens of microseconds' worth of objects rather than of a few).
+pub(crate) const TRY_INTERVAL: Duration = Duration::from_micros(50);
+
 /// Emptied block vectors a list keeps for reuse: enough for the blocks of a backlog between two
 /// tried grace periods, so that a flood allocates no block vectors (a block vector is a large
 /// allocation, and with many small objects freed in between, glibc consolidates its fast bins
@@ -311,6 +317,8 @@ pub(crate) struct LocalList {
     /// The stamp of a tried grace period that gave up (a reader was in the way): no new try
     /// until it has been released, by the helper that finishes it or otherwise.
     try_gave_up: Option<GpCookie>,
+    /// When the owner last tried an expedited grace period.
+    last_try: Option<Instant>,
     /// The oldest sealed block is known to be released, and by which kind of grace period: its
     /// callbacks may be taken a few at a time. Cleared whenever the oldest block leaves.
     front_released: Option<ReleasedBy>,
@@ -327,6 +335,7 @@ impl LocalList {
             bytes: 0,
             since_try: (0, 0),
             try_gave_up: None,
+            last_try: None,
             front_released: None,
             spare: Vec::new(),
         }
@@ -447,6 +456,14 @@ impl LocalList {
         if self.try_gave_up.is_some_and(|stamp| !released(&stamp)) {
             return false; // the reader in the way is still there, most likely
         }
+        let now = Instant::now();
+        if self
+            .last_try
+            .is_some_and(|t| now.duration_since(t) < TRY_INTERVAL)
+        {
+            return false;
+        }
+        self.last_try = Some(now);
         self.try_gave_up = None;
         self.since_try = (0, 0);
         true

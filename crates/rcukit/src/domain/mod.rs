@@ -487,8 +487,29 @@ impl Rcu {
     ///   critical section now may still use it;
     /// * nothing but such readers uses it after this call.
     pub unsafe fn retire_raw<T: Send + 'static>(&self, ptr: *mut T) {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.retire_raw_sized(ptr, std::mem::size_of::<T>()) };
+    }
+
+    /// [`retire`](Rcu::retire) for a value that owns more memory than its own size (a table
+    /// behind a `Vec`, a tree): `bytes` is what dropping it frees (clamped to 1 TiB). The
+    /// backlog thresholds (`producer_backlog_bytes`, `backlog_bytes`) and
+    /// [`Stats::pending_bytes`] then count what is really waiting, so that large values are
+    /// freed (and their memory reused) after a few of them, not after thousands.
+    pub fn retire_sized<T: Send + 'static>(&self, value: Box<T>, bytes: usize) {
+        // SAFETY: `Box::into_raw` of a box we own, given up here.
+        unsafe { self.retire_raw_sized(Box::into_raw(value), bytes) };
+    }
+
+    /// [`retire_raw`](Rcu::retire_raw) accounting `bytes`, as
+    /// [`retire_sized`](Rcu::retire_sized).
+    ///
+    /// # Safety
+    ///
+    /// As for [`retire_raw`](Rcu::retire_raw).
+    pub unsafe fn retire_raw_sized<T: Send + 'static>(&self, ptr: *mut T, bytes: usize) {
         // SAFETY: forwarded to the caller: `ptr` is an owned, unreachable `Box<T>`.
-        let callback = unsafe { Callback::from_raw_box(ptr) };
+        let callback = unsafe { Callback::from_raw_box(ptr, bytes) };
         self.inner.callbacks.push(&*self.inner, callback);
     }
 

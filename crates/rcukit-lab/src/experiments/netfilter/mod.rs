@@ -41,6 +41,13 @@
 //! | `rcu-expedited` | copy, `RcuCell` swap | `synchronize_expedited()` (`Reclaim::Expedited`) |
 //! | `rcu-retire` | copy, `RcuCell` swap | nothing: retired, freed after a grace period (`Reclaim::Deferred`) |
 //!
+//! The `RcuCell`s tell their domain what a retired table frees (`RcuCell::retired_size`: the
+//! rules' buffer, not the 32-byte `Vec` header). Without it, `rcu-retire` kept thousands of
+//! 24 KiB tables waiting for their grace period before the writer tried to reclaim any, so
+//! that every copy went to fresh pages (page faults inside `memcpy`): 10 µs per addition at
+//! the median against `recseq`'s 1.4 µs. With it, the writer reclaims after about ten
+//! tables, and new copies reuse old tables' memory.
+//!
 //! The baseline for every ratio is `recseq`, the seed's "current" scheme: netfilter's
 //! `xt_recseq`, which `rcukit::RecSeq` rebuilds (readers make a per-thread sequence counter
 //! odd with a full fence, the writer swaps the table and scans the counters).

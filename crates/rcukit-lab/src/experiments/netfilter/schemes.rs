@@ -243,7 +243,9 @@ impl RcuTable {
             freed: freed.clone(),
         };
         Ok(RcuTable {
-            table: RcuCell::with_domain(set, rcu),
+            // Each table owns its rules' buffer: tell the domain what a retired table frees.
+            table: RcuCell::with_domain(set, rcu)
+                .retired_size(|set| std::mem::size_of_val(set.rules.as_slice())),
             reclaim,
             replaced: AtomicU64::new(0),
             freed,
