@@ -74,6 +74,58 @@ pub(crate) struct PerDomain<E: Entry> {
     entries: RefCell<Vec<(u64, E)>>,
 }
 
+/// A copy of a [`PerDomain`] index's location: valid until the table next adds an entry or is
+/// emptied (the owner refreshes or clears its copy then). Lets the owner look domains up from
+/// a thread-local without a destructor, with no check of the table's own thread-local.
+pub(crate) struct IndexView<T> {
+    slots: *const Slot<T>,
+    /// `len - 1`; `usize::MAX` for an empty index (no slots).
+    mask: usize,
+    shift: u32,
+}
+
+impl<T> Clone for IndexView<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for IndexView<T> {}
+
+impl<T> IndexView<T> {
+    /// A view of no index: finds nothing.
+    pub(crate) const EMPTY: IndexView<T> = IndexView {
+        slots: std::ptr::null(),
+        mask: usize::MAX,
+        shift: 64,
+    };
+
+    /// The state of `domain`, if the index has it.
+    ///
+    /// # Safety
+    ///
+    /// The table this view was taken of has not added an entry or been emptied since.
+    #[inline]
+    pub(crate) unsafe fn find(&self, domain: u64) -> Option<NonNull<T>> {
+        if self.mask == usize::MAX {
+            return None;
+        }
+        let mut at = (domain.wrapping_mul(FIBONACCI) >> self.shift) as usize;
+        loop {
+            // SAFETY: `at & mask` is below the index's length, and the caller guarantees the
+            // index is still the one viewed.
+            let slot = unsafe { *self.slots.add(at & self.mask) };
+            if slot.domain == domain {
+                return NonNull::new(slot.target.cast_mut());
+            }
+            if slot.domain == 0 {
+                return None;
+            }
+            at += 1;
+        }
+    }
+}
+
 /// 2^64 / φ: multiplying by it spreads consecutive ids over the whole word.
 const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -139,23 +191,21 @@ impl<E: Entry> PerDomain<E> {
     /// Look `domain` up in the index.
     #[inline]
     fn find(&self, domain: u64) -> Option<NonNull<E::Target>> {
+        // SAFETY: the view is of the current index, used before this function returns.
+        unsafe { self.view().find(domain) }
+    }
+
+    /// A raw view of the index as it is now, for a caller that keeps its own copy in a
+    /// thread-local without a destructor (see [`IndexView`]).
+    #[inline]
+    pub(crate) fn view(&self) -> IndexView<E::Target> {
         // SAFETY: the index is only replaced by `insert` and `take_all`, on this thread, and
         // no reference to it outlives this function.
         let index = unsafe { &*self.index.get() };
-        if index.is_empty() {
-            return None;
-        }
-        let mask = index.len() - 1;
-        let mut at = (domain.wrapping_mul(FIBONACCI) >> self.shift.get()) as usize;
-        loop {
-            let slot = index[at & mask];
-            if slot.domain == domain {
-                return NonNull::new(slot.target.cast_mut());
-            }
-            if slot.domain == 0 {
-                return None;
-            }
-            at += 1;
+        IndexView {
+            slots: index.as_ptr(),
+            mask: index.len().wrapping_sub(1),
+            shift: self.shift.get(),
         }
     }
 

@@ -83,8 +83,9 @@
 
 use crate::barrier::{self, FenceKind};
 use crate::owned::{OwnedCounts, Side};
-use crate::per_thread::{Entry, PerDomain};
+use crate::per_thread::{Entry, IndexView, PerDomain};
 use crate::sync::{AtomicU64, Mutex};
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
@@ -265,12 +266,17 @@ impl ReaderRecord {
     #[inline]
     pub(crate) fn nest(&self) -> bool {
         let n = self.nesting.load(Relaxed);
+        if n & COUNT_MASK == 0 {
+            // The outermost entry (the common case): no overflow to check.
+            self.nesting.store(n + 1, Relaxed);
+            return true;
+        }
         assert!(
             n & COUNT_MASK != COUNT_MASK,
             "rcukit: read-side critical sections nested 2^31 deep"
         );
         self.nesting.store(n + 1, Relaxed);
-        n & COUNT_MASK == 0
+        false
     }
 
     /// Undo one [`nest`](Self::nest). The caller publishes its "not reading" value when the
@@ -445,6 +451,9 @@ struct LocalRecords(PerDomain<LocalEntry>);
 
 impl Drop for LocalRecords {
     fn drop(&mut self) {
+        // Reads from now on (in later thread-local destructors) must not find these records.
+        LAST.set((0, std::ptr::null()));
+        INDEX.set(IndexView::EMPTY);
         for (_, LocalEntry(record)) in self.0.take_all() {
             if record.is_reading() {
                 // A guard outlives this thread-local (it lives in another thread-local that is
@@ -462,15 +471,35 @@ impl Drop for LocalRecords {
 
 thread_local! {
     static LOCAL: LocalRecords = const { LocalRecords(PerDomain::new()) };
+    /// The domain read last and the thread's record for it: the fast path of every read. A
+    /// thread-local without a destructor, so that reading it needs no check of whether it has
+    /// been initialized or destroyed (`LOCAL`, which has one, is only reached when this misses).
+    /// A domain id is never reused, so an entry left here after its domain is gone (and its
+    /// record freed) never matches a later read; `LocalRecords::drop` clears it.
+    static LAST: Cell<(u64, *const ReaderRecord)> = const { Cell::new((0, std::ptr::null())) };
+    /// Where `LOCAL`'s index is, for the same reason: a thread that reads several domains in
+    /// turn finds each record with a hash probe, no call and no thread-local check. Refreshed
+    /// whenever `LOCAL` adds a record, cleared when it goes.
+    static INDEX: Cell<IndexView<ReaderRecord>> = const { Cell::new(IndexView::EMPTY) };
 }
 
 /// The calling thread's record for `domain` in its table, registering one on first use.
 #[inline]
 fn record_in(local: &LocalRecords, domain: u64, registry: &Arc<Registry>) -> *const ReaderRecord {
-    local
-        .0
-        .get_or_insert(domain, || LocalEntry::register(registry))
-        .as_ptr()
+    let record = match local.0.get(domain) {
+        Some(record) => record,
+        None => {
+            let record = local
+                .0
+                .get_or_insert(domain, || LocalEntry::register(registry));
+            INDEX.set(local.0.view());
+            record
+        }
+    }
+    .as_ptr()
+    .cast_const();
+    LAST.set((domain, record));
+    record
 }
 
 /// The calling thread's record for `domain`, registering one on first use.
@@ -479,6 +508,22 @@ fn record_in(local: &LocalRecords, domain: u64, registry: &Arc<Registry>) -> *co
 /// until its last guard exits.
 #[inline]
 pub(crate) fn local_record(domain: u64, registry: &Arc<Registry>) -> *const ReaderRecord {
+    let (last, record) = LAST.get();
+    if last == domain {
+        return record;
+    }
+    // SAFETY: `INDEX` is refreshed every time `LOCAL`'s table adds a record and cleared when
+    // it goes, so it views the table's current index.
+    if let Some(record) = unsafe { INDEX.get().find(domain) } {
+        let record = record.as_ptr().cast_const();
+        LAST.set((domain, record));
+        return record;
+    }
+    local_record_uncached(domain, registry)
+}
+
+#[inline(never)]
+fn local_record_uncached(domain: u64, registry: &Arc<Registry>) -> *const ReaderRecord {
     LOCAL
         .try_with(|local| record_in(local, domain, registry))
         .unwrap_or_else(|_| orphan_record(registry))
