@@ -427,7 +427,7 @@ impl OwnedGuard {
 
     /// The identifier of the guard's domain ([`Rcu::id`](crate::Rcu::id)).
     pub fn domain_id(&self) -> u64 {
-        self.inner().id
+        self.inner().id()
     }
 
     /// The name of the guard's domain ([`Rcu::name`](crate::Rcu::name)).
@@ -440,7 +440,7 @@ impl OwnedGuard {
 #[inline(always)]
 fn count(inner: &Inner, side: Side, phase: usize) {
     let registry = &inner.core.registry;
-    if !reader::with_local_record(inner.id, registry, |record| {
+    if !reader::with_local_record(inner.id(), registry, |record| {
         record.owned.bump_own(side, phase)
     }) {
         registry.owned_residue.bump_shared(side, phase);
@@ -460,7 +460,7 @@ impl Drop for OwnedGuard {
         // C1-C4 of the module docs.
         let core = &inner.core;
         let read_side = (&core.read_side.epoch, core.read_side.fence);
-        let taken = reader::in_section(inner.id, &core.registry, read_side, |record| {
+        let taken = reader::in_section(inner.id(), &core.registry, read_side, |record| {
             record.owned.bump_own(Side::Unlocks, self.phase);
             inner.parking.reap_if_parked(&core.registry)
         });

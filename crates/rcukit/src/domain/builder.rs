@@ -332,7 +332,6 @@ impl RcuBuilder {
         let id = next_domain_id();
         let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));
         let inner = Arc::new_cyclic(|me| Inner {
-            id,
             name: name.clone(),
             core: GpCore::new(
                 fence,
@@ -340,6 +339,7 @@ impl RcuBuilder {
                 name.clone(),
                 self.reporter.clone(),
             )
+            .with_domain(id)
             .with_flavor(self.flavor),
             normal: NormalGp::new(self.normal_gp_delay),
             exp: ExpeditedGp::new(),

@@ -45,7 +45,6 @@ use std::thread::JoinHandle;
 
 /// Everything a domain's threads share.
 pub(crate) struct Inner {
-    pub(crate) id: u64,
     pub(crate) name: String,
     pub(crate) core: GpCore,
     pub(crate) normal: NormalGp,
@@ -74,6 +73,12 @@ impl Drop for Inner {
 }
 
 impl Inner {
+    /// The domain's id (kept with what readers read, see [`ReadSide`](crate::gp::ReadSide)).
+    #[inline]
+    pub(crate) fn id(&self) -> u64 {
+        self.core.read_side.domain
+    }
+
     /// Start the domain's threads: the normal grace-period thread, the expedited helper and
     /// the callback workers.
     pub(super) fn start_threads(&self) -> Result<(), Error> {
@@ -167,11 +172,11 @@ impl Inner {
 
     fn check_cookie(&self, cookie: &GpCookie) {
         assert!(
-            cookie.domain == self.id || cookie.domain == 0,
+            cookie.domain == self.id() || cookie.domain == 0,
             "rcukit: a GpCookie from domain #{} was used with domain #{} ('{}'); cookies are \
              only meaningful for the domain that produced them",
             cookie.domain,
-            self.id,
+            self.id(),
             self.name
         );
     }
@@ -258,7 +263,7 @@ impl Rcu {
 
     /// A unique, never reused identifier of this domain.
     pub fn id(&self) -> u64 {
-        self.inner.id
+        self.inner.id()
     }
 
     /// The domain's name (from [`RcuBuilder::name`], else `rcu#<id>`).
@@ -285,7 +290,7 @@ impl Rcu {
     #[inline]
     pub fn read(&self) -> Guard<'_> {
         let inner = &*self.inner;
-        let record = reader::local_record(inner.id, &inner.core.registry);
+        let record = reader::local_record(inner.id(), &inner.core.registry);
         // SAFETY: `local_record` returns the calling thread's live record for this domain; it
         // stays valid while any guard on it exists (see `reader`).
         unsafe {
@@ -316,7 +321,7 @@ impl Rcu {
 
     /// Is the calling thread inside a read-side critical section of this domain?
     pub fn is_reading(&self) -> bool {
-        reader::is_reading(self.inner.id, &self.inner.core.registry)
+        reader::is_reading(self.inner.id(), &self.inner.core.registry)
     }
 
     #[track_caller]
@@ -578,7 +583,7 @@ impl Default for Rcu {
 impl std::fmt::Debug for Rcu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Rcu")
-            .field("id", &self.inner.id)
+            .field("id", &self.inner.id())
             .field("name", &self.inner.name)
             .field("fence", &self.fence_kind())
             .finish_non_exhaustive()

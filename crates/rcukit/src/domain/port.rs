@@ -44,7 +44,7 @@ impl Inner {
         GpCookie {
             normal: self.normal.seq.snap(),
             expedited: self.exp.seq.snap(),
-            domain: self.id,
+            domain: self.id(),
         }
     }
 
@@ -53,8 +53,8 @@ impl Inner {
     #[inline]
     pub(crate) fn is_reading_here(&self) -> bool {
         match self.core.flavor() {
-            Flavor::Guards => crate::reader::is_reading(self.id, &self.core.registry),
-            Flavor::Qsbr => crate::qsbr::online_here(self.id, &self.core.registry),
+            Flavor::Guards => crate::reader::is_reading(self.id(), &self.core.registry),
+            Flavor::Qsbr => crate::qsbr::online_here(self.id(), &self.core.registry),
         }
     }
 }

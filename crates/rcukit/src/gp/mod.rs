@@ -59,11 +59,14 @@ pub(crate) enum Flavor {
     Qsbr,
 }
 
-/// What readers touch: the epoch and the fence kind, on a cache line of their own so that
-/// updates to other domain state never invalidate the readers' copy.
+/// What readers touch: the domain's id (to find their record), the epoch and the fence kind,
+/// on a cache line of their own so that updates to other domain state never invalidate the
+/// readers' copy, and a thread that reads many domains in turn touches one line of each.
 pub(crate) struct ReadSide {
     pub(crate) epoch: AtomicU64,
     pub(crate) fence: FenceKind,
+    /// The domain's id, unique for the life of the process (0 for cores of no domain).
+    pub(crate) domain: u64,
 }
 
 /// The state a grace period needs to wait for readers.
@@ -91,6 +94,7 @@ impl GpCore {
                 // Starts at 1: 0 in a record means "not reading".
                 epoch: AtomicU64::new(1),
                 fence,
+                domain: 0,
             }),
             registry: Arc::new(Registry::new()),
             owned: OwnedReaders::new(),
@@ -100,6 +104,12 @@ impl GpCore {
             flavor: Flavor::Guards,
             reporter,
         }
+    }
+
+    /// The same core, as the core of domain `id`.
+    pub(crate) fn with_domain(mut self, id: u64) -> GpCore {
+        self.read_side.domain = id;
+        self
     }
 
     /// The same core, with stall reports worded for `flavor`'s readers.
