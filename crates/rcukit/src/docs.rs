@@ -217,10 +217,12 @@ pub mod performance {
     //! # `retire` and `call`
     //!
     //! [`Rcu::retire`] never blocks. By default the retiring thread keeps its objects in a
-    //! list of its own, stamps them in blocks of up to 256 (or whatever it retired within
-    //! 1 ms), and drops up to four blocks whose grace period has ended each time it seals one;
-    //! past the backlog threshold (10,000 callbacks by default) it asks the domain's helper
-    //! thread for an expedited grace period. [`Rcu::call`] closures go to a worker thread. In
+    //! list of its own, stamps them in blocks of up to 256 (64 KiB, or whatever it retired
+    //! within 1 ms), tries an expedited grace period itself every 2,048 objects or 256 KiB
+    //! (giving up at once if a reader is in the way: the helper thread finishes it), and drops
+    //! objects whose grace period has ended two at a time, so that memory is reused while it
+    //! is warm; past the backlog threshold (10,000 callbacks by default) it asks the domain's
+    //! helper thread for an expedited grace period. [`Rcu::call`] closures go to a worker thread. In
     //! the `callbacks` bench one thread retiring 16-byte objects reached, end to end (first
     //! `retire` to last drop):
     //!

@@ -12,8 +12,9 @@
 //! [`Rcu::start_poll`] and [`Rcu::start_poll_expedited`] make. No thread is started per waiter
 //! and nothing polls in a loop. Every grace period of either kind ends with the domain's
 //! completion event (`GpEvent`), which also takes every waker registered with the domain
-//! and wakes it; a woken future polls its cookie and either
-//! completes or registers again.
+//! and wakes it, on the thread that ended the grace period (a grace-period thread, a caller of
+//! `synchronize_expedited`, or a retiring thread that tried one); a woken future polls its
+//! cookie and either completes or registers again.
 //!
 //! No wake-up is lost: a future registers its waker under the wakers' lock and *then* checks
 //! its cookie once more. A grace period ends its sequence counter before it takes that lock to

@@ -7,9 +7,9 @@
 //! * Retired objects (`retire`, `retire_raw`, and through them `RcuCell` and `RcuList`
 //!   writers) are dropped on a worker, or, with
 //!   [`retire_on_producers`](crate::RcuBuilder::retire_on_producers) on (the default), by a
-//!   thread of the program *inside a later `retire` call of the same domain*: up to four
-//!   blocks of at most 256 objects whose grace period has ended, retired earlier by that same
-//!   thread or handed back to it by the worker. Never the object being retired, never one
+//!   thread of the program *inside a later `retire` call of the same domain*: two objects
+//!   whose grace period has ended every second call (four while its list is long), retired
+//!   earlier by that same thread, or a batch handed back to it by the worker. Never the object being retired, never one
 //!   whose grace period has not ended.
 //! * rcukit never runs user code while it holds a lock of its own: a retire-path call made by
 //!   a container (`RcuList` removals, `RcuCell` writes) happens after the container's writer

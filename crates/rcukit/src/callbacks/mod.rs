@@ -52,10 +52,10 @@
 //! callbacks could be released anyway. `call` itself never waits, so a flood of `call` that
 //! outruns even back-to-back expedited grace periods grows the backlog without bound: memory is
 //! the only limit, as with the kernel's `call_rcu`. A flood of `retire` is paced by its own
-//! drops: the retiring thread keeps its objects in its own list (see [`local`]), asks the
-//! domain's helper thread for an expedited grace period once that list holds more than the
-//! thresholds, and drops up to four blocks of ready objects each time it seals a block, so it
-//! frees four times as fast as it retires whenever grace periods keep up. Producers that can outrun reclamation should apply their own
+//! drops: the retiring thread keeps its objects in its own list (see [`local`]), tries an
+//! expedited grace period itself every `producer_backlog_*` objects or bytes (the helper
+//! thread finishes one a reader holds up), and drops ready objects a few at a time, up to
+//! twice as fast as it retires. Producers that can outrun reclamation should apply their own
 //! back-pressure, for example by calling [`Rcu::synchronize`](crate::Rcu::synchronize) or
 //! [`Rcu::barrier`](crate::Rcu::barrier) every so many callbacks, or by watching
 //! [`Stats::pending_bytes`](crate::Stats::pending_bytes).

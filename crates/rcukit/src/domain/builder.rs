@@ -155,10 +155,11 @@ impl RcuBuilder {
     /// 1 ms), requests the grace period a block needs, tries an expedited one itself every
     /// [`producer_backlog_callbacks`](Self::producer_backlog_callbacks) objects or
     /// [`producer_backlog_bytes`](Self::producer_backlog_bytes) bytes (asking the domain's
-    /// helper thread to finish it when a reader is in the way), and drops up to four ready
-    /// blocks each time it seals one. Memory goes back to the thread that allocated it, no other thread
-    /// has to be scheduled for a flood to be reclaimed, and a thread that retires faster than
-    /// grace periods end is paced by its own drops. A thread that stops retiring has its list
+    /// helper thread to finish it when a reader is in the way), and drops objects whose grace
+    /// period has ended a few at a time, up to twice as fast as it retires. Memory goes back
+    /// to the thread that allocated it while it is still warm, no other thread has to be
+    /// scheduled for a flood to be reclaimed, and a thread that retires faster than grace
+    /// periods end is paced by its own drops. A thread that stops retiring has its list
     /// taken over by the worker within a few milliseconds; `barrier()` takes every list, and a
     /// thread's list goes to the worker before a closure it queues with [`call`](Rcu::call)
     /// (closures always run on a worker) and when the thread exits.
