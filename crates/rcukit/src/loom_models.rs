@@ -29,7 +29,7 @@ fn domain() -> Arc<Domain> {
             Default::default(),
         ),
         exp: ExpeditedGp::new(),
-        event: GpEvent::new(),
+        event: GpEvent::new("loom".into(), Default::default()),
     })
 }
 
@@ -421,7 +421,7 @@ mod callbacks_model {
             ),
             normal: SeqCounter::new(),
             exp: ExpeditedGp::new(),
-            event: GpEvent::new(),
+            event: GpEvent::new("loom".into(), Default::default()),
         };
         let config = CallbackConfig {
             workers: 1,

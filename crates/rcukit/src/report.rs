@@ -36,6 +36,20 @@ pub enum Report {
     /// A callback (a `call` closure, or the `Drop` of a retired object) panicked. The panic was
     /// caught and counted, and the other callbacks still run.
     CallbackPanic(CallbackPanic),
+    /// The `Waker` of a future waiting for a grace period (`synchronize_async()` and the like)
+    /// panicked when the grace period woke it. The panic was caught; the other futures are
+    /// still woken, and the thread that ended the grace period goes on.
+    WakerPanic(WakerPanic),
+}
+
+/// A waker that panicked: see [`Report::WakerPanic`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct WakerPanic {
+    /// The domain's name.
+    pub domain: String,
+    /// The panic message (`"<non-string panic payload>"` when the payload is not a string).
+    pub message: String,
 }
 
 /// A reader holding back a grace period: see [`Report::Stall`].
@@ -89,6 +103,12 @@ impl fmt::Display for Report {
                 "rcukit: a callback of domain '{}' panicked ({}); caught, counted ({} so far), \
                  the remaining callbacks still run",
                 p.domain, p.message, p.total
+            ),
+            Report::WakerPanic(p) => write!(
+                f,
+                "rcukit: a future's waker panicked when a grace period of domain '{}' woke it \
+                 ({}); caught, the other futures are still woken",
+                p.domain, p.message
             ),
         }
     }
@@ -179,7 +199,9 @@ fn to_stderr(report: &Report) {
 pub fn log(report: &Report) {
     match report {
         Report::Stall(_) => log::warn!(target: "rcukit", "{report}"),
-        Report::CallbackPanic(_) => log::error!(target: "rcukit", "{report}"),
+        Report::CallbackPanic(_) | Report::WakerPanic(_) => {
+            log::error!(target: "rcukit", "{report}")
+        }
     }
 }
 

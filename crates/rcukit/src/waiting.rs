@@ -35,6 +35,7 @@ use crate::domain::Inner;
 use crate::{GpCookie, Rcu};
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -84,7 +85,11 @@ impl Wakers {
 
     /// Wake every registered future (a grace period just ended). The wakers run after the
     /// lock is released: they are the executors' code.
-    pub(crate) fn wake_all(&self) {
+    ///
+    /// A `wake` that panics is caught and handed to `panicked` with its message, and the others
+    /// are still woken: it runs on whatever thread ended the grace period (one of the domain's
+    /// own, or a caller of the library), which must not die of it.
+    pub(crate) fn wake_all(&self, panicked: impl Fn(String)) {
         let woken = {
             let mut slots = crate::sync::lock(&self.slots);
             if slots.wakers.is_empty() {
@@ -93,7 +98,10 @@ impl Wakers {
             std::mem::take(&mut slots.wakers)
         };
         for (_, waker) in woken {
-            waker.wake();
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| waker.wake())) {
+                panicked(crate::report::payload_message(&*payload));
+                crate::report::drop_payload(payload);
+            }
         }
     }
 

@@ -570,3 +570,107 @@ fn tried_grace_periods_give_up_on_a_reader_and_free_nothing_early() {
         assert!(rcu.stats().expedited_gps + rcu.stats().normal_gps > 0);
     });
 }
+
+/// A retiring thread that ends a tried expedited grace period wakes the futures waiting for
+/// one, on its own thread, in the middle of `retire`. A waker that calls `barrier()` (which
+/// steals the retiring thread's list and waits for the drops it has taken) must not find that
+/// thread holding drops it has not run.
+#[test]
+fn a_waker_woken_inside_retire_may_call_barrier() {
+    use std::future::Future;
+    use std::task::{Context, Wake, Waker};
+    struct BarrierWaker {
+        rcu: Arc<Rcu>,
+        woken: AtomicU64,
+    }
+    impl Wake for BarrierWaker {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.rcu.retire(Box::new([0u8; 64]));
+            self.rcu.barrier();
+            self.woken.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    watchdog(Duration::from_secs(60), || {
+        let rcu = Arc::new(
+            Rcu::builder()
+                .producer_backlog_callbacks(64)
+                .normal_gp_delay(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        );
+        let state = Arc::new(BarrierWaker {
+            rcu: rcu.clone(),
+            woken: AtomicU64::new(0),
+        });
+        let waker = Waker::from(state.clone());
+        for round in 0..50 {
+            // A normal grace period (held back 10 s): ended in practice by the retiring
+            // thread's tried expedited ones, which wake the future on that thread.
+            let mut fut = Box::pin(rcu.synchronize_async());
+            let mut cx = Context::from_waker(&waker);
+            let mut n = 0u64;
+            while fut.as_mut().poll(&mut cx).is_pending() {
+                // Retire until a tried grace period ends and wakes the future here.
+                for _ in 0..8 {
+                    rcu.retire(Box::new([n; 8]));
+                    n += 1;
+                }
+                assert!(n < 10_000_000, "round {round}: never woken");
+            }
+        }
+        assert!(state.woken.load(Ordering::SeqCst) > 0);
+        rcu.barrier();
+    });
+}
+
+/// A future's waker that panics when a grace period wakes it: the panic is caught and reported,
+/// whichever thread ended the grace period (the caller of `synchronize_expedited()`, the
+/// domain's normal grace-period thread), and the domain goes on working.
+#[test]
+fn a_panicking_waker_is_contained_and_reported() {
+    use std::future::Future;
+    use std::task::{Context, Wake, Waker};
+    struct PanickingWaker;
+    impl Wake for PanickingWaker {
+        fn wake(self: Arc<Self>) {
+            panic!("this waker fails on purpose");
+        }
+    }
+    watchdog(Duration::from_secs(60), || {
+        let reports = Arc::new(AtomicU64::new(0));
+        let rcu = {
+            let reports = reports.clone();
+            Rcu::builder()
+                .on_report(move |r| {
+                    if matches!(r, rcukit::Report::WakerPanic(_)) {
+                        assert!(r.to_string().contains("fails on purpose"), "{r}");
+                        reports.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+                .build()
+                .unwrap()
+        };
+        let waker = Waker::from(Arc::new(PanickingWaker));
+        let mut cx = Context::from_waker(&waker);
+        // Woken by this thread's expedited grace period.
+        let mut fut = Box::pin(rcu.synchronize_expedited_async());
+        let _ = fut.as_mut().poll(&mut cx);
+        rcu.synchronize_expedited();
+        // Woken by the domain's normal grace-period thread.
+        let mut fut = Box::pin(rcu.synchronize_async());
+        let _ = fut.as_mut().poll(&mut cx);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while reports.load(Ordering::SeqCst) < 2 {
+            assert!(Instant::now() < deadline, "the wakers were never woken");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Every thread of the domain is still there.
+        rcu.synchronize();
+        rcu.synchronize_expedited();
+        rcu.call(|| {});
+        rcu.barrier();
+    });
+}

@@ -84,13 +84,16 @@ impl Callbacks {
                 shared,
                 shard,
             }) => {
-                if let Some(seal) = seal {
-                    self.after_seal(gp, seal);
-                }
+                // The drops first: until they have run the list is marked `dropping`, and a
+                // tried grace period (in `after_seal`) wakes futures, whose wakers may call
+                // `barrier()`, which waits for that mark to clear.
                 if !few.is_empty() {
                     // SAFETY: see `After::Local`.
                     let (shared, shard) = unsafe { (&*shared, &*shard) };
                     self.drop_few(gp, &mut few, shared, shard);
+                }
+                if let Some(seal) = seal {
+                    self.after_seal(gp, seal);
                 }
             }
             Some(After::Intake(shard)) => {

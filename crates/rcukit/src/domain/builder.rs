@@ -344,7 +344,7 @@ impl RcuBuilder {
             .with_flavor(self.flavor),
             normal: NormalGp::new(self.normal_gp_delay),
             exp: ExpeditedGp::new(),
-            event: GpEvent::new(),
+            event: GpEvent::new(name.clone(), self.reporter.clone()),
             callbacks: Callbacks::new(
                 CallbackConfig {
                     workers: self.callback_workers,

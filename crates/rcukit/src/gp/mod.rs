@@ -22,7 +22,7 @@ pub mod normal;
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::owned::{self, Drain, OwnedReaders};
 use crate::reader::{ReaderRecord, Registry};
-use crate::report::{Report, Reporter, Stall};
+use crate::report::{Report, Reporter, Stall, WakerPanic};
 use crate::sync::lock;
 use crate::sync::{AtomicU64, Backoff};
 use crate::waiting::Wakers;
@@ -361,15 +361,20 @@ pub(crate) struct GpEvent {
     listeners: Mutex<Vec<Listener>>,
     /// Futures waiting for a grace period (see [`waiting`](crate::waiting)).
     pub(crate) wakers: Wakers,
+    /// Where a panicking waker is reported, and the domain's name for it.
+    reporter: Reporter,
+    name: String,
 }
 
 impl GpEvent {
-    pub(crate) fn new() -> GpEvent {
+    pub(crate) fn new(name: String, reporter: Reporter) -> GpEvent {
         GpEvent {
             generation: Mutex::new(0),
             cond: Condvar::new(),
             listeners: Mutex::new(Vec::new()),
             wakers: Wakers::default(),
+            reporter,
+            name,
         }
     }
 
@@ -393,7 +398,12 @@ impl GpEvent {
                 listener.thread.unpark();
             }
         }
-        self.wakers.wake_all();
+        self.wakers.wake_all(|message| {
+            self.reporter.report(Report::WakerPanic(WakerPanic {
+                domain: self.name.clone(),
+                message,
+            }))
+        });
     }
 
     /// Block until `done()` is true; `done` is re-evaluated after every grace period.
