@@ -424,7 +424,10 @@ impl Entry for LocalEntry {
     type Target = ReaderRecord;
 
     fn target(&mut self) -> NonNull<ReaderRecord> {
-        NonNull::from(&*self.0)
+        // `Arc::as_ptr`, not `&*arc`: the pointer must keep the provenance of the whole
+        // allocation, since an orphaned record's last guard turns it back into the `Arc`
+        // (`release_orphan`), which reaches the reference counts in front of the record.
+        NonNull::new(Arc::as_ptr(&self.0).cast_mut()).expect("an Arc is never null")
     }
 
     fn domain_gone(&self) -> bool {

@@ -243,23 +243,17 @@ impl RcuBuilder {
                 ),
             ));
         }
-        if self.backlog_callbacks == 0 {
-            return Err(Error::invalid("backlog_callbacks", "must be at least 1"));
-        }
-        if self.backlog_bytes == 0 {
-            return Err(Error::invalid("backlog_bytes", "must be at least 1"));
-        }
-        if self.producer_backlog_callbacks == 0 {
-            return Err(Error::invalid(
+        let thresholds = [
+            ("backlog_callbacks", self.backlog_callbacks),
+            ("backlog_bytes", self.backlog_bytes),
+            (
                 "producer_backlog_callbacks",
-                "must be at least 1",
-            ));
-        }
-        if self.producer_backlog_bytes == 0 {
-            return Err(Error::invalid(
-                "producer_backlog_bytes",
-                "must be at least 1",
-            ));
+                self.producer_backlog_callbacks,
+            ),
+            ("producer_backlog_bytes", self.producer_backlog_bytes),
+        ];
+        if let Some((setting, _)) = thresholds.iter().find(|(_, value)| *value == 0) {
+            return Err(Error::invalid(setting, "must be at least 1"));
         }
         if !(1..=1_000_000).contains(&self.callback_batch) {
             return Err(Error::invalid(
