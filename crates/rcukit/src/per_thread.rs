@@ -27,7 +27,7 @@
 //! # Why the pointers stay valid
 //!
 //! Entries own their state through a pointer that does not move when the entry does (an `Arc`,
-//! a `Box`): [`Entry::target`]. The index and the cache hold copies of those pointers, and both
+//! a `Box`): `Entry::target`. The index and the cache hold copies of those pointers, and both
 //! are rebuilt (or cleared) in the same call that removes an entry, before the entry is
 //! dropped. Only the owning thread touches the table (it lives in a thread-local), and the
 //! functions that change it run no user code while they hold it.

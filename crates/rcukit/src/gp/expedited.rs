@@ -30,7 +30,7 @@
 //!
 //! A thread that retires objects faster than normal grace periods free them runs expedited
 //! grace periods itself (see `callbacks::local`), but `retire` must never wait for a reader.
-//! So it *tries* ([`ExpeditedGp::try_run`]): if the turn is free it takes it, starts a grace
+//! So it *tries* (`ExpeditedGp::try_run`): if the turn is free it takes it, starts a grace
 //! period and scans the readers, waiting for none longer than a few microseconds. If every
 //! reader has moved on, the grace period ends there; if not, the caller gives the turn back
 //! with the grace period *left started* and asks the helper thread (below) for it. Whoever
