@@ -110,9 +110,11 @@
 //!
 //! One module per concept, each with an essay on why it is correct:
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
-//! [`reader`] (records, registry, guard), [`owned`] (owned sections, SRCU), [`section`] (what
-//! containers accept as a read section), [`gp`] (the scan, [`gp::normal`],
-//! [`gp::expedited`]), [`waiting`] (futures for grace periods and barriers), [`callbacks`] (segmented lists and workers), [`domain`] (the domain),
+//! [`reader`] (records, registry, guard), [`per_thread`] (a thread's state per domain, found in
+//! O(1)), [`owned`] (owned sections, SRCU), [`section`] (what containers accept as a read
+//! section), [`gp`] (the scan, [`gp::normal`], [`gp::expedited`]), [`waiting`] (futures for
+//! grace periods and barriers), [`callbacks`] (segmented lists and workers; read
+//! [`callbacks::port`] first), [`domain`] (the domain),
 //! [`cell`], [`list`] and [`map`] (RCU-protected data; [`domain_ref`] ties them to a
 //! domain), [`qsbr`] and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]),
 //! [`fork`] (what a forked child inherits) and [`report`] (stall and panic reports).
