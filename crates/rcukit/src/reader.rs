@@ -565,6 +565,22 @@ pub(crate) fn with_local_record(
     registry: &Arc<Registry>,
     f: impl FnOnce(&ReaderRecord),
 ) -> bool {
+    let (last, record) = LAST.get();
+    if last == domain {
+        // SAFETY: `LAST` names a record of the thread's table, and is cleared before the table
+        // goes: the table, and with it the record, is alive.
+        f(unsafe { &*record });
+        return true;
+    }
+    with_local_record_uncached(domain, registry, f)
+}
+
+#[inline(never)]
+fn with_local_record_uncached(
+    domain: u64,
+    registry: &Arc<Registry>,
+    f: impl FnOnce(&ReaderRecord),
+) -> bool {
     LOCAL
         .try_with(|local| {
             let record = record_in(local, domain, registry);
