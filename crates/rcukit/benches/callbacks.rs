@@ -128,6 +128,8 @@ fn pending_bytes(expedited_callbacks: bool, run_for: Duration) -> (f64, u64) {
         // Keep the backlog control out of the picture: we measure release by grace periods.
         .backlog_bytes(u64::MAX)
         .backlog_callbacks(u64::MAX)
+        .producer_backlog_bytes(u64::MAX)
+        .producer_backlog_callbacks(u64::MAX)
         .build()
         .unwrap();
     let stop = AtomicBool::new(false);

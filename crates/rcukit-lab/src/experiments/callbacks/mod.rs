@@ -24,8 +24,10 @@
 //!   the socket close) in batches with a short pause between batches, so that the machine is
 //!   not saturated and the retire rate is the same with the switch on and off. `exp` threads
 //!   loop `synchronize_expedited()` and sleep `delay` (0 to 10 ms). The main thread samples
-//!   `Stats::pending_bytes` every millisecond. The domain's backlog "hurry" is disabled (set to
-//!   its maximum) in both configurations, so that the switch is the only difference.
+//!   `Stats::pending_bytes` every millisecond. The domain's backlog "hurry" and the retiring
+//!   threads' own tried grace periods are disabled (thresholds at their maximum) in both
+//!   configurations, so that the switch is the only difference and the only expedited grace
+//!   periods are the `exp` threads'.
 //! * **Part (b), `synchronize()` latency.** `writers` threads loop `synchronize()` `runs`
 //!   times each, timing every call, while 2 threads loop `synchronize_expedited()` with
 //!   `exp_interval` between calls (rcuscale's `nexp`/`exp_interval`).

@@ -21,7 +21,9 @@ impl Drop for Sock {
     }
 }
 
-/// A domain with the seed-004 switch set, and the hurry disabled.
+/// A domain with the seed-004 switch set, and the hurry disabled: neither the backlog control
+/// nor the retiring threads' own tried grace periods run expedited grace periods, so the only
+/// expedited grace periods are the experiment's (as in the seed, where they come from BPF).
 pub(super) fn domain(expedited_callbacks: bool) -> Result<Rcu> {
     Ok(Rcu::builder()
         .name(if expedited_callbacks {
@@ -32,6 +34,8 @@ pub(super) fn domain(expedited_callbacks: bool) -> Result<Rcu> {
         .expedited_callbacks(expedited_callbacks)
         .backlog_callbacks(u64::MAX)
         .backlog_bytes(u64::MAX)
+        .producer_backlog_callbacks(u64::MAX)
+        .producer_backlog_bytes(u64::MAX)
         .build()?)
 }
 
