@@ -159,10 +159,17 @@ pub mod performance {
     //! nested read only increments a counter private to the thread. The reader writes nothing
     //! another thread writes, so a second reader thread does not slow the first down.
     //!
-    //! A thread finds its record through a one-entry cache: the domain it read last. Reading
-    //! one domain is one compare; alternating between domains takes a short slow path (a
-    //! search of the thread's table). The first read of a thread in a domain allocates and
-    //! registers the record, once.
+    //! A thread finds its record through a one-entry cache (the domain it read last, in a
+    //! thread-local without destructor): reading one domain is one compare. Alternating between
+    //! domains costs a hash probe, the same at any number of domains ([`per_thread`](crate::per_thread)).
+    //! The first read of a thread in a domain allocates and registers the record, once.
+    //!
+    //! In the lab's `peers` (7 interleaved rounds, median; 2026-11-25), a section of
+    //! `Rcu::global().read()` with the lookup of the global domain in the loop cost 1.40 ns at
+    //! one thread and 1.45 ns at two, a domain handle's 1.34 and 1.36 ns, against liburcu's memb
+    //! flavor at 1.56 and 1.60 ns and ck_epoch at 5.04 and 5.06 ns in the same run. One thread
+    //! reading ten domains in turn paid 2.12 ns per section, a hundred 2.98 ns (`domains`
+    //! bench; each domain's lines no longer stay in L1).
     //!
     //! Measured (`cell` and `alternatives` benches):
     //!
@@ -222,38 +229,38 @@ pub mod performance {
     //! (giving up at once if a reader is in the way: the helper thread finishes it), and drops
     //! objects whose grace period has ended two at a time, so that memory is reused while it
     //! is warm; past the backlog threshold (10,000 callbacks by default) it asks the domain's
-    //! helper thread for an expedited grace period. [`Rcu::call`] closures go to a worker thread. In
-    //! the `callbacks` bench one thread retiring 16-byte objects reached, end to end (first
-    //! `retire` to last drop):
+    //! helper thread for an expedited grace period. [`Rcu::call`] closures go to a worker
+    //! thread. Values that own memory of their own say how much ([`Rcu::retire_sized`](crate::Rcu::retire_sized),
+    //! [`RcuCell::retired_size`](crate::RcuCell::retired_size)), or thousands of them wait before the thresholds see them.
     //!
-    //! | allocator | rcukit `retire`, median of 5 (two runs) | crossbeam-epoch, pin per op |
-    //! |---|---:|---:|
-    //! | glibc malloc | 14.72 and 14.91 M objects/s | 1.30x and 1.08x faster |
-    //! | mimalloc | 29.83 and 27.25 M objects/s | 1.36x and 1.34x faster |
+    //! One thread retiring 56-byte objects, end to end (first allocation to last drop), in the
+    //! lab's `peers` (two runs of 7 rounds, glibc malloc): 44.44 and 47.84 M objects/s, against
+    //! ck_epoch's 43.61 and 45.30, crossbeam-epoch's 21.11 and 22.02 and seize's 28.15 and
+    //! 28.80 in the same runs. The `callbacks` bench (16-byte objects): 39.14 M objects/s,
+    //! crossbeam-epoch 23.84 M (pin per operation).
     //!
-    //! The retired-but-not-yet-dropped backlog stayed below one normal grace period's worth of
-    //! objects: at most 0.59 of it for a steady stream of 2 M objects/s, and a median of 0.05
-    //! to 0.09 (worst 0.26) for a flood. An `RcuCell` update that retires the old value
+    //! The retired-but-not-yet-dropped backlog stayed far below one normal grace period's worth
+    //! of objects: 0.10 of it for a steady stream of 2 M objects/s, 0.01 for a flood. An `RcuCell` update that retires the old value
     //! ([`Reclaim::Deferred`]) cost the writer 74 ns (`cell` bench).
     //!
     //! Releasing callbacks on expedited grace periods (seed 004, see [`seeds`](super::seeds))
     //! matters most when other threads run expedited grace periods anyway: with one every
     //! millisecond and 1 KiB objects retired at a steady rate, the mean of pending bytes was
-    //! 11.05 to 11.77 times lower with [`RcuBuilder::expedited_callbacks`] on than off (the
+    //! 19.5 times lower with [`RcuBuilder::expedited_callbacks`] on than off (the
     //! kernel series reports 1.5 to 1.7 times). rcukit's normal grace period is far slower
     //! relative to an expedited one than the kernel's, so it gains more.
     //!
     //! # The alternatives
     //!
     //! From the `alternatives` bench (per thread, 1 and 2 threads; writers with 1 and 2 busy
-    //! readers):
+    //! readers; 2026-11-25):
     //!
     //! | scheme | read, 1 thread | read, 2 threads | writer, 1 reader | writer, 2 readers |
     //! |---|---:|---:|---:|---:|
-    //! | [`RecSeq`] (default, `SeqCst`) | 7.50 ns | 7.22 ns | 0.92 µs | 3.22 µs |
-    //! | [`RecSeq`] (`Membarrier`) | 2.26 ns | 1.80 ns | 3.13 µs | 38.11 µs |
-    //! | [`PerCpuRwLock`] | 7.22 ns | 7.40 ns | 17.40 µs | 20.34 µs |
-    //! | `parking_lot::RwLock` | 10.98 ns | 60.65 ns | 0.03 µs | 0.02 µs |
+    //! | [`RecSeq`] (default, `SeqCst`) | 5.38 ns | 5.60 ns | 0.19 µs | 0.19 µs |
+    //! | [`RecSeq`] (`Membarrier`) | 1.04 ns | 1.01 ns | 1.34 µs | 21.59 µs |
+    //! | [`PerCpuRwLock`] | 1.26 ns | 1.31 ns | 13.57 µs | 38.09 µs |
+    //! | `parking_lot::RwLock` | 9.55 ns | 53.55 ns | 0.04 µs | 0.04 µs |
     //!
     //! A [`RecSeq`] writer waits only for the sections running at its swap, with no batching
     //! window and no thread of its own, which is why seed 000's netfilter chose it; in exchange
