@@ -519,10 +519,10 @@ impl Parking {
 
     /// The taker's half of C4: a scan, then the reference goes.
     fn release(last: NonNull<Inner>) {
+        // The scan below waits for every closer that may still touch the state (step 2 of the
+        // module docs) before the reference is dropped.
         // SAFETY: the parked pointer came from `Arc::into_raw` in `park`, and the swap in
-        // `reap_if_parked` handed it to exactly one caller, this one. The scan below waits for
-        // every closer that may still touch the state (step 2 of the module docs) before the
-        // reference is dropped.
+        // `reap_if_parked` handed it to exactly one caller, this one.
         let last = unsafe { Arc::from_raw(last.as_ptr().cast_const()) };
         last.core.wait_for_sections();
         drop(last);

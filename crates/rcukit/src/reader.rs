@@ -617,11 +617,10 @@ fn orphan_record(registry: &Arc<Registry>) -> *const ReaderRecord {
 pub(crate) fn is_reading(domain: u64, registry: &Registry) -> bool {
     LOCAL
         .try_with(|local| {
-            // SAFETY: a record found in the table lives as long as the table.
-            local
-                .0
-                .get(domain)
-                .is_some_and(|record| unsafe { record.as_ref() }.is_reading())
+            local.0.get(domain).is_some_and(|record| {
+                // SAFETY: a record found in the table lives as long as the table.
+                unsafe { record.as_ref() }.is_reading()
+            })
         })
         .unwrap_or_else(|_| orphan_of_this_thread(registry, |r| r.is_reading()))
 }

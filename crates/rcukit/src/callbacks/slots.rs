@@ -159,10 +159,10 @@ pub(crate) unsafe fn with_slot<R>(
     PRODUCERS
         .try_with(|p| {
             let slot = p.get_or_insert(domain, || SlotEntry(Box::new(create())));
-            // SAFETY: slots are boxed and owned by this thread's table, which drops them only
-            // at thread exit or (when it adds a slot) once their domain is gone; the caller
-            // keeps `domain` alive, so `slot` is valid, and the caller's no-re-entry promise
-            // makes this the only reference to it while `f` runs.
+            // Slots are boxed and owned by this thread's table, which drops them only at thread
+            // exit or (when it adds a slot) once their domain is gone.
+            // SAFETY: the caller keeps `domain` alive, so `slot` is valid (above), and its
+            // no-re-entry promise makes this the only reference to the slot while `f` runs.
             f(unsafe { &mut *slot.as_ptr() })
         })
         .ok()
