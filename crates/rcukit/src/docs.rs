@@ -344,10 +344,10 @@ pub mod limitations {
     //! * Polling a grace-period future inside a [`Guard`] of the same domain panics, like
     //!   `synchronize()`; so does awaiting `barrier_async()` on one of the domain's callback
     //!   workers (a runtime blocked inside a callback).
-    //! * An owned guard of a domain other than the global one holds an `Arc` of the domain's
-    //!   shared state: two threads taking owned guards of one such domain contend on that
-    //!   count (see [`performance`](super::performance)). Global-domain owned guards take no
-    //!   count.
+    //! * An owned guard of a domain other than the global one takes no reference count (the
+    //!   state of a dropped handle is *parked* until its last owned guard closes, see
+    //!   [`owned`](crate::owned)), but closing one after its handle was dropped runs a grace
+    //!   period's scan in the closing thread.
     //!
     //! # Where user code runs
     //!
@@ -359,6 +359,23 @@ pub mod limitations {
     //! (for the global domain, with [`RcuBuilder::build_global`] before its first use). The
     //! global domain's settings cannot change after its first use, and its threads run until
     //! the process exits.
+    //!
+    //! The `Waker`s of futures waiting for a grace period are woken by whichever thread ends
+    //! the grace period, which may be one of the domain's threads or a thread inside `retire`
+    //! or `synchronize_expedited`: a `wake` should only schedule its task (one that panics is
+    //! caught and reported; one that waits for a grace period or `barrier()` of the same domain
+    //! from a domain thread panics, as a callback would).
+    //!
+    //! # Reclamation that interrupts other threads
+    //!
+    //! A thread that retires quickly tries an expedited grace period itself every 2,048 objects
+    //! or 256 KiB, at most every 50 µs: each one is a `membarrier(2)`, which interrupts the CPUs
+    //! running the process's other threads (readers included) for a few microseconds. Set
+    //! [`RcuBuilder::producer_backlog_callbacks`] and [`RcuBuilder::producer_backlog_bytes`] to
+    //! `u64::MAX` to leave reclamation to normal grace periods (and the backlog thresholds).
+    //! A retired value that owns more memory than its own size is only counted at that size
+    //! unless it says otherwise ([`Rcu::retire_sized`](crate::Rcu::retire_sized),
+    //! [`RcuCell::retired_size`](crate::RcuCell::retired_size)).
     //!
     //! # Checks that need more than stable Rust
     //!
