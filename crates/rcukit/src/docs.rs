@@ -371,7 +371,8 @@ pub mod limitations {
     //! A thread that retires quickly tries an expedited grace period itself every 2,048 objects
     //! or 256 KiB, at most every 50 µs: each one is a `membarrier(2)`, which interrupts the CPUs
     //! running the process's other threads (readers included) for a few microseconds. Set
-    //! [`RcuBuilder::producer_backlog_callbacks`] and [`RcuBuilder::producer_backlog_bytes`] to
+    //! [`producer_backlog_callbacks`](crate::RcuBuilder::producer_backlog_callbacks) and
+    //! [`producer_backlog_bytes`](crate::RcuBuilder::producer_backlog_bytes) to
     //! `u64::MAX` to leave reclamation to normal grace periods (and the backlog thresholds).
     //! A retired value that owns more memory than its own size is only counted at that size
     //! unless it says otherwise ([`Rcu::retire_sized`](crate::Rcu::retire_sized),
