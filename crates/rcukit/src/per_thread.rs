@@ -110,7 +110,7 @@ impl<T> IndexView<T> {
         if self.mask == usize::MAX {
             return None;
         }
-        let mut at = (domain.wrapping_mul(FIBONACCI) >> self.shift) as usize;
+        let mut at = home(domain, self.shift);
         loop {
             // SAFETY: `at & mask` is below the index's length, and the caller guarantees the
             // index is still the one viewed.
@@ -128,6 +128,12 @@ impl<T> IndexView<T> {
 
 /// 2^64 / φ: multiplying by it spreads consecutive ids over the whole word.
 const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The slot where the probe for `domain` starts, in an index of `2^(64 - shift)` slots.
+#[inline]
+fn home(domain: u64, shift: u32) -> usize {
+    (domain.wrapping_mul(FIBONACCI) >> shift) as usize
+}
 
 impl<E: Entry> PerDomain<E> {
     /// An empty table (usable in a `const` thread-local initializer).
@@ -243,7 +249,7 @@ impl<E: Entry> PerDomain<E> {
         let mut index = vec![empty; len];
         let shift = 64 - len.trailing_zeros();
         for (domain, entry) in entries.iter_mut() {
-            let mut at = (domain.wrapping_mul(FIBONACCI) >> shift) as usize;
+            let mut at = home(*domain, shift);
             while index[at & (len - 1)].domain != 0 {
                 at += 1;
             }

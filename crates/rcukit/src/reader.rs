@@ -486,23 +486,33 @@ thread_local! {
     static INDEX: Cell<IndexView<ReaderRecord>> = const { Cell::new(IndexView::EMPTY) };
 }
 
-/// The calling thread's record for `domain` in its table, registering one on first use.
+/// The calling thread's record for `domain` in its table, registering one on first use; the
+/// caches (`LAST`, `INDEX`) are brought up to date.
 #[inline]
 fn record_in(local: &LocalRecords, domain: u64, registry: &Arc<Registry>) -> *const ReaderRecord {
-    let record = match local.0.get(domain) {
-        Some(record) => record,
-        None => {
-            let record = local
-                .0
-                .get_or_insert(domain, || LocalEntry::register(registry));
-            INDEX.set(local.0.view());
-            record
-        }
-    }
-    .as_ptr()
-    .cast_const();
+    let record = local
+        .0
+        .get_or_insert(domain, || LocalEntry::register(registry))
+        .as_ptr()
+        .cast_const();
+    INDEX.set(local.0.view());
     LAST.set((domain, record));
     record
+}
+
+/// The calling thread's record for `domain` from the destructor-less caches (`LAST`, then
+/// `INDEX`), if it has one and its table is alive.
+#[inline]
+fn cached_record(domain: u64) -> Option<*const ReaderRecord> {
+    let (last, record) = LAST.get();
+    if last == domain {
+        return Some(record);
+    }
+    // SAFETY: `INDEX` is refreshed every time `LOCAL`'s table adds a record and cleared when
+    // it goes, so it views the table's current index.
+    let record = unsafe { INDEX.get().find(domain) }?.as_ptr().cast_const();
+    LAST.set((domain, record));
+    Some(record)
 }
 
 /// The calling thread's record for `domain`, registering one on first use.
@@ -511,18 +521,10 @@ fn record_in(local: &LocalRecords, domain: u64, registry: &Arc<Registry>) -> *co
 /// until its last guard exits.
 #[inline]
 pub(crate) fn local_record(domain: u64, registry: &Arc<Registry>) -> *const ReaderRecord {
-    let (last, record) = LAST.get();
-    if last == domain {
-        return record;
+    match cached_record(domain) {
+        Some(record) => record,
+        None => local_record_uncached(domain, registry),
     }
-    // SAFETY: `INDEX` is refreshed every time `LOCAL`'s table adds a record and cleared when
-    // it goes, so it views the table's current index.
-    if let Some(record) = unsafe { INDEX.get().find(domain) } {
-        let record = record.as_ptr().cast_const();
-        LAST.set((domain, record));
-        return record;
-    }
-    local_record_uncached(domain, registry)
 }
 
 #[inline(never)]
@@ -565,10 +567,9 @@ pub(crate) fn with_local_record(
     registry: &Arc<Registry>,
     f: impl FnOnce(&ReaderRecord),
 ) -> bool {
-    let (last, record) = LAST.get();
-    if last == domain {
-        // SAFETY: `LAST` names a record of the thread's table, and is cleared before the table
-        // goes: the table, and with it the record, is alive.
+    if let Some(record) = cached_record(domain) {
+        // SAFETY: the caches name records of the thread's table, and are cleared before the
+        // table goes: the table, and with it the record, is alive.
         f(unsafe { &*record });
         return true;
     }

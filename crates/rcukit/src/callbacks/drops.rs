@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub(crate) struct AfterSeal {
     pub(crate) shared: Arc<ProducerShared>,
     /// The cookie of the block just sealed: its normal grace period is requested.
-    pub(crate) cookie: Option<GpCookie>,
+    pub(crate) cookie: GpCookie,
     /// With the list past the backlog thresholds: the newest cookie, to expedite.
     pub(crate) hurry: Option<GpCookie>,
     /// Every `producer_backlog_*` objects or bytes sealed: the newest cookie, for an
@@ -59,9 +59,7 @@ impl Drop for FinishDropping<'_> {
 impl Callbacks {
     /// After a seal: step 1 of the module docs.
     pub(crate) fn after_seal<P: GpPort>(&self, gp: &P, after: AfterSeal) {
-        if let Some(cookie) = after.cookie {
-            gp.request_normal(&cookie);
-        }
+        gp.request_normal(&after.cookie);
         if let Some(newest) = after.try_expedited {
             self.try_expedited_here(gp, &newest, &after.shared);
         } else if let Some(newest) = after.hurry {

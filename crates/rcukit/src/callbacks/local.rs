@@ -403,29 +403,24 @@ impl LocalList {
         } else {
             DROP_EVERY as usize
         };
-        while self.front_released.is_some() && out.len < want {
+        // Sealed blocks are never empty, and the released one leaves as soon as it is.
+        while out.len < want {
             let block = self.sealed.front_mut().expect("a released block");
-            match block.callbacks.pop() {
-                Some(callback) => {
-                    let bytes = callback.bytes() as u64;
-                    block.bytes -= bytes;
-                    self.len -= 1;
-                    self.bytes -= bytes;
-                    out.push(callback);
-                }
-                None => {
-                    let empty = self.sealed.pop_front().expect("a released block");
-                    self.front_released = None;
-                    self.recycle(empty.callbacks);
-                }
+            let callback = block
+                .callbacks
+                .pop()
+                .expect("sealed blocks are never empty");
+            let bytes = callback.bytes() as u64;
+            block.bytes -= bytes;
+            self.len -= 1;
+            self.bytes -= bytes;
+            out.push(callback);
+            if block.callbacks.is_empty() {
+                let empty = self.sealed.pop_front().expect("a released block");
+                self.front_released = None;
+                self.recycle(empty.callbacks);
+                break;
             }
-        }
-        if self.front_released.is_some()
-            && self.sealed.front().is_some_and(|b| b.callbacks.is_empty())
-        {
-            let empty = self.sealed.pop_front().expect("a released block");
-            self.front_released = None;
-            self.recycle(empty.callbacks);
         }
         Some(by)
     }

@@ -21,7 +21,20 @@ use super::{
     shard::Shard, slots,
 };
 #[cfg(not(rcukit_loom))]
+use crate::seq::GpCookie;
+#[cfg(not(rcukit_loom))]
 use std::sync::Arc;
+
+/// What a seal of the local list found (for [`AfterSeal`]).
+#[cfg(not(rcukit_loom))]
+struct SealFacts {
+    /// Callbacks and bytes in the list.
+    backlog: (usize, u64),
+    /// The newest stamp in the list.
+    newest: Option<GpCookie>,
+    /// A tried expedited grace period is due.
+    try_due: bool,
+}
 
 /// What `push` does once it has let go of the thread-local table.
 #[cfg(not(rcukit_loom))]
@@ -169,43 +182,42 @@ impl Callbacks {
         };
         let ops = local.count_op();
         let next = guard.with(|list| list.push(callback));
-        if next == local::Next::Nothing {
+        let mut sealed = None;
+        let by = if next == local::Next::Nothing {
             // Every few calls, a few drops (a drop that retires more objects only queues them:
             // its thread is running drops).
             if ops % local::DROP_EVERY == 0 && !running_drops() {
                 let backlog = self.few_backlog();
-                if let Some(by) = guard.with(|list| list.take_few(few, backlog)) {
-                    slot.counters.add_released(by, few.len() as u64);
-                }
+                guard.with(|list| list.take_few(few, backlog))
+            } else {
+                None
             }
         } else {
             let running = running_drops();
             // Read after every callback of the block was queued (with a full fence).
             let cookie = (next == local::Next::Seal).then(|| gp.cookie());
-            let (seal, by) = guard.with(|list| self.seal_and_look(gp, list, cookie, running, few));
-            if let Some(by) = by {
-                slot.counters.add_released(by, few.len() as u64);
-            }
-            if !few.is_empty() {
-                guard.mark_dropping();
-            }
-            drop(guard);
-            let seal = seal.map(|(backlog, newest, try_due)| {
-                let past_thresholds = backlog.0 as u64 > self.config.backlog_callbacks
-                    || backlog.1 > self.config.backlog_bytes;
-                AfterSeal {
-                    shared: slot.counters.clone(),
-                    cookie,
-                    try_expedited: newest.filter(|_| try_due && gp.expedited_releases()),
-                    hurry: newest.filter(|_| gp.expedited_releases() && past_thresholds),
-                }
-            });
-            return Ok(seal);
+            let (facts, by) = guard.with(|list| self.seal_and_look(gp, list, cookie, running, few));
+            sealed = cookie.zip(facts);
+            by
+        };
+        if let Some(by) = by {
+            slot.counters.add_released(by, few.len() as u64);
         }
         if !few.is_empty() {
             guard.mark_dropping();
         }
-        Ok(None)
+        drop(guard);
+        Ok(sealed.map(|(cookie, facts)| {
+            let past_thresholds = facts.backlog.0 as u64 > self.config.backlog_callbacks
+                || facts.backlog.1 > self.config.backlog_bytes;
+            let expedite = gp.expedited_releases();
+            AfterSeal {
+                shared: slot.counters.clone(),
+                cookie,
+                try_expedited: facts.newest.filter(|_| facts.try_due && expedite),
+                hurry: facts.newest.filter(|_| expedite && past_thresholds),
+            }
+        }))
     }
 
     /// The list length past which a `retire` drops two ready objects instead of one: twice
@@ -219,21 +231,16 @@ impl Callbacks {
 
     /// A seal (with `cookie`) or a poll of the local list: seal the open block, see whether
     /// the oldest block has been released, take up to [`FEW`](local::FEW) ready callbacks
-    /// unless `running`, and return (after a seal) the backlog, the newest stamp and whether a
-    /// tried expedited grace period is due, and what released the callbacks taken.
+    /// unless `running`; return what released them and, after a seal, what the seal found.
     #[cfg(not(rcukit_loom))]
-    #[allow(clippy::type_complexity)]
     fn seal_and_look<P: GpPort>(
         &self,
         gp: &P,
         list: &mut local::LocalList,
-        cookie: Option<crate::seq::GpCookie>,
+        cookie: Option<GpCookie>,
         running: bool,
         few: &mut Few,
-    ) -> (
-        Option<((usize, u64), Option<crate::seq::GpCookie>, bool)>,
-        Option<ReleasedBy>,
-    ) {
+    ) -> (Option<SealFacts>, Option<ReleasedBy>) {
         if let Some(cookie) = cookie {
             list.seal(cookie);
         }
@@ -247,17 +254,20 @@ impl Callbacks {
         } else {
             list.take_few(few, self.few_backlog())
         };
-        let seal = cookie.map(|_| {
+        let facts = cookie.map(|_| {
             let config = &self.config;
-            let try_due = !running
-                && list.try_due(
-                    config.producer_backlog_callbacks,
-                    config.producer_backlog_bytes,
-                    |c| gp.is_released(c),
-                );
-            (list.backlog(), list.newest_cookie(), try_due)
+            SealFacts {
+                backlog: list.backlog(),
+                newest: list.newest_cookie(),
+                try_due: !running
+                    && list.try_due(
+                        config.producer_backlog_callbacks,
+                        config.producer_backlog_bytes,
+                        |c| gp.is_released(c),
+                    ),
+            }
         });
-        (seal, by)
+        (facts, by)
     }
 
     /// Queue from a thread whose thread-local storage is already destroyed (a callback queued

@@ -379,9 +379,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
         if !past_thresholds && !draining {
             return;
         }
-        if let Some(cookie) = list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
-            self.gp.run_expedited(&cookie);
-        }
+        self.expedite_waiting(list);
     }
 
     /// A `barrier()` caller waits for the callbacks ahead of its marker: run the expedited
@@ -393,7 +391,12 @@ impl<'a, P: GpPort> Worker<'a, P> {
         if !self.gp.expedited_releases() {
             return;
         }
-        if let Some(cookie) = list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
+        self.expedite_waiting(list);
+    }
+
+    /// Run (in this thread) the expedited grace period every stamped entry of `list` needs.
+    fn expedite_waiting(&self, list: &SegCbList<Work>) {
+        if let Some(cookie) = newest_stamp(list) {
             self.gp.run_expedited(&cookie);
         }
     }
@@ -401,10 +404,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// During shutdown: make the oldest waiting entries ready by running an expedited grace
     /// period in this thread (the grace-period threads may already be gone).
     pub(crate) fn drain_step(&self, list: &SegCbList<Work>) {
-        let target = match list.cookie(NEXT_READY).or(list.cookie(WAIT)) {
-            Some(cookie) => cookie,
-            None => self.gp.cookie(),
-        };
+        let target = newest_stamp(list).unwrap_or_else(|| self.gp.cookie());
         self.gp.run_expedited(&target);
     }
 
@@ -464,6 +464,11 @@ impl<'a, P: GpPort> Worker<'a, P> {
         }
         Some(how)
     }
+}
+
+/// The stamp of the newest stamped segment of `list`, which covers every older one.
+fn newest_stamp(list: &SegCbList<Work>) -> Option<crate::seq::GpCookie> {
+    list.cookie(NEXT_READY).or(list.cookie(WAIT))
 }
 
 /// Append `callbacks` to NEXT.

@@ -126,6 +126,14 @@ impl GpCore {
         self.stalls.load(Relaxed)
     }
 
+    /// G1 and G2 (the heavy barrier of kind `heavy`, the epoch moved on), and the records G3
+    /// scans: the epoch a record must reach, and the registry's snapshot taken after G2.
+    fn start_scan(&self, heavy: Heavy) -> (u64, Arc<Vec<Arc<ReaderRecord>>>) {
+        barrier::heavy(self.fence(), heavy);
+        let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
+        (target, self.registry.snapshot())
+    }
+
     /// Wait until every reader that was in a critical section when this call started has left
     /// it (G1-G3 in the [`reader`](crate::reader) docs).
     pub(crate) fn wait_for_readers(&self, kind: GpKind) {
@@ -133,9 +141,7 @@ impl GpCore {
             GpKind::Normal => Heavy::Normal,
             GpKind::Expedited => Heavy::Expedited,
         };
-        barrier::heavy(self.fence(), heavy);
-        let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
-        let records = self.registry.snapshot();
+        let (target, records) = self.start_scan(heavy);
         let mut stall = StallWatch::new(self.stall_timeout);
         for record in records.iter() {
             self.wait_for_record(record, target, kind, &mut stall);
@@ -150,9 +156,7 @@ impl GpCore {
     /// nothing half done that matters: the epoch has moved on and the owned phase may have
     /// flipped, as in any grace period, and the next grace period drains both owned phases.
     pub(crate) fn try_wait_for_readers(&self, patience: Duration) -> bool {
-        barrier::heavy(self.fence(), Heavy::Expedited);
-        let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
-        let records = self.registry.snapshot();
+        let (target, records) = self.start_scan(Heavy::Expedited);
         let mut brief = Brief::new(patience);
         records.iter().all(|record| {
             brief.wait(|| {
@@ -166,9 +170,7 @@ impl GpCore {
     /// expedited barrier, in the caller: for [`owned`](crate::owned)'s parking, where the
     /// domain's threads are already stopped.
     pub(crate) fn wait_for_sections(&self) {
-        barrier::heavy(self.fence(), Heavy::Expedited);
-        let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
-        let records = self.registry.snapshot();
+        let (target, records) = self.start_scan(Heavy::Expedited);
         let mut stall = StallWatch::new(self.stall_timeout);
         for record in records.iter() {
             self.wait_for_record(record, target, GpKind::Expedited, &mut stall);
