@@ -2,7 +2,7 @@
 //! section when every section is of another domain than the last, against one domain.
 //!
 //! `RecSeq`s are read round-robin at k = 1, 10, 100 and 1,000 (a `RecSeq` has no threads, so a
-//! thousand are cheap), `Rcu` domains at k = 1, 10 and 100 (each has three threads). Every
+//! thousand are cheap), `Rcu` domains at k = 1, 10, 50, 100 and 200 (each has three threads). Every
 //! figure is the median of 7 interleaved rounds (min-max in brackets), ns per section; the ratio
 //! is taken in each round against k = 1 of the same kind and round.
 //!
@@ -71,7 +71,7 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter argument is ignored.
     let value = 7u64;
     let recseq_ks = [1usize, 10, 100, 1000];
-    let rcu_ks = [1usize, 10, 100];
+    let rcu_ks = [1usize, 10, 50, 100, 200];
     let cells: Vec<Vec<RecSeq<u64>>> = recseq_ks
         .iter()
         .map(|&k| (0..k as u64).map(RecSeq::new).collect())

@@ -166,6 +166,7 @@ thread_local! {
 extern "C" fn prepare() {
     let domains = crate::sync::lock(&DOMAINS);
     let mut held = Held::default();
+    crate::gp::read_side::hold_for_fork(&mut held);
     for weak in domains.iter() {
         // SAFETY: a domain in the list is alive while the list is locked (see `DOMAINS`), and
         // stays so until the guards taken here are released with the list's, after the fork.

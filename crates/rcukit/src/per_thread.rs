@@ -9,7 +9,9 @@
 //! on every operation, and a linear search then costs time in proportion to the number of
 //! domains the thread has used (one thread reading `RecSeq`s round-robin measured 6 ns at one,
 //! 22 ns at 10, 132 ns at 100 and 2.9 µs at 1,000). Here a miss of the cache looks the domain
-//! up in a hash index instead: one or two probes at any number of domains.
+//! up in a hash index instead: one or two probes at any number of domains. Reader records add
+//! a [`DirectCache`] between the two (a slot per hash, no probing), which a thread reading up
+//! to about a hundred domains in turn hits almost every time.
 //!
 //! # The index
 //!
@@ -31,6 +33,13 @@
 //! are rebuilt (or cleared) in the same call that removes an entry, before the entry is
 //! dropped. Only the owning thread touches the table (it lives in a thread-local), and the
 //! functions that change it run no user code while they hold it.
+//!
+//! Caches kept outside the table (the reader's `LAST` and [`DirectCache`]) are not cleared
+//! when an entry of a domain that is gone is dropped. They need not be: an entry there names
+//! its domain by id, ids are never reused, and a lookup is only ever made for a live domain
+//! (with the key read from the domain itself), so an entry of a gone domain never matches
+//! again. They are cleared when the whole table goes (thread exit), where live domains'
+//! entries go too.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::ptr::NonNull;
@@ -45,6 +54,97 @@ pub(crate) trait Entry {
 
     /// The entry's domain is gone: the table may drop the entry when it next adds one.
     fn domain_gone(&self) -> bool;
+}
+
+/// A domain's id and its hash, computed once when the domain is made (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DomainKey {
+    id: u64,
+    hash: u64,
+}
+
+impl DomainKey {
+    /// The key of no domain (id 0).
+    pub(crate) const NONE: DomainKey = DomainKey::new(0);
+
+    /// The key of domain `id`.
+    #[inline]
+    pub(crate) const fn new(id: u64) -> DomainKey {
+        DomainKey {
+            id,
+            hash: id.wrapping_mul(FIBONACCI),
+        }
+    }
+
+    /// The domain's id.
+    #[inline]
+    pub(crate) const fn id(self) -> u64 {
+        self.id
+    }
+
+    /// The slot where the probe for this domain starts, in an index of `2^(64 - shift)` slots
+    /// (`shift` < 64).
+    #[inline]
+    fn home(self, shift: u32) -> usize {
+        (self.hash >> shift) as usize
+    }
+
+    /// This domain's slot in a [`DirectCache`].
+    #[inline]
+    fn cache_slot(self) -> usize {
+        (self.hash >> (64 - CACHE_BITS)) as usize
+    }
+}
+
+/// log2 of a [`DirectCache`]'s slots.
+const CACHE_BITS: u32 = 8;
+
+/// A direct-mapped cache in front of a thread's index: each domain has one slot (by its
+/// hash), which holds the state of the domain that used it last.
+///
+/// A hit costs what a one-entry cache of the last domain costs (a load and a compare at a
+/// slot picked by a shift of the key's hash), but it serves a thread that uses up to about a
+/// hundred domains in turn as well as one that keeps to one: a thread reading domains
+/// round-robin misses a one-entry cache every time. Two domains whose hashes share their top
+/// bits evict each other; a miss costs a probe of the index (see the module docs), then fills
+/// the slot.
+///
+/// Without a destructor and constant-initialized, so that a thread-local of it is read with
+/// no check of whether it is initialized or destroyed. 256 slots of 16 bytes: 4 KiB per
+/// thread. An entry names its domain by id, and ids are never reused, so an entry left after
+/// its domain is gone never matches again; the owner clears the cache before the states it
+/// points to can be freed otherwise (thread exit).
+pub(crate) struct DirectCache<T> {
+    slots: [Cell<(u64, *const T)>; 1 << CACHE_BITS],
+}
+
+impl<T> DirectCache<T> {
+    /// An empty cache (usable in a `const` thread-local initializer).
+    pub(crate) const fn new() -> DirectCache<T> {
+        DirectCache {
+            slots: [const { Cell::new((0, std::ptr::null())) }; 1 << CACHE_BITS],
+        }
+    }
+
+    /// The state cached for the domain of `key`, if its slot holds it.
+    #[inline]
+    pub(crate) fn get(&self, key: DomainKey) -> Option<*const T> {
+        let (domain, target) = self.slots[key.cache_slot()].get();
+        (domain == key.id).then_some(target)
+    }
+
+    /// Cache `target` as the state of the domain of `key` (evicting the slot's domain).
+    #[inline]
+    pub(crate) fn set(&self, key: DomainKey, target: *const T) {
+        self.slots[key.cache_slot()].set((key.id, target));
+    }
+
+    /// Forget every entry.
+    pub(crate) fn clear(&self) {
+        for slot in &self.slots {
+            slot.set((0, std::ptr::null()));
+        }
+    }
 }
 
 /// One slot of the index: a domain id (0 for an empty slot) and its state.
@@ -106,11 +206,12 @@ impl<T> IndexView<T> {
     ///
     /// The table this view was taken of has not added an entry or been emptied since.
     #[inline]
-    pub(crate) unsafe fn find(&self, domain: u64) -> Option<NonNull<T>> {
+    pub(crate) unsafe fn find(&self, key: DomainKey) -> Option<NonNull<T>> {
         if self.mask == usize::MAX {
             return None;
         }
-        let mut at = home(domain, self.shift);
+        let domain = key.id;
+        let mut at = key.home(self.shift);
         loop {
             // SAFETY: `at & mask` is below the index's length, and the caller guarantees the
             // index is still the one viewed.
@@ -128,12 +229,6 @@ impl<T> IndexView<T> {
 
 /// 2^64 / φ: multiplying by it spreads consecutive ids over the whole word.
 const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// The slot where the probe for `domain` starts, in an index of `2^(64 - shift)` slots.
-#[inline]
-fn home(domain: u64, shift: u32) -> usize {
-    (domain.wrapping_mul(FIBONACCI) >> shift) as usize
-}
 
 impl<E: Entry> PerDomain<E> {
     /// An empty table (usable in a `const` thread-local initializer).
@@ -153,16 +248,16 @@ impl<E: Entry> PerDomain<E> {
     #[inline]
     pub(crate) fn get_or_insert(
         &self,
-        domain: u64,
+        key: DomainKey,
         create: impl FnOnce() -> E,
     ) -> NonNull<E::Target> {
-        debug_assert_ne!(domain, 0, "domain ids start at 1");
-        if self.last_domain.get() == domain {
+        debug_assert_ne!(key.id, 0, "domain ids start at 1");
+        if self.last_domain.get() == key.id {
             // SAFETY: `last` is set together with `last_domain`, to a pointer from the index,
             // and cleared before its entry can be dropped.
             return unsafe { NonNull::new_unchecked(self.last.get().cast_mut()) };
         }
-        self.get_or_insert_uncached(domain, create)
+        self.get_or_insert_uncached(key, create)
     }
 
     /// [`get_or_insert`](Self::get_or_insert) past the cache: out of line, so that the cached
@@ -170,35 +265,35 @@ impl<E: Entry> PerDomain<E> {
     #[inline(never)]
     fn get_or_insert_uncached(
         &self,
-        domain: u64,
+        key: DomainKey,
         create: impl FnOnce() -> E,
     ) -> NonNull<E::Target> {
-        match self.find(domain) {
+        match self.find(key) {
             Some(target) => {
-                self.last_domain.set(domain);
+                self.last_domain.set(key.id);
                 self.last.set(target.as_ptr());
                 target
             }
-            None => self.insert(domain, create),
+            None => self.insert(key, create),
         }
     }
 
     /// The state of `domain` if the thread has one (the cache, then the index; nothing is
     /// added).
     #[inline]
-    pub(crate) fn get(&self, domain: u64) -> Option<NonNull<E::Target>> {
-        if self.last_domain.get() == domain && domain != 0 {
+    pub(crate) fn get(&self, key: DomainKey) -> Option<NonNull<E::Target>> {
+        if self.last_domain.get() == key.id && key.id != 0 {
             // SAFETY: as in `get_or_insert`.
             return Some(unsafe { NonNull::new_unchecked(self.last.get().cast_mut()) });
         }
-        self.find(domain)
+        self.find(key)
     }
 
-    /// Look `domain` up in the index.
+    /// Look the domain of `key` up in the index.
     #[inline]
-    fn find(&self, domain: u64) -> Option<NonNull<E::Target>> {
+    fn find(&self, key: DomainKey) -> Option<NonNull<E::Target>> {
         // SAFETY: the view is of the current index, used before this function returns.
-        unsafe { self.view().find(domain) }
+        unsafe { self.view().find(key) }
     }
 
     /// A raw view of the index as it is now, for a caller that keeps its own copy in a
@@ -218,22 +313,22 @@ impl<E: Entry> PerDomain<E> {
     /// Add the entry of `domain`, dropping the entries of domains that are gone.
     #[cold]
     #[inline(never)]
-    fn insert(&self, domain: u64, create: impl FnOnce() -> E) -> NonNull<E::Target> {
+    fn insert(&self, key: DomainKey, create: impl FnOnce() -> E) -> NonNull<E::Target> {
         let gone = {
             let mut entries = self.entries.borrow_mut();
             let (live, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut *entries)
                 .into_iter()
                 .partition(|(_, e)| !e.domain_gone());
             *entries = live;
-            entries.push((domain, create()));
+            entries.push((key.id, create()));
             self.rebuild(&mut entries);
             gone
         };
         // The index and the cache no longer point into the entries that are gone: drop them
         // now, outside the borrow (a producer slot's drop publishes what it still holds).
         drop(gone);
-        let target = self.find(domain).expect("just added");
-        self.last_domain.set(domain);
+        let target = self.find(key).expect("just added");
+        self.last_domain.set(key.id);
         self.last.set(target.as_ptr());
         target
     }
@@ -249,7 +344,7 @@ impl<E: Entry> PerDomain<E> {
         let mut index = vec![empty; len];
         let shift = 64 - len.trailing_zeros();
         for (domain, entry) in entries.iter_mut() {
-            let mut at = home(*domain, shift);
+            let mut at = DomainKey::new(*domain).home(shift);
             while index[at & (len - 1)].domain != 0 {
                 at += 1;
             }
@@ -316,7 +411,7 @@ mod tests {
         let n = if cfg!(miri) { 50 } else { 1000 };
         for round in 0..3 {
             for d in (1..=n).map(|i| i * 64) {
-                let p = table.get_or_insert(d, || {
+                let p = table.get_or_insert(DomainKey::new(d), || {
                     created.set(created.get() + 1);
                     entry(d, &alive)
                 });
@@ -334,15 +429,15 @@ mod tests {
         let gone = Rc::new(Cell::new(false));
         let alive = Rc::new(Cell::new(false));
         for d in 1..=10 {
-            table.get_or_insert(d, || entry(d, &gone));
+            table.get_or_insert(DomainKey::new(d), || entry(d, &gone));
         }
         gone.set(true);
-        let p = table.get_or_insert(11, || entry(11, &alive));
+        let p = table.get_or_insert(DomainKey::new(11), || entry(11, &alive));
         // SAFETY: the entry lives in the table.
         assert_eq!(unsafe { *p.as_ptr() }, 11);
         assert_eq!(table.entries().unwrap().len(), 1);
         // A domain that is gone is not found (its entry was dropped); the cache forgot it.
-        let again = table.get_or_insert(3, || entry(300, &alive));
+        let again = table.get_or_insert(DomainKey::new(3), || entry(300, &alive));
         // SAFETY: the entry lives in the table.
         assert_eq!(unsafe { *again.as_ptr() }, 300);
         assert_eq!(table.take_all().len(), 2);

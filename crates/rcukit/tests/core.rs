@@ -208,6 +208,45 @@ fn a_thread_reading_many_domains_in_turn_keeps_one_record_per_domain() {
     }
 }
 
+/// Domains' read sides are lines packed in shared pages, reused once a domain is dropped. A
+/// thread that read a dropped domain, and so has it in its caches, reads a new domain built in
+/// the same line: its section must be of the new domain (registered there, holding up its
+/// grace periods), not a match on the old domain's entry.
+#[test]
+fn a_domain_built_in_a_dropped_ones_line_gets_its_own_readers() {
+    for _ in 0..20 {
+        let old = Rcu::builder().callback_workers(1).build().unwrap();
+        drop(old.read());
+        drop(old);
+        // The free list hands the line just given back out first (unless another test took
+        // it in between: then the test is merely weaker this time).
+        let new = Arc::new(Rcu::builder().callback_workers(1).build().unwrap());
+        let guard = new.read();
+        assert!(new.is_reading());
+        assert_eq!(
+            new.stats().readers,
+            1,
+            "this thread's record is the new domain's"
+        );
+        let done = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (new, done) = (new.clone(), done.clone());
+            std::thread::spawn(move || {
+                new.synchronize_expedited();
+                done.store(true, Ordering::SeqCst);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "a grace period ended inside a reader"
+        );
+        drop(guard);
+        waiter.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+    }
+}
+
 #[test]
 #[should_panic(expected = "synchronize() called inside a read-side critical section")]
 fn synchronize_inside_reader_panics() {

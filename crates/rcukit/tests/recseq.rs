@@ -241,3 +241,72 @@ fn stress_with_membarrier_where_available() {
         stress(FenceKind::Membarrier);
     }
 }
+
+/// A thread that reads a thousand `RecSeq`s in turn finds each one's own record through its
+/// caches, including the ones whose cache slots collide (a thousand keys in a 256-slot
+/// direct-mapped cache): a reader holding a guard on any of them still holds up that
+/// `RecSeq`'s writer, and never another's.
+#[test]
+fn a_thread_reading_a_thousand_in_turn_protects_each_one() {
+    let locks: Arc<Vec<RecSeq<u64>>> = Arc::new((0..1000u64).map(RecSeq::new).collect());
+    let (sample_tx, sample_rx) = std::sync::mpsc::channel::<usize>();
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let reader = {
+        let locks = locks.clone();
+        std::thread::spawn(move || {
+            for round in 0..3 {
+                for (i, lock) in locks.iter().enumerate() {
+                    assert_eq!(*lock.read(), i as u64 + round * 1000, "round {round}");
+                    assert!(!lock.is_reading());
+                }
+                // Between rounds the writer adds 1000 to every value: wait for it.
+                held_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+            }
+            // Hold one guard at a time on a sample, each after the whole round-robin again
+            // (so the caches are as full of collisions as they get), while the writer tries.
+            for i in sample_rx {
+                for lock in locks.iter() {
+                    drop(lock.read());
+                }
+                let guard = locks[i].read();
+                assert!(locks[i].is_reading());
+                held_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                drop(guard);
+            }
+        })
+    };
+    for _ in 0..3 {
+        held_rx.recv().unwrap();
+        for lock in locks.iter() {
+            let v = *lock.read();
+            lock.store(v + 1000);
+        }
+        release_tx.send(()).unwrap();
+    }
+    for i in (0..1000).step_by(97) {
+        sample_tx.send(i).unwrap();
+        held_rx.recv().unwrap();
+        // Another lock's writer does not wait for this reader.
+        locks[(i + 1) % 1000].store(7);
+        let left = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (locks, left) = (locks.clone(), left.clone());
+            std::thread::spawn(move || {
+                locks[i].store(7);
+                assert!(
+                    left.load(SeqCst),
+                    "replace of {i} returned inside its reader"
+                );
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        left.store(true, SeqCst);
+        release_tx.send(()).unwrap();
+        writer.join().unwrap();
+    }
+    drop(sample_tx);
+    reader.join().unwrap();
+}

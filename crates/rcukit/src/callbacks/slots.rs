@@ -23,7 +23,7 @@ use super::producers::ProducerShared;
 use super::shard::Shard;
 use crate::barrier::FenceKind;
 use crate::fork;
-use crate::per_thread::{Entry, PerDomain};
+use crate::per_thread::{DomainKey, Entry, PerDomain};
 use crate::sync::lock;
 use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
@@ -158,7 +158,7 @@ pub(crate) unsafe fn with_slot<R>(
 ) -> Option<R> {
     PRODUCERS
         .try_with(|p| {
-            let slot = p.get_or_insert(domain, || SlotEntry(Box::new(create())));
+            let slot = p.get_or_insert(DomainKey::new(domain), || SlotEntry(Box::new(create())));
             // Slots are boxed and owned by this thread's table, which drops them only at thread
             // exit or (when it adds a slot) once their domain is gone.
             // SAFETY: the caller keeps `domain` alive, so `slot` is valid (above), and its

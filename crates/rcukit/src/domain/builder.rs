@@ -362,7 +362,8 @@ impl RcuBuilder {
             parking: crate::owned::Parking::new(),
         });
         fork::register(&inner);
-        let rcu = Rcu { inner };
+        let read_side = inner.core.read_side.share();
+        let rcu = Rcu { inner, read_side };
         // On an error, dropping `rcu` stops the threads already started.
         rcu.inner.start_threads()?;
         Ok(rcu)

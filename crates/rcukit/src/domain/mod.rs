@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
-use crate::gp::{GpCore, GpEvent};
+use crate::gp::{GpCore, GpEvent, ReadSidePtr};
 use crate::owned::OwnedGuard;
 use crate::reader::{self, Guard};
 use crate::seq::GpCookie;
@@ -76,6 +76,12 @@ impl Inner {
     /// The domain's id (kept with what readers read, see [`ReadSide`](crate::gp::ReadSide)).
     #[inline]
     pub(crate) fn id(&self) -> u64 {
+        self.key().id()
+    }
+
+    /// The domain's id and hash, to look the thread's state for it up.
+    #[inline]
+    pub(crate) fn key(&self) -> crate::per_thread::DomainKey {
         self.core.read_side.domain
     }
 
@@ -209,6 +215,9 @@ pub(super) const GLOBAL_NAME: &str = "rcu-global";
 /// readers of another, or to run with different settings.
 pub struct Rcu {
     pub(super) inner: Arc<Inner>,
+    /// `inner`'s read side (see [`read_side`](crate::gp::read_side)): `read()` goes from the
+    /// handle straight to it. Valid while `inner` is held.
+    pub(super) read_side: ReadSidePtr,
 }
 
 impl Rcu {
@@ -289,12 +298,13 @@ impl Rcu {
     /// store.
     #[inline]
     pub fn read(&self) -> Guard<'_> {
-        let inner = &*self.inner;
-        let record = reader::local_record(inner.id(), &inner.core.registry);
+        // SAFETY: `self.inner` owns the line and is held for as long as `self` is borrowed.
+        let read_side = unsafe { self.read_side.get() };
+        let record = reader::local_record(read_side.domain, &self.inner.core.registry);
         // SAFETY: `local_record` returns the calling thread's live record for this domain; it
         // stays valid while any guard on it exists (see `reader`).
         unsafe {
-            (*record).enter(&inner.core.read_side.epoch, inner.core.read_side.fence);
+            (*record).enter(&read_side.epoch, read_side.fence);
             Guard::new(self, record)
         }
     }
@@ -308,7 +318,7 @@ impl Rcu {
     /// with guards or each other: each is counted on its own.
     #[inline]
     pub fn read_owned(&self) -> OwnedGuard {
-        OwnedGuard::enter(&self.inner, self.is_global())
+        OwnedGuard::enter(&self.inner, self.read_side, self.is_global())
     }
 
     /// Is this the global domain (which is never dropped)?
@@ -321,7 +331,7 @@ impl Rcu {
 
     /// Is the calling thread inside a read-side critical section of this domain?
     pub fn is_reading(&self) -> bool {
-        reader::is_reading(self.inner.id(), &self.inner.core.registry)
+        reader::is_reading(self.inner.key(), &self.inner.core.registry)
     }
 
     #[track_caller]

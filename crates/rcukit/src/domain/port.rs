@@ -53,7 +53,7 @@ impl Inner {
     #[inline]
     pub(crate) fn is_reading_here(&self) -> bool {
         match self.core.flavor() {
-            Flavor::Guards => crate::reader::is_reading(self.id(), &self.core.registry),
+            Flavor::Guards => crate::reader::is_reading(self.key(), &self.core.registry),
             Flavor::Qsbr => crate::qsbr::online_here(self.id(), &self.core.registry),
         }
     }

@@ -18,6 +18,9 @@
 
 pub mod expedited;
 pub mod normal;
+pub(crate) mod read_side;
+
+pub(crate) use read_side::{ReadSide, ReadSideLine, ReadSidePtr};
 
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::owned::{self, Drain, OwnedReaders};
@@ -59,19 +62,9 @@ pub(crate) enum Flavor {
     Qsbr,
 }
 
-/// What readers touch: the domain's id (to find their record), the epoch and the fence kind,
-/// on a cache line of their own so that updates to other domain state never invalidate the
-/// readers' copy, and a thread that reads many domains in turn touches one line of each.
-pub(crate) struct ReadSide {
-    pub(crate) epoch: AtomicU64,
-    pub(crate) fence: FenceKind,
-    /// The domain's id, unique for the life of the process (0 for cores of no domain).
-    pub(crate) domain: u64,
-}
-
 /// The state a grace period needs to wait for readers.
 pub(crate) struct GpCore {
-    pub(crate) read_side: crossbeam_utils::CachePadded<ReadSide>,
+    pub(crate) read_side: ReadSideLine,
     pub(crate) registry: Arc<Registry>,
     /// The phase and turn of owned sections (see [`owned`](crate::owned)).
     pub(crate) owned: OwnedReaders,
@@ -90,11 +83,11 @@ impl GpCore {
         reporter: Reporter,
     ) -> GpCore {
         GpCore {
-            read_side: crossbeam_utils::CachePadded::new(ReadSide {
+            read_side: ReadSideLine::new(ReadSide {
                 // Starts at 1: 0 in a record means "not reading".
                 epoch: AtomicU64::new(1),
                 fence,
-                domain: 0,
+                domain: crate::per_thread::DomainKey::NONE,
             }),
             registry: Arc::new(Registry::new()),
             owned: OwnedReaders::new(),
@@ -108,7 +101,7 @@ impl GpCore {
 
     /// The same core, as the core of domain `id`.
     pub(crate) fn with_domain(mut self, id: u64) -> GpCore {
-        self.read_side.domain = id;
+        self.read_side.domain = crate::per_thread::DomainKey::new(id);
         self
     }
 

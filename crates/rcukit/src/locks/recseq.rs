@@ -95,6 +95,7 @@
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::error::Error;
 use crate::gp::StallWatch;
+use crate::per_thread::DomainKey;
 use crate::reader::{self, ReaderRecord, Registry};
 use crate::report::{Report, Reporter, Stall};
 use crate::sync::{AtomicPtr, Backoff};
@@ -182,7 +183,8 @@ impl RecSeqBuilder {
 /// A guard leaked with `mem::forget` blocks every later `replace` (reported as a stall).
 pub struct RecSeq<T> {
     pub(crate) ptr: AtomicPtr<T>,
-    id: u64,
+    /// The id of this lock's readers' records (a domain id) and its hash.
+    key: DomainKey,
     pub(crate) registry: Arc<Registry>,
     fence: FenceKind,
     stall_timeout: Duration,
@@ -221,7 +223,7 @@ impl<T> RecSeq<T> {
     ) -> RecSeq<T> {
         RecSeq {
             ptr: AtomicPtr::new(Box::into_raw(value)),
-            id: crate::domain::next_domain_id(),
+            key: DomainKey::new(crate::domain::next_domain_id()),
             registry: Arc::new(Registry::new()),
             fence,
             stall_timeout,
@@ -245,7 +247,7 @@ impl<T> RecSeq<T> {
     /// and dropping the guard is one store.
     #[inline]
     pub fn read(&self) -> RecSeqGuard<'_, T> {
-        let record = reader::local_record(self.id, &self.registry);
+        let record = reader::local_record(self.key, &self.registry);
         // SAFETY: `local_record` returns the calling thread's record for this RecSeq, alive
         // while any guard on it exists.
         unsafe { self.read_on(record) }
@@ -292,7 +294,7 @@ impl<T> RecSeq<T> {
     /// If the calling thread holds a guard of this `RecSeq`.
     #[track_caller]
     pub fn replace_box(&self, value: Box<T>) -> Box<T> {
-        if reader::is_reading(self.id, &self.registry) {
+        if reader::is_reading(self.key, &self.registry) {
             panic!(
                 "rcukit: RecSeq::replace called while this thread holds a read guard of the same \
                  RecSeq; the writer would wait for this very reader and never return. Drop the \
@@ -330,7 +332,7 @@ impl<T> RecSeq<T> {
                         self.stalls.fetch_add(1, Relaxed);
                         self.reporter.report(Report::Stall(Stall {
                             domain_kind: "RecSeq",
-                            domain: format!("#{}", self.id),
+                            domain: format!("#{}", self.key.id()),
                             waiter: "replace()",
                             reader: format!("the read section of {}", record.describe_thread()),
                             waited: held,
@@ -363,7 +365,7 @@ impl<T> RecSeq<T> {
 
     /// Is the calling thread inside a read section of this `RecSeq`?
     pub fn is_reading(&self) -> bool {
-        reader::is_reading(self.id, &self.registry)
+        reader::is_reading(self.key, &self.registry)
     }
 
     /// Stall reports issued so far (a replacement waited longer than the stall timeout for one
