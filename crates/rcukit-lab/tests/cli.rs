@@ -37,6 +37,7 @@ fn bad_flags_give_clear_errors() {
         &["netfilter", "--readers", "0", "--no-progress"],
         "--readers",
     );
+    assert_fails(&["netfilter", "--rounds", "0", "--no-progress"], "--rounds");
     assert_fails(&["netns", "--duration", "soon"], "not a duration");
     assert_fails(
         &["netns", "--duration", "0s", "--no-progress"],

@@ -70,8 +70,23 @@ fn netfilter_tiny() {
     cfg.readers = 1;
     cfg.warmup = ms(10);
     cfg.phase = ms(40);
+    cfg.rounds = 2;
     let r = netfilter::run(&cfg, &Progress::hidden()).unwrap();
     let json = serde_json::to_value(&r).unwrap();
+    // Interleaved rounds: every scheme but rcu-sync, the baseline first (its ratios are 1).
+    let round_ids: Vec<String> = netfilter::round_schemes()
+        .iter()
+        .map(|s| s.id().to_string())
+        .collect();
+    assert!(!round_ids.contains(&"rcu-sync".to_string()));
+    assert_eq!(ids(&json["addition_rounds"], "scheme"), round_ids);
+    for (i, a) in r.addition_rounds.iter().enumerate() {
+        assert_eq!(a.p50_us.values.len(), 2, "{a:?}");
+        finite(&json, &format!("/addition_rounds/{i}/p50_us/median"));
+        finite(&json, &format!("/addition_rounds/{i}/vs_baseline/median"));
+        assert_eq!(a.wrong_verdicts, 0, "{a:?}");
+    }
+    assert_eq!(r.addition_rounds[0].vs_baseline.values, vec![1.0, 1.0]);
     let expected: Vec<String> = netfilter::SchemeId::ALL
         .iter()
         .map(|s| s.id().to_string())

@@ -51,13 +51,25 @@
 //! The baseline for every ratio is `recseq`, the seed's "current" scheme: netfilter's
 //! `xt_recseq`, which `rcukit::RecSeq` rebuilds (readers make a per-thread sequence counter
 //! odd with a full fence, the writer swaps the table and scans the counters).
+//!
+//! # Rounds
+//!
+//! The main table runs each scheme once, about four seconds apart, and on a shared machine
+//! the cost of copying a table drifts over such spans: in ten runs in a row, every copying
+//! scheme's p50 per addition was about 1.4 µs in six and about 3 µs in four, all schemes
+//! together. So the per-addition time is also measured in `--rounds` interleaved rounds
+//! (every scheme but `rcu-sync`, whose 200 additions take seconds): each round runs each
+//! scheme's additions once on a fresh table with its readers, in an order rotated from round
+//! to round, and the ratio to `recseq` is taken within each round ([`AdditionRounds`]).
 
 mod render;
 mod rules;
 mod run;
 mod schemes;
 
-pub use run::{run, Body, LookupRates, Ratios, SchemeResult, SeedFigures};
+pub use run::{
+    round_schemes, run, AdditionRounds, Body, LookupRates, Ratios, SchemeResult, SeedFigures,
+};
 pub use schemes::SchemeId;
 
 use super::{
@@ -91,6 +103,8 @@ pub struct Config {
     /// Length of the sustained-update phase and of the reader-only phase.
     #[serde(rename = "phase_ms", serialize_with = "ser_ms")]
     pub phase: Duration,
+    /// Interleaved rounds of the per-addition timing ([`AdditionRounds`]).
+    pub rounds: usize,
     /// Quick mode.
     pub quick: bool,
 }
@@ -104,6 +118,7 @@ impl Config {
             readers: common.threads.saturating_sub(1).max(1),
             warmup: common.pick(Duration::from_millis(50), Duration::from_millis(200)),
             phase: common.pick(Duration::from_millis(300), Duration::from_secs(2)),
+            rounds: common.pick(5, 7),
             quick: common.quick,
         }
     }
@@ -115,6 +130,7 @@ impl Config {
         check_threads("--readers", self.readers)?;
         check_duration("--phase", self.phase)?;
         check_duration("warm-up", self.warmup)?;
+        check_range("--rounds", self.rounds as u64, 1, 1000)?;
         Ok(())
     }
 }
@@ -135,6 +151,10 @@ pub struct Args {
     /// [default: 300ms quick, 2s full]
     #[arg(long, value_parser = crate::cli::parse_duration)]
     pub phase: Option<Duration>,
+    /// Interleaved rounds of the per-addition timing (every scheme but rcu-sync)
+    /// [default: 5 quick, 7 full]
+    #[arg(long)]
+    pub rounds: Option<usize>,
 }
 
 /// The experiment's result: the envelope around [`Body`].
@@ -156,7 +176,7 @@ impl Experiment for Netfilter {
     }
 
     fn apply(args: &Args, cfg: &mut Config) {
-        crate::override_fields!(args => cfg; rules, additions, readers, phase);
+        crate::override_fields!(args => cfg; rules, additions, readers, phase, rounds);
     }
 
     fn run(cfg: &Config, progress: &Progress) -> Result<Report> {

@@ -29,6 +29,7 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
         r.config.phase.as_millis(),
         r.config.phase.as_millis()
     ));
+    md.push_str(&rounds_section(r));
     md.push_str(&unavailable_note(&r.not_available));
     Ok(Rendered {
         markdown: md,
@@ -200,6 +201,45 @@ fn our_table(r: &Report) -> String {
     t.to_markdown()
 }
 
+/// The per-addition medians of the interleaved rounds.
+fn rounds_section(r: &Report) -> String {
+    let base = r.baseline.id();
+    let mut t = Table::new(&[
+        "scheme",
+        "per addition p50 (µs), median of rounds (min-max)",
+        &format!("vs `{base}`, round by round"),
+        "wrong verdicts",
+    ]);
+    for a in &r.addition_rounds {
+        t.row(vec![
+            format!("`{}`", a.scheme.id()),
+            format!(
+                "{} ({}-{})",
+                report::num(a.p50_us.median),
+                report::num(a.p50_us.min),
+                report::num(a.p50_us.max)
+            ),
+            format!(
+                "{} ({}-{})",
+                report::ratio(a.vs_baseline.median_ratio()),
+                report::ratio(ratio(a.vs_baseline.min, 1.0)),
+                report::ratio(ratio(a.vs_baseline.max, 1.0))
+            ),
+            a.wrong_verdicts.to_string(),
+        ]);
+    }
+    format!(
+        "\n### Per-addition time in {} interleaved rounds\n\nThe table above measures each \
+         scheme once, seconds apart, and the machine's memory speed drifts over such spans. \
+         Here each scheme (but `rcu-sync`, whose additions take seconds) times its {} \
+         additions once per round, on a fresh table with its readers, in an order rotated from \
+         round to round; ratios are taken within each round.\n\n{}",
+        r.config.rounds,
+        r.config.additions,
+        t.to_markdown()
+    )
+}
+
 /// Total update time, and reader lookups with and without the writer.
 fn svg(r: &Report) -> Result<String> {
     let cats: Vec<String> = r
@@ -277,6 +317,21 @@ fn headlines(r: &Report) -> Vec<String> {
             },
         )
     };
+    if let Some(retire) = r
+        .addition_rounds
+        .iter()
+        .find(|a| a.scheme == SchemeId::RcuRetire)
+    {
+        headlines.push(format!(
+            "per addition, median of {} interleaved rounds: rcu-retire {} µs, {} of `{base}`'s \
+             (rounds {}-{})",
+            r.config.rounds,
+            report::num(retire.p50_us.median),
+            report::ratio(retire.vs_baseline.median_ratio()),
+            report::ratio(ratio(retire.vs_baseline.min, 1.0)),
+            report::ratio(ratio(retire.vs_baseline.max, 1.0))
+        ));
+    }
     headlines.push(format!(
         "reader lookups/s vs `{base}`, while the writer runs flat out / readers alone: {}, {}, \
          {}",

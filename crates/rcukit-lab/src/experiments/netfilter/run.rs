@@ -1,14 +1,14 @@
 //! The readers and the writer, per scheme, and the figures.
 
 use crate::env::Environment;
-use crate::measure::{self, per_sec, ratio, Counter, StopFlag, Summary};
+use crate::measure::{self, per_sec, ratio, Counter, Rounds, StopFlag, Summary};
 use crate::progress::Progress;
 use anyhow::Result;
 use serde::Serialize;
 use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::rules::{packets, Op, Packet, Rule};
 use super::schemes::{RuleTable, SchemeId};
@@ -68,6 +68,26 @@ pub struct SchemeResult {
     pub wrong_verdicts: u64,
 }
 
+/// A scheme's per-addition median, timed again in interleaved rounds.
+///
+/// The main run measures each scheme once, one after another, about four seconds apart; on a
+/// shared machine the speed of memory traffic drifts over such spans (every copying scheme's
+/// additions went from about 1.4 to about 3 µs together between runs), so one scheme's p50
+/// against another's decides nothing. Here every scheme times its additions once per round,
+/// in an order rotated from round to round, and the ratio to the baseline is taken round by
+/// round.
+#[derive(Clone, Debug, Serialize)]
+pub struct AdditionRounds {
+    /// Scheme id.
+    pub scheme: SchemeId,
+    /// Each round's p50 per addition, µs.
+    pub p50_us: Rounds,
+    /// Round by round: this scheme's p50 / the baseline's p50 of the same round.
+    pub vs_baseline: Rounds,
+    /// Lookups that returned a wrong verdict in these rounds (must be 0).
+    pub wrong_verdicts: u64,
+}
+
 /// The seed's figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct SeedFigures {
@@ -110,6 +130,9 @@ pub struct Body {
     pub baseline_note: &'static str,
     /// Every scheme run, in order.
     pub schemes: Vec<SchemeResult>,
+    /// Per-addition medians in interleaved rounds (every scheme but `rcu-sync`, whose
+    /// additions take seconds), the baseline first.
+    pub addition_rounds: Vec<AdditionRounds>,
     /// Schemes not in this build.
     pub not_available: Vec<Unavailable>,
     /// The seed's own figures.
@@ -145,8 +168,10 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
             ),
         };
     }
+    let addition_rounds = addition_rounds(cfg, progress)?;
     let body = Body {
         baseline,
+        addition_rounds,
         baseline_note: "recseq is the seed's \"current\" scheme, netfilter's xt_recseq rebuilt \
                         as rcukit::RecSeq: readers make a per-thread sequence counter odd (with a \
                         full fence) while they classify, the writer swaps in the new table and \
@@ -156,6 +181,59 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
         seed: seed_figures(),
     };
     Ok(Envelope::new::<Netfilter>(env, cfg.clone(), body))
+}
+
+/// The schemes timed in [`AdditionRounds`]: all but `rcu-sync`.
+pub fn round_schemes() -> Vec<SchemeId> {
+    SchemeId::ALL
+        .iter()
+        .copied()
+        .filter(|&id| id != SchemeId::RcuSync)
+        .collect()
+}
+
+/// Time every scheme of [`round_schemes`]'s additions once per round, `cfg.rounds` times, in
+/// an order rotated from round to round (see [`AdditionRounds`]). Each round of a scheme is a
+/// whole run of it (fresh table and readers) with short phases after the additions.
+fn addition_rounds(cfg: &Config, progress: &Progress) -> Result<Vec<AdditionRounds>> {
+    let short = Config {
+        warmup: cfg.warmup.min(Duration::from_millis(50)),
+        phase: Duration::from_millis(10),
+        ..cfg.clone()
+    };
+    let ids = round_schemes();
+    let task = progress.task(&format!("{NAME} rounds"), (cfg.rounds * ids.len()) as u64);
+    let mut p50s = vec![Vec::with_capacity(cfg.rounds); ids.len()];
+    let mut wrong = vec![0u64; ids.len()];
+    for round in 0..cfg.rounds {
+        for k in 0..ids.len() {
+            let at = (k + round) % ids.len();
+            task.message(format!(
+                "round {}/{}: {}",
+                round + 1,
+                cfg.rounds,
+                ids[at].id()
+            ));
+            let result = run_scheme(&short, ids[at])?;
+            p50s[at].push(result.update_us.p50);
+            wrong[at] += result.wrong_verdicts;
+            task.inc();
+        }
+    }
+    task.finish();
+    let rounds: Vec<Rounds> = p50s.into_iter().map(Rounds::of).collect();
+    let base = rounds[0].clone();
+    Ok(ids
+        .into_iter()
+        .zip(rounds)
+        .zip(wrong)
+        .map(|((scheme, p50_us), wrong_verdicts)| AdditionRounds {
+            scheme,
+            vs_baseline: p50_us.ratio_to(&base),
+            p50_us,
+            wrong_verdicts,
+        })
+        .collect())
 }
 
 fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
