@@ -112,7 +112,7 @@
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
 //! [`reader`] (records, registry, guard), [`per_thread`] (a thread's state per domain, found in
 //! O(1)), [`owned`] (owned sections, SRCU), [`section`] (what containers accept as a read
-//! section), [`gp`] (the scan, [`gp::normal`], [`gp::expedited`]), [`waiting`] (futures for
+//! section), [`gp`] (the scan, [`gp::normal`], [`gp::expedited`], [`gp::read_side`]), [`waiting`] (futures for
 //! grace periods and barriers), [`callbacks`] (segmented lists and workers; read
 //! [`callbacks::port`] first), [`domain`] (the domain),
 //! [`cell`], [`list`] and [`map`] (RCU-protected data; [`domain_ref`] ties them to a

@@ -18,7 +18,7 @@
 
 pub mod expedited;
 pub mod normal;
-pub(crate) mod read_side;
+pub mod read_side;
 
 pub(crate) use read_side::{ReadSide, ReadSideLine, ReadSidePtr};
 

@@ -16,10 +16,10 @@
 //!
 //! # Why it is sound
 //!
-//! Each line is owned by one [`ReadSideLine`], held by the domain's grace-period core
-//! ([`GpCore`](super::GpCore)) and given back when the core drops; pages are never returned to
+//! Each line is owned by one `ReadSideLine`, held by the domain's grace-period core
+//! (`GpCore`) and given back when the core drops; pages are never returned to
 //! the allocator, so a line's memory stays valid for the life of the process, and a line is
-//! only reused after its owner dropped it. A [`ReadSidePtr`] (the handle's copy of the pointer)
+//! only reused after its owner dropped it. A `ReadSidePtr` (the handle's copy of the pointer)
 //! is only read while the `Arc` of the domain's state that owns the line is held: the handle
 //! holds it. A line reused by a later domain carries that domain's id, never an earlier one
 //! (ids are never reused), so a thread's cache keyed by id cannot mistake it for the old one.
