@@ -160,16 +160,20 @@ pub mod performance {
     //! another thread writes, so a second reader thread does not slow the first down.
     //!
     //! A thread finds its record through a one-entry cache (the domain it read last, in a
-    //! thread-local without destructor): reading one domain is one compare. Alternating between
-    //! domains costs a hash probe, the same at any number of domains ([`per_thread`](crate::per_thread)).
-    //! The first read of a thread in a domain allocates and registers the record, once.
+    //! thread-local without destructor): reading one domain is one compare. A thread that reads
+    //! several domains in turn finds each record in a 256-slot direct-mapped cache, and past
+    //! that with a hash probe, the same at any number of domains ([`per_thread`](crate::per_thread)).
+    //! The `Rcu` handle points at the domain's read-side line (epoch, fence, key), and those
+    //! lines are packed 32 to a page ([`gp::read_side`](crate::gp::read_side)), so a hundred
+    //! domains' lines take four pages. The first read of a thread in a domain allocates and
+    //! registers the record, once.
     //!
-    //! In the lab's `peers` (7 interleaved rounds, median; 2026-11-25), a section of
-    //! `Rcu::global().read()` with the lookup of the global domain in the loop cost 1.40 ns at
-    //! one thread and 1.45 ns at two, a domain handle's 1.34 and 1.36 ns, against liburcu's memb
-    //! flavor at 1.56 and 1.60 ns and ck_epoch at 5.04 and 5.06 ns in the same run. One thread
-    //! reading ten domains in turn paid 2.12 ns per section, a hundred 2.98 ns (`domains`
-    //! bench; each domain's lines no longer stay in L1).
+    //! In the lab's `peers` (7 interleaved rounds, median; 2026-11-25, seventh session), a
+    //! section of `Rcu::global().read()` with the lookup of the global domain in the loop cost
+    //! 1.22 ns at one thread and 1.25-1.29 ns at two, a domain handle's 1.14 and 1.16 ns,
+    //! against liburcu's memb flavor at 1.56-1.57 and 1.59-1.60 ns and ck_epoch at 5.0 and
+    //! 5.1-5.2 ns in the same runs. One thread reading 10, 50 or 100 domains in turn paid
+    //! 1.46-1.55x the one-domain cost per section, 200 domains 2.0-2.1x (`domains` bench).
     //!
     //! Measured (`cell` and `alternatives` benches):
     //!
