@@ -14,7 +14,8 @@
 
 use super::{Common, Outcome};
 use crate::env::Environment;
-use crate::progress::Progress;
+use crate::measure::Rounds;
+use crate::progress::{Progress, Task};
 use anyhow::Result;
 use serde::Serialize;
 
@@ -166,4 +167,56 @@ pub fn measure_each<I: Copy, R>(
     }
     task.finish();
     Ok(out)
+}
+
+/// Measure every one of `peers` once per round, `rounds` times, in an order rotated from
+/// round to round (see [`one_round`]). Returns each peer's values, in the order of `peers`.
+pub fn rounds_of<P: Copy>(
+    rounds: usize,
+    task: &Task,
+    what: &str,
+    peers: &[P],
+    id: impl Fn(P) -> &'static str,
+    mut measure: impl FnMut(P) -> Result<f64>,
+) -> Result<Vec<Vec<f64>>> {
+    let mut values = vec![Vec::with_capacity(rounds); peers.len()];
+    for round in 0..rounds {
+        let label = format!("{what}, round {}/{rounds}", round + 1);
+        one_round(task, &label, peers, round, &id, &mut measure, &mut values)?;
+    }
+    Ok(values)
+}
+
+/// Measure every one of `peers` once, starting `round` peers further on (so that no peer
+/// always runs first, or always right after the same one), and append each value to the
+/// peer's list in `values`.
+pub fn one_round<P: Copy>(
+    task: &Task,
+    label: &str,
+    peers: &[P],
+    round: usize,
+    id: &impl Fn(P) -> &'static str,
+    measure: &mut impl FnMut(P) -> Result<f64>,
+    values: &mut [Vec<f64>],
+) -> Result<()> {
+    for k in 0..peers.len() {
+        let at = (k + round) % peers.len();
+        task.message(format!("{label}: {}", id(peers[at])));
+        values[at].push(measure(peers[at])?);
+        task.inc();
+    }
+    Ok(())
+}
+
+/// The rounds of every peer, and their round-by-round ratios to the peer at `base`.
+pub fn with_ratios(values: Vec<Vec<f64>>, base: Option<usize>) -> Vec<(Rounds, Rounds)> {
+    let rounds: Vec<Rounds> = values.into_iter().map(Rounds::of).collect();
+    let base = base.map(|b| rounds[b].clone());
+    rounds
+        .into_iter()
+        .map(|r| {
+            let ratios = base.as_ref().map(|b| r.ratio_to(b)).unwrap_or_default();
+            (r, ratios)
+        })
+        .collect()
 }

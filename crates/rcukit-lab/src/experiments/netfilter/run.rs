@@ -1,6 +1,7 @@
 //! The readers and the writer, per scheme, and the figures.
 
 use crate::env::Environment;
+use crate::experiments::kit::{rounds_of, with_ratios};
 use crate::measure::{self, per_sec, ratio, Counter, Rounds, StopFlag, Summary};
 use crate::progress::Progress;
 use anyhow::Result;
@@ -203,36 +204,27 @@ fn addition_rounds(cfg: &Config, progress: &Progress) -> Result<Vec<AdditionRoun
     };
     let ids = round_schemes();
     let task = progress.task(&format!("{NAME} rounds"), (cfg.rounds * ids.len()) as u64);
-    let mut p50s = vec![Vec::with_capacity(cfg.rounds); ids.len()];
     let mut wrong = vec![0u64; ids.len()];
-    for round in 0..cfg.rounds {
-        for k in 0..ids.len() {
-            let at = (k + round) % ids.len();
-            task.message(format!(
-                "round {}/{}: {}",
-                round + 1,
-                cfg.rounds,
-                ids[at].id()
-            ));
-            let result = run_scheme(&short, ids[at])?;
-            p50s[at].push(result.update_us.p50);
-            wrong[at] += result.wrong_verdicts;
-            task.inc();
-        }
-    }
+    let p50s = rounds_of(cfg.rounds, &task, "additions", &ids, SchemeId::id, |id| {
+        let result = run_scheme(&short, id)?;
+        let at = ids.iter().position(|&i| i == id).unwrap_or(0);
+        wrong[at] += result.wrong_verdicts;
+        Ok(result.update_us.p50)
+    })?;
     task.finish();
-    let rounds: Vec<Rounds> = p50s.into_iter().map(Rounds::of).collect();
-    let base = rounds[0].clone();
+    let base = ids.iter().position(|&id| id == SchemeId::ALL[0]);
     Ok(ids
         .into_iter()
-        .zip(rounds)
+        .zip(with_ratios(p50s, base))
         .zip(wrong)
-        .map(|((scheme, p50_us), wrong_verdicts)| AdditionRounds {
-            scheme,
-            vs_baseline: p50_us.ratio_to(&base),
-            p50_us,
-            wrong_verdicts,
-        })
+        .map(
+            |((scheme, (p50_us, vs_baseline)), wrong_verdicts)| AdditionRounds {
+                scheme,
+                p50_us,
+                vs_baseline,
+                wrong_verdicts,
+            },
+        )
         .collect())
 }
 

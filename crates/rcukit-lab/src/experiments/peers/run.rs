@@ -2,7 +2,7 @@
 //! round.
 
 use crate::env::Environment;
-use crate::measure::{self, Rounds, Summary};
+use crate::measure::{self, Summary};
 use crate::progress::{Progress, Task};
 use anyhow::Result;
 use serde::Serialize;
@@ -11,6 +11,7 @@ use super::grace_period::{measure_gp, GpPeer, GpResult};
 use super::read::{measure_read, ReadPeer, ReadResult, ReadState};
 use super::retire::{measure_retire, RetirePeer, RetireResult};
 use super::{Config, Part, Peers, Report, NAME, UNAVAILABLE};
+use crate::experiments::kit::{one_round, rounds_of, with_ratios};
 use crate::experiments::{Envelope, Unavailable};
 
 /// The experiment's figures (inside the [`Envelope`]).
@@ -59,58 +60,6 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
     };
     task.finish();
     Ok(Envelope::new::<Peers>(env, cfg.clone(), body))
-}
-
-/// Measure every one of `peers` once per round, `cfg.rounds` times. Returns each peer's
-/// values, in the order of `peers`.
-fn rounds_of<P: Copy>(
-    cfg: &Config,
-    task: &Task,
-    what: &str,
-    peers: &[P],
-    id: impl Fn(P) -> &'static str,
-    mut measure: impl FnMut(P) -> Result<f64>,
-) -> Result<Vec<Vec<f64>>> {
-    let mut values = vec![Vec::with_capacity(cfg.rounds); peers.len()];
-    for round in 0..cfg.rounds {
-        let label = format!("{what}, round {}/{}", round + 1, cfg.rounds);
-        one_round(task, &label, peers, round, &id, &mut measure, &mut values)?;
-    }
-    Ok(values)
-}
-
-/// Measure every one of `peers` once, starting `round` peers further on (so that no peer
-/// always runs first, or always right after the same one), and append each value to the
-/// peer's list in `values`.
-fn one_round<P: Copy>(
-    task: &Task,
-    label: &str,
-    peers: &[P],
-    round: usize,
-    id: &impl Fn(P) -> &'static str,
-    measure: &mut impl FnMut(P) -> Result<f64>,
-    values: &mut [Vec<f64>],
-) -> Result<()> {
-    for k in 0..peers.len() {
-        let at = (k + round) % peers.len();
-        task.message(format!("{label}: {}", id(peers[at])));
-        values[at].push(measure(peers[at])?);
-        task.inc();
-    }
-    Ok(())
-}
-
-/// The rounds of every peer, and their round-by-round ratios to the peer at `base`.
-fn with_ratios(values: Vec<Vec<f64>>, base: Option<usize>) -> Vec<(Rounds, Rounds)> {
-    let rounds: Vec<Rounds> = values.into_iter().map(Rounds::of).collect();
-    let base = base.map(|b| rounds[b].clone());
-    rounds
-        .into_iter()
-        .map(|r| {
-            let ratios = base.as_ref().map(|b| r.ratio_to(b)).unwrap_or_default();
-            (r, ratios)
-        })
-        .collect()
 }
 
 /// Read-side cost of every read peer at every thread count, in rounds (each thread count's
@@ -164,7 +113,7 @@ fn run_read(cfg: &Config, task: &Task) -> Result<Vec<ReadResult>> {
 fn run_grace_period(cfg: &Config, task: &Task) -> Result<Vec<GpResult>> {
     let peers = GpPeer::all();
     let mut pooled = vec![Vec::new(); peers.len()];
-    let means = rounds_of(cfg, task, "grace period", &peers, GpPeer::id, |p| {
+    let means = rounds_of(cfg.rounds, task, "grace period", &peers, GpPeer::id, |p| {
         let samples = measure_gp(cfg, p)?;
         let mean = Summary::of(&samples).mean;
         let at = peers.iter().position(|&q| q == p).unwrap_or(0);
@@ -191,7 +140,7 @@ fn run_grace_period(cfg: &Config, task: &Task) -> Result<Vec<GpResult>> {
 fn run_retire(cfg: &Config, task: &Task) -> Result<Vec<RetireResult>> {
     let peers = RetirePeer::all();
     let mut freed = vec![0u64; peers.len()];
-    let rates = rounds_of(cfg, task, "retire", &peers, RetirePeer::id, |p| {
+    let rates = rounds_of(cfg.rounds, task, "retire", &peers, RetirePeer::id, |p| {
         let (f, elapsed) = measure_retire(cfg.retire_objects, p)?;
         let at = peers.iter().position(|&q| q == p).unwrap_or(0);
         freed[at] += f;
