@@ -2,9 +2,9 @@
 //! section when every section is of another domain than the last, against one domain.
 //!
 //! `RecSeq`s are read round-robin at k = 1, 10, 100 and 1,000 (a `RecSeq` has no threads, so a
-//! thousand are cheap), `Rcu` domains at k = 1, 10, 50, 100 and 200 (each has three threads). Every
-//! figure is the median of 7 interleaved rounds (min-max in brackets), ns per section; the ratio
-//! is taken in each round against k = 1 of the same kind and round.
+//! thousand are cheap), `Rcu` domains at k = 1, 10, 50, 100 and 200 (each has three threads).
+//! Every figure is the median of 7 interleaved rounds (min-max in brackets), ns per section;
+//! the ratio is taken in each round against k = 1 of the same kind and round.
 //!
 //! Run with `cargo bench -p rcukit --bench domains` (about 20 s).
 

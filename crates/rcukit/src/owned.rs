@@ -135,8 +135,6 @@ mod loom;
 
 use crate::barrier;
 use crate::domain::Inner;
-use crate::gp::{ReadSide, ReadSidePtr};
-use crate::per_thread::DomainKey;
 use crate::reader::{self, Registry};
 use crate::report::{Report, Stall};
 use crate::sync::{AtomicU64, Backoff, Condvar, Mutex};
@@ -388,8 +386,6 @@ pub(crate) fn stall_report(
 #[must_use = "the read-side critical section ends when the guard is dropped"]
 pub struct OwnedGuard {
     inner: NonNull<Inner>,
-    /// `inner`'s read side (its key, epoch and fence), reached without `inner`.
-    read_side: ReadSidePtr,
     /// The guard's domain is the global one, which is never dropped (no parking).
     immortal: bool,
     /// The phase the section counted its lock under (O1).
@@ -405,30 +401,20 @@ unsafe impl Send for OwnedGuard {}
 unsafe impl Sync for OwnedGuard {}
 
 impl OwnedGuard {
-    /// O1-O3. `read_side` is `inner`'s; `immortal` says that `inner` belongs to a domain that
-    /// is never dropped.
+    /// O1-O3. `immortal` says that `inner` belongs to a domain that is never dropped.
     #[inline]
-    pub(crate) fn enter(inner: &Arc<Inner>, read_side: ReadSidePtr, immortal: bool) -> OwnedGuard {
+    pub(crate) fn enter(inner: &Arc<Inner>, immortal: bool) -> OwnedGuard {
         if !immortal {
             inner.parking.mark_used();
         }
         let phase = inner.core.owned.phase();
-        // SAFETY: `inner` owns the line and is alive for this call.
-        let line = unsafe { read_side.get() };
-        count(inner, line.domain, Side::Locks, phase);
-        barrier::light(line.fence);
+        count(inner, Side::Locks, phase);
+        barrier::light(inner.core.read_side.fence);
         OwnedGuard {
             inner: NonNull::from(&**inner),
-            read_side,
             immortal,
             phase,
         }
-    }
-
-    #[inline(always)]
-    fn read_side(&self) -> &ReadSide {
-        // SAFETY: `inner` owns the line, and outlives the guard (see `inner`).
-        unsafe { self.read_side.get() }
     }
 
     #[inline(always)]
@@ -452,9 +438,11 @@ impl OwnedGuard {
 
 /// O2 or O4 on the calling thread's record, or on the residue when the thread's table is gone.
 #[inline(always)]
-fn count(inner: &Inner, key: DomainKey, side: Side, phase: usize) {
+fn count(inner: &Inner, side: Side, phase: usize) {
     let registry = &inner.core.registry;
-    if !reader::with_local_record(key, registry, |record| record.owned.bump_own(side, phase)) {
+    if !reader::with_local_record(inner.key(), registry, |record| {
+        record.owned.bump_own(side, phase)
+    }) {
         registry.owned_residue.bump_shared(side, phase);
     }
 }
@@ -466,14 +454,13 @@ impl Drop for OwnedGuard {
         if self.immortal {
             // The critical section's accesses are ordered before the count by its `Release`
             // store (O4); no fence is needed.
-            count(inner, self.read_side().domain, Side::Unlocks, self.phase);
+            count(inner, Side::Unlocks, self.phase);
             return;
         }
         // C1-C4 of the module docs.
         let core = &inner.core;
-        let line = self.read_side();
-        let read_side = (&line.epoch, line.fence);
-        let taken = reader::in_section(line.domain, &core.registry, read_side, |record| {
+        let read_side = (&core.read_side.epoch, core.read_side.fence);
+        let taken = reader::in_section(inner.key(), &core.registry, read_side, |record| {
             record.owned.bump_own(Side::Unlocks, self.phase);
             inner.parking.reap_if_parked(&core.registry)
         });

@@ -113,9 +113,9 @@ const CACHE_BITS: u32 = 8;
 /// no check of whether it is initialized or destroyed. 256 slots of 16 bytes: 4 KiB of
 /// static thread-local storage per thread. (Made on a thread's first read instead and reached
 /// through a pointer, it measured 1.76-1.79x of one domain's cost at k = 10-100 against
-/// 1.46-1.49x: it is kept static.) An entry names its domain by id, and ids are never reused, so an entry left after
-/// its domain is gone never matches again; the owner clears the cache before the states it
-/// points to can be freed otherwise (thread exit).
+/// 1.46-1.49x: it is kept static.) An entry names its domain by id, and ids are never reused,
+/// so an entry left after its domain is gone never matches again; the owner clears the cache
+/// before the states it points to can be freed otherwise (thread exit).
 pub(crate) struct DirectCache<T> {
     slots: [Cell<(u64, *const T)>; 1 << CACHE_BITS],
 }

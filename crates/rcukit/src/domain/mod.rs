@@ -318,7 +318,7 @@ impl Rcu {
     /// with guards or each other: each is counted on its own.
     #[inline]
     pub fn read_owned(&self) -> OwnedGuard {
-        OwnedGuard::enter(&self.inner, self.read_side, self.is_global())
+        OwnedGuard::enter(&self.inner, self.is_global())
     }
 
     /// Is this the global domain (which is never dropped)?

@@ -62,7 +62,7 @@ impl ReadSideLine {
 
     /// A copy of the pointer, for the domain handle (see [`ReadSidePtr`]).
     pub(crate) fn share(&self) -> ReadSidePtr {
-        ReadSidePtr(self.0.cast())
+        ReadSidePtr(NonNull::from(&**self))
     }
 }
 
