@@ -223,3 +223,46 @@ fn a_forked_child_ends_the_owned_sections_it_inherited() {
     assert!(succeeded(status), "the child failed ({status:#x})");
     waiting.join().unwrap();
 }
+
+/// Domains' read-side lines come from pages shared by every domain, handed out under one lock.
+/// A fork while another thread of the parent builds or drops domains must not leave that lock
+/// taken in the child: the child builds, uses and drops domains of its own.
+#[test]
+fn a_forked_child_builds_domains_while_the_parent_was_building_them() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let builders: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let rcu = Rcu::builder().callback_workers(1).build().unwrap();
+                    drop(rcu.read());
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    for round in 0..16 {
+        let status = fork_and_wait(|| {
+            for _ in 0..3 {
+                let rcu = Rcu::builder().callback_workers(1).build().unwrap();
+                exercise(&rcu);
+            }
+        });
+        let status = match status {
+            Ok(status) => status,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                panic!("round {round}: {e}");
+            }
+        };
+        assert!(
+            succeeded(status),
+            "round {round}: the child failed ({status:#x})"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    for b in builders {
+        b.join().unwrap();
+    }
+}
