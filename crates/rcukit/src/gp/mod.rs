@@ -130,6 +130,13 @@ impl GpCore {
     /// Wait until every reader that was in a critical section when this call started has left
     /// it (G1-G3 in the [`reader`](crate::reader) docs).
     pub(crate) fn wait_for_readers(&self, kind: GpKind) {
+        let mut stall = self.wait_for_guards(kind);
+        self.wait_for_owned(kind, Drain::Both, &mut stall);
+    }
+
+    /// G1-G3 for the guards' read sections, with the heavy barrier of `kind`; returns the
+    /// stall watch, for the owned sections' part that may follow.
+    fn wait_for_guards(&self, kind: GpKind) -> StallWatch {
         let heavy = match kind {
             GpKind::Normal => Heavy::Normal,
             GpKind::Expedited => Heavy::Expedited,
@@ -139,7 +146,7 @@ impl GpCore {
         for record in records.iter() {
             self.wait_for_record(record, target, kind, &mut stall);
         }
-        self.wait_for_owned(kind, Drain::Both, &mut stall);
+        stall
     }
 
     /// G1-G3 and the owned sections as [`wait_for_readers`](Self::wait_for_readers) does for
@@ -163,11 +170,7 @@ impl GpCore {
     /// expedited barrier, in the caller: for [`owned`](crate::owned)'s parking, where the
     /// domain's threads are already stopped.
     pub(crate) fn wait_for_sections(&self) {
-        let (target, records) = self.start_scan(Heavy::Expedited);
-        let mut stall = StallWatch::new(self.stall_timeout);
-        for record in records.iter() {
-            self.wait_for_record(record, target, GpKind::Expedited, &mut stall);
-        }
+        self.wait_for_guards(GpKind::Expedited);
     }
 
     /// The owned-section part of a grace period (W1-W3 in the [`owned`](crate::owned) docs),
