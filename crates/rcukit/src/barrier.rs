@@ -81,7 +81,13 @@ pub(crate) fn support() -> Support {
     #[cfg(not(any(rcukit_loom, miri)))]
     {
         static SUPPORT: OnceLock<Support> = OnceLock::new();
-        *SUPPORT.get_or_init(detect)
+        *SUPPORT.get_or_init(|| {
+            // Before the (slow) detection: a `fork()` while it runs must find the handlers,
+            // whose prepare step waits for it to finish (a child that inherited it half done
+            // would wait for it forever).
+            crate::fork::install_handlers();
+            detect()
+        })
     }
     #[cfg(any(rcukit_loom, miri))]
     {

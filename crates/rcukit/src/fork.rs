@@ -164,6 +164,9 @@ thread_local! {
 }
 
 extern "C" fn prepare() {
+    // One-time set-up another thread may be in the middle of (the barrier's detection, which
+    // registers the process with membarrier): finish it first, as the child cannot.
+    crate::barrier::support();
     let domains = crate::sync::lock(&DOMAINS);
     let mut held = Held::default();
     crate::gp::read_side::hold_for_fork(&mut held);
@@ -192,14 +195,16 @@ extern "C" fn child() {
     release();
 }
 
-fn install_handlers() {
+/// Install the fork handlers, once per process. A flag, not a `Once`: a child forked while
+/// another thread was installing them must not wait for that thread, which it does not have.
+pub(crate) fn install_handlers() {
     #[cfg(all(unix, not(rcukit_loom), not(miri)))]
     {
-        static INSTALLED: std::sync::Once = std::sync::Once::new();
-        INSTALLED.call_once(|| {
+        static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !INSTALLED.swap(true, Relaxed) {
             // SAFETY: the handlers are `extern "C"` functions that live for the whole program.
             let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
             assert_eq!(r, 0, "rcukit: pthread_atfork failed ({r})");
-        });
+        }
     }
 }
