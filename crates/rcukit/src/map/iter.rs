@@ -1,95 +1,202 @@
 //! Iteration over an [`RcuHashMap`](super::RcuHashMap): under a guard while writers and
 //! resizes run ([`Iter`]), and with exclusive access ([`IterMut`], [`IntoIter`]).
 //!
-//! # Why a concurrent iteration yields each entry once
+//! # How a concurrent iteration walks
 //!
-//! [`Iter`] goes through the buckets of the table that was current when it started (`T0`)
-//! one index `b` at a time, and at each index yields exactly the nodes whose hash has `b` in
-//! its low bits for `T0` (`hash & mask0 == b`). Every node has one such index, so no node is
-//! yielded at two indexes. At one index, it walks `T0`'s bucket `b`, then (when `T0` is being
-//! moved) the buckets of the next table that can hold `b`'s nodes, and so on down the chain of
-//! tables, and skips nodes it already yielded at this index (a node moved while the iterator
-//! walked, met twice). A node present throughout is met at least once: if the walk of `T0`'s
-//! bucket missed it, it had been moved before, so the next table held it when the walk went
-//! there (claim 3 of the essay), and by induction down the chain.
+//! [`Iter`] moves a *cursor* through the space of bit-reversed hashes, from 0 to the end, in
+//! *steps*. Bit-reversed order is the order in which a table of any power-of-two size lays
+//! out its buckets' hash classes: bucket `i` of a table with `2^k` buckets holds the hashes
+//! whose low `k` bits are `i`, which reversed are one contiguous *class* of the reversed
+//! space (its top `k` bits are `i` reversed). A class of a smaller table is the union of
+//! adjacent classes of a larger one. So a position in the reversed space means the same in
+//! every table, and an iteration can change tables between steps without losing its place.
 //!
-//! An entry whose value was *replaced* during the iteration is a new node: the iteration may
-//! yield the old value, the new one, or both. Entries inserted or removed during the
-//! iteration may or may not appear.
+//! A step loads the map's current table `R` (and its successor `N` when a resize is under
+//! way), takes the class containing the cursor at the coarser of the two sizes, walks every
+//! bucket of `R`, then of `N`, then of any newer table, whose class overlaps the part of that
+//! class at or after the cursor, yields the nodes whose reversed hash lies there, and moves
+//! the cursor to the class's end.
+//!
+//! # Why each entry present throughout is yielded exactly once
+//!
+//! *At most once:* a node is yielded only in the step whose range `[cursor, end)` holds its
+//! reversed hash, and the steps' ranges are disjoint and increasing; within a step, nodes met
+//! twice (a node moved while the step walked, met in the old chain and in the new one) are
+//! merged by address.
+//!
+//! *At least once:* take a node `X` present throughout, and the step whose range holds its
+//! reversed hash. When that step loaded `R`, the resize before `R` had finished (a table
+//! becomes current only once every bucket of its predecessor moved, claim 6 of the
+//! [map's essay](super)), so `X` was in `R`, or in `N` if `R`'s bucket had already moved.
+//! The step walks `R`'s buckets of the range; if the walk missed `X`, `X` had been moved on
+//! before, so the walk's last `Acquire` load (of the null that ended the old chain) makes
+//! the successor table visible and `X` is in it (claim 3). The step loads each table's
+//! successor only after walking that table's buckets, so by induction down the tables it
+//! meets `X`. Entries inserted or removed during the iteration may or may not appear; an
+//! entry whose value was replaced is a new node, so the old value, the new one or both may
+//! appear.
+//!
+//! # Why an iteration costs what it visits
+//!
+//! A step walks at most the buckets of its range in `R` and `N` (the coarser table has one
+//! bucket there, the finer one as many as the ratio of sizes), plus those of tables whose
+//! resize *began during that step* (a table gets a successor only once it is current, so a
+//! step never follows a chain of resizes that began before it). So each (table, bucket) is
+//! walked by one step, with one exception: a table that appears in the middle of a step
+//! *smaller* than the step's class (a shrink that began during the step) has one bucket
+//! covering more than the step's range, and the next step walks that bucket once more for
+//! the rest. That is at most one extra bucket per resize that begins while a step runs.
+//! Resizes that happened before a step cost it nothing: the step starts from the current
+//! table, not from the one the iteration started in. (An earlier design walked from the
+//! first table down every successor, and each grow multiplied its walks while each shrink
+//! failed to merge them: exponential in the number of resizes during one iteration.)
+//! `rhashtable` instead restarts a walk when the table changes under it, which would yield
+//! entries twice; the cursor keeps "exactly once".
 
 use super::table::{Node, Table};
+use crate::sync::AtomicPtr;
 use std::fmt;
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::Acquire;
 
+/// The part of the bit-reversed hash space one step covers: `[from, end)`, where `end` is
+/// `None` for the end of the space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Range {
+    from: u64,
+    end: Option<u64>,
+}
+
+impl Range {
+    /// From `cursor` to the end of the class of a table with `2^bits` buckets that holds it.
+    fn step(cursor: u64, bits: u32) -> Range {
+        let end = match bits {
+            0 => None,
+            _ => (cursor >> (64 - bits))
+                .checked_add(1)
+                .and_then(|top| top.checked_shl(64 - bits))
+                .filter(|&end| end != 0),
+        };
+        Range { from: cursor, end }
+    }
+
+    fn holds(&self, reversed: u64) -> bool {
+        reversed >= self.from && self.end.map_or(true, |end| reversed < end)
+    }
+
+    /// The buckets of a table with `2^bits` buckets whose class overlaps this range.
+    fn buckets(&self, bits: u32) -> impl Iterator<Item = usize> {
+        let top = |x: u64| if bits == 0 { 0 } else { x >> (64 - bits) };
+        let first = top(self.from);
+        let last = self.end.map_or(top(u64::MAX), |end| top(end - 1));
+        // The bucket of class `t` is `t` reversed in `bits` bits.
+        (first..=last).map(move |t| {
+            if bits == 0 {
+                0
+            } else {
+                (t.reverse_bits() >> (64 - bits)) as usize
+            }
+        })
+    }
+}
+
 /// Iterator over the entries of an [`RcuHashMap`](super::RcuHashMap) under a guard; see
-/// [`RcuHashMap::iter`](super::RcuHashMap::iter).
+/// [`RcuHashMap::iter`](super::RcuHashMap::iter) and the [module docs](self).
 pub struct Iter<'g, K, V> {
-    first: &'g Table<K, V>,
-    /// The next index of `first` to gather.
-    index: usize,
-    /// The nodes gathered for the current index, yielded from the back.
+    root: &'g AtomicPtr<Table<K, V>>,
+    /// Where the next step starts in the bit-reversed hash space; `None` once done.
+    cursor: Option<u64>,
+    /// The nodes of the current step, yielded from the back.
     gathered: Vec<&'g Node<K, V>>,
-    /// (table, bucket) pairs still to walk for the current index.
-    todo: Vec<(&'g Table<K, V>, usize)>,
+    /// (table, bucket) walks so far (for the unit tests of the bound).
+    #[cfg(test)]
+    walks: usize,
+    /// The loom model's broken variant: nodes met twice in a step are not merged.
+    #[cfg(rcukit_loom)]
+    pub(crate) busted_no_merge: bool,
 }
 
 impl<'g, K, V> Iter<'g, K, V> {
     /// # Safety
     ///
-    /// `first` and everything reachable from it stay alive for `'g`.
-    pub(crate) unsafe fn new(first: &'g Table<K, V>) -> Self {
+    /// Every table loaded from `root` during `'g`, and everything reachable from it, stays
+    /// alive for `'g` (the caller holds a read-side critical section of the map's domain).
+    pub(crate) unsafe fn new(root: &'g AtomicPtr<Table<K, V>>) -> Self {
         Iter {
-            first,
-            index: 0,
+            root,
+            cursor: Some(0),
             gathered: Vec::new(),
-            todo: Vec::new(),
+            #[cfg(test)]
+            walks: 0,
+            #[cfg(rcukit_loom)]
+            busted_no_merge: false,
         }
     }
 
-    /// Gather the nodes of index `b` of the first table (see the module docs).
-    fn gather(&mut self, b: usize) {
-        let mask0 = self.first.len() - 1;
-        self.todo.push((self.first, b));
-        while let Some((table, i)) = self.todo.pop() {
-            let mut p = table.heads[i].load(Acquire);
-            while !p.is_null() {
-                // SAFETY: published node (Acquire), alive for 'g (constructor's contract).
-                let node: &'g Node<K, V> = unsafe { &*p };
-                if node.hash as usize & mask0 == b
-                    && !self.gathered.iter().any(|n| std::ptr::eq(*n, node))
-                {
-                    self.gathered.push(node);
-                }
-                p = node.next.load(Acquire);
+    /// One step (see the module docs): gather the nodes of the range after the cursor.
+    fn step(&mut self, cursor: u64) {
+        // SAFETY: the root is never null, and tables loaded from it live for 'g
+        // (constructor's contract).
+        let current: &'g Table<K, V> = unsafe { &*self.root.load(Acquire) };
+        // SAFETY: a successor table is alive as long as its predecessor is reachable.
+        let bits = match unsafe { current.next.load(Acquire).as_ref() } {
+            Some(next) => current.bits().min(next.bits()),
+            None => current.bits(),
+        };
+        let range = Range::step(cursor, bits);
+        let mut table = current;
+        loop {
+            for b in range.buckets(table.bits()) {
+                self.walk(table, b, range);
             }
+            // Loaded after the walks above (the induction of the module docs).
             let next = table.next.load(Acquire);
-            if !next.is_null() {
-                // SAFETY: a successor table is alive as long as its predecessor is reachable.
-                let next: &'g Table<K, V> = unsafe { &*next };
-                for c in table.covering(i, next) {
-                    self.todo.push((next, c));
-                }
+            if next.is_null() {
+                break;
             }
+            // SAFETY: as above.
+            table = unsafe { &*next };
         }
-        self.gathered.reverse(); // yield in chain order
+        // A node moved while the step walked may have been met twice.
+        #[cfg(rcukit_loom)]
+        let merge = !self.busted_no_merge;
+        #[cfg(not(rcukit_loom))]
+        let merge = true;
+        if merge {
+            self.gathered
+                .sort_unstable_by_key(|n| *n as *const Node<K, V>);
+            self.gathered.dedup_by(|a, b| std::ptr::eq(*a, *b));
+        }
+        self.cursor = range.end;
     }
-}
 
-impl<'g, K, V> Iter<'g, K, V> {
+    /// Gather the nodes of `range` in bucket `b` of `table` (and, past a node moved while we
+    /// stood on it, in the chain it now leads into).
+    fn walk(&mut self, table: &'g Table<K, V>, b: usize, range: Range) {
+        #[cfg(test)]
+        {
+            self.walks += 1;
+        }
+        let mut p = table.heads[b].load(Acquire);
+        while !p.is_null() {
+            // SAFETY: published node (Acquire), alive for 'g (constructor's contract).
+            let node: &'g Node<K, V> = unsafe { &*p };
+            if range.holds(node.hash.reverse_bits()) {
+                self.gathered.push(node);
+            }
+            p = node.next.load(Acquire);
+        }
+    }
+
     /// The next node (for `retain`, which unlinks it by address).
     pub(crate) fn next_node(&mut self) -> Option<&'g Node<K, V>> {
         loop {
             if let Some(node) = self.gathered.pop() {
                 return Some(node);
             }
-            if self.index >= self.first.len() {
-                return None;
-            }
-            let b = self.index;
-            self.index += 1;
-            self.gather(b);
+            let cursor = self.cursor?;
+            self.step(cursor);
         }
     }
 }
@@ -106,7 +213,9 @@ impl<K, V> FusedIterator for Iter<'_, K, V> {}
 
 impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for Iter<'_, K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter").field("index", &self.index).finish()
+        f.debug_struct("Iter")
+            .field("cursor", &self.cursor)
+            .finish()
     }
 }
 
@@ -160,3 +269,71 @@ impl<K, V> Iterator for IntoIter<K, V> {
 
 impl<K, V> ExactSizeIterator for IntoIter<K, V> {}
 impl<K, V> FusedIterator for IntoIter<K, V> {}
+
+#[cfg(all(test, not(rcukit_loom)))]
+mod tests {
+    use super::Range;
+    use crate::{Rcu, RcuHashMap};
+
+    #[test]
+    fn a_step_covers_one_class_of_the_coarser_table() {
+        // 8 buckets: class of bucket 0b011 is reversed top bits 0b110.
+        let r = Range::step(0b110 << 61, 3);
+        assert_eq!(r.end, Some(0b111 << 61));
+        assert_eq!(r.buckets(3).collect::<Vec<_>>(), [0b011]);
+        // In a table of 16 buckets the same range is buckets 0b0011 and 0b1011.
+        assert_eq!(r.buckets(4).collect::<Vec<_>>(), [0b0011, 0b1011]);
+        // In a table of 4 buckets it lies in bucket 0b11.
+        assert_eq!(r.buckets(2).collect::<Vec<_>>(), [0b11]);
+        // A cursor in the middle of a class starts there; the last class ends the space.
+        let mid = Range::step((0b111 << 61) + 5, 3);
+        assert_eq!(mid.end, None);
+        assert!(!mid.holds(0b111 << 61) && mid.holds(u64::MAX));
+        assert_eq!(Range::step(0, 0).end, None);
+        assert_eq!(Range::step(0, 0).buckets(0).collect::<Vec<_>>(), [0]);
+    }
+
+    #[test]
+    fn an_iteration_walks_each_bucket_once_however_often_the_map_resized() {
+        let rcu = Rcu::new();
+        let map = RcuHashMap::with_domain(&rcu);
+        for k in 0..1000u64 {
+            map.insert(k, k);
+        }
+        let g = rcu.read();
+        let mut it = map.iter(&g);
+        let mut seen = vec![*it.next().unwrap().0];
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..6 {
+                    let start = map.capacity();
+                    let mut k = 1 << 32;
+                    while map.capacity() < 16 * start {
+                        map.insert(k, 0);
+                        k += 1;
+                    }
+                    for j in 1 << 32..k {
+                        map.remove(&j);
+                    }
+                    for j in 0..256 {
+                        map.insert(j + (1 << 40), 0);
+                        map.remove(&(j + (1 << 40)));
+                    }
+                }
+            });
+        });
+        while let Some(node) = it.next_node() {
+            seen.push(node.key);
+        }
+        seen.retain(|&k| k < 1000);
+        seen.sort_unstable();
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+        // The steps after the resizes walk the current table only, one bucket each.
+        let buckets = map.capacity();
+        assert!(
+            it.walks <= 2 * buckets + 64,
+            "{} walks for {buckets} buckets",
+            it.walks
+        );
+    }
+}

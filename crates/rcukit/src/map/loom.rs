@@ -3,6 +3,7 @@
 //! atomics and locks come from `sync.rs`); reclamation is left out (unlinked nodes are freed
 //! when the model ends), since the domain's own models cover grace periods.
 
+use super::iter::Iter;
 use super::table::{self, Moved, Node, Table};
 use crate::sync::AtomicPtr;
 use loom::thread;
@@ -134,4 +135,64 @@ fn loom_map_lookup_racing_insert_remove_and_a_resize_step() {
 #[should_panic(expected = "a key present throughout missed")]
 fn loom_map_busted_move_order_is_caught() {
     lookup_racing_a_resize_step(true);
+}
+
+/// An iteration racing a grow that a shrink follows: keys 0, 1 and 3 (hashes 0, 1 and 3) are
+/// present throughout, a mover moves the 2-bucket table into 4 buckets and then into 1. The
+/// iteration must yield each key exactly once, whichever tables its steps meet.
+fn iteration_racing_a_grow_and_a_shrink(busted_no_merge: bool) {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(move || {
+        let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(2))));
+        for key in [0, 1, 3] {
+            assert!(insert(&root, key, key, key * 10).is_none());
+        }
+        let iterator = {
+            let root = root.clone();
+            thread::spawn(move || {
+                // SAFETY: nothing is freed before the model ends.
+                let mut iter = unsafe { Iter::new(&*root) };
+                iter.busted_no_merge = busted_no_merge;
+                let mut keys: Vec<u64> = iter.map(|(k, _)| *k).collect();
+                keys.sort_unstable();
+                assert_eq!(keys, [0, 1, 3], "each key present throughout exactly once");
+            })
+        };
+        let mut old_tables = Vec::new();
+        for size in [4, 1] {
+            let old = root.load(Acquire);
+            // SAFETY: nothing is freed before the model ends; `old` came from the root.
+            let old_ref = unsafe { &*old };
+            old_ref.next.store(
+                Box::into_raw(Table::new(size)),
+                std::sync::atomic::Ordering::Release,
+            );
+            // SAFETY: as above.
+            match unsafe { table::help_move(&root, old, usize::MAX, false) } {
+                Moved::Finished(old) => old_tables.push(old),
+                _ => unreachable!("an unlimited budget finishes the move"),
+            }
+        }
+        iterator.join().unwrap();
+        // SAFETY: the model is over: nobody else uses the map.
+        drop(unsafe { table::take_all(root.load(Acquire)) });
+        for table in old_tables {
+            // SAFETY: old tables, no longer the root; their nodes moved on.
+            drop(unsafe { Box::from_raw(table) });
+        }
+    });
+}
+
+#[test]
+fn loom_map_iteration_racing_a_grow_and_a_shrink() {
+    iteration_racing_a_grow_and_a_shrink(false);
+}
+
+/// Without merging the nodes a step met twice (a node moved while the step walked is met in
+/// its old chain and again in the new table), loom finds an iteration that yields a key twice.
+#[test]
+#[should_panic(expected = "each key present throughout exactly once")]
+fn loom_map_busted_iteration_without_merging_is_caught() {
+    iteration_racing_a_grow_and_a_shrink(true);
 }

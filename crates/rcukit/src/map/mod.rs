@@ -362,9 +362,10 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// value, its new one, or both.
     #[track_caller]
     pub fn iter<'g, G: ReadSection>(&'g self, guard: &'g G) -> Iter<'g, K, V> {
-        let table = self.table(guard);
-        // SAFETY: protected by `guard` for 'g.
-        unsafe { Iter::new(table) }
+        domain_ref::check_guard("RcuHashMap", guard, self.domain.rcu());
+        // SAFETY: the guard (of this domain, held by this thread) keeps every table loaded
+        // from the root, and what it reaches, alive for 'g (claim 6).
+        unsafe { Iter::new(&self.root) }
     }
 
     /// The value for `key`, mutably: with `&mut self` no reader or writer can be running.

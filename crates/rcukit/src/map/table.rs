@@ -126,21 +126,14 @@ impl<K, V> Table<K, V> {
         self.mask + 1
     }
 
+    /// `log2(len)`.
+    pub(crate) fn bits(&self) -> u32 {
+        self.len().trailing_zeros()
+    }
+
     #[inline(always)]
     pub(crate) fn index(&self, hash: u64) -> usize {
         hash as usize & self.mask
-    }
-
-    /// The buckets of `next` that can hold nodes of bucket `i` of this table: with
-    /// power-of-two sizes, `i, i + len, i + 2 len, ...` when `next` is larger, `i & next.mask`
-    /// when it is smaller.
-    pub(crate) fn covering(&self, i: usize, next: &Table<K, V>) -> impl Iterator<Item = usize> {
-        let (first, step, count) = if next.len() >= self.len() {
-            (i, self.len(), next.len() / self.len())
-        } else {
-            (i & next.mask, 0, 1)
-        };
-        (0..count).map(move |k| first + k * step)
     }
 }
 
