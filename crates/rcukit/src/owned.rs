@@ -270,22 +270,19 @@ impl OwnedReaders {
         self.turn_free.notify_all();
     }
 
-    /// W1-W3 waiting no longer than `brief` allows, never sleeping; false if the turn is taken
-    /// (another grace period is draining) or a section began before the caller's heavy
+    /// W1-W3 waiting no longer than `brief` allows, never sleeping or yielding; false if the
+    /// turn is taken (another grace period is draining, or its mutex is held) or a section began before the caller's heavy
     /// barrier is still open. A W3 cut short leaves the phase flipped: harmless, every drain
     /// covers both phases (step 3 of the module docs).
     pub(crate) fn try_wait(&self, registry: &Registry, brief: &mut crate::gp::Brief) -> bool {
-        {
-            let mut taken = self.turn.lock();
-            if *taken {
-                return false;
-            }
-            *taken = true;
+        match self.turn.try_lock() {
+            Some(mut taken) if !*taken => *taken = true,
+            _ => return false,
         }
         let current = self.phase();
-        let drained = brief.wait(|| phase_drained(registry, current ^ 1)) && {
+        let drained = brief.wait(|| try_phase_drained(registry, current ^ 1)) && {
             self.phase.fetch_add(1, AcqRel);
-            brief.wait(|| phase_drained(registry, current))
+            brief.wait(|| try_phase_drained(registry, current))
         };
         *self.turn.lock() = false;
         self.turn_free.notify_all();
@@ -320,9 +317,16 @@ fn drain_phase(registry: &Registry, phase: usize, stalled: &mut dyn FnMut(u64)) 
     }
 }
 
-/// One look of drain(i): is every section counted under `phase` closed?
-fn phase_drained(registry: &Registry, phase: usize) -> bool {
-    open_in_phase(registry, phase) == 0
+/// One look of drain(i) that does not wait for the registry lock: is every section counted
+/// under `phase` closed? (False when the lock is held: look again.)
+fn try_phase_drained(registry: &Registry, phase: usize) -> bool {
+    let Some(unlocks) = registry.try_owned_total(Side::Unlocks, phase) else {
+        return false;
+    };
+    let Some(locks) = registry.try_owned_total(Side::Locks, phase) else {
+        return false;
+    };
+    locks == unlocks
 }
 
 /// Sections counted under `phase` and not yet closed: the unlock total first (`Acquire`), then

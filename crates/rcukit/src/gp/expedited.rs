@@ -147,12 +147,10 @@ impl ExpeditedGp {
             if self.seq.poll(snap) {
                 return true;
             }
-            {
-                let mut taken = self.turn.lock();
-                if *taken {
-                    return false;
-                }
-                *taken = true;
+            // Never wait, not even for the turn's mutex: its holder may be descheduled.
+            match self.turn.try_lock() {
+                Some(mut taken) if !*taken => *taken = true,
+                _ => return false,
             }
             if seq::state(self.seq.load()) == 0 {
                 self.seq.start();

@@ -350,12 +350,25 @@ impl Registry {
     /// The total of one owned-section counter over every record and the residue, taken under
     /// the registry lock so that a record folding into the residue is counted exactly once.
     pub(crate) fn owned_total(&self, side: Side, phase: usize) -> u64 {
-        let records = self.records.lock();
-        records
-            .iter()
-            .fold(self.owned_residue.load(side, phase), |sum, r| {
-                sum.wrapping_add(r.owned.load(side, phase))
-            })
+        Self::sum_owned(&self.records.lock(), &self.owned_residue, side, phase)
+    }
+
+    /// [`owned_total`](Self::owned_total) if the registry lock is free now (`None` if not):
+    /// for waits that must not wait behind a descheduled holder.
+    pub(crate) fn try_owned_total(&self, side: Side, phase: usize) -> Option<u64> {
+        let records = self.records.try_lock()?;
+        Some(Self::sum_owned(&records, &self.owned_residue, side, phase))
+    }
+
+    fn sum_owned(
+        records: &[Arc<ReaderRecord>],
+        residue: &OwnedCounts,
+        side: Side,
+        phase: usize,
+    ) -> u64 {
+        records.iter().fold(residue.load(side, phase), |sum, r| {
+            sum.wrapping_add(r.owned.load(side, phase))
+        })
     }
 
     /// Owned sections opened and not yet closed (statistics).
@@ -408,6 +421,11 @@ impl Registry {
     /// The records registered now.
     pub(crate) fn snapshot(&self) -> Arc<Vec<Arc<ReaderRecord>>> {
         self.records.lock().clone()
+    }
+
+    /// [`snapshot`](Self::snapshot) if the registry lock is free now (`None` if not).
+    pub(crate) fn try_snapshot(&self) -> Option<Arc<Vec<Arc<ReaderRecord>>>> {
+        Some(self.records.try_lock()?.clone())
     }
 
     pub(crate) fn len(&self) -> usize {
