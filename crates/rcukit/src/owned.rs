@@ -490,6 +490,11 @@ impl Parking {
         }
     }
 
+    /// Has an owned guard of this domain ever been taken?
+    pub(crate) fn was_used(&self) -> bool {
+        self.used.load(Relaxed)
+    }
+
     #[inline(always)]
     fn mark_used(&self) {
         // Read first: once set, the line stays shared among the readers.

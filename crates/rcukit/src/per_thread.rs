@@ -97,7 +97,7 @@ impl DomainKey {
 }
 
 /// log2 of a [`DirectCache`]'s slots.
-const CACHE_BITS: u32 = 8;
+const CACHE_BITS: u32 = if cfg!(rcukit_small) { 1 } else { 8 };
 
 /// A direct-mapped cache in front of a thread's index: each domain has one slot (by its
 /// hash), which holds the state of the domain that used it last.

@@ -1,6 +1,8 @@
 //! `RcuCell`: readers never see a dropped or torn value while writers use every write path,
-//! and every value is dropped exactly once.
+//! and every value is dropped exactly once; the concurrent tests run against every domain
+//! configuration (`common::each_config`).
 
+mod common;
 mod tracked;
 
 use rcukit::{Rcu, RcuCell, Reclaim};
@@ -69,15 +71,18 @@ fn write(cell: &RcuCell<Tracked, &Rcu>, path: u64, id: u64, counts: &'static Cou
 
 #[test]
 fn readers_never_see_freed_or_torn_values_on_any_write_path() {
-    let rcu = domain("cell-stress");
+    common::each_config(readers_never_see_freed_or_torn_values);
+}
+
+fn readers_never_see_freed_or_torn_values(rcu: &Rcu) {
     let counts = Counts::leak();
-    let cell = RcuCell::with_domain(Tracked::new(0, counts), &rcu);
+    let cell = RcuCell::with_domain(Tracked::new(0, counts), rcu);
     let next_id = AtomicU64::new(1);
     let stop = AtomicBool::new(false);
     let reads = AtomicU64::new(0);
     let writes: Vec<AtomicU64> = (0..WRITE_PATHS).map(|_| AtomicU64::new(0)).collect();
     let (run_for, max_writes) = budget();
-    let deadline = Instant::now() + run_for;
+    let deadline = Instant::now() + run_for / 3; // per configuration
 
     std::thread::scope(|s| {
         for r in 0..2u64 {
@@ -171,9 +176,12 @@ fn readers_never_see_freed_or_torn_values_on_any_write_path() {
 
 #[test]
 fn updates_are_atomic_and_readers_see_them_in_order() {
-    let rcu = domain("cell-update");
-    let cell = RcuCell::with_domain(0u64, &rcu);
-    let per_writer: u64 = if cfg!(miri) { 20 } else { 20_000 };
+    common::each_config(updates_are_atomic_and_in_order);
+}
+
+fn updates_are_atomic_and_in_order(rcu: &Rcu) {
+    let cell = RcuCell::with_domain(0u64, rcu);
+    let per_writer: u64 = if cfg!(miri) { 20 } else { 5_000 };
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let reader = s.spawn(|| {
@@ -210,16 +218,20 @@ fn updates_are_atomic_and_readers_see_them_in_order() {
 }
 
 #[test]
-fn global_domain_cell_drops_every_value_once() {
+fn every_value_is_dropped_once() {
+    common::each_config(every_value_dropped_once);
+}
+
+fn every_value_dropped_once(rcu: &Rcu) {
     let counts = Counts::leak();
-    let cell = RcuCell::new(Tracked::new(0, counts));
+    let cell = RcuCell::with_domain(Tracked::new(0, counts), rcu);
     let stop = AtomicBool::new(false);
     let (run_for, max_writes) = budget();
-    let deadline = Instant::now() + run_for / 2;
+    let deadline = Instant::now() + run_for / 6;
     std::thread::scope(|s| {
         s.spawn(|| {
             loop {
-                let guard = Rcu::global().read();
+                let guard = rcu.read();
                 cell.load(&guard).check();
                 // At least one pass, however late this thread starts.
                 if stop.load(Relaxed) {
@@ -236,7 +248,7 @@ fn global_domain_cell_drops_every_value_once() {
             stop.store(true, Relaxed);
         });
     });
-    Rcu::global().barrier();
+    rcu.barrier();
     assert_eq!(counts.live(), 1);
     drop(cell);
     assert_eq!(counts.live(), 0);

@@ -1,7 +1,9 @@
 //! `RcuList`: readers walking the list while writers insert, remove and replace never see a
 //! dropped or torn element, always see the elements that stay in the list, in order; the
-//! writer operations match a simple model; every element is dropped exactly once.
+//! writer operations match a simple model; every element is dropped exactly once. The
+//! concurrent tests run against every domain configuration (`common::each_config`).
 
+mod common;
 mod tracked;
 
 use rcukit::{Rcu, RcuList};
@@ -29,9 +31,12 @@ const FIRST_ID: u64 = 1000;
 
 #[test]
 fn readers_walk_safely_while_writers_edit() {
-    let rcu = domain("list-stress");
+    common::each_config(readers_walk_safely);
+}
+
+fn readers_walk_safely(rcu: &Rcu) {
     let counts = Counts::leak();
-    let list = RcuList::with_domain(&rcu);
+    let list = RcuList::with_domain(rcu);
     for id in 0..SENTINELS {
         list.push_back(Tracked::new(id, counts));
         list.push_back(Tracked::new(FIRST_ID + id, counts));
@@ -41,7 +46,7 @@ fn readers_walk_safely_while_writers_edit() {
     let walks = AtomicU64::new(0);
     let ops = AtomicU64::new(0);
     let (run_for, max_writes) = budget();
-    let deadline = Instant::now() + run_for;
+    let deadline = Instant::now() + run_for / 3; // per configuration
 
     std::thread::scope(|s| {
         for r in 0..2u64 {
@@ -219,9 +224,12 @@ fn writer_operations_match_a_model() {
 /// A reader standing on a node keeps walking after the node and its successor are removed.
 #[test]
 fn a_reader_on_removed_nodes_walks_on() {
-    let rcu = domain("list-removed");
+    common::each_config(a_reader_on_removed_nodes);
+}
+
+fn a_reader_on_removed_nodes(rcu: &Rcu) {
     let counts = Counts::leak();
-    let list = RcuList::with_domain(&rcu);
+    let list = RcuList::with_domain(rcu);
     for id in 0..5 {
         list.push_back(Tracked::new(id, counts));
     }
@@ -274,15 +282,23 @@ fn a_reader_on_removed_nodes_walks_on() {
 }
 
 #[test]
-fn global_domain_list_drops_every_element_once() {
+fn every_element_is_dropped_once() {
+    common::each_config(every_element_dropped_once);
+    assert_eq!(
+        format!("{:?}", [1, 2].into_iter().collect::<RcuList<_>>()),
+        "[1, 2]"
+    );
+}
+
+fn every_element_dropped_once(rcu: &Rcu) {
     let counts = Counts::leak();
-    let list: RcuList<Tracked> = RcuList::new();
+    let list = RcuList::with_domain(rcu);
     let stop = AtomicBool::new(false);
-    let rounds = if cfg!(miri) { 3 } else { 2_000 };
+    let rounds = if cfg!(miri) { 3 } else { 500 };
     std::thread::scope(|s| {
         s.spawn(|| {
             loop {
-                let guard = Rcu::global().read();
+                let guard = rcu.read();
                 list.iter(&guard).for_each(Tracked::check);
                 // At least one pass, however late this thread starts.
                 if stop.load(Relaxed) {
@@ -301,13 +317,9 @@ fn global_domain_list_drops_every_element_once() {
             stop.store(true, Relaxed);
         });
     });
-    Rcu::global().barrier();
+    rcu.barrier();
     assert_eq!(counts.live(), 0);
     assert_eq!(counts.double_drops.load(Relaxed), 0);
-    assert_eq!(
-        format!("{:?}", [1, 2].into_iter().collect::<RcuList<_>>()),
-        "[1, 2]"
-    );
 }
 
 #[test]

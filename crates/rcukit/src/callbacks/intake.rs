@@ -46,10 +46,10 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::time::{Duration, Instant};
 
 /// Slots per chunk.
-pub(crate) const CHUNK_LEN: usize = 64;
+pub(crate) const CHUNK_LEN: usize = if cfg!(rcukit_small) { 4 } else { 64 };
 
 /// A producer nudges a worker that waits for a grace period once per this many entries.
-pub(crate) const NUDGE_EVERY: usize = 1024;
+pub(crate) const NUDGE_EVERY: usize = if cfg!(rcukit_small) { 4 } else { 1024 };
 
 /// A producer's block of slots.
 pub(crate) struct Chunk {
@@ -102,7 +102,7 @@ impl Chunk {
 }
 
 /// Most drained chunks a shard keeps for reuse.
-const MAX_SPARE_CHUNKS: usize = 16;
+const MAX_SPARE_CHUNKS: usize = if cfg!(rcukit_small) { 1 } else { 16 };
 
 /// Drained chunks kept for reuse, so that producers do not allocate a chunk the worker then
 /// frees: with glibc malloc, frees of another thread's memory slow down both threads.

@@ -115,27 +115,35 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 /// A block is sealed when it holds this many callbacks...
-pub(crate) const BLOCK: usize = 256;
+pub(crate) const BLOCK: usize = if cfg!(rcukit_small) { 4 } else { 256 };
 
 /// ... or when it holds this many bytes (large objects: a few of them are a block's worth of
 /// memory) ...
-pub(crate) const SEAL_BYTES: u64 = 64 << 10;
+pub(crate) const SEAL_BYTES: u64 = if cfg!(rcukit_small) { 256 } else { 64 << 10 };
 
 /// ... or when it has been open this long (checked every 64 callbacks, so that the clock is
 /// read five times per full block).
-pub(crate) const SEAL_AFTER: Duration = Duration::from_millis(1);
+pub(crate) const SEAL_AFTER: Duration = if cfg!(rcukit_small) {
+    Duration::from_micros(20)
+} else {
+    Duration::from_millis(1)
+};
 
 /// The shortest time between two expedited grace periods a producer tries: each interrupts
 /// the CPUs that run the process's other threads (readers among them) once, so a producer that
 /// retires large objects back to back tries at most this often (and reuses the memory of a few
 /// tens of microseconds' worth of objects rather than of a few).
-pub(crate) const TRY_INTERVAL: Duration = Duration::from_micros(50);
+pub(crate) const TRY_INTERVAL: Duration = if cfg!(rcukit_small) {
+    Duration::ZERO
+} else {
+    Duration::from_micros(50)
+};
 
 /// Emptied block vectors a list keeps for reuse: enough for the blocks of a backlog between two
 /// tried grace periods, so that a flood allocates no block vectors (a block vector is a large
 /// allocation, and with many small objects freed in between, glibc consolidates its fast bins
 /// on every large one).
-const SPARE_BLOCKS: usize = 16;
+const SPARE_BLOCKS: usize = if cfg!(rcukit_small) { 1 } else { 16 };
 
 /// Every `DROP_EVERY`th `retire` drops that many ready objects, twice as many while the list
 /// is long (see "Dropping a few at a time"): the list drains as fast as it fills, or twice as

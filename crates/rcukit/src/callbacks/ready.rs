@@ -50,11 +50,15 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 /// At most this many batches wait for producers at once.
-pub(crate) const MAX_BATCHES: usize = 4;
+pub(crate) const MAX_BATCHES: usize = if cfg!(rcukit_small) { 1 } else { 4 };
 
 /// How long producers may leave a batch waiting (and how recently they must have queued for
 /// the worker to hand batches back at all).
-pub(crate) const PATIENCE: Duration = Duration::from_millis(1);
+pub(crate) const PATIENCE: Duration = if cfg!(rcukit_small) {
+    Duration::from_micros(50)
+} else {
+    Duration::from_millis(1)
+};
 
 struct Batch {
     callbacks: Vec<Callback>,

@@ -46,7 +46,7 @@ use crate::seq::{self, GpCookie};
 use std::collections::VecDeque;
 
 /// A list never shrinks below this many slots.
-const SHRINK_ABOVE: usize = 4096;
+const SHRINK_ABOVE: usize = if cfg!(rcukit_small) { 8 } else { 4096 };
 
 /// Segment indices.
 pub(crate) const DONE: usize = 0;

@@ -50,10 +50,14 @@ use std::time::Duration;
 /// A pass takes up to this many `batch`es from the intake: stamping, and under a backlog the
 /// expedited grace period, are then paid once per large group of callbacks. Running callbacks
 /// stays bounded by `batch` per pass.
-const INTAKE_BATCHES: usize = 16;
+const INTAKE_BATCHES: usize = if cfg!(rcukit_small) { 1 } else { 16 };
 
 /// How long a parked worker sleeps before looking around on its own.
-const TICK: Duration = Duration::from_millis(10);
+const TICK: Duration = if cfg!(rcukit_small) {
+    Duration::from_millis(1)
+} else {
+    Duration::from_millis(10)
+};
 
 /// The body of worker thread `index` of a domain: its grace-period port and its callbacks.
 pub(crate) fn run<P: GpPort>(gp: &P, callbacks: &Callbacks, index: usize) {

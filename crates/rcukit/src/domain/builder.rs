@@ -41,11 +41,15 @@ impl Default for RcuBuilder {
             fence: None,
             callback_workers: 1,
             expedited_callbacks: true,
-            backlog_callbacks: 10_000,
+            backlog_callbacks: if cfg!(rcukit_small) { 64 } else { 10_000 },
             backlog_bytes: 16 << 20,
-            producer_backlog_callbacks: 2048,
-            producer_backlog_bytes: 256 << 10,
-            callback_batch: 1024,
+            producer_backlog_callbacks: if cfg!(rcukit_small) { 16 } else { 2048 },
+            producer_backlog_bytes: if cfg!(rcukit_small) {
+                4 << 10
+            } else {
+                256 << 10
+            },
+            callback_batch: if cfg!(rcukit_small) { 8 } else { 1024 },
             retire_on_producers: true,
             flavor: Flavor::Guards,
             reporter: Reporter::default(),
@@ -315,14 +319,18 @@ impl RcuBuilder {
         if self.name.is_none() {
             self.name = Some(GLOBAL_NAME.to_string());
         }
-        let rcu = self.build()?;
-        // A racing first use may have won; then our domain is dropped (nothing used it).
-        GLOBAL.set(rcu).map_err(|_| Error::GlobalAlreadyBuilt)?;
-        Ok(GLOBAL.get().expect("just set"))
+        // A racing first use may have built it meanwhile.
+        match GLOBAL.get_or_build(|| self.build())? {
+            (global, true) => Ok(global),
+            (_, false) => Err(Error::GlobalAlreadyBuilt),
+        }
     }
 
     /// Build the domain and start its threads.
     pub fn build(self) -> Result<Rcu, Error> {
+        // First: a fork from now on must find every process-wide lock of rcukit held by the
+        // handlers (the barrier's detection and the read-side pages take theirs below).
+        fork::install_handlers();
         let fence = self.validate()?;
         let id = next_domain_id();
         let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));

@@ -14,13 +14,16 @@
 //! # Lifetime
 //!
 //! Threads are started when the domain is built. Dropping a domain (other than the global one,
-//! which lives until the process exits) first runs every pending callback, including chains of
-//! callbacks queued by callbacks, then stops and joins its threads. The global domain's pending
-//! callbacks are *not* run at process exit, exactly like memory that is still allocated when a
-//! process exits; call `Rcu::global().barrier()` before exiting if their side effects matter.
+//! which lives until the process exits) runs every pending callback, including chains of
+//! callbacks queued by callbacks, then stops and joins its threads (see [`shutdown`] for when
+//! owned guards are still open). The global domain's pending callbacks are *not* run at
+//! process exit, exactly like memory that is still allocated when a process exits; call
+//! `Rcu::global().barrier()` before exiting if their side effects matter.
 
 mod builder;
+mod global;
 mod port;
+mod shutdown;
 mod stats;
 
 pub use builder::RcuBuilder;
@@ -40,8 +43,7 @@ use crate::seq::GpCookie;
 use crate::sync::lock;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, Weak};
 
 /// Everything a domain's threads share.
 pub(crate) struct Inner {
@@ -59,7 +61,7 @@ pub(crate) struct Inner {
     /// Serializes the repair after a fork.
     pub(crate) fork_repair: Mutex<()>,
     /// The domain's threads, joined when it is dropped (replaced after a fork).
-    pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) threads: Mutex<Vec<crate::threads::Thread>>,
     /// This domain, for the threads it starts.
     pub(crate) me: Weak<Inner>,
     /// Keeps the state alive for owned guards that outlive the handle (see [`owned`](crate::owned)).
@@ -115,14 +117,14 @@ impl Inner {
             .me
             .upgrade()
             .expect("a domain starts threads only while alive");
-        let handle = std::thread::Builder::new()
-            .name(thread_name)
-            .spawn(move || body(&inner))
-            .map_err(|source| Error::Spawn {
-                thread: what.to_string(),
-                source,
+        let thread =
+            crate::threads::spawn(thread_name, move || body(&inner)).map_err(|source| {
+                Error::Spawn {
+                    thread: what.to_string(),
+                    source,
+                }
             })?;
-        lock(&self.threads).push(handle);
+        lock(&self.threads).push(thread);
         Ok(())
     }
 
@@ -152,9 +154,10 @@ impl Inner {
         self.core.registry.retain(|record| record.owner.is_alive());
         self.callbacks.after_fork();
         self.event.forget_listeners();
-        // Those threads do not exist here: joining or detaching them would act on thread
-        // state copied from the parent.
-        std::mem::forget(std::mem::take(&mut *lock(&self.threads)));
+        // Those threads do not exist here.
+        for thread in std::mem::take(&mut *lock(&self.threads)) {
+            thread.forget();
+        }
         if let Err(e) = self.start_threads() {
             panic!(
                 "rcukit: cannot restart the threads of domain '{}' after fork(): {e}",
@@ -204,8 +207,7 @@ pub(crate) fn next_domain_id() -> u64 {
     NEXT_DOMAIN_ID.fetch_add(1, Relaxed)
 }
 
-/// The process-wide domain behind [`Rcu::global`] (and every `RcuCell::new`, `RcuList::new`).
-pub(super) static GLOBAL: OnceLock<Rcu> = OnceLock::new();
+use global::GLOBAL;
 pub(super) const GLOBAL_NAME: &str = "rcu-global";
 
 /// An RCU domain: readers, normal and expedited grace periods, polling cookies and callbacks.
@@ -239,12 +241,10 @@ impl Rcu {
     #[cold]
     #[inline(never)]
     fn start_global() -> &'static Rcu {
-        GLOBAL.get_or_init(|| {
-            Rcu::builder()
-                .name(GLOBAL_NAME)
-                .build()
-                .unwrap_or_else(|e| panic!("rcukit: cannot start the global domain: {e}"))
-        })
+        match GLOBAL.get_or_build(|| Rcu::builder().name(GLOBAL_NAME).build()) {
+            Ok((global, _)) => global,
+            Err(e) => panic!("rcukit: cannot start the global domain: {e}"),
+        }
     }
 
     /// A new domain with default settings.
@@ -597,55 +597,5 @@ impl std::fmt::Debug for Rcu {
             .field("name", &self.inner.name)
             .field("fence", &self.fence_kind())
             .finish_non_exhaustive()
-    }
-}
-
-/// `Rcu::drop` gives up running chains of callbacks after this many rounds of `barrier()`.
-const MAX_DRAIN_ROUNDS: u32 = 10_000;
-
-impl Rcu {
-    /// Run every pending callback, chains included: rounds of `barrier()` until one round
-    /// saw no new callback queued, with every grace period expedited (a dropped domain does not
-    /// wait for a normal one). The end does not depend on the pending count being right: it
-    /// is reached when the callbacks stop queueing callbacks, which a chain does once it ends
-    /// (a chain that never ends needs a handle on this domain, which keeps it alive). Bounded
-    /// anyway: after `MAX_DRAIN_ROUNDS` rounds the rest is left to the workers' shutdown.
-    fn drain_callbacks(&self) {
-        let callbacks = &self.inner.callbacks;
-        if callbacks.pending() == 0 {
-            return;
-        }
-        callbacks.start_draining();
-        for _ in 0..MAX_DRAIN_ROUNDS {
-            let queued = callbacks.queued();
-            callbacks.barrier();
-            if callbacks.queued() == queued {
-                return;
-            }
-        }
-    }
-}
-
-impl Drop for Rcu {
-    fn drop(&mut self) {
-        let inner = &*self.inner;
-        inner.check_fork();
-        if !inner.callbacks.in_callback_context() {
-            self.drain_callbacks();
-        }
-        // Workers drain whatever is left (a drop from inside a callback leaves the rest to the
-        // worker running it) and exit; then the grace-period threads stop.
-        inner.callbacks.shutdown();
-        inner.normal.shutdown();
-        inner.exp.shutdown();
-        let me = std::thread::current().id();
-        let threads = std::mem::take(&mut *lock(&inner.threads));
-        for handle in threads {
-            if handle.thread().id() != me {
-                let _ = handle.join();
-            }
-        }
-        // Owned guards may outlive this handle: the state then waits for the last of them.
-        crate::owned::Parking::park(&self.inner);
     }
 }

@@ -61,7 +61,11 @@ impl Inner {
 
 /// How long a grace period tried by a retiring thread waits for a reader still in a critical
 /// section before it leaves the rest to the helper thread: a few short sections' worth.
-const TRIED_PATIENCE: std::time::Duration = std::time::Duration::from_micros(20);
+const TRIED_PATIENCE: std::time::Duration = if cfg!(rcukit_small) {
+    std::time::Duration::from_micros(1)
+} else {
+    std::time::Duration::from_micros(20)
+};
 
 impl GpPort for Inner {
     #[inline]

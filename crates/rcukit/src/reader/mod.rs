@@ -110,12 +110,8 @@ pub(crate) struct ThreadInfo {
 impl ThreadInfo {
     /// The calling thread's name and OS thread id.
     pub(crate) fn current() -> ThreadInfo {
-        let name = std::thread::current()
-            .name()
-            .unwrap_or("<unnamed>")
-            .to_string();
         ThreadInfo {
-            name,
+            name: crate::threads::current_name(),
             tid: os_tid(),
         }
     }

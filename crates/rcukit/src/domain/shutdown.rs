@@ -1,0 +1,115 @@
+//! How a domain ends when its [`Rcu`] handle is dropped: every pending callback runs (chains
+//! included), the domain's threads stop and are joined, and the shared state is freed, at
+//! once or, while owned guards are still open, when the last of them closes.
+//!
+//! # Open owned sections
+//!
+//! Running what is pending takes grace periods (a retired object's, a polled cookie's, the
+//! one a dropped `synchronize_async()` future asked for), and every grace period waits for the
+//! owned sections that are open ([`OwnedGuard`](crate::OwnedGuard)). An owned guard may
+//! outlive the handle, and it may be held by the very thread or task that drops the handle (a
+//! single-threaded executor holding a guard across `.await` while another task drops the
+//! domain): ending the domain in the drop would then wait for itself forever.
+//!
+//! So a drop that finds owned sections open hands the ending to a *finisher* thread of the
+//! domain and returns at once. The finisher waits, without taking part in any grace period,
+//! until no owned section is open (none can open any more: that needs the handle), then ends
+//! the domain exactly as the drop would have. Pending callbacks therefore still all run, only
+//! later; a program that needs them done by a certain point calls `barrier()` before it drops
+//! the handle (and not while holding an owned guard of the domain). If the finisher thread
+//! cannot be started, the domain's threads and state are left running, and a line on
+//! standard error says so: a leak, never a hang.
+//!
+//! A drop that finds no owned section open ends the domain itself, as before; a section
+//! opened on another thread just before the drop looked is waited for by the grace periods
+//! (it was counted before the handle's borrow ended).
+
+use super::{Inner, Rcu};
+use crate::sync::lock;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `Rcu::drop` gives up running chains of callbacks after this many rounds of `barrier()`.
+const MAX_DRAIN_ROUNDS: u32 = 10_000;
+
+/// The finisher's longest nap between looks at the owned sections.
+const FINISHER_NAP: Duration = Duration::from_millis(10);
+
+impl Drop for Rcu {
+    fn drop(&mut self) {
+        self.inner.check_fork();
+        if !owned_sections_open(&self.inner) {
+            finish(&self.inner);
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        let name = format!("{}-finish", inner.name);
+        match crate::threads::spawn(name, move || {
+            let mut nap = Duration::from_micros(100);
+            while owned_sections_open(&inner) {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(FINISHER_NAP);
+            }
+            finish(&inner);
+        }) {
+            Ok(finisher) => drop(finisher), // detached: nobody waits for it
+            Err(e) => {
+                // Ending the domain here could wait for this very thread: leave it running.
+                eprintln!(
+                    "rcukit: domain '{}' dropped while owned guards are open, and its finisher \
+                     thread could not start ({e}): its threads and pending callbacks are left \
+                     as they are",
+                    self.inner.name
+                );
+                std::mem::forget(Arc::clone(&self.inner));
+            }
+        }
+    }
+}
+
+/// Are owned sections of this domain open now?
+fn owned_sections_open(inner: &Inner) -> bool {
+    inner.parking.was_used() && inner.core.registry.owned_open() != 0
+}
+
+/// Run what is pending, stop and join the threads, and free the state (or park it for the
+/// owned guards that may still close; see [`owned`](crate::owned)).
+fn finish(inner: &Arc<Inner>) {
+    if !inner.callbacks.in_callback_context() {
+        drain_callbacks(inner);
+    }
+    // Workers drain whatever is left (a drop from inside a callback leaves the rest to the
+    // worker running it) and exit; then the grace-period threads stop.
+    inner.callbacks.shutdown();
+    inner.normal.shutdown();
+    inner.exp.shutdown();
+    let threads = std::mem::take(&mut *lock(&inner.threads));
+    for thread in threads {
+        if !thread.is_calling_thread() {
+            thread.join();
+        } // else: dropped from one of its own threads, which detaches itself
+    }
+    // Owned guards may outlive this handle: the state then waits for the last of them.
+    crate::owned::Parking::park(inner);
+}
+
+/// Run every pending callback, chains included: rounds of `barrier()` until one round saw no
+/// new callback queued, with every grace period expedited (a dropped domain does not wait for
+/// a normal one). The end does not depend on the pending count being right: it is reached when
+/// the callbacks stop queueing callbacks, which a chain does once it ends (a chain that never
+/// ends needs a handle on this domain, which keeps it alive). Bounded anyway: after
+/// `MAX_DRAIN_ROUNDS` rounds the rest is left to the workers' shutdown.
+fn drain_callbacks(inner: &Inner) {
+    let callbacks = &inner.callbacks;
+    if callbacks.pending() == 0 {
+        return;
+    }
+    callbacks.start_draining();
+    for _ in 0..MAX_DRAIN_ROUNDS {
+        let queued = callbacks.queued();
+        callbacks.barrier();
+        if callbacks.queued() == queued {
+            return;
+        }
+    }
+}
