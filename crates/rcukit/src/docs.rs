@@ -307,10 +307,15 @@ pub mod limitations {
     //!   the fork could drop (one on that thread's stack) keeps the child's grace periods of
     //!   its domain waiting forever, which the stall report shows; unlike a `Guard`, an owned
     //!   guard is not tied to a thread, so the child cannot tell such a copy from one it holds.
-    //! * **Open bug:** a `fork()` while other threads of the process build and drop domains
-    //!   can, rarely, leave the child hung (about one run in 90 of the ignored test
-    //!   `tests/fork.rs::a_forked_child_builds_domains_while_the_parent_was_building_them`;
-    //!   the main cause, the one-time membarrier detection, is fixed).
+    //! * **Threads the program starts in the child.** The standard library's thread start and
+    //!   exit take a process-wide lock of its own (the stack-overflow bookkeeping); a fork
+    //!   while any thread of the parent held it leaves it locked in the child, where every
+    //!   `std::thread::spawn` then waits forever. rcukit's own threads do not use that path
+    //!   (see [`threads`](crate::threads): the child's repair and the domains it builds work
+    //!   whatever other threads were doing), but threads *the program* starts in the child
+    //!   with `std::thread` still hang if the parent forked while another of its threads was
+    //!   starting or exiting. A child that needs threads of its own should be forked when the
+    //!   parent's threads are quiet, or should `exec` (or use `posix_spawn`) instead.
     //! * Forking from code that rcukit runs (a report hook, a callback, a `Drop` of a retired
     //!   object) is not supported: that thread may be halfway through the state being copied.
     //! * The child may only rely on what its C library makes safe after `fork()` in a
@@ -356,6 +361,14 @@ pub mod limitations {
     //!   state of a dropped handle is *parked* until its last owned guard closes, see
     //!   [`owned`](crate::owned)), but closing one after its handle was dropped runs a grace
     //!   period's scan in the closing thread.
+    //! * Dropping a handle while owned guards of its domain are open returns at once: the
+    //!   pending callbacks run, and the domain's threads stop, once the last of them closes, on
+    //!   a finisher thread (see [`domain`](crate::domain)'s lifetime). Call `barrier()` before
+    //!   the drop (not while holding an owned guard) when their effects must be done by then.
+    //! * rcukit's threads are started with `pthread_create` on Unix (see
+    //!   [`threads`](crate::threads)): `std::thread::current().name()` is `None` on them (the
+    //!   kernel knows their names: `ps -L`, debuggers and rcukit's stall reports show them),
+    //!   and a stack overflow there is reported as a plain segmentation fault.
     //!
     //! # Where user code runs
     //!

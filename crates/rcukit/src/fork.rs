@@ -42,6 +42,15 @@
 //!
 //! Reads need none of this: `read()` works in the child at once, whatever the state.
 //!
+//! Two more things are copied mid-way by an unlucky fork, and handled where they live:
+//!
+//! * **The global domain being built** by another thread: its slot records the builder's
+//!   fork generation, and a child takes an interrupted build over instead of waiting for a
+//!   builder it does not have (see `domain::global`).
+//! * **A thread starting or exiting**: `std`'s thread start and exit take a process-wide
+//!   lock that the child would inherit locked; rcukit starts its threads without it (see
+//!   [`threads`](crate::threads)), so the repair and new domains can start theirs.
+//!
 //! # Who is alive
 //!
 //! Every per-thread object (reader record, producer list) records its owner: a per-thread

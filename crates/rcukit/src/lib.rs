@@ -147,7 +147,7 @@ pub mod report;
 pub mod section;
 pub mod seq;
 mod sync;
-mod threads;
+pub mod threads;
 pub mod waiting;
 
 #[cfg(all(test, rcukit_loom))]

@@ -23,7 +23,7 @@
 mod builder;
 mod global;
 mod port;
-mod shutdown;
+pub mod shutdown;
 mod stats;
 
 pub use builder::RcuBuilder;

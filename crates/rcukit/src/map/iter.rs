@@ -102,7 +102,7 @@ impl Range {
 }
 
 /// Iterator over the entries of an [`RcuHashMap`](super::RcuHashMap) under a guard; see
-/// [`RcuHashMap::iter`](super::RcuHashMap::iter) and the [module docs](self).
+/// [`RcuHashMap::iter`](super::RcuHashMap::iter).
 pub struct Iter<'g, K, V> {
     root: &'g AtomicPtr<Table<K, V>>,
     /// Where the next step starts in the bit-reversed hash space; `None` once done.
