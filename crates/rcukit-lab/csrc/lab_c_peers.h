@@ -32,6 +32,16 @@ void lab_urcu_memb_synchronize(void);
 void lab_urcu_qsbr_synchronize(void);
 void lab_ck_epoch_synchronize(void);
 
+/* liburcu's test_urcu shape: readers loop read-side sections that dereference a shared
+ * pointer and check its value (aborting on a value that was freed) until *stop != 0, and return
+ * how many they made; qsbr readers announce a quiescent state every `qs_every` sections. The
+ * writer loops publish, synchronize_rcu, poison and free the old value until *stop != 0, and
+ * returns its grace periods. */
+uint64_t lab_urcu_memb_shape_reader(const volatile int *stop);
+uint64_t lab_urcu_memb_shape_writer(const volatile int *stop);
+uint64_t lab_urcu_qsbr_shape_reader(const volatile int *stop, uint64_t qs_every);
+uint64_t lab_urcu_qsbr_shape_writer(const volatile int *stop);
+
 /* Retire `n` 56-byte objects through the flavor's callback API, then wait for all of them
  * (rcu_barrier / ck_epoch_barrier). Returns the number of objects freed by the callbacks. */
 uint64_t lab_urcu_memb_retire(uint64_t n);

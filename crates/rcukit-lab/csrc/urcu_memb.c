@@ -63,3 +63,45 @@ uint64_t lab_urcu_memb_retire(uint64_t n)
 	urcu_memb_barrier();
 	return atomic_load(&memb_freed) - before;
 }
+
+/* The shape of liburcu's own test_urcu benchmark: readers dereference a shared pointer in
+ * back-to-back read-side sections and check the value; the writer publishes a new value,
+ * waits for a grace period, poisons and frees the old one. */
+static uint64_t *memb_shape_ptr;
+
+uint64_t lab_urcu_memb_shape_reader(const volatile int *stop)
+{
+	uint64_t reads = 0;
+
+	urcu_memb_register_thread();
+	while (!*stop) {
+		urcu_memb_read_lock();
+		uint64_t *p = rcu_dereference(memb_shape_ptr);
+		if (p && *p != 8)
+			abort(); /* read after free: the grace period was too short */
+		urcu_memb_read_unlock();
+		reads++;
+	}
+	urcu_memb_unregister_thread();
+	return reads;
+}
+
+uint64_t lab_urcu_memb_shape_writer(const volatile int *stop)
+{
+	uint64_t gps = 0;
+
+	while (!*stop) {
+		uint64_t *new = malloc(sizeof(*new));
+		if (!new)
+			abort();
+		*new = 8;
+		uint64_t *old = rcu_xchg_pointer(&memb_shape_ptr, new);
+		urcu_memb_synchronize_rcu();
+		if (old) {
+			*old = 0;
+			free(old);
+		}
+		gps++;
+	}
+	return gps;
+}

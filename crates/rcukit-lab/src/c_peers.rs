@@ -27,6 +27,10 @@ mod ffi {
         pub(super) fn lab_urcu_qsbr_synchronize();
         pub(super) fn lab_ck_epoch_synchronize();
         pub(super) fn lab_urcu_memb_retire(n: u64) -> u64;
+        pub(super) fn lab_urcu_memb_shape_reader(stop: *const c_int) -> u64;
+        pub(super) fn lab_urcu_memb_shape_writer(stop: *const c_int) -> u64;
+        pub(super) fn lab_urcu_qsbr_shape_reader(stop: *const c_int, qs_every: u64) -> u64;
+        pub(super) fn lab_urcu_qsbr_shape_writer(stop: *const c_int) -> u64;
         pub(super) fn lab_ck_epoch_retire(n: u64) -> u64;
     }
 }
@@ -108,6 +112,37 @@ pub fn synchronize(flavor: Flavor) {
             Flavor::UrcuMemb => ffi::lab_urcu_memb_synchronize(),
             Flavor::UrcuQsbr => ffi::lab_urcu_qsbr_synchronize(),
             Flavor::CkEpoch => ffi::lab_ck_epoch_synchronize(),
+        }
+    }
+}
+
+/// A reader of liburcu's test_urcu shape: read-side sections that load and check a shared
+/// value until `stop` is non-zero (qsbr: a quiescent state every `qs_every`); the sections
+/// made. `None` for ck_epoch, which the shape does not cover.
+pub fn shape_reader(flavor: Flavor, stop: &AtomicI32, qs_every: u64) -> Option<u64> {
+    let p = stop.as_ptr() as *const std::os::raw::c_int;
+    // SAFETY: as in `busy_reader`; the shims register and unregister the calling thread and
+    // only read the shared pointer their writer publishes.
+    unsafe {
+        match flavor {
+            Flavor::UrcuMemb => Some(ffi::lab_urcu_memb_shape_reader(p)),
+            Flavor::UrcuQsbr => Some(ffi::lab_urcu_qsbr_shape_reader(p, qs_every)),
+            Flavor::CkEpoch => None,
+        }
+    }
+}
+
+/// The writer of liburcu's test_urcu shape: publish, `synchronize_rcu`, poison and free until
+/// `stop` is non-zero; the grace periods waited for. One writer per flavor at a time.
+pub fn shape_writer(flavor: Flavor, stop: &AtomicI32) -> Option<u64> {
+    let p = stop.as_ptr() as *const std::os::raw::c_int;
+    // SAFETY: as in `busy_reader`; the calling thread is not a reader of the flavor, and the
+    // lab runs one shape writer of a flavor at a time (the shims keep one shared pointer).
+    unsafe {
+        match flavor {
+            Flavor::UrcuMemb => Some(ffi::lab_urcu_memb_shape_writer(p)),
+            Flavor::UrcuQsbr => Some(ffi::lab_urcu_qsbr_shape_writer(p)),
+            Flavor::CkEpoch => None,
         }
     }
 }

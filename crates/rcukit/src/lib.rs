@@ -149,6 +149,7 @@ pub mod seq;
 mod sync;
 pub mod threads;
 pub mod waiting;
+pub mod wake;
 
 #[cfg(all(test, rcukit_loom))]
 mod loom_models;

@@ -137,7 +137,7 @@ use crate::barrier;
 use crate::domain::Inner;
 use crate::reader::{self, Registry};
 use crate::report::{Report, Stall};
-use crate::sync::{AtomicU64, Backoff, Condvar, Mutex};
+use crate::sync::{AtomicBool, AtomicU64, Backoff, Turn};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
@@ -225,67 +225,79 @@ pub(crate) enum Drain {
 
 /// A domain's phase and the turn that serializes the owned part of grace periods.
 ///
-/// The turn is a `bool` under a mutex held only to take or give it back (as the expedited
-/// engine's turn, and for the same reason): a drain can wait for a long time, and a mutex held
-/// across it could be neither held across `fork()` by the fork handlers nor released in the
-/// child, where the thread that held it does not exist.
+/// The turn ([`Turn`](crate::sync::Turn)) is held across a drain, which can wait for a long
+/// time; its mutex is held only to take or give it back (as the expedited engine's turn, and
+/// for the same reason: a mutex held across the drain could be neither held across `fork()` by
+/// the fork handlers nor released in the child).
+///
+/// `opened` says whether an owned section of this domain was ever opened. Until one is, a
+/// grace period has nothing to drain and skips W1-W3: a section sets it (O0) before its lock
+/// count (O2), so by step 2 of the module docs a grace period whose heavy barrier came after
+/// that section's O3 sees it set.
 pub(crate) struct OwnedReaders {
     phase: AtomicU64,
-    turn: Mutex<bool>,
-    turn_free: Condvar,
+    opened: AtomicBool,
+    turn: Turn,
 }
 
 impl OwnedReaders {
     pub(crate) fn new() -> OwnedReaders {
         OwnedReaders {
             phase: AtomicU64::new(0),
-            turn: Mutex::new(false),
-            turn_free: Condvar::new(),
+            opened: AtomicBool::new(false),
+            turn: Turn::new(),
         }
     }
 
-    /// O1: the phase a new section counts under.
+    /// O0 and O1: note that owned sections exist, and the phase a new one counts under.
     #[inline(always)]
     pub(crate) fn phase(&self) -> usize {
+        // Read first: once set, the line stays shared among the readers.
+        if !self.opened.load(Relaxed) {
+            self.opened.store(true, Relaxed);
+        }
         (self.phase.load(Acquire) & 1) as usize
+    }
+
+    /// Has an owned section of this domain ever been opened (after the caller's heavy
+    /// barrier)?
+    fn ever_opened(&self) -> bool {
+        self.opened.load(Relaxed)
     }
 
     /// W1-W3: wait for every owned section that began before the caller's heavy barrier.
     /// `stalled` is called while the wait is slow, with the number of sections it waits for.
     pub(crate) fn wait(&self, registry: &Registry, drain: Drain, stalled: &mut dyn FnMut(u64)) {
-        {
-            let mut taken = self.turn.lock();
-            while *taken {
-                taken = self.turn_free.wait(taken);
-            }
-            *taken = true;
+        if !self.ever_opened() {
+            return;
         }
-        let current = self.phase();
+        self.turn.take_unless(|| false);
+        let current = (self.phase.load(Acquire) & 1) as usize;
         if drain == Drain::Both {
             drain_phase(registry, current ^ 1, stalled);
         }
         self.phase.fetch_add(1, AcqRel);
         drain_phase(registry, current, stalled);
-        *self.turn.lock() = false;
-        self.turn_free.notify_all();
+        self.turn.give_back();
     }
 
     /// W1-W3 waiting no longer than `brief` allows, never sleeping or yielding; false if the
-    /// turn is taken (another grace period is draining, or its mutex is held) or a section began before the caller's heavy
-    /// barrier is still open. A W3 cut short leaves the phase flipped: harmless, every drain
-    /// covers both phases (step 3 of the module docs).
+    /// turn is taken (another grace period is draining, or its mutex is held) or a section
+    /// that began before the caller's heavy barrier is still open. A W3 cut short leaves the
+    /// phase flipped: harmless, every drain covers both phases (step 3 of the module docs).
     pub(crate) fn try_wait(&self, registry: &Registry, brief: &mut crate::gp::Brief) -> bool {
-        match self.turn.try_lock() {
-            Some(mut taken) if !*taken => *taken = true,
-            _ => return false,
+        if !self.ever_opened() {
+            return true;
         }
-        let current = self.phase();
+        if !self.turn.try_take() {
+            return false;
+        }
+        let current = (self.phase.load(Acquire) & 1) as usize;
         let drained = brief.wait(|| try_phase_drained(registry, current ^ 1)) && {
             self.phase.fetch_add(1, AcqRel);
             brief.wait(|| try_phase_drained(registry, current))
         };
-        *self.turn.lock() = false;
-        self.turn_free.notify_all();
+        self.turn.give_back();
         drained
     }
 
@@ -293,7 +305,7 @@ impl OwnedReaders {
     /// [`fork`](crate::fork)). The phase may have flipped already; every drain covers both
     /// phases, so the next grace period is complete anyway.
     pub(crate) fn after_fork(&self) {
-        *self.turn.lock() = false;
+        self.turn.after_fork();
     }
 
     /// Hold the turn's mutex across `fork()` (see [`fork`](crate::fork)).

@@ -53,14 +53,19 @@
 //!
 //! ```text
 //! quiescent_state():  Q1  e = epoch.load(Acquire);  Q2  record.store(e, Release)
-//! offline():          F1  record.store(0, Release)
+//!                     Q3  if a grace period sleeps on this record: wake it
+//! offline():          F1  record.store(0, Release);  F2  as Q3
 //! online():           N1  e = epoch.load(Acquire);  N2  record.store(e, Release);  N3  fence(SeqCst)
 //! grace period:       G1  fence(SeqCst);  G2  t = epoch.fetch_add(1) + 1;
 //!                     G3  wait until every registered record is 0 or >= t
 //! ```
 //!
 //! The grace period is exactly the RCU one ([`reader`](crate::reader) explains G1-G3), run in
-//! [`FenceKind::SeqCst`] mode so its heavy barrier is one fence. An
+//! [`FenceKind::SeqCst`] mode so its heavy barrier is one fence. Q3 and F2 are the reader's
+//! half of the wake-up protocol ([`wake`](crate::wake)): an expedited grace period that waits
+//! for an online thread sleeps until that thread's next quiescent state wakes it, instead of
+//! spinning on a core the thread needs (which is what made QSBR grace periods slow when
+//! threads outnumber cores). They take no part in the argument below. An
 //! online thread is always inside a read-side critical section; a quiescent state ends the
 //! current one and starts the next in a single store.
 //!
@@ -558,12 +563,14 @@ pub struct QsbrThread<'a> {
 pub(crate) fn announce_quiescent_state(record: &ReaderRecord, epoch: &AtomicU64) {
     let e = epoch.load(Acquire);
     record.ctr.store(e, Release);
+    record.wake.after_leaving(); // Q3
 }
 
 /// F1: stop being waited for.
 #[inline]
 pub(crate) fn go_offline(record: &ReaderRecord) {
     record.ctr.store(0, Release);
+    record.wake.after_leaving(); // F2
 }
 
 /// N1-N3: be waited for again; the fence pairs with the grace period's G1.
@@ -634,7 +641,7 @@ impl<'a> QsbrThread<'a> {
 
 impl Drop for QsbrThread<'_> {
     fn drop(&mut self) {
-        self.record.ctr.store(0, Release);
+        go_offline(&self.record);
         let id = self.qsbr.id();
         let ptr = Arc::as_ptr(&self.record);
         let _ = REGISTRATIONS.try_with(|table| {

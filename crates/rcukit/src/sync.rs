@@ -21,12 +21,12 @@
 
 #[cfg(rcukit_loom)]
 pub(crate) use loom::sync::atomic::{
-    fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
 };
 
 #[cfg(not(rcukit_loom))]
 pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
 };
 
 #[cfg(rcukit_loom)]
@@ -97,11 +97,8 @@ impl<T> Mutex<T> {
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         match self.0.try_lock() {
             Ok(guard) => Some(guard),
-            #[cfg(rcukit_loom)]
-            Err(loom::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            #[cfg(not(rcukit_loom))]
             Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(_) => None,
+            Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
 
@@ -139,6 +136,87 @@ impl Condvar {
 
     pub(crate) fn notify_all(&self) {
         self.0.notify_all();
+    }
+}
+
+/// The right to run something long (an expedited grace period, the owned-section part of
+/// one), taken and given back under a mutex held only for that, with a condition variable to
+/// wait on: such a mutex can be held across `fork()` by the fork handlers, and a turn whose
+/// holder does not exist in the child is simply given back ([`after_fork`](Turn::after_fork)).
+/// Giving the turn back notifies only when somebody waits (a notification is a system call).
+pub(crate) struct Turn {
+    state: Mutex<TurnState>,
+    free: Condvar,
+}
+
+struct TurnState {
+    taken: bool,
+    waiting: u32,
+}
+
+impl Turn {
+    pub(crate) fn new() -> Turn {
+        Turn {
+            state: Mutex::new(TurnState {
+                taken: false,
+                waiting: 0,
+            }),
+            free: Condvar::new(),
+        }
+    }
+
+    /// Take the turn, waiting while another holder has it, unless `done()` (asked before
+    /// taking and after every wait) says there is nothing left to run: then false.
+    pub(crate) fn take_unless(&self, mut done: impl FnMut() -> bool) -> bool {
+        let mut state = self.state.lock();
+        loop {
+            if done() {
+                return false;
+            }
+            if !state.taken {
+                state.taken = true;
+                return true;
+            }
+            state.waiting += 1;
+            state = self.free.wait(state);
+            state.waiting -= 1;
+        }
+    }
+
+    /// Take the turn if it is free and its mutex is not held, without waiting at all.
+    pub(crate) fn try_take(&self) -> bool {
+        match self.state.try_lock() {
+            Some(mut state) if !state.taken => {
+                state.taken = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Give the turn back (the caller holds it).
+    pub(crate) fn give_back(&self) {
+        let waiting = {
+            let mut state = self.state.lock();
+            state.taken = false;
+            state.waiting
+        };
+        if waiting != 0 {
+            self.free.notify_all();
+        }
+    }
+
+    /// After `fork()`: the holder, if any, does not exist in this process, and neither do
+    /// the threads that waited.
+    pub(crate) fn after_fork(&self) {
+        let mut state = self.state.lock();
+        state.taken = false;
+        state.waiting = 0;
+    }
+
+    /// Hold the turn's mutex across `fork()` (see [`fork`](crate::fork)).
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+        self.state.hold_for_fork(held);
     }
 }
 

@@ -190,14 +190,14 @@ pub fn rounds_of<P: Copy>(
 /// Measure every one of `peers` once, starting `round` peers further on (so that no peer
 /// always runs first, or always right after the same one), and append each value to the
 /// peer's list in `values`.
-pub fn one_round<P: Copy>(
+pub fn one_round<P: Copy, T>(
     task: &Task,
     label: &str,
     peers: &[P],
     round: usize,
     id: &impl Fn(P) -> &'static str,
-    measure: &mut impl FnMut(P) -> Result<f64>,
-    values: &mut [Vec<f64>],
+    measure: &mut impl FnMut(P) -> Result<T>,
+    values: &mut [Vec<T>],
 ) -> Result<()> {
     for k in 0..peers.len() {
         let at = (k + round) % peers.len();

@@ -68,9 +68,7 @@ pub(crate) struct ExpeditedGp {
     /// True while a caller runs (or decides whether to run) an expedited grace period of this
     /// domain; waiting for it is where concurrent callers find out that someone else did their
     /// work.
-    turn: crate::sync::Mutex<bool>,
-    /// Notified when the turn is given back.
-    turn_free: crate::sync::Condvar,
+    turn: crate::sync::Turn,
     completed: AtomicU64,
     helper: Mutex<HelperRequests>,
     helper_wake: Condvar,
@@ -82,8 +80,7 @@ impl ExpeditedGp {
         let needed = seq.load();
         ExpeditedGp {
             seq,
-            turn: crate::sync::Mutex::new(false),
-            turn_free: crate::sync::Condvar::new(),
+            turn: crate::sync::Turn::new(),
             completed: AtomicU64::new(0),
             helper: Mutex::new(HelperRequests {
                 needed,
@@ -106,18 +103,8 @@ impl ExpeditedGp {
         // not survive `fork()`); if `snap` was taken while it ran, it does not count, and the
         // next pass runs one that does.
         while !self.seq.poll(snap) {
-            {
-                let mut taken = self.turn.lock();
-                while *taken {
-                    taken = self.turn_free.wait(taken);
-                    if self.seq.poll(snap) {
-                        return; // piggybacked on the grace period we waited for
-                    }
-                }
-                if self.seq.poll(snap) {
-                    return; // piggybacked on a grace period that ran while we waited
-                }
-                *taken = true;
+            if !self.turn.take_unless(|| self.seq.poll(snap)) {
+                return; // piggybacked on a grace period that ran while we waited
             }
             if seq::state(self.seq.load()) == 0 {
                 self.seq.start();
@@ -125,8 +112,7 @@ impl ExpeditedGp {
             core.wait_for_readers(GpKind::Expedited);
             self.seq.end();
             self.completed.fetch_add(1, Relaxed);
-            *self.turn.lock() = false;
-            self.turn_free.notify_all();
+            self.turn.give_back();
             event.notify();
         }
     }
@@ -148,9 +134,8 @@ impl ExpeditedGp {
                 return true;
             }
             // Never wait, not even for the turn's mutex: its holder may be descheduled.
-            match self.turn.try_lock() {
-                Some(mut taken) if !*taken => *taken = true,
-                _ => return false,
+            if !self.turn.try_take() {
+                return false;
             }
             if seq::state(self.seq.load()) == 0 {
                 self.seq.start();
@@ -160,8 +145,7 @@ impl ExpeditedGp {
                 self.seq.end();
                 self.completed.fetch_add(1, Relaxed);
             }
-            *self.turn.lock() = false;
-            self.turn_free.notify_all();
+            self.turn.give_back();
             if !ended {
                 // Left started: the helper finishes it (and whatever else `snap` needs).
                 self.request(snap);
@@ -175,7 +159,7 @@ impl ExpeditedGp {
     /// After `fork()`: the turn's holder, if any, does not exist in this process (see
     /// [`fork`](crate::fork)).
     pub(crate) fn after_fork(&self) {
-        *self.turn.lock() = false;
+        self.turn.after_fork();
     }
 
     /// Hold this engine's lock across `fork()` (see [`fork`](crate::fork)).

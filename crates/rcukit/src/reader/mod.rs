@@ -13,10 +13,14 @@
 //! R3  light barrier (compiler fence with membarrier, fence(SeqCst) otherwise)
 //!     ... the critical section: loads of RCU-protected pointers ...
 //! R4  record.ctr.store(0, Release)            (when the outermost guard drops)
+//! R5  if a grace period sleeps on this record: wake it   (a load, see `wake`)
 //! ```
 //!
 //! Nested reads only bump a thread-private nesting count. There is no atomic read-modify-write
-//! and, with membarrier, no fence instruction on this path.
+//! and, with membarrier, no fence instruction on this path. R5 is how a grace period that went
+//! to sleep waiting for this reader learns that it left: a load of a word on the record's own
+//! line, written only by grace periods that sleep ([`wake`](crate::wake) argues why no
+//! wake-up is lost). It does not take part in the argument below.
 //!
 //! A grace period (see [`gp`](crate::gp)) does
 //!
@@ -90,6 +94,7 @@ pub(crate) use local::{
 use crate::barrier::{self, FenceKind};
 use crate::owned::{OwnedCounts, Side};
 use crate::sync::{AtomicU64, Mutex};
+use crate::wake::WakeWord;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
@@ -155,8 +160,11 @@ fn os_tid() -> i64 {
     -1
 }
 
-/// Bytes that fill a record's first line after `ctr` and `nesting`.
-const HOT_PAD: usize = 64 - 8 - 4;
+/// Bytes that fill a record's first line after `ctr`, `nesting` and `wake`.
+#[cfg(not(rcukit_loom))]
+const HOT_PAD: usize = 64 - 8 - 4 - 8;
+#[cfg(rcukit_loom)]
+const HOT_PAD: usize = 0;
 
 // The layout the docs of `ReaderRecord` describe (loom's atomics are larger).
 #[cfg(all(target_pointer_width = "64", not(rcukit_loom)))]
@@ -183,6 +191,10 @@ pub(crate) struct ReaderRecord {
     /// Nesting depth plus the `ORPHAN` bit. Touched only by the owning thread, so a std atomic
     /// with relaxed loads and stores (no read-modify-write) is enough and loom need not see it.
     nesting: AtomicU32,
+    /// What an expedited grace period that waits for this reader sleeps on, and what the
+    /// reader looks at after leaving (see [`wake`](crate::wake)): on the line the reader
+    /// writes anyway, so that looking costs it no cache miss.
+    pub(crate) wake: WakeWord,
     /// The rest of the first line: nothing else shares the line every read writes.
     _hot_line: [u8; HOT_PAD],
     pub(crate) thread: ThreadInfo,
@@ -204,6 +216,7 @@ impl ReaderRecord {
         ReaderRecord {
             ctr: AtomicU64::new(0),
             nesting: AtomicU32::new(0),
+            wake: WakeWord::new(),
             _hot_line: [0; HOT_PAD],
             thread,
             owner: crate::fork::Owner::current(),
@@ -273,6 +286,7 @@ impl ReaderRecord {
         let unnest = self.unnest();
         if unnest.outermost {
             self.ctr.store(0, Release);
+            self.wake.after_leaving(); // R5
         }
         unnest.last_orphan_guard
     }

@@ -1,6 +1,6 @@
 //! rcukit beside the systems people use today, in one run.
 //!
-//! Three measurements, each on every peer that offers the operation:
+//! Four measurements, each on every peer that offers the operation:
 //!
 //! * **Read-side cost**: nanoseconds per read-side section that loads a shared pointer and
 //!   reads the value behind it, with 1 thread and with as many threads as cores, all reading
@@ -23,6 +23,12 @@
 //!   must equal the number queued. rcukit's domain is started before and stopped after the
 //!   clock (its threads are not part of retiring).
 //!
+//! * **liburcu's benchmark shape** (`test_urcu`): N readers in back-to-back sections and one
+//!   writer looping publish → grace period → free, with N = 1, 2, 4 (2 to 5 runnable threads
+//!   on a 2-core machine): reads/s, grace periods/s and the writer's CPU time per grace
+//!   period, for `Rcu` and `Qsbr` (expedited and normal), `RcuCell` writes, and liburcu memb
+//!   and qsbr (see `shapes`).
+//!
 //! Every figure is measured in `rounds` interleaved rounds (each round measures every peer once,
 //! in an order rotated from round to round) and reported as the median with the smallest and
 //! largest round; every ratio is taken round by round against rcukit's figure of the same round,
@@ -37,11 +43,13 @@ mod read;
 mod render;
 mod retire;
 mod run;
+mod shapes;
 
 pub use grace_period::{GpPeer, GpResult};
 pub use read::{ReadPeer, ReadResult};
 pub use retire::{RetirePeer, RetireResult};
 pub use run::{run, Body};
+pub use shapes::{ShapePeer, ShapeResult};
 
 use super::{
     check_duration, check_range, check_threads, ser_ms, Common, Envelope, Experiment, Rendered,
@@ -59,7 +67,7 @@ pub const NAME: &str = "peers";
 /// runs).
 pub const UNAVAILABLE: &[Unavailable] = &[];
 
-/// The three measurements.
+/// The measurements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Part {
@@ -69,12 +77,14 @@ pub enum Part {
     GracePeriod,
     /// Retire throughput.
     Retire,
+    /// liburcu's benchmark shape: N readers + 1 writer.
+    Shapes,
 }
 
 /// Settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct Config {
-    /// The measurements to make (default all three).
+    /// The measurements to make (default all four).
     pub parts: Vec<Part>,
     /// Thread counts for the read-side cost (default 1 and the number of cores).
     pub read_threads: Vec<usize>,
@@ -88,6 +98,11 @@ pub struct Config {
     pub gp_max_samples: usize,
     /// Objects each retire-throughput peer queues in each round.
     pub retire_objects: u64,
+    /// Reader counts of the N readers + 1 writer shape (default 1, 2, 4).
+    pub shape_readers: Vec<usize>,
+    /// Measuring time per (shape peer, reader count) in each round.
+    #[serde(rename = "shape_time_ms", serialize_with = "ser_ms")]
+    pub shape_time: Duration,
     /// Interleaved rounds per figure (the median and the spread are reported).
     pub rounds: usize,
     /// Quick mode.
@@ -100,12 +115,14 @@ impl Config {
         let mut read_threads = vec![1, common.threads];
         read_threads.dedup();
         Config {
-            parts: vec![Part::Read, Part::GracePeriod, Part::Retire],
+            parts: vec![Part::Read, Part::GracePeriod, Part::Retire, Part::Shapes],
             read_threads,
             read_time: common.pick(Duration::from_millis(30), Duration::from_millis(200)),
             gp_time: common.pick(Duration::from_millis(80), Duration::from_millis(400)),
             gp_max_samples: 1000,
             retire_objects: common.pick(200_000, 1_000_000),
+            shape_readers: common.pick(vec![1, 2], vec![1, 2, 4]),
+            shape_time: common.pick(Duration::from_millis(150), Duration::from_millis(600)),
             rounds: common.pick(5, 7),
             quick: common.quick,
         }
@@ -114,7 +131,7 @@ impl Config {
     /// Reject impossible settings.
     pub fn validate(&self) -> Result<()> {
         if self.parts.is_empty() {
-            bail!("--parts needs at least one of read, grace-period, retire");
+            bail!("--parts needs at least one of read, grace-period, retire, shapes");
         }
         if self.read_threads.is_empty() {
             bail!("--read-threads needs at least one count");
@@ -126,6 +143,13 @@ impl Config {
         check_duration("--gp-time", self.gp_time)?;
         check_range("gp samples", self.gp_max_samples as u64, 1, 1_000_000)?;
         check_range("--retire-objects", self.retire_objects, 1, 100_000_000)?;
+        if self.shape_readers.is_empty() {
+            bail!("--shape-readers needs at least one count");
+        }
+        for &n in &self.shape_readers {
+            check_threads("--shape-readers", n)?;
+        }
+        check_duration("--shape-time", self.shape_time)?;
         check_range("--rounds", self.rounds as u64, 1, 1000)?;
         Ok(())
     }
@@ -134,7 +158,7 @@ impl Config {
 /// Flags of the `peers` subcommand.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct Args {
-    /// Measurements to make, comma-separated [default: all three]
+    /// Measurements to make, comma-separated [default: all four]
     #[arg(long, value_enum, value_delimiter = ',')]
     pub parts: Vec<Part>,
     /// Thread counts for the read-side cost, comma-separated [default: 1 and the cores]
@@ -149,6 +173,12 @@ pub struct Args {
     /// Objects queued per retire-throughput peer and round [default: 200000 quick, 1000000 full]
     #[arg(long)]
     pub retire_objects: Option<u64>,
+    /// Reader counts of the N readers + 1 writer shape, comma-separated [default: 1,2 quick; 1,2,4 full]
+    #[arg(long, value_delimiter = ',')]
+    pub shape_readers: Vec<usize>,
+    /// Measuring time per shape point and round [default: 150ms quick, 600ms full]
+    #[arg(long, value_parser = crate::cli::parse_duration)]
+    pub shape_time: Option<Duration>,
     /// Interleaved rounds per figure; medians and min-max are reported [default: 5 quick, 7 full]
     #[arg(long)]
     pub rounds: Option<usize>,
@@ -175,8 +205,8 @@ impl Experiment for Peers {
 
     fn apply(args: &Args, cfg: &mut Config) {
         crate::override_fields!(
-            args => cfg; read_time, gp_time, retire_objects, rounds;
-            lists: read_threads, parts
+            args => cfg; read_time, gp_time, retire_objects, shape_time, rounds;
+            lists: read_threads, parts, shape_readers
         );
     }
 

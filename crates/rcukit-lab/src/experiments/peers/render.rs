@@ -55,10 +55,30 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
         ));
         md.push_str(&retire_table(r));
     }
+    if !r.shapes.is_empty() {
+        md.push_str(&format!(
+            "\n### liburcu's benchmark shape: N readers + 1 writer ({} per point and round)\n\n",
+            report::num(r.config.shape_time.as_secs_f64() * 1e3) + " ms"
+        ));
+        md.push_str(&shapes_table(r));
+        md.push_str(
+            "\nReaders run back-to-back sections that dereference a shared pointer and check \
+             the value (QSBR readers: a quiescent state every 1,024 sections); the writer loops \
+             publish → wait → poison and free. `vs liburcu` divides by the liburcu flavor's \
+             figure of the same round (memb for `Rcu` and `RcuCell`, qsbr for `Qsbr`); `worst` \
+             is the smallest of those round ratios. Writer CPU is `getrusage(RUSAGE_THREAD)` \
+             per grace period: a writer that spins while its reader waits for a core shows it.\n",
+        );
+    }
     md.push_str(&unavailable_note(&r.not_available));
     Ok(Rendered {
         markdown: md,
-        svg: Some(svg(r)?),
+        // The plot shows the first three parts; a run of the shape alone has none.
+        svg: if r.read.is_empty() && r.grace_period.is_empty() && r.retire.is_empty() {
+            None
+        } else {
+            Some(svg(r)?)
+        },
         headlines: headlines(r),
     })
 }
@@ -102,6 +122,39 @@ fn gp_table(r: &Report) -> String {
             report::num(g.latency_us.p99),
             g.latency_us.count.to_string(),
             report::ratio_spread(&g.vs_rcukit_expedited_rounds),
+        ]);
+    }
+    t.to_markdown()
+}
+
+/// The shape per peer and reader count.
+fn shapes_table(r: &Report) -> String {
+    let mut t = Table::new(&[
+        "readers",
+        "peer",
+        "k grace periods/s",
+        "vs liburcu (worst)",
+        "M reads/s",
+        "vs liburcu",
+        "writer CPU µs/GP",
+        "µs per loop",
+    ]);
+    let worst = |x: &Option<Rounds>| match x {
+        Some(v) => format!("{} ({})", report::ratio_spread(v), report::num(v.min)),
+        None => "n/a".into(),
+    };
+    for x in &r.shapes {
+        t.row(vec![
+            x.readers.to_string(),
+            format!("`{}`", x.peer.id()),
+            report::spread(&scaled(&x.gps_per_s, 1e-3), 1),
+            worst(&x.gps_vs_liburcu),
+            report::spread(&scaled(&x.reads_per_s, 1e-6), 1),
+            x.reads_vs_liburcu
+                .as_ref()
+                .map_or("n/a".into(), report::ratio_spread),
+            report::spread(&x.writer_cpu_us_per_gp, 1),
+            report::spread(&x.loop_us, 1),
         ]);
     }
     t.to_markdown()

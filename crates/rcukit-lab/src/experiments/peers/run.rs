@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::grace_period::{measure_gp, GpPeer, GpResult};
 use super::read::{measure_read, ReadPeer, ReadResult, ReadState};
 use super::retire::{measure_retire, RetirePeer, RetireResult};
+use super::shapes::{measure_shape, ShapePeer, ShapeResult, ShapeRun};
 use super::{Config, Part, Peers, Report, NAME, UNAVAILABLE};
 use crate::experiments::kit::{one_round, rounds_of, with_ratios};
 use crate::experiments::{Envelope, Unavailable};
@@ -23,6 +24,8 @@ pub struct Body {
     pub grace_period: Vec<GpResult>,
     /// Retire throughput.
     pub retire: Vec<RetireResult>,
+    /// liburcu's benchmark shape, per peer and reader count.
+    pub shapes: Vec<ShapeResult>,
     /// Peers not in this build.
     pub not_available: Vec<Unavailable>,
     /// Whether the C peers are compiled in.
@@ -37,7 +40,8 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
     let steps = cfg.rounds
         * (usize::from(has(Part::Read)) * ReadPeer::all().len() * cfg.read_threads.len()
             + usize::from(has(Part::GracePeriod)) * GpPeer::all().len()
-            + usize::from(has(Part::Retire)) * RetirePeer::all().len());
+            + usize::from(has(Part::Retire)) * RetirePeer::all().len()
+            + usize::from(has(Part::Shapes)) * ShapePeer::all().len() * cfg.shape_readers.len());
     let task = progress.task(NAME, steps as u64);
     let body = Body {
         read: if has(Part::Read) {
@@ -52,6 +56,11 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
         },
         retire: if has(Part::Retire) {
             run_retire(cfg, &task)?
+        } else {
+            Vec::new()
+        },
+        shapes: if has(Part::Shapes) {
+            run_shapes(cfg, &task)?
         } else {
             Vec::new()
         },
@@ -162,4 +171,57 @@ fn run_retire(cfg: &Config, task: &Task) -> Result<Vec<RetireResult>> {
             vs_rcukit_rounds: ratios,
         })
         .collect())
+}
+
+/// liburcu's benchmark shape for every peer at every reader count, in rounds (each reader
+/// count's peers interleaved within a round), and the ratios to the liburcu flavor's figures
+/// of the same round.
+fn run_shapes(cfg: &Config, task: &Task) -> Result<Vec<ShapeResult>> {
+    let peers = ShapePeer::all();
+    let mut runs = vec![vec![Vec::new(); peers.len()]; cfg.shape_readers.len()];
+    for round in 0..cfg.rounds {
+        for (ni, &readers) in cfg.shape_readers.iter().enumerate() {
+            let label = format!(
+                "{readers} readers + 1 writer, round {}/{}",
+                round + 1,
+                cfg.rounds
+            );
+            let mut measure = |p| measure_shape(p, readers, cfg.shape_time);
+            let values = &mut runs[ni];
+            one_round(
+                task,
+                &label,
+                &peers,
+                round,
+                &ShapePeer::id,
+                &mut measure,
+                values,
+            )?;
+        }
+    }
+    let mut results = Vec::new();
+    for (ni, &readers) in cfg.shape_readers.iter().enumerate() {
+        let per_peer = &runs[ni];
+        let metric = |at: usize, f: fn(&ShapeRun) -> f64| {
+            crate::measure::Rounds::of(per_peer[at].iter().map(f).collect())
+        };
+        for (at, &peer) in peers.iter().enumerate() {
+            let base = peer
+                .liburcu_baseline()
+                .and_then(|b| peers.iter().position(|&q| q == b));
+            let vs = |f: fn(&ShapeRun) -> f64| base.map(|b| metric(at, f).ratio_to(&metric(b, f)));
+            results.push(ShapeResult {
+                peer,
+                description: peer.describe(),
+                readers,
+                reads_per_s: metric(at, |r| r.reads_per_s),
+                gps_per_s: metric(at, |r| r.gps_per_s),
+                writer_cpu_us_per_gp: metric(at, |r| r.writer_cpu_us_per_gp),
+                loop_us: metric(at, |r| r.loop_us),
+                gps_vs_liburcu: vs(|r| r.gps_per_s),
+                reads_vs_liburcu: vs(|r| r.reads_per_s),
+            });
+        }
+    }
+    Ok(results)
 }

@@ -1,0 +1,287 @@
+//! Waking a writer that sleeps until a reader leaves: the reader's side costs a load and a
+//! branch, the writer's a system call only when it has to sleep.
+//!
+//! A grace period that finds a reader still inside its critical section can spin, yield or
+//! nap, but none of these ends the wait when the reader leaves: a spinning writer burns a core
+//! the reader may need (with more runnable threads than cores, the reader is often the thread
+//! *not* running), and a napping one wakes on a timer, long after. liburcu's readers instead
+//! wake the writer themselves. This module does the same, per reader record: each record
+//! carries a [`WakeWord`], and the reader, after the store that ends its section (or announces
+//! a quiescent state), looks at it.
+//!
+//! # The protocol
+//!
+//! ```text
+//! reader (leaving):   L1  record.ctr.store(0 or a new epoch, Release)   (R4, Q2 or F1)
+//!                     L2  compiler fence
+//!                     L3  if waiters.load(Relaxed) != 0: seq += 1; futex_wake(seq, all)
+//!
+//! writer (sleeping):  S1  waiters += 1;  s = seq.load()
+//!                     S2  heavy barrier (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+//!                     S3  if record.ctr shows the reader left: done
+//!                     S4  futex_wait(seq, s)       (returns at once if seq != s)
+//!                     S5  look at ctr again; sleep again from S4 with the new seq (S1 and
+//!                         S2 are not repeated: `waiters` stays raised until the writer is
+//!                         done); finally waiters -= 1
+//! ```
+//!
+//! # Why no wake-up is lost
+//!
+//! The classic futex race is a waker that looks at the flag before the sleeper raised it while
+//! the sleeper looks at the condition before the waker changed it: both miss each other, and
+//! the sleeper sleeps forever. Here L1-L3 and S1-S3 are the two halves of a store-buffering
+//! pattern, and S2 is a `membarrier`, which runs a full memory barrier on every CPU that runs
+//! a thread of this process at that moment, and acts on the others at their next context
+//! switch (which is a full barrier too). So at some point `P` in the reader's execution a full
+//! barrier takes effect, after S1 and before S3:
+//!
+//! * if `P` comes after L1, the reader's store is visible when S3 looks: the writer does not
+//!   sleep;
+//! * if `P` comes before L1, then L3 (after L1, kept there by the compiler fence L2) comes
+//!   after `P`, which comes after S1: L3 sees `waiters != 0` and bumps `seq`.
+//!
+//! In the second case the bump comes after S1's read of `s`, so S4's `futex_wait(seq, s)`
+//! either finds `seq != s` and returns at once, or is sleeping when the wake arrives (the
+//! kernel compares and sleeps atomically). The writer looks at `ctr` after every return, so a
+//! wake meant for another writer, or one that came before it slept, costs a look, not a miss.
+//! The loom model `loom_wake_protocol_loses_no_wake_up` checks this (the barrier pair
+//! modelled as two `SeqCst` fences), and its busted twin, a reader that looks with no barrier
+//! after leaving, loses a wake-up: the writer sleeps forever and loom reports the deadlock.
+//!
+//! A reader pays L2 (nothing at run time) and L3, a load of a word on the line its own L1 just
+//! wrote, which only writers that go to sleep write: no read-modify-write, no fence. A writer
+//! pays one `membarrier` per sleep; it first spins briefly (a reader usually leaves within a
+//! few hundred nanoseconds) and never yields or naps.
+//!
+//! Without `membarrier` (old kernels, `RCUKIT_NO_MEMBARRIER`, other systems, Miri) there is no
+//! barrier to pair with the reader's compiler fence: [`available`] is false and writers wait as
+//! before, napping with growing naps. A domain in [`FenceKind::SeqCst`](crate::FenceKind)
+//! mode on a kernel that has `membarrier` (every [`Qsbr`](crate::Qsbr) domain) still uses it
+//! here: S2 is a separate barrier from the grace period's own.
+
+use crate::sync::AtomicU32;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+use std::time::Duration;
+
+/// What a writer sleeps on and a leaving reader looks at.
+pub(crate) struct WakeWord {
+    /// Writers between S1 and S5 (they may sleep on `seq`).
+    waiters: AtomicU32,
+    /// Bumped by every wake (the futex word).
+    seq: AtomicU32,
+    #[cfg(rcukit_loom)]
+    futex: loom_futex::Futex,
+}
+
+impl WakeWord {
+    pub(crate) fn new() -> WakeWord {
+        WakeWord {
+            waiters: AtomicU32::new(0),
+            seq: AtomicU32::new(0),
+            #[cfg(rcukit_loom)]
+            futex: loom_futex::Futex::new(),
+        }
+    }
+
+    /// L2-L3: right after the store that ends a section or announces a quiescent state.
+    #[inline(always)]
+    pub(crate) fn after_leaving(&self) {
+        // Under loom, the pair (this compiler fence, the writer's membarrier) is modelled as
+        // a pair of `SeqCst` fences, as the grace period's barrier pair is.
+        #[cfg(rcukit_loom)]
+        crate::sync::fence(SeqCst);
+        #[cfg(not(rcukit_loom))]
+        crate::sync::compiler_fence(SeqCst);
+        self.look();
+    }
+
+    /// L3 alone: the loom model's busted reader, which looks with no barrier after leaving.
+    #[inline(always)]
+    fn look(&self) {
+        if self.waiters.load(Relaxed) != 0 {
+            self.wake_all();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_all(&self) {
+        self.seq.fetch_add(1, AcqRel);
+        #[cfg(rcukit_loom)]
+        self.futex.wake_all();
+        #[cfg(not(rcukit_loom))]
+        futex::wake_all(&self.seq);
+    }
+
+    /// S1: from now until [`withdraw`](Self::withdraw), leaving readers wake this writer.
+    /// Returns the wake count to sleep on. The caller then runs the heavy barrier (S2,
+    /// [`barrier`]) before it looks at the reader (S3).
+    pub(crate) fn announce(&self) -> u32 {
+        self.waiters.fetch_add(1, SeqCst);
+        self.seq.load(Acquire)
+    }
+
+    /// S4: sleep until a wake after the one counted in `seen`, or `timeout`; returns the
+    /// newest wake count to sleep on next.
+    pub(crate) fn sleep(&self, seen: u32, timeout: Duration) -> u32 {
+        #[cfg(rcukit_loom)]
+        {
+            let _ = timeout;
+            self.futex.wait_while(|| self.seq.load(Acquire) == seen);
+        }
+        #[cfg(not(rcukit_loom))]
+        futex::wait(&self.seq, seen, timeout);
+        self.seq.load(Acquire)
+    }
+
+    /// S5's end: no longer sleeping on this word.
+    pub(crate) fn withdraw(&self) {
+        self.waiters.fetch_sub(1, AcqRel);
+    }
+}
+
+/// Can writers sleep on [`WakeWord`]s here (is there a barrier to pair with the readers'
+/// compiler fence)?
+pub(crate) fn available() -> bool {
+    #[cfg(rcukit_loom)]
+    {
+        true
+    }
+    #[cfg(not(rcukit_loom))]
+    {
+        futex::AVAILABLE && crate::barrier::support().private_expedited
+    }
+}
+
+/// S2: the barrier between a writer's [`announce`](WakeWord::announce) and its look at the
+/// reader. (Under loom, a `SeqCst` fence, as the models' readers use one too.)
+pub(crate) fn barrier() {
+    #[cfg(rcukit_loom)]
+    crate::sync::fence(SeqCst);
+    #[cfg(not(rcukit_loom))]
+    crate::barrier::heavy(
+        crate::barrier::FenceKind::Membarrier,
+        crate::barrier::Heavy::Expedited,
+    );
+}
+
+#[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+mod futex {
+    use rustix::thread::futex::{self, Flags, Timespec};
+    use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    pub(super) const AVAILABLE: bool = true;
+
+    pub(super) fn wait(word: &AtomicU32, seen: u32, timeout: Duration) {
+        let timeout = Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        // EAGAIN (the word moved on), EINTR and ETIMEDOUT all mean: look again.
+        let _ = futex::wait(word, Flags::PRIVATE, seen, Some(&timeout));
+    }
+
+    pub(super) fn wake_all(word: &AtomicU32) {
+        let _ = futex::wake(word, Flags::PRIVATE, i32::MAX as u32);
+    }
+}
+
+#[cfg(all(not(all(target_os = "linux", not(miri))), not(rcukit_loom)))]
+mod futex {
+    use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    /// No futex here: [`available`](super::available) is false and nobody sleeps.
+    pub(super) const AVAILABLE: bool = false;
+
+    pub(super) fn wait(_word: &AtomicU32, _seen: u32, timeout: Duration) {
+        std::thread::sleep(timeout.min(Duration::from_millis(1)));
+    }
+
+    pub(super) fn wake_all(_word: &AtomicU32) {}
+}
+
+/// A futex for loom: the compare-and-sleep made atomic by a mutex, which every waker takes
+/// before it notifies.
+#[cfg(rcukit_loom)]
+mod loom_futex {
+    use loom::sync::{Condvar, Mutex};
+
+    pub(super) struct Futex {
+        lock: Mutex<()>,
+        cond: Condvar,
+    }
+
+    impl Futex {
+        pub(super) fn new() -> Futex {
+            Futex {
+                lock: Mutex::new(()),
+                cond: Condvar::new(),
+            }
+        }
+
+        pub(super) fn wait_while(&self, mut unchanged: impl FnMut() -> bool) {
+            let mut guard = self.lock.lock().unwrap();
+            while unchanged() {
+                guard = self.cond.wait(guard).unwrap();
+            }
+        }
+
+        pub(super) fn wake_all(&self) {
+            drop(self.lock.lock().unwrap());
+            self.cond.notify_all();
+        }
+    }
+}
+
+#[cfg(all(test, rcukit_loom))]
+mod loom_models {
+    use super::WakeWord;
+    use crate::sync::AtomicU64;
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::sync::atomic::Ordering::{Acquire, Release};
+    use std::time::Duration;
+
+    /// A reader inside a section leaves it (L1-L3) while a writer that waits for it goes to
+    /// sleep (S1-S5): the writer must always wake up.
+    fn reader_leaves_while_the_writer_goes_to_sleep(busted_reader: bool) {
+        loom::model(move || {
+            let ctr = Arc::new(AtomicU64::new(1)); // inside a section
+            let word = Arc::new(WakeWord::new());
+            let reader = {
+                let (ctr, word) = (ctr.clone(), word.clone());
+                thread::spawn(move || {
+                    ctr.store(0, Release); // L1
+                    if busted_reader {
+                        word.look();
+                    } else {
+                        word.after_leaving();
+                    }
+                })
+            };
+            let mut seen = word.announce(); // S1
+            super::barrier(); // S2
+            while ctr.load(Acquire) != 0 {
+                seen = word.sleep(seen, Duration::from_secs(1)); // S4
+            }
+            word.withdraw();
+            reader.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_wake_protocol_loses_no_wake_up() {
+        reader_leaves_while_the_writer_goes_to_sleep(false);
+    }
+
+    /// Without the reader's barrier between leaving and looking, its look can miss the
+    /// writer's announcement while the writer's look misses its leaving: the writer sleeps
+    /// forever.
+    #[test]
+    #[should_panic]
+    fn loom_busted_wake_protocol_loses_a_wake_up() {
+        reader_leaves_while_the_writer_goes_to_sleep(true);
+    }
+}
