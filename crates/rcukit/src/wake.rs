@@ -44,9 +44,12 @@
 //! either finds `seq != s` and returns at once, or is sleeping when the wake arrives (the
 //! kernel compares and sleeps atomically). The writer looks at `ctr` after every return, so a
 //! wake meant for another writer, or one that came before it slept, costs a look, not a miss.
-//! The loom model `loom_wake_protocol_loses_no_wake_up` checks this (the barrier pair
-//! modelled as two `SeqCst` fences), and its busted twin, a reader that looks with no barrier
-//! after leaving, loses a wake-up: the writer sleeps forever and loom reports the deadlock.
+//! The loom model `loom_wake_protocol_loses_no_wake_up` checks this, with the pair (the
+//! reader's compiler fence, the writer's `membarrier`) modelled as two `SeqCst` fences, as
+//! the grace period's own pair is; its busted twin, a reader that looks with no barrier after
+//! leaving, loses a wake-up: the writer sleeps forever and loom reports the deadlock. (loom
+//! cannot model what `membarrier` does to another thread's compiler fence, so the grace
+//! period's own loom models wait for readers by polling, and this model checks the sleep.)
 //!
 //! A reader pays L2 (nothing at run time) and L3, a load of a word on the line its own L1 just
 //! wrote, which only writers that go to sleep write: no read-modify-write, no fence. A writer
@@ -86,16 +89,11 @@ impl WakeWord {
     /// L2-L3: right after the store that ends a section or announces a quiescent state.
     #[inline(always)]
     pub(crate) fn after_leaving(&self) {
-        // Under loom, the pair (this compiler fence, the writer's membarrier) is modelled as
-        // a pair of `SeqCst` fences, as the grace period's barrier pair is.
-        #[cfg(rcukit_loom)]
-        crate::sync::fence(SeqCst);
-        #[cfg(not(rcukit_loom))]
         crate::sync::compiler_fence(SeqCst);
         self.look();
     }
 
-    /// L3 alone: the loom model's busted reader, which looks with no barrier after leaving.
+    /// L3.
     #[inline(always)]
     fn look(&self) {
         if self.waiters.load(Relaxed) != 0 {
@@ -254,11 +252,11 @@ mod loom_models {
                 let (ctr, word) = (ctr.clone(), word.clone());
                 thread::spawn(move || {
                     ctr.store(0, Release); // L1
-                    if busted_reader {
-                        word.look();
-                    } else {
-                        word.after_leaving();
+                    if !busted_reader {
+                        // L2 with the writer's membarrier acting on it: a full fence.
+                        crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
                     }
+                    word.look(); // L3
                 })
             };
             let mut seen = word.announce(); // S1

@@ -27,7 +27,7 @@ use crate::owned::{self, Drain, OwnedReaders};
 use crate::reader::{ReaderRecord, Registry};
 use crate::report::{Report, Reporter, Stall, WakerPanic};
 use crate::sync::lock;
-use crate::sync::{AtomicU64, Backoff};
+use crate::sync::AtomicU64;
 use crate::waiting::Wakers;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
@@ -143,27 +143,26 @@ impl GpCore {
         };
         let (target, records) = self.start_scan(heavy);
         let mut stall = StallWatch::new(self.stall_timeout);
-        if kind == GpKind::Expedited && crate::wake::available() {
-            // Spin briefly on each reader; sleep on those still inside, woken as they leave.
-            let inside: Vec<&ReaderRecord> = records
-                .iter()
-                .map(|r| &**r)
-                .filter(|r| !spin_until_left(r, target))
-                .collect();
-            if !inside.is_empty() {
-                self.sleep_until_left(&inside, target, kind, &mut stall);
-            }
-        } else {
-            for record in records.iter() {
-                self.wait_for_record(record, target, kind, &mut stall);
-            }
+        // Spin briefly on each reader; then sleep on those still inside, woken as they leave.
+        let inside: Vec<&ReaderRecord> = records
+            .iter()
+            .map(|r| &**r)
+            .filter(|r| !spin_until_left(r, target))
+            .collect();
+        if !inside.is_empty() {
+            self.sleep_until_left(&inside, target, kind, &mut stall);
         }
         stall
     }
 
     /// Sleep until every one of `inside` has left the section it was in when the grace period
-    /// began (S1-S5 of [`wake`](crate::wake)): one heavy barrier for all of them, then a sleep
-    /// on each reader that is still inside, until its reader wakes it.
+    /// began (S1-S5 of [`wake`](crate::wake)): one announcement and heavy barrier for all of
+    /// them, then a sleep on each reader that is still inside, until it wakes the waiter as it
+    /// leaves. An expedited grace period on a kernel with `membarrier` relies on that alone. A
+    /// normal one must not interrupt other CPUs, and without `membarrier` there is no barrier
+    /// to pair with the readers': then the announcement is made without the barrier, and the
+    /// sleep also ends on a timer (10 µs, doubling up to 1 ms), which catches the rare
+    /// wake-up lost in the race the barrier would have closed.
     fn sleep_until_left(
         &self,
         inside: &[&ReaderRecord],
@@ -171,26 +170,43 @@ impl GpCore {
         kind: GpKind,
         stall: &mut StallWatch,
     ) {
-        /// Withdraws every announcement when the wait ends, also on unwind (a report hook
-        /// cannot unwind into here, but nothing is left raised if something does).
-        struct Announced<'a>(&'a [&'a ReaderRecord]);
-        impl Drop for Announced<'_> {
-            fn drop(&mut self) {
-                for r in self.0 {
-                    r.wake.withdraw();
-                }
+        #[cfg(rcukit_loom)]
+        {
+            // loom cannot model the barrier pair of the wake-up (see `wake`): poll.
+            let _ = (kind, &stall);
+            for record in inside {
+                while !spin_until_left(record, target) {}
             }
         }
+        #[cfg(not(rcukit_loom))]
+        self.sleep_on_each(inside, target, kind, stall);
+    }
+
+    /// [`sleep_until_left`](Self::sleep_until_left) outside loom.
+    #[cfg(not(rcukit_loom))]
+    fn sleep_on_each(
+        &self,
+        inside: &[&ReaderRecord],
+        target: u64,
+        kind: GpKind,
+        stall: &mut StallWatch,
+    ) {
         let seen: Vec<u32> = inside.iter().map(|r| r.wake.announce()).collect();
         let _announced = Announced(inside);
-        crate::wake::barrier();
+        let strict = kind == GpKind::Expedited && crate::wake::available();
+        if strict {
+            crate::wake::barrier();
+        }
+        let mut nap = NAP_FIRST;
         for (record, mut seen) in inside.iter().zip(seen) {
             loop {
                 let v = record.ctr.load(Acquire);
                 if v == 0 || v >= target {
                     break;
                 }
-                seen = record.wake.sleep(seen, STALL_LOOK);
+                let timeout = if strict { STALL_LOOK } else { nap };
+                seen = record.wake.sleep(seen, timeout);
+                nap = (nap * 2).min(NAP_LAST);
                 let report = stall.check();
                 if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
                     self.stalls.fetch_add(1, Relaxed);
@@ -250,28 +266,18 @@ impl GpCore {
         };
         self.owned.wait(&self.registry, drain, &mut stalled);
     }
+}
 
-    fn wait_for_record(
-        &self,
-        record: &ReaderRecord,
-        target: u64,
-        kind: GpKind,
-        stall: &mut StallWatch,
-    ) {
-        let mut backoff = Backoff::new();
-        loop {
-            let v = record.ctr.load(Acquire);
-            if v == 0 || v >= target {
-                return;
-            }
-            if backoff.is_sleeping() {
-                let report = stall.check();
-                if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
-                    self.stalls.fetch_add(1, Relaxed);
-                    self.reporter.report(self.stall_report(kind, held, record));
-                }
-            }
-            backoff.snooze();
+/// Withdraws every announcement of a sleeping waiter when the wait ends, also on unwind (a
+/// report hook cannot unwind into it, but nothing is left raised if something does).
+#[cfg(not(rcukit_loom))]
+struct Announced<'a>(&'a [&'a ReaderRecord]);
+
+#[cfg(not(rcukit_loom))]
+impl Drop for Announced<'_> {
+    fn drop(&mut self) {
+        for r in self.0 {
+            r.wake.withdraw();
         }
     }
 }
@@ -279,6 +285,11 @@ impl GpCore {
 /// Spins a waiter makes on a reader before it sleeps: a reader usually leaves within a few
 /// hundred nanoseconds.
 const SPINS: u32 = if cfg!(rcukit_small) { 2 } else { 128 };
+
+/// A waiter's first and longest timed sleep, where a wake-up may be lost (see
+/// `sleep_until_left`).
+const NAP_FIRST: std::time::Duration = std::time::Duration::from_micros(10);
+const NAP_LAST: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How long a sleeping waiter sleeps at most before it looks at the stall timeout.
 const STALL_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
