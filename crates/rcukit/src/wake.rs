@@ -14,16 +14,23 @@
 //! ```text
 //! reader (leaving):   L1  record.ctr.store(0 or a new epoch, Release)   (R4, Q2 or F1)
 //!                     L2  compiler fence
-//!                     L3  if waiters.load(Relaxed) != 0: seq += 1; futex_wake(seq, all)
+//!                     L3  if asked.load(Relaxed) != 0:
+//!                             asked.swap(0); seq += 1; futex_wake(seq, all)
 //!
-//! writer (sleeping):  S1  waiters += 1;  s = seq.load()
+//! writer (sleeping):  S1  asked.store(1);  s = seq.load()
 //!                     S2  heavy barrier (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED))
 //!                     S3  if record.ctr shows the reader left: done
 //!                     S4  futex_wait(seq, s)       (returns at once if seq != s)
-//!                     S5  look at ctr again; sleep again from S4 with the new seq (S1 and
-//!                         S2 are not repeated: `waiters` stays raised until the writer is
-//!                         done); finally waiters -= 1
+//!                     S5  look at ctr again; if the reader is still inside, from S1 again
 //! ```
+//!
+//! The reader clears `asked` when it wakes, so one announcement costs it one wake (a system
+//! call), however many sections it leaves before the writer runs again: with more runnable
+//! threads than cores, a woken writer may wait milliseconds for a core, and a reader that
+//! woke it on every section until then would spend its time in system calls. Several
+//! writers may sleep on one record (the normal grace period's thread and expedited callers):
+//! one wake wakes them all, and each looks again. A writer that found the reader gone
+//! without sleeping leaves `asked` set: the reader's next leaving pays one needless wake.
 //!
 //! # Why no wake-up is lost
 //!
@@ -38,12 +45,14 @@
 //! * if `P` comes after L1, the reader's store is visible when S3 looks: the writer does not
 //!   sleep;
 //! * if `P` comes before L1, then L3 (after L1, kept there by the compiler fence L2) comes
-//!   after `P`, which comes after S1: L3 sees `waiters != 0` and bumps `seq`.
+//!   after `P`, which comes after S1: L3 sees `asked` set and bumps `seq`.
 //!
-//! In the second case the bump comes after S1's read of `s`, so S4's `futex_wait(seq, s)`
-//! either finds `seq != s` and returns at once, or is sleeping when the wake arrives (the
-//! kernel compares and sleeps atomically). The writer looks at `ctr` after every return, so a
-//! wake meant for another writer, or one that came before it slept, costs a look, not a miss.
+//! In the second case S4's `futex_wait(seq, s)` either finds `seq != s` and returns at once,
+//! or is sleeping when the wake arrives (the kernel compares and sleeps atomically). It cannot
+//! have read the bump into `s` already: a load of `seq` that reads the bump (a release
+//! read-modify-write sequenced after L1) makes L1 visible to S3, the first case. The writer
+//! looks at `ctr` after every return, so a wake meant for another writer, or one that came
+//! before it slept, costs a look, not a miss.
 //! The loom model `loom_wake_protocol_loses_no_wake_up` checks this, with the pair (the
 //! reader's compiler fence, the writer's `membarrier`) modelled as two `SeqCst` fences, as
 //! the grace period's own pair is; its busted twin, a reader that looks with no barrier after
@@ -68,8 +77,8 @@ use std::time::Duration;
 
 /// What a writer sleeps on and a leaving reader looks at.
 pub(crate) struct WakeWord {
-    /// Writers between S1 and S5 (they may sleep on `seq`).
-    waiters: AtomicU32,
+    /// Set by writers that are about to sleep (S1), cleared by the reader that wakes them.
+    asked: AtomicU32,
     /// Bumped by every wake (the futex word).
     seq: AtomicU32,
     #[cfg(rcukit_loom)]
@@ -79,7 +88,7 @@ pub(crate) struct WakeWord {
 impl WakeWord {
     pub(crate) fn new() -> WakeWord {
         WakeWord {
-            waiters: AtomicU32::new(0),
+            asked: AtomicU32::new(0),
             seq: AtomicU32::new(0),
             #[cfg(rcukit_loom)]
             futex: loom_futex::Futex::new(),
@@ -96,7 +105,7 @@ impl WakeWord {
     /// L3.
     #[inline(always)]
     fn look(&self) {
-        if self.waiters.load(Relaxed) != 0 {
+        if self.asked.load(Relaxed) != 0 {
             self.wake_all();
         }
     }
@@ -104,6 +113,9 @@ impl WakeWord {
     #[cold]
     #[inline(never)]
     fn wake_all(&self) {
+        if self.asked.swap(0, AcqRel) == 0 {
+            return; // another leaving of this reader woke them already (an orphan's guards)
+        }
         self.seq.fetch_add(1, AcqRel);
         #[cfg(rcukit_loom)]
         self.futex.wake_all();
@@ -111,17 +123,16 @@ impl WakeWord {
         futex::wake_all(&self.seq);
     }
 
-    /// S1: from now until [`withdraw`](Self::withdraw), leaving readers wake this writer.
-    /// Returns the wake count to sleep on. The caller then runs the heavy barrier (S2,
-    /// [`barrier`]) before it looks at the reader (S3).
-    pub(crate) fn announce(&self) -> u32 {
-        self.waiters.fetch_add(1, SeqCst);
+    /// S1: ask the reader to wake this writer when it next leaves. Returns the wake count to
+    /// sleep on. The caller then runs the heavy barrier (S2, [`barrier`]) before it looks at
+    /// the reader (S3).
+    pub(crate) fn ask(&self) -> u32 {
+        self.asked.store(1, SeqCst);
         self.seq.load(Acquire)
     }
 
-    /// S4: sleep until a wake after the one counted in `seen`, or `timeout`; returns the
-    /// newest wake count to sleep on next.
-    pub(crate) fn sleep(&self, seen: u32, timeout: Duration) -> u32 {
+    /// S4: sleep until a wake after the one counted in `seen`, or `timeout`.
+    pub(crate) fn sleep(&self, seen: u32, timeout: Duration) {
         #[cfg(rcukit_loom)]
         {
             let _ = timeout;
@@ -129,12 +140,6 @@ impl WakeWord {
         }
         #[cfg(not(rcukit_loom))]
         futex::wait(&self.seq, seen, timeout);
-        self.seq.load(Acquire)
-    }
-
-    /// S5's end: no longer sleeping on this word.
-    pub(crate) fn withdraw(&self) {
-        self.waiters.fetch_sub(1, AcqRel);
     }
 }
 
@@ -151,7 +156,7 @@ pub(crate) fn available() -> bool {
     }
 }
 
-/// S2: the barrier between a writer's [`announce`](WakeWord::announce) and its look at the
+/// S2: the barrier between a writer's [`ask`](WakeWord::ask) and its look at the
 /// reader. (Under loom, a `SeqCst` fence, as the models' readers use one too.)
 pub(crate) fn barrier() {
     #[cfg(rcukit_loom)]
@@ -259,12 +264,14 @@ mod loom_models {
                     word.look(); // L3
                 })
             };
-            let mut seen = word.announce(); // S1
-            super::barrier(); // S2
-            while ctr.load(Acquire) != 0 {
-                seen = word.sleep(seen, Duration::from_secs(1)); // S4
+            loop {
+                let seen = word.ask(); // S1
+                super::barrier(); // S2
+                if ctr.load(Acquire) == 0 {
+                    break; // S3
+                }
+                word.sleep(seen, Duration::from_secs(1)); // S4
             }
-            word.withdraw();
             reader.join().unwrap();
         });
     }
@@ -272,6 +279,39 @@ mod loom_models {
     #[test]
     fn loom_wake_protocol_loses_no_wake_up() {
         reader_leaves_while_the_writer_goes_to_sleep(false);
+    }
+
+    /// Two writers (a normal grace period's thread and an expedited caller) sleep on one
+    /// record while its reader leaves, enters a new section (with an epoch that satisfies
+    /// both) and leaves again: the one wake, and the cleared request, lose neither writer.
+    #[test]
+    fn loom_wake_protocol_wakes_every_sleeping_writer() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(|| {
+            let ctr = Arc::new(AtomicU64::new(1));
+            let word = Arc::new(WakeWord::new());
+            let writer = |ctr: Arc<AtomicU64>, word: Arc<WakeWord>| {
+                thread::spawn(move || loop {
+                    let seen = word.ask();
+                    super::barrier();
+                    let v = ctr.load(Acquire);
+                    if v == 0 || v >= 2 {
+                        break;
+                    }
+                    word.sleep(seen, Duration::from_secs(1));
+                })
+            };
+            let a = writer(ctr.clone(), word.clone());
+            let b = writer(ctr.clone(), word.clone());
+            for v in [0, 2, 0] {
+                ctr.store(v, Release);
+                crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+                word.look();
+            }
+            a.join().unwrap();
+            b.join().unwrap();
+        });
     }
 
     /// Without the reader's barrier between leaving and looking, its look can miss the

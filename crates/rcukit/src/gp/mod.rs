@@ -191,27 +191,35 @@ impl GpCore {
         kind: GpKind,
         stall: &mut StallWatch,
     ) {
-        let seen: Vec<u32> = inside.iter().map(|r| r.wake.announce()).collect();
-        let _announced = Announced(inside);
         let strict = kind == GpKind::Expedited && crate::wake::available();
-        if strict {
-            crate::wake::barrier();
-        }
+        let left = |record: &ReaderRecord| {
+            let v = record.ctr.load(Acquire);
+            (v == 0 || v >= target, v)
+        };
         let mut nap = NAP_FIRST;
-        for (record, mut seen) in inside.iter().zip(seen) {
-            loop {
-                let v = record.ctr.load(Acquire);
-                if v == 0 || v >= target {
-                    break;
-                }
-                let timeout = if strict { STALL_LOOK } else { nap };
-                seen = record.wake.sleep(seen, timeout);
-                nap = (nap * 2).min(NAP_LAST);
-                let report = stall.check();
-                if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
-                    self.stalls.fetch_add(1, Relaxed);
-                    self.reporter.report(self.stall_report(kind, held, record));
-                }
+        let mut pending: Vec<&ReaderRecord> = inside.to_vec();
+        loop {
+            pending.retain(|r| !left(r).0);
+            if pending.is_empty() {
+                return;
+            }
+            // S1 for every reader still inside, one S2 for all of them, then S3.
+            let seen: Vec<u32> = pending.iter().map(|r| r.wake.ask()).collect();
+            if strict {
+                crate::wake::barrier();
+            }
+            let Some(at) = pending.iter().position(|r| !left(r).0) else {
+                return;
+            };
+            // S4 on the first one still inside; then S5 for all that remain.
+            let (record, v) = (pending[at], left(pending[at]).1);
+            let timeout = if strict { STALL_LOOK } else { nap };
+            record.wake.sleep(seen[at], timeout);
+            nap = (nap * 2).min(NAP_LAST);
+            let report = stall.check();
+            if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
+                self.stalls.fetch_add(1, Relaxed);
+                self.reporter.report(self.stall_report(kind, held, record));
             }
         }
     }
@@ -265,20 +273,6 @@ impl GpCore {
             }
         };
         self.owned.wait(&self.registry, drain, &mut stalled);
-    }
-}
-
-/// Withdraws every announcement of a sleeping waiter when the wait ends, also on unwind (a
-/// report hook cannot unwind into it, but nothing is left raised if something does).
-#[cfg(not(rcukit_loom))]
-struct Announced<'a>(&'a [&'a ReaderRecord]);
-
-#[cfg(not(rcukit_loom))]
-impl Drop for Announced<'_> {
-    fn drop(&mut self) {
-        for r in self.0 {
-            r.wake.withdraw();
-        }
     }
 }
 
