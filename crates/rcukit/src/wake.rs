@@ -287,7 +287,7 @@ mod loom_models {
     #[test]
     fn loom_wake_protocol_wakes_every_sleeping_writer() {
         let mut model = loom::model::Builder::new();
-        model.preemption_bound = Some(2);
+        model.preemption_bound = Some(3);
         model.check(|| {
             let ctr = Arc::new(AtomicU64::new(1));
             let word = Arc::new(WakeWord::new());
