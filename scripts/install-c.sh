@@ -49,24 +49,29 @@ fi
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/crates/rcukit-c/Cargo.toml" | head -n 1)
 major=0
-for file in librcukit_c.so librcukit_c.a liburcu_rcukit.so; do
-    if [ ! -f "$from/$file" ]; then
-        echo "install-c.sh: $from/$file is missing (build with: cargo build -p rcukit-c -p rcukit-urcu)" >&2
-        exit 1
-    fi
-done
+# Built by cargo: both libraries; given with --from, whichever of them DIR holds.
+native=no
+urcu=no
+[ -f "$from/librcukit_c.so" ] && [ -f "$from/librcukit_c.a" ] && native=yes
+[ -f "$from/liburcu_rcukit.so" ] && urcu=yes
+if [ "$native" = no ] && [ "$urcu" = no ]; then
+    echo "install-c.sh: no library in $from (build with: cargo build --release -p rcukit-c -p rcukit-urcu)" >&2
+    exit 1
+fi
 
 libdir=$prefix/lib
 urcudir=$libdir/rcukit-urcu
-mkdir -p "$prefix/include/rcukit" "$libdir/pkgconfig" "$urcudir"
+mkdir -p "$libdir/pkgconfig"
 
-# The native API.
-install -m 644 "$root/crates/rcukit-c/include/rcukit/rcukit.h" "$prefix/include/rcukit/rcukit.h"
-install -m 755 "$from/librcukit_c.so" "$libdir/librcukit.so.$version"
-ln -sf "librcukit.so.$version" "$libdir/librcukit.so.$major"
-ln -sf "librcukit.so.$major" "$libdir/librcukit.so"
-install -m 644 "$from/librcukit_c.a" "$libdir/librcukit.a"
-cat > "$libdir/pkgconfig/rcukit.pc" <<PC
+if [ "$native" = yes ]; then
+    # The native API.
+    mkdir -p "$prefix/include/rcukit"
+    install -m 644 "$root/crates/rcukit-c/include/rcukit/rcukit.h" "$prefix/include/rcukit/rcukit.h"
+    install -m 755 "$from/librcukit_c.so" "$libdir/librcukit.so.$version"
+    ln -sf "librcukit.so.$version" "$libdir/librcukit.so.$major"
+    ln -sf "librcukit.so.$major" "$libdir/librcukit.so"
+    install -m 644 "$from/librcukit_c.a" "$libdir/librcukit.a"
+    cat > "$libdir/pkgconfig/rcukit.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib
 includedir=\${prefix}/include
@@ -78,15 +83,19 @@ Cflags: -I\${includedir}
 Libs: -L\${libdir} -lrcukit
 Libs.private: -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 PC
+    echo "install-c.sh: installed librcukit $version into $prefix"
+fi
 
-# liburcu's function ABI, under liburcu's file names in a directory of its own (it must not
-# shadow the system's liburcu unless asked to, with LD_LIBRARY_PATH or -L).
-install -m 755 "$from/liburcu_rcukit.so" "$urcudir/liburcu-rcukit.so.8"
-for name in liburcu-rcukit liburcu-memb liburcu-qsbr liburcu; do
-    [ "$name" = liburcu-rcukit ] || ln -sf liburcu-rcukit.so.8 "$urcudir/$name.so.8"
-    ln -sf liburcu-rcukit.so.8 "$urcudir/$name.so"
-done
-cat > "$libdir/pkgconfig/liburcu-rcukit.pc" <<PC
+if [ "$urcu" = yes ]; then
+    # liburcu's function ABI, under liburcu's file names in a directory of its own (it must
+    # not shadow the system's liburcu unless asked to, with LD_LIBRARY_PATH or -L).
+    mkdir -p "$urcudir"
+    install -m 755 "$from/liburcu_rcukit.so" "$urcudir/liburcu-rcukit.so.8"
+    for name in liburcu-rcukit liburcu-memb liburcu-qsbr liburcu; do
+        [ "$name" = liburcu-rcukit ] || ln -sf liburcu-rcukit.so.8 "$urcudir/$name.so.8"
+        ln -sf liburcu-rcukit.so.8 "$urcudir/$name.so"
+    done
+    cat > "$libdir/pkgconfig/liburcu-rcukit.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib/rcukit-urcu
 
@@ -95,5 +104,5 @@ Description: liburcu's memb and qsbr function ABI on rcukit (use liburcu's heade
 Version: $version
 Libs: -L\${libdir} -lurcu-rcukit -Wl,-rpath,\${libdir}
 PC
-
-echo "install-c.sh: installed librcukit $version and liburcu-rcukit into $prefix"
+    echo "install-c.sh: installed liburcu-rcukit $version into $urcudir"
+fi

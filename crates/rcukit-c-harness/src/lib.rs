@@ -4,11 +4,12 @@
 //! # Where the libraries come from
 //!
 //! A test or a lab binary runs from cargo's output directory (`target/debug/deps/...` or
-//! `target/release/...`), next to the `librcukit_c.so`, `librcukit_c.a` and
-//! `liburcu_rcukit.so` that cargo built with it (both library crates are built with their
-//! `cdylib` and `staticlib` crate types whenever they are built at all). [`staged`] installs
-//! them with the project's own installer, `scripts/install-c.sh --from DIR`, into a fresh prefix
-//! under that directory, once per process: so every C program of the tests is compiled against
+//! `target/release/...`). Whenever cargo builds `rcukit-c` or `rcukit-urcu` (as a dependency
+//! of the test or binary), it builds every crate type of the library, so the fresh
+//! `librcukit_c.so`, `librcukit_c.a` and `liburcu_rcukit.so` are in the output directory's
+//! `deps/` (cargo copies them up one level only for `cargo build`). [`staged`] installs
+//! them with the project's own installer, `scripts/install-c.sh --from DIR/deps`, into a fresh
+//! prefix under that directory, once per process: so every C program of the tests is compiled against
 //! the installed header and linked against the installed libraries, under their SONAMEs,
 //! exactly as a C user's would be, and the installer is tested along the way.
 //!
@@ -128,7 +129,7 @@ pub fn staged() -> &'static Staged {
         let output = Command::new("sh")
             .arg(&script)
             .arg("--from")
-            .arg(output_dir())
+            .arg(output_dir().join("deps"))
             .arg("--prefix")
             .arg(&prefix)
             .output()

@@ -40,6 +40,11 @@ fn panicked(what: &'static str, payload: Box<dyn Any + Send>) -> ! {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "<non-string panic payload>".to_string());
+    // rcukit's messages start with "rcukit: ", which the line below says already.
+    let message = message
+        .strip_prefix("rcukit: ")
+        .unwrap_or(&message)
+        .to_string();
     // The payload is leaked: its `Drop` could panic again, and the process ends anyway.
     std::mem::forget(payload);
     fatal(what, &message)
@@ -55,7 +60,7 @@ pub(crate) fn misuse(what: &'static str, message: &str) -> ! {
 fn fatal(what: &str, message: &str) -> ! {
     let _ = writeln!(
         std::io::stderr().lock(),
-        "rcukit: fatal error in {what}(): {message}; aborting"
+        "rcukit: fatal error in {what}(), aborting: {message}"
     );
     std::process::abort()
 }

@@ -74,7 +74,7 @@
 //! | a NULL domain, guard, head, function or statistics pointer | abort naming the argument |
 //! | `rcukit_domain_free(NULL)`, `rcukit_qsbr_free(NULL)`, `rcukit_qsbr_unregister(NULL)`, `rcukit_config_free(NULL)` | nothing, like `free(NULL)` |
 //!
-//! An abort writes `rcukit: fatal error in FUNCTION(): MESSAGE; aborting` to standard error
+//! An abort writes `rcukit: fatal error in FUNCTION(), aborting: MESSAGE` to standard error
 //! (after the Rust panic line with the same message, where the Rust API panicked) and raises
 //! `SIGABRT`.
 //!

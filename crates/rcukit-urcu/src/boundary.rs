@@ -28,6 +28,11 @@ fn panicked(what: &'static str, payload: Box<dyn Any + Send>) -> ! {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "<non-string panic payload>".to_string());
+    // rcukit's messages start with "rcukit: ", which the line below says already.
+    let message = message
+        .strip_prefix("rcukit: ")
+        .unwrap_or(&message)
+        .to_string();
     // Leaked: its `Drop` could panic again, and the process ends anyway.
     std::mem::forget(payload);
     misuse(what, &message)
@@ -39,7 +44,7 @@ fn panicked(what: &'static str, payload: Box<dyn Any + Send>) -> ! {
 pub(crate) fn misuse(what: &str, message: &str) -> ! {
     let _ = writeln!(
         std::io::stderr().lock(),
-        "rcukit (liburcu ABI): fatal error in {what}(): {message}; aborting"
+        "rcukit (liburcu ABI): fatal error in {what}(), aborting: {message}"
     );
     std::process::abort()
 }
