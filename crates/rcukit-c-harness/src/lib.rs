@@ -82,11 +82,15 @@ impl Staged {
     }
 }
 
-/// The cargo output directory the running executable was built into (`target/<profile>`).
+/// The cargo output directory the running executable was built into (`target/<profile>`; tests
+/// run from its `deps/`, examples from its `examples/`).
 pub fn output_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the path of the running executable");
     let dir = exe.parent().expect("the executable's directory");
-    if dir.file_name().is_some_and(|name| name == "deps") {
+    if dir
+        .file_name()
+        .is_some_and(|name| name == "deps" || name == "examples")
+    {
         dir.parent().expect("deps/ has a parent").to_path_buf()
     } else {
         dir.to_path_buf()
