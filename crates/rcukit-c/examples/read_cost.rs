@@ -104,7 +104,7 @@ fn main() {
     let source: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c/read_loop.c");
     let shared = harness::compile(
         "read_loop-shared",
-        &[source.clone()],
+        std::slice::from_ref(&source),
         &staged.rcukit_shared_args(),
     );
     let static_ = harness::compile("read_loop-static", &[source], &staged.rcukit_static_args());
