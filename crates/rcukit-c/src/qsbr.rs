@@ -18,7 +18,7 @@
 //! calling thread is online in the same domain aborts with the Rust API's message; go offline
 //! first.
 
-use crate::boundary::{guarded, misuse, non_null};
+use crate::boundary::{guarded, guarded_fast, misuse, non_null};
 use crate::callback::{prepare, rcukit_callback_fn, rcukit_head, run_head};
 use crate::config::{config_or_default, rcukit_config};
 use crate::cookie::rcukit_cookie;
@@ -176,7 +176,7 @@ pub unsafe extern "C" fn rcukit_qsbr_unregister(thread: *mut rcukit_qsbr_thread)
 /// `thread` is a live registration of the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_quiescent_state(thread: *mut rcukit_qsbr_thread) {
-    guarded("rcukit_qsbr_quiescent_state", || {
+    guarded_fast("rcukit_qsbr_quiescent_state", || {
         // SAFETY: forwarded to the caller.
         unsafe { registration(thread, "rcukit_qsbr_quiescent_state") }
             .thread

@@ -28,7 +28,7 @@
 //! Nesting works as in Rust: any number of guards of the same domain may be held at once and
 //! unlocked in any order; only the outermost pair costs anything.
 
-use crate::boundary::{guarded, misuse, non_null};
+use crate::boundary::{guarded, guarded_fast, misuse, non_null};
 use crate::domain::{rcu, rcukit_domain};
 use rcukit::{Guard, OwnedGuard};
 use std::ffi::c_void;
@@ -164,7 +164,7 @@ fn not_locked_here(what: &'static str, marker: usize) -> ! {
 /// `domain` is a live handle, and stays alive until the guard is unlocked.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_read_lock(domain: *const rcukit_domain) -> rcukit_guard {
-    guarded("rcukit_read_lock", || {
+    guarded_fast("rcukit_read_lock", || {
         // SAFETY: forwarded to the caller.
         rcukit_guard::new(unsafe { rcu(domain, "rcukit_read_lock") }.read())
     })
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn rcukit_read_lock(domain: *const rcukit_domain) -> rcuki
 /// is still alive.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_read_unlock(guard: *mut rcukit_guard) {
-    guarded("rcukit_read_unlock", || {
+    guarded_fast("rcukit_read_unlock", || {
         let guard = non_null(guard, "rcukit_read_unlock", "guard").cast_mut();
         // SAFETY: the caller passes a token; its domain is alive.
         drop(unsafe { (*guard).take("rcukit_read_unlock") });

@@ -20,6 +20,29 @@ pub(crate) fn guarded<R>(what: &'static str, body: impl FnOnce() -> R) -> R {
     }
 }
 
+/// [`guarded`] for the read-side fast paths: the same promise (no unwinding into C) without
+/// a call through `catch_unwind`'s closure, which measurably slowed a read-side critical
+/// section. A panic there (only an rcukit bug could cause one: these paths detect misuse
+/// themselves and call [`misuse`]) has printed its message through the panic hook already;
+/// the guard's `Drop` then aborts.
+#[inline(always)]
+pub(crate) fn guarded_fast<R>(what: &'static str, body: impl FnOnce() -> R) -> R {
+    let abort_on_unwind = AbortOnUnwind(what);
+    let result = body();
+    std::mem::forget(abort_on_unwind);
+    result
+}
+
+/// Aborts when dropped, which only happens while unwinding (see [`guarded_fast`]).
+struct AbortOnUnwind(&'static str);
+
+impl Drop for AbortOnUnwind {
+    #[cold]
+    fn drop(&mut self) {
+        misuse(self.0, "a panic (reported above) reached the boundary")
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn panicked(what: &'static str, payload: Box<dyn Any + Send>) -> ! {

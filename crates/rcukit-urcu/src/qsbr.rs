@@ -32,7 +32,7 @@
 //! every callback of this flavor runs inside [`online_while`], which registers the worker on
 //! its first callback and keeps it online for the callback's duration, offline otherwise.
 
-use crate::boundary::{guarded, misuse};
+use crate::boundary::{guarded, guarded_fast, misuse};
 use rcukit::{Qsbr, QsbrThread};
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -187,7 +187,7 @@ pub extern "C" fn urcu_qsbr_unregister_thread() {
 /// Announce a quiescent state (nothing if the thread is offline or not registered).
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_quiescent_state() {
-    guarded("urcu_qsbr_quiescent_state", || {
+    guarded_fast("urcu_qsbr_quiescent_state", || {
         with_me(|me| {
             if let Some(me) = me {
                 me.quiescent_state();
