@@ -3,15 +3,24 @@
 //! (`urcu_memb_flavor`, `urcu_qsbr_flavor`).
 //!
 //! [`flavor_exports!`] takes every symbol name explicitly (so that each exported name can be
-//! found with grep) and defines it as a call of the generic function for the flavor. The
-//! flavor table is `struct rcu_flavor_struct` in liburcu 0.15's layout: the 0.13 layout
-//! followed by the two polling entries, so programs built against either find what they
-//! expect (a program built against 0.13 copies only the fields it knows).
+//! found with grep) and defines it as a call of the generic function for the flavor.
+//!
+//! The flavor table is `struct rcu_flavor_struct` in liburcu 0.13's layout (Debian 12's
+//! liburcu-dev): 14 entries, 112 bytes. An executable that refers to the table (rculfhash's
+//! `cds_lfht_new()` takes its address) gets a copy of it at load time, of the size its headers
+//! said, and the loader warns when the library's symbol is larger; liburcu 0.14 appended two
+//! polling entries (128 bytes), which a 0.13 program would be warned about on every start. So
+//! the table keeps 0.13's size: a program built against 0.14 or later headers works, except
+//! that it must call the polling functions by name (they are exported), not through the
+//! table's two extra entries (rculfhash does not use them).
 
 use crate::call_rcu::{self, call_rcu_data, rcu_head, urcu_atfork, ForkPhase};
 use crate::defer;
 use crate::flavor::{Memb, Qsbr};
 use crate::poll::{self, urcu_gp_poll_state};
+
+const _: () =
+    assert!(std::mem::size_of::<rcu_flavor_struct>() == 14 * std::mem::size_of::<usize>());
 use crate::{memb, qsbr};
 use std::ffi::{c_int, c_ulong, c_void};
 
@@ -34,8 +43,6 @@ pub struct rcu_flavor_struct {
     barrier: extern "C" fn(),
     register_rculfhash_atfork: extern "C" fn(*mut urcu_atfork),
     unregister_rculfhash_atfork: extern "C" fn(*mut urcu_atfork),
-    update_start_poll_synchronize_rcu: extern "C" fn() -> urcu_gp_poll_state,
-    update_poll_state_synchronize_rcu: extern "C" fn(urcu_gp_poll_state) -> bool,
 }
 
 /// Define one flavor's shared symbols.
@@ -338,8 +345,6 @@ pub static urcu_memb_flavor: rcu_flavor_struct = rcu_flavor_struct {
     barrier: urcu_memb_barrier,
     register_rculfhash_atfork: urcu_memb_register_rculfhash_atfork,
     unregister_rculfhash_atfork: urcu_memb_unregister_rculfhash_atfork,
-    update_start_poll_synchronize_rcu: urcu_memb_start_poll_synchronize_rcu,
-    update_poll_state_synchronize_rcu: urcu_memb_poll_state_synchronize_rcu,
 };
 
 /// The qsbr flavor's table (liburcu's `urcu_qsbr_flavor`).
@@ -359,6 +364,4 @@ pub static urcu_qsbr_flavor: rcu_flavor_struct = rcu_flavor_struct {
     barrier: urcu_qsbr_barrier,
     register_rculfhash_atfork: urcu_qsbr_register_rculfhash_atfork,
     unregister_rculfhash_atfork: urcu_qsbr_unregister_rculfhash_atfork,
-    update_start_poll_synchronize_rcu: urcu_qsbr_start_poll_synchronize_rcu,
-    update_poll_state_synchronize_rcu: urcu_qsbr_poll_state_synchronize_rcu,
 };

@@ -28,8 +28,10 @@
 //! `liburcu-qsbr.so.8` (`nm -D --defined-only`), plus the later polling functions
 //! (`urcu_*_start_poll_synchronize_rcu`, `urcu_*_poll_state_synchronize_rcu`) and
 //! `urcu_memb_exit`/`urcu_qsbr_init`; the flavor tables `urcu_memb_flavor` and
-//! `urcu_qsbr_flavor`; the pointer helpers (`rcu_dereference_sym`, ...) and
-//! `compat_futex_*`.
+//! `urcu_qsbr_flavor` (in liburcu 0.13's layout, see [`exports`]); the pointer helpers
+//! (`rcu_dereference_sym`, ...) and `compat_futex_*`. Not exported, on purpose: liburcu's
+//! internal variables (`urcu_memb_reader`, `urcu_memb_gp`, `urcu_memb_has_sys_membarrier`,
+//! and qsbr's), which only `_LGPL_SOURCE` code uses.
 //!
 //! ## The mapping
 //!

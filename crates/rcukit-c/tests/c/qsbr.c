@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
     rcukit_qsbr_stats(qsbr, &stats);
     CHECK_EQ(stats.readers, READERS);
 
-    long updates = strcmp(wait, "sync") == 0 || strcmp(wait, "poll") == 0 ? 200 : 2000;
+    long updates = strcmp(wait, "call") == 0 ? 2000 : 200;
     for (long i = 0; i < updates; i++) {
         struct obj *old = atomic_exchange(&current, fresh());
         if (strcmp(wait, "call") == 0) {

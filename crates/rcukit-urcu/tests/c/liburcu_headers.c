@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < READERS; i++) threads[i] = spawn(reader, NULL);
 
     /* Updates: grace periods, callbacks, deferred work. */
-    for (int i = 0; i < 1500; i++) {
+    for (int i = 0; i < 600; i++) {
         struct obj *old = rcu_xchg_pointer(&current, fresh());
         if (i % 3 == 0) {
             synchronize_rcu();
@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
     }
     rcu_barrier();
     rcu_defer_barrier();
-    CHECK_EQ(atomic_load(&freed), 1500);
+    CHECK_EQ(atomic_load(&freed), 600);
 
     atomic_store(&stop, 1);
     for (int i = 0; i < READERS; i++) pthread_join(threads[i], NULL);

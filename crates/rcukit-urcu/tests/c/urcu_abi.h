@@ -46,8 +46,6 @@ struct rcu_flavor_struct {
     void (*barrier)(void);
     void (*register_rculfhash_atfork)(struct urcu_atfork *atfork);
     void (*unregister_rculfhash_atfork)(struct urcu_atfork *atfork);
-    struct urcu_gp_poll_state (*update_start_poll_synchronize_rcu)(void);
-    bool (*update_poll_state_synchronize_rcu)(struct urcu_gp_poll_state state);
 };
 
 #define URCU_FLAVOR_FUNCTIONS(F)                                                              \
