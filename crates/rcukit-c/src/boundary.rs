@@ -3,14 +3,14 @@
 //!
 //! Unwinding out of an `extern "C"` function is undefined behaviour on the Rust versions this
 //! crate supports, and a C caller could not catch a panic anyway. So every exported function
-//! runs its whole body through [`guarded`]: a panic inside (the Rust API's answer to misuse,
+//! runs its whole body through `guarded`: a panic inside (the Rust API's answer to misuse,
 //! such as `synchronize()` inside a read-side critical section of the same domain) is caught
 //! at the boundary, its message is written to standard error as one line, and the process
 //! aborts. The Rust panic hook has printed the same message just before, with the location
 //! inside rcukit, so the C programmer reads exactly the words a Rust programmer would.
 //!
 //! Misuse that only this layer can see (an unlock of a guard that is not locked, a NULL
-//! handle) goes through [`misuse`], which writes the same kind of line and aborts.
+//! handle) goes through `misuse`, which writes the same kind of line and aborts.
 //!
 //! Why abort rather than return an error code: these are programming errors after which the
 //! program's RCU state is not what it believes (a read-side critical section that never ends,
@@ -32,10 +32,10 @@ pub(crate) fn guarded<R>(what: &'static str, body: impl FnOnce() -> R) -> R {
     }
 }
 
-/// [`guarded`] for the read-side fast paths: the same promise (no unwinding into C) without
+/// `guarded` for the read-side fast paths: the same promise (no unwinding into C) without
 /// a call through `catch_unwind`'s closure, which measurably slowed a read-side critical
 /// section. A panic there (only an rcukit bug could cause one: these paths detect misuse
-/// themselves and call [`misuse`]) has printed its message through the panic hook already;
+/// themselves and call `misuse`) has printed its message through the panic hook already;
 /// the guard's `Drop` then aborts.
 #[inline(always)]
 pub(crate) fn guarded_fast<R>(what: &'static str, body: impl FnOnce() -> R) -> R {
@@ -45,7 +45,7 @@ pub(crate) fn guarded_fast<R>(what: &'static str, body: impl FnOnce() -> R) -> R
     result
 }
 
-/// Aborts when dropped, which only happens while unwinding (see [`guarded_fast`]).
+/// Aborts when dropped, which only happens while unwinding (see `guarded_fast`).
 struct AbortOnUnwind(&'static str);
 
 impl Drop for AbortOnUnwind {

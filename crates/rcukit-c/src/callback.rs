@@ -32,7 +32,7 @@ pub struct rcukit_head {
 ///
 /// # Safety
 ///
-/// `data` is a head queued by [`queue`], not yet run, whose function was set.
+/// `data` is a head queued by `queue`, not yet run, whose function was set.
 pub(crate) unsafe fn run_head(data: *mut ()) {
     let head = data.cast::<rcukit_head>();
     // SAFETY: the head is valid until its function runs (the caller of `rcukit_call` promised
@@ -44,7 +44,7 @@ pub(crate) unsafe fn run_head(data: *mut ()) {
 }
 
 /// Store `func` in `head` and return the data pointer of a `call_raw` callback whose function
-/// is [`run_head`].
+/// is `run_head`.
 ///
 /// # Safety
 ///

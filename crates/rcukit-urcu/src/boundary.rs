@@ -1,10 +1,10 @@
 //! The boundary between C and Rust: no panic crosses it.
 //!
-//! Every exported function runs its body through [`guarded`]: a panic inside (the rcukit API's
+//! Every exported function runs its body through `guarded`: a panic inside (the rcukit API's
 //! answer to misuse, such as waiting for a grace period inside a read-side critical section)
 //! is caught, its message written to standard error as one line, and the process aborts, as
-//! liburcu's own assertions abort. Misuse that only this layer sees goes through [`misuse`].
-//! [`warn_once`] is for the few situations where liburcu itself prints an error and goes on.
+//! liburcu's own assertions abort. Misuse that only this layer sees goes through `misuse`.
+//! `warn_once` is for the few situations where liburcu itself prints an error and goes on.
 
 use std::any::Any;
 use std::io::Write;
@@ -20,10 +20,10 @@ pub(crate) fn guarded<R>(what: &'static str, body: impl FnOnce() -> R) -> R {
     }
 }
 
-/// [`guarded`] for the read-side fast paths: the same promise (no unwinding into C) without
+/// `guarded` for the read-side fast paths: the same promise (no unwinding into C) without
 /// a call through `catch_unwind`'s closure, which measurably slowed a read-side critical
 /// section. A panic there (only an rcukit bug could cause one: these paths detect misuse
-/// themselves and call [`misuse`]) has printed its message through the panic hook already;
+/// themselves and call `misuse`) has printed its message through the panic hook already;
 /// the guard's `Drop` then aborts.
 #[inline(always)]
 pub(crate) fn guarded_fast<R>(what: &'static str, body: impl FnOnce() -> R) -> R {
@@ -33,7 +33,7 @@ pub(crate) fn guarded_fast<R>(what: &'static str, body: impl FnOnce() -> R) -> R
     result
 }
 
-/// Aborts when dropped, which only happens while unwinding (see [`guarded_fast`]).
+/// Aborts when dropped, which only happens while unwinding (see `guarded_fast`).
 struct AbortOnUnwind(&'static str);
 
 impl Drop for AbortOnUnwind {

@@ -1,12 +1,12 @@
 //! `call_rcu`, `rcu_barrier`, the `call_rcu_data` functions and the fork hooks, generic over
-//! the [`Flavor`].
+//! the `Flavor`.
 //!
 //! # `call_rcu`
 //!
 //! liburcu's `struct rcu_head` is `{ struct cds_wfcq_node next; void (*func)(struct rcu_head *); }`,
 //! embedded in the caller's object. `call_rcu(head, func)` stores `func` in the head and queues
 //! the head itself with `call_raw` (no allocation, as in liburcu): after a grace period a
-//! worker calls [`run_head`], which reads the function back and calls it with the head,
+//! worker calls `run_head`, which reads the function back and calls it with the head,
 //! inside the flavor's callback context (QSBR: online). The `next` field is not used.
 //!
 //! # `call_rcu_data` (the honest approximation)

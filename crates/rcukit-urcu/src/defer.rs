@@ -1,4 +1,4 @@
-//! liburcu's `defer_rcu()` family, generic over the [`Flavor`].
+//! liburcu's `defer_rcu()` family, generic over the `Flavor`.
 //!
 //! In liburcu, `defer_rcu(fct, p)` appends to a per-thread queue that a "defer" thread (or
 //! the calling thread, with a `synchronize_rcu()`, when the queue is full) runs after a grace
@@ -26,7 +26,7 @@ struct Deferred {
 ///
 /// # Safety
 ///
-/// `data` is a `Box<Deferred>` made by [`defer`], run once.
+/// `data` is a `Box<Deferred>` made by `defer`, run once.
 unsafe fn run_deferred<F: Flavor>(data: *mut ()) {
     // SAFETY: made by `Box::into_raw` in `defer`; each callback runs once.
     let deferred = unsafe { Box::from_raw(data.cast::<Deferred>()) };

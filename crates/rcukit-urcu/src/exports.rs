@@ -1,8 +1,8 @@
-//! liburcu's per-flavor symbols for the parts written once in [`call_rcu`](crate::call_rcu),
-//! [`defer`](crate::defer) and [`poll`](crate::poll), and the flavor tables
+//! liburcu's per-flavor symbols for the parts written once in [`call_rcu`](mod@crate::call_rcu),
+//! [`defer`](mod@crate::defer) and [`poll`](mod@crate::poll), and the flavor tables
 //! (`urcu_memb_flavor`, `urcu_qsbr_flavor`).
 //!
-//! [`flavor_exports!`] takes every symbol name explicitly (so that each exported name can be
+//! `flavor_exports!` takes every symbol name explicitly (so that each exported name can be
 //! found with grep) and defines it as a call of the generic function for the flavor.
 //!
 //! The flavor table is `struct rcu_flavor_struct` in liburcu 0.13's layout (Debian 12's

@@ -1,5 +1,5 @@
-//! [`Flavor`]: what the shared parts of liburcu's ABI (callbacks, barriers, polling, deferral)
-//! need from a flavor, for [`Memb`] and [`Qsbr`].
+//! `Flavor`: what the shared parts of liburcu's ABI (callbacks, barriers, polling, deferral)
+//! need from a flavor, for `Memb` and `Qsbr`.
 //!
 //! liburcu compiles the same call_rcu, defer and poll code once per flavor, with different
 //! symbol names; here that code is written once, generic over this trait, and the symbols of

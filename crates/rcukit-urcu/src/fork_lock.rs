@@ -1,4 +1,4 @@
-//! [`ForkLock`]: a mutex that the thread calling `fork()` holds across the fork.
+//! `ForkLock`: a mutex that the thread calling `fork()` holds across the fork.
 //!
 //! `fork()` copies memory but only the calling thread: a mutex that another thread held at
 //! that moment stays locked forever in the child. rcukit solves this for its own locks (see

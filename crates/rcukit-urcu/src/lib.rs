@@ -42,7 +42,7 @@
 //! | qsbr registration, `quiescent_state`, `thread_offline`/`online` | an `rcukit::Qsbr` domain's `QsbrThread`, kept per thread ([`qsbr`]) |
 //! | qsbr `synchronize_rcu`, `rcu_barrier` | offline around the wait if online, as liburcu ([`qsbr`]) |
 //! | `call_rcu`, `rcu_barrier` | `call_raw` with the `rcu_head` as data: no allocation ([`call_rcu`]) |
-//! | `defer_rcu` and co. | one callback per call ([`defer`]) |
+//! | `defer_rcu` and co. | one callback per call (`defer`) |
 //! | `start_poll_synchronize_rcu`, `poll_state_synchronize_rcu` | rcukit cookies behind one-word tickets ([`poll`]) |
 //! | `call_rcu_data` functions | descriptors; callbacks use the domain's workers ([`call_rcu`]) |
 //! | fork hooks | run rculfhash's hooks; rcukit repairs itself in the child ([`call_rcu`]) |
@@ -77,8 +77,8 @@
 //!
 //! [`boundary`] and [`fork_lock`] at the bottom; [`memb`] and [`qsbr`] (the domains and the
 //! per-thread state); [`flavor`] (what both flavors offer the shared code); [`call_rcu`],
-//! [`defer`] and [`poll`] (the shared code, generic over the flavor); [`exports`] (the
-//! per-flavor symbols and tables); [`pointer`] and [`futex`] stand alone.
+//! `defer` and [`poll`] (the shared code, generic over the flavor); [`exports`] (the
+//! per-flavor symbols and tables); [`pointer`](mod@pointer) and [`futex`] stand alone.
 
 #![allow(non_camel_case_types)]
 

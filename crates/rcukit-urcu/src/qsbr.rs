@@ -19,7 +19,7 @@
 //! # Waiting while online
 //!
 //! liburcu lets an online thread call `synchronize_rcu()` and `rcu_barrier()`: they go
-//! offline around the wait and come back online. [`offline_while`] does that; rcukit's own
+//! offline around the wait and come back online. `offline_while` does that; rcukit's own
 //! `Qsbr::synchronize*` would refuse an online caller (it would wait for itself).
 //! `synchronize_rcu()` runs the grace period in the caller (`Qsbr::synchronize_expedited`:
 //! no batching delay, and in QSBR an expedited grace period interrupts nobody), as liburcu's
@@ -29,7 +29,7 @@
 //!
 //! liburcu's call_rcu threads are registered QSBR readers and run callbacks *online*, so a
 //! callback may read RCU-protected data. rcukit's callback workers are not registered; so
-//! every callback of this flavor runs inside [`online_while`], which registers the worker on
+//! every callback of this flavor runs inside `online_while`, which registers the worker on
 //! its first callback and keeps it online for the callback's duration, offline otherwise.
 
 use crate::boundary::{guarded, guarded_fast, misuse};
