@@ -490,6 +490,19 @@ impl Qsbr {
         unsafe { self.rcu.retire_raw(ptr) };
     }
 
+    /// Call `run(data)` on a callback worker after a grace period, accounting `bytes` (clamped
+    /// to 1 TiB): the type-erased variant of [`call`](Qsbr::call), which allocates nothing
+    /// (an intrusive callback head can carry a foreign function pointer). Never blocks.
+    ///
+    /// # Safety
+    ///
+    /// As [`Rcu::call_raw`]: calling `run(data)` exactly once, from another thread, after a
+    /// grace period, must be sound.
+    pub unsafe fn call_raw(&self, run: unsafe fn(*mut ()), data: *mut (), bytes: usize) {
+        // SAFETY: forwarded to the caller, with the same contract as `Rcu::call_raw`.
+        unsafe { self.rcu.call_raw(run, data, bytes) };
+    }
+
     /// Wait until every callback queued before this call has run.
     ///
     /// # Panics
