@@ -97,11 +97,8 @@ impl<T> Mutex<T> {
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         match self.0.try_lock() {
             Ok(guard) => Some(guard),
-            #[cfg(rcukit_loom)]
-            Err(loom::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            #[cfg(not(rcukit_loom))]
             Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(_) => None,
+            Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
 
