@@ -291,8 +291,8 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     /// names it.
     ///
     /// Costs an owned guard ([`Rcu::read_owned`]: about twice a [`Rcu::read`] in the `owned`
-    /// bench) and the cell's `Acquire` load; no reference count, no shared cache line
-    /// written.
+    /// bench, see [`docs::choosing`](crate::docs::choosing)) and the cell's `Acquire` load; no
+    /// reference count, no shared cache line written.
     ///
     /// ```
     /// use rcukit::cell::Snapshot;
@@ -357,8 +357,11 @@ impl<T, D: DomainRef> RcuCell<T, D> {
         debug_assert!(guard.is_of(self.domain.rcu()));
         // The Acquire load comes after the guard's light barrier (O3 of `owned`), as `read`'s
         // load comes after the guard's, so a grace period that must wait for this section sees
-        // it; the pointer is never null.
-        ValuePtr(NonNull::new(self.ptr.load(Acquire)).expect("an RcuCell's pointer is never null"))
+        // it.
+        let ptr = self.ptr.load(Acquire);
+        // SAFETY: the cell's pointer is never null (only `into_inner`, which consumes the
+        // cell, leaves null behind).
+        ValuePtr(unsafe { NonNull::new_unchecked(ptr) })
     }
 
     /// Exclusive access to the value: no reader can hold it, since readers borrow the cell.
