@@ -55,7 +55,8 @@ pub mod choosing {
     //!   (an owned read section and the pointer), at the price of holding back the domain's grace
     //!   periods while it lives; an [`OwnedGuard`] lets several containers be read under one owned
     //!   section. `read_owned` measured 2.1x to 2.2x a `read()`, and 0.37x to 0.67x of arc-swap's
-    //!   `load_full` (the `owned` bench).
+    //!   `load_full`; in three runs on a busy machine a snapshot cost 0.37x to 0.81x and
+    //!   `load_arc` 0.32x to 0.53x of `load_full`, at one and two threads (the `owned` bench).
     //! * **Writes.** An `RcuCell` write boxes the new value, swaps it under the cell's writer lock
     //!   (so `update(|old| new)` loses no concurrent write) and retires the old one: 74 ns for the
     //!   writer ([`Reclaim::Deferred`]). A writer can also wait for its readers
@@ -150,8 +151,8 @@ pub mod choosing {
     //! |---|---|---|---|
     //! | [`Guard`] (`rcu.read()`, `cell.read()`) | 1.2-2.3 ns | no (`!Send`) | while held |
     //! | [`OwnedGuard`] (`rcu.read_owned()`) | 2.1-2.2x a `read()` | yes | while held |
-    //! | [`Snapshot`] (`cell.snapshot()`) | an owned guard and a load | yes (`T: Sync`) | while held |
-    //! | `Arc` from [`RcuCell::load_arc`] | a guarded read and an `Arc` clone (a shared count) | yes | no |
+    //! | [`Snapshot`] (`cell.snapshot()`) | an owned guard and a load; 0.37-0.81x arc-swap's `load_full` | yes (`T: Sync`) | while held |
+    //! | `Arc` from [`RcuCell::load_arc`] | a guarded read and an `Arc` clone (a shared count); 0.32-0.53x `load_full` | yes | no |
     //!
     //! Hold a guard for the length of one operation (a packet, a request); an owned section or a
     //! snapshot for one request that awaits (never while the same task waits for a grace period of the
