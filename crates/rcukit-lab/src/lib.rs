@@ -35,3 +35,9 @@ pub mod measure;
 pub mod plot;
 pub mod progress;
 pub mod report;
+
+/// The workspace README's Rust examples, compiled and run as doctests (the crate README's, the
+/// crates.io page, are run by `rcukit` itself).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadmeDoctests;

@@ -1,4 +1,4 @@
-//! `RcuHashMap` lookups beside the concurrent maps people use (issue 14), in one process.
+//! `RcuHashMap` lookups beside the concurrent maps people use, in one process.
 //!
 //! Run with `cargo bench -p rcukit --bench map` (about 2 minutes). `RCUKIT_BENCH_QUICK=1`
 //! (or `-- --quick`) gives a smoke run of a few seconds; `RCUKIT_BENCH_ROUNDS` and
@@ -675,7 +675,7 @@ fn main() {
     let cfg = config();
     let keys: Vec<u64> = (0..KEYS as u64).map(key).collect();
     println!(
-        "# RcuHashMap lookups (issue 14)\n\n{} keys, u64 -> u64, foldhash::fast::FixedState \
+        "# RcuHashMap lookups\n\n{} keys, u64 -> u64, foldhash::fast::FixedState \
          (seed {SEED:#x}) for every map; {} rounds of {} ms per measurement\n",
         KEYS,
         cfg.rounds,

@@ -71,6 +71,20 @@
 //!   `RcuCell<&'static str>` must not pass for an `RcuCell<&'a str>` into which a short-lived
 //!   string could be stored for `'static` readers to find.
 //!
+//! # Keeping a value without a guard
+//!
+//! A reference from `load` or `read` lives inside its guard, and a struct cannot hold a guard
+//! beside a reference into it. Three ways out, cheapest to hold first:
+//!
+//! * [`RcuCell::load_arc`], for a cell of `Arc<T>`: a clone of the `Arc` (arc-swap's
+//!   `load_full`). Holds nothing back; costs an atomic increment on a shared count.
+//! * [`RcuCell::snapshot`] → [`Snapshot`]: an owned read-side critical section
+//!   ([`OwnedGuard`]) and the value's pointer loaded under it, dereferencing to `&T`.
+//!   `Send + Sync` when `T: Sync`, may cross `.await`; borrows the cell. Holds back every grace
+//!   period of the domain while it lives, as an `OwnedGuard` does.
+//! * [`RcuCell::snapshot_owned`] → [`OwnedSnapshot`]: the same, holding the cell by an `Arc`,
+//!   so that it is `'static`.
+//!
 //! # No empty state
 //!
 //! The pointer is never null, so `load` has no branch and returns `&T`, not `Option<&T>`.
@@ -78,13 +92,14 @@
 //! box per store; a nullable cell would make every reader of every other cell test for null.
 
 use crate::domain_ref::{self, DomainRef};
-use crate::{GpCookie, Guard, Rcu, ReadSection};
+use crate::{GpCookie, Guard, OwnedGuard, Rcu, ReadSection};
 use parking_lot::Mutex;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::Arc;
 
 /// How a writer reclaims the value it replaced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -256,6 +271,97 @@ impl<T, D: DomainRef> RcuCell<T, D> {
             value,
             _guard: guard,
         }
+    }
+
+    /// An owned snapshot of the current value: it dereferences to the value and keeps it
+    /// alive without a guard in sight, so it can be stored in a struct beside the cell's
+    /// reference, held across `.await`, and sent to or shared with other threads (when
+    /// `T: Sync`). It borrows the cell; [`snapshot_owned`](RcuCell::snapshot_owned) makes one
+    /// that owns a handle on an `Arc`'d cell instead and is `'static`.
+    ///
+    /// A snapshot is an owned read-side critical section ([`OwnedGuard`]) with the value's
+    /// pointer loaded under it: while it lives, **every grace period of the cell's domain
+    /// waits for it**, so values retired in the meantime (by this cell and by every other user
+    /// of the domain) are not dropped until it is. Keep snapshots for the length of a request,
+    /// not for the life of a connection; for a value to keep indefinitely, store an `Arc` in
+    /// the cell and take it with [`load_arc`](RcuCell::load_arc), which holds nothing back.
+    /// Like an `OwnedGuard`, a snapshot must not be held by a thread or task that waits for a
+    /// grace period of the same domain (a [`Reclaim::Synchronize`] write, [`replace`](RcuCell::replace),
+    /// [`Unpublished::wait`], `barrier()`): it would wait for itself, and the stall report
+    /// names it.
+    ///
+    /// Costs an owned guard ([`Rcu::read_owned`]: about twice a [`Rcu::read`] in the `owned`
+    /// bench, see [`docs::choosing`](crate::docs::choosing)) and the cell's `Acquire` load; no
+    /// reference count, no shared cache line written.
+    ///
+    /// ```
+    /// use rcukit::cell::Snapshot;
+    /// use rcukit::RcuCell;
+    ///
+    /// struct Request<'c> {
+    ///     config: Snapshot<'c, String>, // no guard to keep beside it
+    /// }
+    ///
+    /// let config = RcuCell::new(String::from("v1"));
+    /// let request = Request { config: config.snapshot() };
+    /// config.store(String::from("v2")); // "v1" is retired, not freed
+    /// std::thread::scope(|s| {
+    ///     // A snapshot may move to another thread and end there.
+    ///     s.spawn(move || assert_eq!(*request.config, "v1"));
+    /// });
+    /// assert_eq!(*config.snapshot(), "v2");
+    /// ```
+    #[inline]
+    pub fn snapshot(&self) -> Snapshot<'_, T> {
+        let guard = self.domain.rcu().read_owned();
+        Snapshot {
+            value: self.load_under(&guard),
+            guard,
+            _cell: PhantomData,
+        }
+    }
+
+    /// An owned snapshot of the current value that holds the cell by an `Arc`, so that it is
+    /// `'static` (and `Send + Sync` when `T` and the domain handle are): it may go into
+    /// `std::thread::spawn` or `tokio::spawn`, or into a long-lived struct. The cell lives at
+    /// least as long as the snapshot. Like tokio's `RwLock::read_owned`, it takes the `Arc` by
+    /// value: call it on a clone (`cell.clone().snapshot_owned()`).
+    ///
+    /// Holds back grace periods exactly like [`snapshot`](RcuCell::snapshot), which says what
+    /// that costs.
+    ///
+    /// ```
+    /// use rcukit::RcuCell;
+    /// use std::sync::Arc;
+    ///
+    /// let routes = Arc::new(RcuCell::new(vec!["/a", "/b"]));
+    /// let snapshot = routes.clone().snapshot_owned();
+    /// routes.store(vec!["/c"]);
+    /// let n = std::thread::spawn(move || snapshot.len()).join().unwrap();
+    /// assert_eq!(n, 2);
+    /// ```
+    #[inline]
+    pub fn snapshot_owned(self: Arc<Self>) -> OwnedSnapshot<T, D> {
+        let guard = self.domain.rcu().read_owned();
+        OwnedSnapshot {
+            value: self.load_under(&guard),
+            guard,
+            cell: self,
+        }
+    }
+
+    /// The current value's pointer, loaded under `guard` (an owned section of this cell's
+    /// domain, taken by the caller before this load).
+    #[inline]
+    fn load_under(&self, guard: &OwnedGuard) -> ValuePtr<T> {
+        debug_assert!(guard.is_of(self.domain.rcu()));
+        // The Acquire load comes after the guard's light barrier (O3 of `owned`), as `read`'s
+        // load comes after the guard's, so a grace period that must wait for this section sees
+        // it.
+        let ptr = self.ptr.load(Acquire);
+        // SAFETY: the cell's pointer is never null (only `into_inner`, which consumes the
+        // cell, leaves null behind).
+        ValuePtr(unsafe { NonNull::new_unchecked(ptr) })
     }
 
     /// Exclusive access to the value: no reader can hold it, since readers borrow the cell.
@@ -430,6 +536,35 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     }
 }
 
+impl<T, D: DomainRef> RcuCell<Arc<T>, D> {
+    /// A clone of the current `Arc`, taken under a short read-side critical section: an
+    /// owned value that holds back nothing, to keep as long as you like (arc-swap's
+    /// `load_full`). The value it points to lives until the last clone is dropped, whatever
+    /// the cell does meanwhile; the cell's own box of the `Arc` is still reclaimed after a
+    /// grace period.
+    ///
+    /// Costs a guarded read (see [`read`](RcuCell::read)) and one atomic increment of the
+    /// `Arc`'s count, a cache line that every thread calling it writes. For reads that end
+    /// before the next grace period matters, [`read`](RcuCell::read) or
+    /// [`load`](RcuCell::load) under a guard are cheaper and write nothing shared.
+    ///
+    /// ```
+    /// use rcukit::RcuCell;
+    /// use std::sync::Arc;
+    ///
+    /// let config = RcuCell::new(Arc::new(String::from("v1")));
+    /// let kept: Arc<String> = config.load_arc(); // no guard, no snapshot: just an Arc
+    /// config.store(Arc::new(String::from("v2")));
+    /// config.domain().synchronize(); // grace periods are not held back by `kept`
+    /// assert_eq!(*kept, "v1");
+    /// assert_eq!(*config.load_arc(), "v2");
+    /// ```
+    #[inline]
+    pub fn load_arc(&self) -> Arc<T> {
+        Arc::clone(&*self.read())
+    }
+}
+
 /// Fail *before* publishing, so that a misuse leaves the cell unchanged.
 #[cold]
 #[inline(never)]
@@ -513,6 +648,153 @@ impl<T: fmt::Debug> fmt::Debug for RcuRef<'_, T> {
 impl<T: fmt::Display> fmt::Display for RcuRef<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self.value, f)
+    }
+}
+
+/// The pointer of a value loaded by a snapshot: sharing it shares `&T` (hence `T: Sync` for
+/// both `Send` and `Sync`); it never owns or drops the value.
+struct ValuePtr<T>(NonNull<T>);
+
+// SAFETY: a `ValuePtr` is only ever dereferenced as `&T` (by the snapshot that holds it, for as
+// long as that snapshot's guard keeps the value alive); handing `&T` to another thread needs
+// exactly `T: Sync`, as for `&T` itself. It never drops or moves the value, so `T: Send` is
+// not needed.
+unsafe impl<T: Sync> Send for ValuePtr<T> {}
+// SAFETY: as above: `&ValuePtr` gives nothing but `&T`.
+unsafe impl<T: Sync> Sync for ValuePtr<T> {}
+
+/// An owned snapshot of an [`RcuCell`]'s value, made by [`RcuCell::snapshot`]: dereferences
+/// to the value, needs no guard beside it, and may cross `.await`, move to another thread
+/// and end there. `Send` and `Sync` when `T: Sync`.
+///
+/// It borrows the cell (whose drop frees the current value at once), so it cannot outlive it:
+///
+/// ```compile_fail
+/// let snapshot = {
+///     let cell = rcukit::RcuCell::new(1);
+///     cell.snapshot()
+/// };
+/// println!("{}", *snapshot);
+/// ```
+///
+/// and a value that is not `Sync` cannot be shared through it:
+///
+/// ```compile_fail
+/// let cell = rcukit::RcuCell::new(std::cell::Cell::new(1));
+/// let snapshot = cell.snapshot();
+/// std::thread::scope(|s| {
+///     s.spawn(move || snapshot.get());
+/// });
+/// ```
+///
+/// # Why it is sound
+///
+/// A snapshot is an [`OwnedGuard`] of the cell's domain and the value's pointer, loaded with
+/// `Acquire` *after* the guard was taken. The value can only be reclaimed after a grace period
+/// of that domain that starts after the value was swapped out of the cell, and such a grace
+/// period waits for the guard, which the snapshot drops only when it is dropped itself; the
+/// references [`Deref`](std::ops::Deref) hands out borrow the snapshot, so none outlives the
+/// guard. The one other way a value is freed, dropping the cell (or `into_inner`, `get_mut`:
+/// no grace period, since readers borrow the cell), is excluded by the snapshot's borrow of
+/// the cell for `'a`. The snapshot never drops the value, so sharing or sending it only
+/// shares `&T`, hence the `T: Sync` bound.
+///
+/// While it lives it holds back every grace period of the cell's domain: see
+/// [`RcuCell::snapshot`] for what that costs and what not to do while holding one.
+#[must_use = "a snapshot holds back grace periods until it is dropped"]
+pub struct Snapshot<'a, T> {
+    /// Loaded under `guard`; dereferenced only while `guard` is alive.
+    value: ValuePtr<T>,
+    /// The owned read-side critical section that keeps `value` alive.
+    guard: OwnedGuard,
+    /// The borrow of the cell (whose drop would free the current value without a grace
+    /// period), and covariance in `T` (the snapshot only ever hands out `&T`).
+    _cell: PhantomData<&'a T>,
+}
+
+impl<T> Snapshot<'_, T> {
+    /// The owned read-side critical section the snapshot holds: other containers of the same
+    /// domain can be read under it, for as long as the snapshot is borrowed.
+    pub fn guard(&self) -> &OwnedGuard {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::Deref for Snapshot<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: `value` was loaded from the cell under `self.guard`, an owned section of the
+        // cell's domain, which lives as long as `self`; the cell is borrowed for the
+        // snapshot's lifetime. So the value lives at least as long as this borrow of `self`
+        // (see "Why it is sound").
+        unsafe { self.value.0.as_ref() }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Snapshot<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Snapshot<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}
+
+/// An owned snapshot of an [`RcuCell`]'s value that holds the cell by an `Arc`, made by
+/// [`RcuCell::snapshot_owned`]: like [`Snapshot`], and `'static` (when `T` and `D` are), so it
+/// may go into `std::thread::spawn` or a spawned task. `Send` and `Sync` when `T` is
+/// `Send + Sync` and `D` is `Send + Sync` (the `Arc`'d cell is shared).
+///
+/// Sound for the reasons [`Snapshot`] is, with the `Arc` in place of the borrow: the cell, and
+/// with it the domain handle `D`, lives at least until the snapshot's guard has been dropped
+/// (fields drop in order: the pointer, which owns nothing, then the guard, then the `Arc`).
+#[must_use = "a snapshot holds back grace periods until it is dropped"]
+pub struct OwnedSnapshot<T, D: DomainRef = &'static Rcu> {
+    /// Loaded under `guard`; dereferenced only while `guard` is alive.
+    value: ValuePtr<T>,
+    /// The owned read-side critical section that keeps `value` alive.
+    guard: OwnedGuard,
+    /// Keeps the cell (whose drop would free the current value at once) and its domain alive.
+    cell: Arc<RcuCell<T, D>>,
+}
+
+impl<T, D: DomainRef> OwnedSnapshot<T, D> {
+    /// The owned read-side critical section the snapshot holds (see [`Snapshot::guard`]).
+    pub fn guard(&self) -> &OwnedGuard {
+        &self.guard
+    }
+
+    /// The cell the snapshot was taken from (for a fresh snapshot or a write).
+    pub fn cell(&self) -> &Arc<RcuCell<T, D>> {
+        &self.cell
+    }
+}
+
+impl<T, D: DomainRef> std::ops::Deref for OwnedSnapshot<T, D> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: as for `Snapshot`: loaded under `self.guard`, which lives as long as `self`,
+        // and the cell is kept alive by `self.cell`.
+        unsafe { self.value.0.as_ref() }
+    }
+}
+
+impl<T: fmt::Debug, D: DomainRef> fmt::Debug for OwnedSnapshot<T, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: fmt::Display, D: DomainRef> fmt::Display for OwnedSnapshot<T, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
     }
 }
 

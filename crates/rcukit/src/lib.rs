@@ -1,8 +1,82 @@
-//! # rcukit: read-copy-update with kernel-grade grace periods
+//! # rcukit: read-copy-update for Rust
 //!
-//! RCU lets many threads read shared data with almost no cost while a writer replaces it: the
-//! writer publishes a new version, and frees the old one only after a *grace period*, once
-//! every reader that might still hold it has finished.
+//! For data that many threads read far more often than anyone changes it: a configuration, a
+//! routing or rule table, a flow table, a registry of connections. Readers take no lock, never
+//! wait for a writer and write nothing that other threads read, so a second reader thread does
+//! not slow the first one down. A writer publishes a new version with one pointer swap; the old
+//! version is dropped once every reader that could still see it has finished (after a *grace
+//! period*), by a background thread or by a later write.
+//!
+//! ```
+//! use rcukit::RcuCell;
+//! use std::sync::Arc;
+//!
+//! let config = Arc::new(RcuCell::new(vec![String::from("allow ssh")]));
+//!
+//! // Readers, on any number of threads: no lock, and the borrow checker keeps the reference
+//! // inside its read-side critical section.
+//! let reader = {
+//!     let config = Arc::clone(&config);
+//!     std::thread::spawn(move || {
+//!         let rules = config.read(); // enter, load; leaves when `rules` drops
+//!         rules.len()
+//!     })
+//! };
+//!
+//! // A writer: copy, change, publish. The old vector is dropped after a grace period.
+//! config.update(|old| {
+//!     let mut new = old.clone();
+//!     new.push(String::from("deny telnet"));
+//!     new
+//! });
+//! let seen = reader.join().unwrap();
+//! assert!(seen == 1 || seen == 2);
+//! assert_eq!(config.read().len(), 2);
+//! ```
+//!
+//! A whole protected read of an [`RcuCell`] measured 2.25 ns where arc-swap's `load` took
+//! 14.12 ns and a `RwLock<Arc<T>>` read 11.70 ns, and with two reader threads the lock's read
+//! went to 51.35 ns while the cell's stayed at 1.99 ns (`cargo bench -p rcukit --bench cell`; the
+//! figures, their dates and how they compare are in [`docs::choosing`] and
+//! [`docs::performance`]).
+//!
+//! ## Which type
+//!
+//! | for | use |
+//! |---|---|
+//! | one value read everywhere, replaced now and then | [`RcuCell<T>`](RcuCell) |
+//! | a value to keep past the read: in a struct, across `.await`, on another thread | [`RcuCell::snapshot`], [`RcuCell::load_arc`] |
+//! | a list that readers walk while writers edit it | [`RcuList<T>`](RcuList) |
+//! | a hash map with many more lookups than writes | [`RcuHashMap<K, V>`](RcuHashMap) (see [`map`] for a flow table served to packet threads) |
+//! | a read section held across `.await` or handed to another thread | [`Rcu::read_owned`] → [`OwnedGuard`] |
+//! | your own lock-free structure with raw pointers | [`Rcu`]: [`read`](Rcu::read), [`retire`](Rcu::retire), [`synchronize`](Rcu::synchronize) |
+//! | threads that own their cores (packet loops) | [`Qsbr`] |
+//! | a rarely written table and no background threads | [`RecSeq<T>`](RecSeq) |
+//! | data updated in place under a lock that readers take very often | [`PerCpuRwLock<T>`](PerCpuRwLock) |
+//!
+//! [`docs::choosing`] says when each is the right choice, when arc-swap, papaya, DashMap or a plain
+//! lock is, and when not to use RCU at all, with the measured trade-offs.
+//!
+//! The containers publish, reclaim after a grace period, and tie every reference to its guard:
+//!
+//! ```
+//! use rcukit::{RcuCell, RcuList};
+//!
+//! let table = RcuCell::new(vec![1, 2, 3]);
+//! let rules = RcuList::new();
+//! rules.push_back("allow ssh");
+//! {
+//!     let guard = table.domain().read();
+//!     assert_eq!(table.load(&guard).len(), 3);
+//!     assert_eq!(rules.iter(&guard).count(), 1);
+//! }
+//! table.update(|old| [old.as_slice(), &[4]].concat()); // copy-update, old table retired
+//! rules.remove_first(|rule| rule.ends_with("ssh")); // node retired after a grace period
+//! assert_eq!(*table.read(), [1, 2, 3, 4]);
+//! ```
+//!
+//! With raw pointers, a domain ([`Rcu`]) is all there is: a read-side critical section, and a
+//! grace period before the old version may be freed:
 //!
 //! ```
 //! use rcukit::Rcu;
@@ -28,26 +102,17 @@
 //! # drop(unsafe { Box::from_raw(table.load(Ordering::Relaxed)) });
 //! ```
 //!
-//! Most programs need no raw pointers: [`RcuCell`] (one value, netfilter's `table->private`),
-//! [`RcuList`] (a list, `list_add_rcu`/CK_LIST) and [`RcuHashMap`] (a resizable hash map,
-//! `rhashtable`; see [`map`] for a flow table served to packet threads) publish, reclaim after
-//! a grace period, and let the borrow checker keep every reference inside its guard:
+//! ## Platforms and features
 //!
-//! ```
-//! use rcukit::{RcuCell, RcuList};
+//! The cheap read side uses Linux's `membarrier(2)`; elsewhere, on kernels without it, and under
+//! Miri or loom, every domain falls back to a full fence per outermost read
+//! ([`FenceKind::SeqCst`]): correct, slower ([`docs::limitations`]). Each domain runs background
+//! threads (a grace-period thread, an expedited helper and callback workers). The `log` feature
+//! adds [`report::log`](crate::report), a report hook for the `log` facade. Minimum supported
+//! Rust version: 1.80.
 //!
-//! let table = RcuCell::new(vec![1, 2, 3]);
-//! let rules = RcuList::new();
-//! rules.push_back("allow ssh");
-//! {
-//!     let guard = table.domain().read();
-//!     assert_eq!(table.load(&guard).len(), 3);
-//!     assert_eq!(rules.iter(&guard).count(), 1);
-//! }
-//! table.update(|old| [old.as_slice(), &[4]].concat()); // copy-update, old table retired
-//! rules.remove_first(|rule| rule.ends_with("ssh")); // node retired after a grace period
-//! assert_eq!(*table.read(), [1, 2, 3, 4]);
-//! ```
+//! The rest of this page uses the kernel's vocabulary: rcukit's design follows the Linux kernel's
+//! RCU and the texts behind it ([`docs::seeds`]).
 //!
 //! ## The model
 //!
@@ -124,6 +189,8 @@
 //! ([`docs::performance`]) and the limitations ([`docs::limitations`]).
 
 #![warn(missing_docs)]
+// docs.rs builds with `--cfg docsrs` (see Cargo.toml): items behind a feature say so.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Under loom the thread-local fast paths are compiled out (see `callbacks::push`).
 #![cfg_attr(rcukit_loom, allow(dead_code))]
 
@@ -172,7 +239,8 @@ pub use section::ReadSection;
 pub use seq::GpCookie;
 pub use waiting::{BarrierFuture, GpFuture};
 
-/// The README's Rust examples, compiled and run as doctests.
+/// The crate README's Rust examples (the crates.io page), compiled and run as doctests; the
+/// workspace README's are run by `rcukit-lab`.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -32,8 +32,8 @@
 //! A scheme an experiment knows but this build cannot run (because a primitive it needs is
 //! missing) goes in the module's `UNAVAILABLE` constant of [`Unavailable`] entries; the JSON
 //! and the report list it under "not available in this build", and nothing is ever measured
-//! or claimed for it. Every scheme of issue 6 runs today, so those lists are empty; only
-//! `conntrack` lists liburcu's rculfhash when built without the `c-peers` feature.
+//! or claimed for it. Every scheme the experiments compare runs today, so those lists are empty;
+//! only `conntrack` lists liburcu's rculfhash when built without the `c-peers` feature.
 
 pub mod callbacks;
 pub mod capture;
@@ -77,7 +77,7 @@ pub struct Outcome {
 pub struct Unavailable {
     /// The scheme's name as it will appear once available.
     pub scheme: &'static str,
-    /// What it needs (the missing primitive and its issue).
+    /// What it needs (the missing primitive, or the build feature).
     pub needs: &'static str,
 }
 

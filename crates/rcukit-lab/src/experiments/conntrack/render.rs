@@ -51,7 +51,7 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
     }
     md.push_str(&notes(r));
     md.push('\n');
-    md.push_str("### The issue's claims\n\n");
+    md.push_str("### rcukit's claims\n\n");
     md.push_str(&claims_table(r));
     md.push_str("\n### Checks\n\n");
     md.push_str(&checks(r));
@@ -149,7 +149,7 @@ fn notes(r: &Report) -> String {
     md
 }
 
-/// The claims, checked.
+/// rcukit's claims for `RcuHashMap`, checked.
 fn claims_table(r: &Report) -> String {
     let mut t = Table::new(&[
         "claim",

@@ -406,7 +406,7 @@ pub struct MapResult {
     pub records_freed: u64,
 }
 
-/// The claim, checked in this run.
+/// One of the claims rcukit makes for `RcuHashMap`, checked in this run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Claim {
     /// What is claimed.
@@ -442,7 +442,8 @@ pub struct Body {
     pub timer: TimerFacts,
     /// Every map run.
     pub maps: Vec<MapResult>,
-    /// The claims, checked at the most packet threads with the writer running.
+    /// rcukit's claims for `RcuHashMap`, checked at the most packet threads with the writer
+    /// running.
     pub claims: Vec<Claim>,
     /// Maps not in this build.
     pub not_available: Vec<Unavailable>,
@@ -685,8 +686,8 @@ fn fill_ratios(maps: &mut [MapResult]) {
     }
 }
 
-/// The claims: at the most packet threads, with the writer running, rcu-hashmap's
-/// lookups/s are at least 2x dashmap's, 1.5x papaya's and 1x rculfhash's.
+/// rcukit's claims for `RcuHashMap`: at the most packet threads, with the writer running,
+/// rcu-hashmap's lookups/s are at least 2x dashmap's, 1.5x papaya's and 1x rculfhash's.
 fn claims(r: &Report) -> Vec<Claim> {
     let threads = r.max_threads();
     let rcu = r.point(MapId::RcuHashmap, threads);

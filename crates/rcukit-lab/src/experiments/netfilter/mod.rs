@@ -84,8 +84,8 @@ use std::time::Duration;
 /// File stem and subcommand name.
 pub const NAME: &str = "netfilter";
 
-/// Schemes the experiment knows but this build cannot run yet (none: every scheme of the
-/// issue runs).
+/// Schemes the experiment knows but this build cannot run yet (none: every scheme it
+/// compares runs).
 pub const UNAVAILABLE: &[Unavailable] = &[];
 
 /// Settings.

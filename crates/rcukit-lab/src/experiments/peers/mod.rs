@@ -55,7 +55,7 @@ use std::time::Duration;
 /// File stem and subcommand name.
 pub const NAME: &str = "peers";
 
-/// Schemes the experiment knows but this build cannot run yet (none: every peer of the issue
+/// Schemes the experiment knows but this build cannot run yet (none: every peer it compares
 /// runs).
 pub const UNAVAILABLE: &[Unavailable] = &[];
 
