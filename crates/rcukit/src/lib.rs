@@ -221,7 +221,7 @@ pub mod waiting;
 mod loom_models;
 
 pub use barrier::FenceKind;
-pub use cell::{RcuCell, RcuRef, Reclaim, Unpublished};
+pub use cell::{OwnedSnapshot, RcuCell, RcuRef, Reclaim, Snapshot, Unpublished};
 pub use domain::{Rcu, RcuBuilder, Stats};
 pub use domain_ref::DomainRef;
 pub use error::Error;

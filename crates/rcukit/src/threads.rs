@@ -144,7 +144,7 @@ pub(crate) fn current_name() -> String {
     if let Some(name) = std::thread::current().name() {
         return name.to_string();
     }
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
     {
         let mut buf = [0u8; 16];
         // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL-terminated, into `buf`.
