@@ -307,7 +307,7 @@ impl MapTorture {
                 .pool
                 .alloc()
                 .expect("the value pool holds the stable keys");
-            map.insert(key, value(&values, key, index));
+            map.pin().insert(key, value(&values, key, index));
             live.push((key, index));
         }
         let counters = MapCounters::new(map.capacity());
@@ -664,7 +664,7 @@ impl<F: Flavor> MapWriter<'_, F> {
         // can be waited for: use it only while the pool has plenty of elements for retries.
         if self.rng.bool() || values.pool.free_count() < 1_024 {
             c.replaces.fetch_add(1, Relaxed);
-            if !self.m.map.insert(key, fresh) {
+            if self.m.map.pin().insert(key, fresh).is_none() {
                 self.result_error(|| {
                     format!("insert of present key {key:#x} returned false (not a replacement)")
                 });
@@ -696,25 +696,30 @@ impl<F: Flavor> MapWriter<'_, F> {
         // closure again and discard the first value.
         let dawdle = self.rng.u32(0..4) == 0;
         let pause = Duration::from_micros(self.rng.u64(10..=100));
-        let updated = self.m.map.update(&key, |old_value: &Value| {
-            saw = Some((old_value.key, old_value.index));
-            if dawdle && made.len() == 1 {
-                std::thread::yield_now();
-                let end = Instant::now() + pause;
-                while Instant::now() < end {
-                    std::hint::spin_loop();
+        let updated = self
+            .m
+            .map
+            .pin()
+            .update(&key, |old_value: &Value| {
+                saw = Some((old_value.key, old_value.index));
+                if dawdle && made.len() == 1 {
+                    std::thread::yield_now();
+                    let end = Instant::now() + pause;
+                    while Instant::now() < end {
+                        std::hint::spin_loop();
+                    }
                 }
-            }
-            first.take().unwrap_or_else(|| {
-                let element = values
-                    .pool
-                    .alloc()
-                    .expect("the value pool ran dry inside update's closure");
-                values.candidate[element].store(true, Relaxed);
-                made.push(element);
-                value(values, key, element)
+                first.take().unwrap_or_else(|| {
+                    let element = values
+                        .pool
+                        .alloc()
+                        .expect("the value pool ran dry inside update's closure");
+                    values.candidate[element].store(true, Relaxed);
+                    made.push(element);
+                    value(values, key, element)
+                })
             })
-        });
+            .is_some();
         c.update_retries.fetch_add(made.len() as u64 - 1, Relaxed);
         if !updated {
             // The closure never ran: the value never reached the map, and its drop (still a
@@ -735,7 +740,12 @@ impl<F: Flavor> MapWriter<'_, F> {
         let Some(retry) = self.alloc() else {
             return Some(old);
         };
-        let was_present = self.m.map.insert(key, self.value(key, retry));
+        let was_present = self
+            .m
+            .map
+            .pin()
+            .insert(key, self.value(key, retry))
+            .is_some();
         self.result_error(|| {
             format!(
                 "update of present key {key:#x} returned false (key absent, closure not \
@@ -811,7 +821,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             Some(old) => {
                 self.mark_removed(key, old);
                 c.removes.fetch_add(1, Relaxed);
-                if !self.m.map.remove(&key) {
+                if self.m.map.pin().remove(&key).is_none() {
                     self.result_error(|| format!("remove of present key {key:#x} returned false"));
                 }
                 self.churn[slot].element = None;
@@ -819,7 +829,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             None => {
                 let Some(new) = self.alloc() else { return };
                 c.inserts.fetch_add(1, Relaxed);
-                if self.m.map.insert(key, self.value(key, new)) {
+                if self.m.map.pin().insert(key, self.value(key, new)).is_some() {
                     self.result_error(|| {
                         format!("insert of absent key {key:#x} returned true (a replacement)")
                     });
@@ -861,7 +871,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             let Some(element) = self.alloc() else { break };
             let key = base + i;
             c.inserts.fetch_add(1, Relaxed);
-            if m.map.insert(key, self.value(key, element)) {
+            if m.map.pin().insert(key, self.value(key, element)).is_some() {
                 self.result_error(|| {
                     format!("insert of absent burst key {key:#x} returned true (a replacement)")
                 });
@@ -904,7 +914,7 @@ impl<F: Flavor> MapWriter<'_, F> {
                 )
             });
             for key in left {
-                m.map.remove(&key);
+                m.map.pin().remove(&key);
             }
         }
     }
@@ -930,7 +940,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             }
             self.mark_removed(key, live[slot]);
             c.removes.fetch_add(1, Relaxed);
-            if !m.map.remove(&key) {
+            if m.map.pin().remove(&key).is_none() {
                 self.result_error(|| {
                     format!("remove of present burst key {key:#x} returned false")
                 });

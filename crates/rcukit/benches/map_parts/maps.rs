@@ -115,10 +115,10 @@ macro_rules! rcu_common {
             self.0.get(&key, &guard).copied()
         }
         fn insert(&self, key: u64, value: u64) {
-            self.0.insert(key, value);
+            self.0.pin().insert(key, value);
         }
         fn remove(&self, key: u64) {
-            self.0.remove(&key);
+            self.0.pin().remove(&key);
         }
         fn settle(&self) {
             self.0.domain().barrier();

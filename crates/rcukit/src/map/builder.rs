@@ -129,9 +129,9 @@ impl<S, D> MapBuilder<S, D> {
             policy: Policy {
                 max_load: self.max_load,
                 min_load: self.min_load,
-                min_buckets: buckets,
                 busted_drop_values_at_once: self.busted,
             },
+            min_buckets: AtomicUsize::new(buckets),
             _owns: PhantomData,
         })
     }

@@ -11,23 +11,23 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// One domain configuration.
 #[derive(Clone, Copy, Debug)]
-pub struct Config {
+pub(crate) struct Config {
     /// `None`: the global domain, as built by default.
-    pub fence: Option<FenceKind>,
-    pub retire_on_producers: bool,
-    pub expedited_callbacks: bool,
+    pub(crate) fence: Option<FenceKind>,
+    pub(crate) retire_on_producers: bool,
+    pub(crate) expedited_callbacks: bool,
 }
 
 impl Config {
     /// The global domain's configuration.
-    pub const GLOBAL: Config = Config {
+    pub(crate) const GLOBAL: Config = Config {
         fence: None,
         retire_on_producers: true,
         expedited_callbacks: true,
     };
 
     /// Every configuration: the global domain first, then the eight user domains.
-    pub fn all() -> Vec<Config> {
+    pub(crate) fn all() -> Vec<Config> {
         let mut all = vec![Config::GLOBAL];
         for fence in [FenceKind::Membarrier, FenceKind::SeqCst] {
             for retire_on_producers in [true, false] {
@@ -44,7 +44,7 @@ impl Config {
     }
 
     /// A short name for failure messages.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self.fence {
             None => "global".into(),
             Some(fence) => format!(
@@ -56,7 +56,7 @@ impl Config {
 
     /// Run `test` with a domain of this configuration (the global one, or a fresh user domain
     /// dropped afterwards, which also checks that dropping it runs what is pending).
-    pub fn run(&self, test: impl FnOnce(&Rcu)) {
+    pub(crate) fn run(&self, test: impl FnOnce(&Rcu)) {
         match self.fence {
             None => test(Rcu::global()),
             Some(fence) => {
@@ -76,7 +76,7 @@ impl Config {
 
 /// Run `test` once per configuration ([`Config::all`]; under Miri, the global domain and one
 /// user domain only), naming the configuration if it fails.
-pub fn each_config(test: impl Fn(&Rcu)) {
+pub(crate) fn each_config(test: impl Fn(&Rcu)) {
     let configs = if cfg!(miri) {
         vec![Config::GLOBAL, Config::all()[1]]
     } else {

@@ -106,10 +106,10 @@ impl FlowTable for RcuMap {
         self.get(key, &guard).map(FlowRecord::seen)
     }
     fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
-        RcuHashMap::insert(self, key, rec);
+        self.pin().insert(key, rec);
     }
     fn remove(&self, _: &(), key: &FlowKey) -> bool {
-        RcuHashMap::remove(self, key)
+        self.pin().remove(key).is_some()
     }
     fn len(&self, _: &()) -> u64 {
         RcuHashMap::len(self) as u64
