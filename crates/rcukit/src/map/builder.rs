@@ -35,7 +35,8 @@ impl MapBuilder {
 }
 
 impl<S, D> MapBuilder<S, D> {
-    /// Room for `capacity` entries before the first resize; the map never shrinks below it.
+    /// Room for `capacity` entries before the first resize; the map does not shrink below it
+    /// (until [`shrink_to_fit`](RcuHashMap::shrink_to_fit)).
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
         self

@@ -68,7 +68,8 @@
 //! lock-free list. Relocation keeps each chain short and each walk direct, and it is simple to
 //! argue (below). A resize is started by the write that crosses the load factor (grow above
 //! `max_load_factor`, 0.75 by default; shrink below `min_load_factor`, 0.3 by default, never
-//! below the capacity the map was made with), and then *every* write helps it by moving up to
+//! below a floor: the capacity the map was made with or asked for by
+//! [`reserve`](RcuHashMap::reserve), until [`shrink_to_fit`](RcuHashMap::shrink_to_fit)), and then *every* write helps it by moving up to
 //! 8 buckets, so the work is spread over the writes that follow and no write ever rehashes the
 //! whole table. Movers claim buckets a run at a time (one atomic add to claim the run and one
 //! to count it finished, not two per bucket) and ask for the first nodes of the buckets ahead
@@ -271,7 +272,7 @@ impl<K, V> RcuHashMap<K, V> {
     }
 
     /// An empty map on the global domain with room for `capacity` entries before it grows; it
-    /// never shrinks below that room.
+    /// does not shrink below that room (until [`shrink_to_fit`](Self::shrink_to_fit)).
     pub fn with_capacity(capacity: usize) -> Self {
         Self::with_capacity_and_hasher(capacity, RandomState::new())
     }

@@ -39,8 +39,13 @@ where
     unlinked: RefCell<Kept<K, V>>,
 }
 
-/// What a [`MapRef`]'s writes unlinked: nodes, and tables whose resize they finished.
-type Kept<K, V> = (Vec<*mut Node<K, V>>, Vec<*mut Table<K, V>>);
+/// What a [`MapRef`]'s writes unlinked: nodes (the first one without an allocation: a handle
+/// made for one write is the common case), and tables whose resize they finished.
+struct Kept<K, V> {
+    first: Option<*mut Node<K, V>>,
+    nodes: Vec<*mut Node<K, V>>,
+    tables: Vec<*mut Table<K, V>>,
+}
 
 impl<K, V, S, D> Sink<K, V> for MapRef<'_, K, V, S, D>
 where
@@ -50,8 +55,13 @@ where
 {
     fn take(&self, node: Option<*mut Node<K, V>>, table: Option<*mut Table<K, V>>) {
         let mut unlinked = self.unlinked.borrow_mut();
-        unlinked.0.extend(node);
-        unlinked.1.extend(table);
+        if let Some(node) = node {
+            match unlinked.first {
+                None => unlinked.first = Some(node),
+                Some(_) => unlinked.nodes.push(node),
+            }
+        }
+        unlinked.tables.extend(table);
     }
 }
 
@@ -64,9 +74,10 @@ where
     fn drop(&mut self) {
         // SAFETY: dropped exactly once, here; nothing borrowed from it outlives `self`.
         unsafe { ManuallyDrop::drop(&mut self.guard) };
-        let (nodes, tables) = std::mem::take(self.unlinked.get_mut());
-        self.map.retire(nodes, None);
-        for table in tables {
+        let kept = self.unlinked.get_mut();
+        self.map.retire(kept.first.take(), None);
+        self.map.retire(kept.nodes.drain(..), None);
+        for table in kept.tables.drain(..) {
             self.map.retire([], Some(table));
         }
     }
@@ -83,7 +94,11 @@ where
         MapRef {
             map: self,
             guard: ManuallyDrop::new(self.domain().read()),
-            unlinked: RefCell::new((Vec::new(), Vec::new())),
+            unlinked: RefCell::new(Kept {
+                first: None,
+                nodes: Vec::new(),
+                tables: Vec::new(),
+            }),
         }
     }
 }
