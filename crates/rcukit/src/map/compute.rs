@@ -53,6 +53,27 @@ fn entry<K, V>(node: &Node<K, V>) -> (&K, &V) {
     (&node.key, &node.value)
 }
 
+/// Link `new` under `locked`: in place of the found node if `replace` (returned, unlinked),
+/// else at the head of the bucket; then release the lock.
+///
+/// # Safety
+///
+/// As for [`table::Locked::link_first`], and the spot found a node if `replace`.
+unsafe fn link<K, V>(
+    locked: table::Locked<'_, K, V>,
+    new: *mut Node<K, V>,
+    replace: bool,
+) -> Option<*mut Node<K, V>> {
+    if replace {
+        // SAFETY: forwarded to the caller.
+        Some(unsafe { locked.replace(new) })
+    } else {
+        // SAFETY: forwarded to the caller.
+        unsafe { locked.link_first(new) };
+        None
+    }
+}
+
 impl<K, V, S, D> RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,
@@ -110,15 +131,9 @@ where
                         continue;
                     };
                     let new = node.publish();
-                    let old = if current.is_none() {
-                        // SAFETY: validated lock; `new` is unpublished with this hash.
-                        unsafe { locked.link_first(new) };
-                        None
-                    } else {
-                        // SAFETY: as above, and the spot found the old node.
-                        Some(unsafe { locked.replace(new) })
-                    };
-                    drop(locked);
+                    // SAFETY: validated lock; `new` is unpublished with this hash; the spot
+                    // found the old node if `current` is some.
+                    let old = unsafe { link(locked, new, current.is_some()) };
                     return self.finish_insert(table, new, old, guard, sink);
                 }
             }
