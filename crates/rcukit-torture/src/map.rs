@@ -17,7 +17,9 @@
 //!   frees them directly (counted as discarded).
 //! * **Readers.** Each reader section of a `map` run also takes a guard of the map's domain and
 //!   looks up a few keys (`get`, `get_key_value` or `contains_key`; now and then the whole
-//!   `iter`). A found value must carry the key it was found under and an element that is not
+//!   `iter`, which must yield each stable key exactly once; one iteration in four is *held*:
+//!   it pauses part-way, inside its section, while the writers' bursts grow and shrink the
+//!   table, and the report counts the iterations a resize happened during). A found value must carry the key it was found under and an element that is not
 //!   free (`mbtest`); the ages of the elements found are read at the end of the section,
 //!   before the guard drops (the Map Pipe histogram: anything past 1 means the map dropped a
 //!   value while a reader that found it was still inside its section). The stable keys are
@@ -28,7 +30,9 @@
 //!   0.1-0.5 s, run a burst: insert 2,000-12,000 keys of their own, touch a few while the table
 //!   is large, then remove them all (one by one in some order, with replacements in between,
 //!   or with one `retain`), so the table grows from tens of buckets to over ten thousand and
-//!   shrinks back, over and over, while readers look keys up. They record the capacities they
+//!   shrinks back, over and over, while readers look keys up. Half of the bursts also run a
+//!   `retain` that keeps everything while the table is large, racing the readers' held
+//!   iterations and the other writer's resizes: it must visit each stable key exactly once. They record the capacities they
 //!   see (`capacity()` after each step).
 //! * **The end.** After the run, the writers' keys are marked removed and the map is
 //!   `clear()`ed; after `barrier()` and [`PIPE_LEN`] grace periods every value must have been
@@ -93,6 +97,9 @@ const MAX_NOTES: usize = 8;
 
 /// A reader section iterates the whole map once in this many.
 const ITER_ONE_IN: u32 = 1_024;
+
+/// One iteration in this many is held across resizes (see `MapSection::iterate`).
+const HELD_ONE_IN: u32 = 4;
 
 /// The map under test.
 pub(crate) type Map = RcuHashMap<u64, Value, RandomState, Arc<Rcu>>;
@@ -190,6 +197,10 @@ pub(crate) struct MapCounters {
     pub(crate) iterations: AtomicU64,
     pub(crate) iter_entries: AtomicU64,
     pub(crate) iter_stable_missing: AtomicU64,
+    pub(crate) iter_stable_duplicates: AtomicU64,
+    pub(crate) held_iterations: AtomicU64,
+    pub(crate) iter_across_resizes: AtomicU64,
+    pub(crate) checking_retains: AtomicU64,
     pub(crate) stable_misses: AtomicU64,
     pub(crate) update_retries: AtomicU64,
     pub(crate) value_mismatches: AtomicU64,
@@ -228,6 +239,10 @@ impl MapCounters {
             iterations: AtomicU64::new(0),
             iter_entries: AtomicU64::new(0),
             iter_stable_missing: AtomicU64::new(0),
+            iter_stable_duplicates: AtomicU64::new(0),
+            held_iterations: AtomicU64::new(0),
+            iter_across_resizes: AtomicU64::new(0),
+            checking_retains: AtomicU64::new(0),
             stable_misses: AtomicU64::new(0),
             update_retries: AtomicU64::new(0),
             value_mismatches: AtomicU64::new(0),
@@ -307,7 +322,7 @@ impl MapTorture {
                 .pool
                 .alloc()
                 .expect("the value pool holds the stable keys");
-            map.insert(key, value(&values, key, index));
+            map.pin().insert(key, value(&values, key, index));
             live.push((key, index));
         }
         let counters = MapCounters::new(map.capacity());
@@ -386,6 +401,8 @@ pub(crate) struct MapLocal {
     hits: u64,
     iterations: u64,
     iter_entries: u64,
+    held_iterations: u64,
+    iter_across_resizes: u64,
 }
 
 impl MapLocal {
@@ -397,6 +414,9 @@ impl MapLocal {
         c.hits.fetch_add(self.hits, Relaxed);
         c.iterations.fetch_add(self.iterations, Relaxed);
         c.iter_entries.fetch_add(self.iter_entries, Relaxed);
+        c.held_iterations.fetch_add(self.held_iterations, Relaxed);
+        c.iter_across_resizes
+            .fetch_add(self.iter_across_resizes, Relaxed);
         *self = MapLocal::default();
     }
 }
@@ -414,7 +434,7 @@ impl MapSection<'_> {
     /// Look up one to three keys (now and then: iterate the whole map).
     pub(crate) fn lookups(&mut self, counters: &Counters, rng: &mut Rng, local: &mut MapLocal) {
         if rng.u32(0..ITER_ONE_IN) == 0 {
-            self.iterate(counters, local);
+            self.iterate(counters, rng, local);
         }
         for _ in 0..rng.u32(1..=3) {
             let key = match rng.u32(0..10) {
@@ -479,23 +499,43 @@ impl MapSection<'_> {
         }
     }
 
-    fn iterate(&mut self, counters: &Counters, local: &mut MapLocal) {
+    /// Iterate the whole map and check that each stable key is yielded exactly once. One
+    /// iteration in [`HELD_ONE_IN`] is *held*: after a few entries it pauses inside the
+    /// section (yielding and napping up to a millisecond) while the writers' bursts grow and
+    /// shrink the table and their `retain`s race it, then goes on.
+    fn iterate(&mut self, counters: &Counters, rng: &mut Rng, local: &mut MapLocal) {
         local.iterations += 1;
-        let mut stable_seen = 0u64;
+        let held = rng.u32(0..HELD_ONE_IN) == 0;
+        let pause_after = rng.usize(0..8);
+        let capacity_before = self.m.map.capacity();
+        let mut stable_seen = [0u32; STABLE_KEYS as usize];
         let mut found = Vec::new();
-        for (key, v) in self.m.map.iter(&self.guard) {
+        for (n, (key, v)) in self.m.map.iter(&self.guard).enumerate() {
+            if held && n == pause_after {
+                local.held_iterations += 1;
+                for _ in 0..rng.u32(1..=16) {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(Duration::from_micros(rng.u64(0..=1_000)));
+            }
             local.iter_entries += 1;
             if is_stable(*key) {
-                stable_seen |= 1 << *key;
+                stable_seen[*key as usize] += 1;
             }
             found.push((*key, v.key, v.index));
+        }
+        if self.m.map.capacity() != capacity_before {
+            local.iter_across_resizes += 1;
         }
         for (key, value_key, index) in found {
             self.check(key, value_key, index, counters);
         }
-        if stable_seen != (1 << STABLE_KEYS) - 1 {
-            // `iter` yields every entry present throughout the iteration at least once.
+        // `iter` yields every entry present throughout the iteration exactly once.
+        if stable_seen.contains(&0) {
             counters.error(&self.m.counters.iter_stable_missing, 1);
+        }
+        if stable_seen.iter().any(|&n| n > 1) {
+            counters.error(&self.m.counters.iter_stable_duplicates, 1);
         }
     }
 
@@ -664,7 +704,7 @@ impl<F: Flavor> MapWriter<'_, F> {
         // can be waited for: use it only while the pool has plenty of elements for retries.
         if self.rng.bool() || values.pool.free_count() < 1_024 {
             c.replaces.fetch_add(1, Relaxed);
-            if !self.m.map.insert(key, fresh) {
+            if self.m.map.pin().insert(key, fresh).is_none() {
                 self.result_error(|| {
                     format!("insert of present key {key:#x} returned false (not a replacement)")
                 });
@@ -696,25 +736,30 @@ impl<F: Flavor> MapWriter<'_, F> {
         // closure again and discard the first value.
         let dawdle = self.rng.u32(0..4) == 0;
         let pause = Duration::from_micros(self.rng.u64(10..=100));
-        let updated = self.m.map.update(&key, |old_value: &Value| {
-            saw = Some((old_value.key, old_value.index));
-            if dawdle && made.len() == 1 {
-                std::thread::yield_now();
-                let end = Instant::now() + pause;
-                while Instant::now() < end {
-                    std::hint::spin_loop();
+        let updated = self
+            .m
+            .map
+            .pin()
+            .update(&key, |old_value: &Value| {
+                saw = Some((old_value.key, old_value.index));
+                if dawdle && made.len() == 1 {
+                    std::thread::yield_now();
+                    let end = Instant::now() + pause;
+                    while Instant::now() < end {
+                        std::hint::spin_loop();
+                    }
                 }
-            }
-            first.take().unwrap_or_else(|| {
-                let element = values
-                    .pool
-                    .alloc()
-                    .expect("the value pool ran dry inside update's closure");
-                values.candidate[element].store(true, Relaxed);
-                made.push(element);
-                value(values, key, element)
+                first.take().unwrap_or_else(|| {
+                    let element = values
+                        .pool
+                        .alloc()
+                        .expect("the value pool ran dry inside update's closure");
+                    values.candidate[element].store(true, Relaxed);
+                    made.push(element);
+                    value(values, key, element)
+                })
             })
-        });
+            .is_some();
         c.update_retries.fetch_add(made.len() as u64 - 1, Relaxed);
         if !updated {
             // The closure never ran: the value never reached the map, and its drop (still a
@@ -735,7 +780,12 @@ impl<F: Flavor> MapWriter<'_, F> {
         let Some(retry) = self.alloc() else {
             return Some(old);
         };
-        let was_present = self.m.map.insert(key, self.value(key, retry));
+        let was_present = self
+            .m
+            .map
+            .pin()
+            .insert(key, self.value(key, retry))
+            .is_some();
         self.result_error(|| {
             format!(
                 "update of present key {key:#x} returned false (key absent, closure not \
@@ -811,7 +861,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             Some(old) => {
                 self.mark_removed(key, old);
                 c.removes.fetch_add(1, Relaxed);
-                if !self.m.map.remove(&key) {
+                if self.m.map.pin().remove(&key).is_none() {
                     self.result_error(|| format!("remove of present key {key:#x} returned false"));
                 }
                 self.churn[slot].element = None;
@@ -819,7 +869,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             None => {
                 let Some(new) = self.alloc() else { return };
                 c.inserts.fetch_add(1, Relaxed);
-                if self.m.map.insert(key, self.value(key, new)) {
+                if self.m.map.pin().insert(key, self.value(key, new)).is_some() {
                     self.result_error(|| {
                         format!("insert of absent key {key:#x} returned true (a replacement)")
                     });
@@ -844,11 +894,35 @@ impl<F: Flavor> MapWriter<'_, F> {
                 self.toggle_churn();
             }
         }
+        if self.rng.bool() {
+            self.checking_retain();
+        }
         match self.rng.u32(0..4) {
             0 => self.burst_retain(base, &live),
             order => self.burst_remove(base, &mut live, order),
         }
         m.observe_capacity();
+    }
+
+    /// A `retain` that keeps everything, racing the readers' held iterations and the other
+    /// writer's resizes: it must visit each stable key exactly once.
+    fn checking_retain(&mut self) {
+        let mut visits = [0u32; STABLE_KEYS as usize];
+        self.m.counters.checking_retains.fetch_add(1, Relaxed);
+        let removed = self.m.map.retain(|key, _| {
+            if is_stable(*key) {
+                visits[*key as usize] += 1;
+            }
+            true
+        });
+        if removed != 0 || visits.iter().any(|&n| n != 1) {
+            self.result_error(|| {
+                format!(
+                    "a retain keeping everything removed {removed} entries and visited the \
+                     stable keys {visits:?} times (each must be visited once)"
+                )
+            });
+        }
     }
 
     /// Insert a burst's keys from `base` on; their elements, in key order.
@@ -861,7 +935,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             let Some(element) = self.alloc() else { break };
             let key = base + i;
             c.inserts.fetch_add(1, Relaxed);
-            if m.map.insert(key, self.value(key, element)) {
+            if m.map.pin().insert(key, self.value(key, element)).is_some() {
                 self.result_error(|| {
                     format!("insert of absent burst key {key:#x} returned true (a replacement)")
                 });
@@ -904,7 +978,7 @@ impl<F: Flavor> MapWriter<'_, F> {
                 )
             });
             for key in left {
-                m.map.remove(&key);
+                m.map.pin().remove(&key);
             }
         }
     }
@@ -930,7 +1004,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             }
             self.mark_removed(key, live[slot]);
             c.removes.fetch_add(1, Relaxed);
-            if !m.map.remove(&key) {
+            if m.map.pin().remove(&key).is_none() {
                 self.result_error(|| {
                     format!("remove of present burst key {key:#x} returned false")
                 });
@@ -1066,6 +1140,14 @@ pub struct MapReport {
     /// Iterations that did not yield every stable key (errors: `iter` yields every entry
     /// present throughout the iteration).
     pub iter_stable_missing: u64,
+    /// Iterations that yielded a stable key more than once (errors: exactly once).
+    pub iter_stable_duplicates: u64,
+    /// Iterations held (paused part-way inside their section) while writers ran.
+    pub held_iterations: u64,
+    /// Iterations during which the table's capacity changed.
+    pub iter_across_resizes: u64,
+    /// `retain` calls that keep everything and check they visit each stable key once.
+    pub checking_retains: u64,
     /// Extra runs of `update`'s closure (another writer changed the bucket meanwhile).
     pub update_retries: u64,
     /// Values of those extra runs, dropped unpublished by the map.
@@ -1137,6 +1219,10 @@ impl MapReport {
             iterations: l(&c.iterations),
             iter_entries: l(&c.iter_entries),
             iter_stable_missing: l(&c.iter_stable_missing),
+            iter_stable_duplicates: l(&c.iter_stable_duplicates),
+            held_iterations: l(&c.held_iterations),
+            iter_across_resizes: l(&c.iter_across_resizes),
+            checking_retains: l(&c.checking_retains),
             update_retries: l(&c.update_retries),
             discarded: l(&v.discarded),
             stable_misses: l(&c.stable_misses),
@@ -1181,6 +1267,7 @@ impl MapReport {
             + self.value_mismatches
             + self.mbtest_errors
             + self.iter_stable_missing
+            + self.iter_stable_duplicates
             + self.result_errors
             + self.live_drops
             + self.double_drops

@@ -634,14 +634,19 @@ fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::
     )?;
     writeln!(
         f,
-        "{p} map lookups: {} (stable keys {}) hits {}; iterations {} (entries {}, missing a \
-         stable key {}); stable-key misses {} value mismatches {} free values found {}",
+        "{p} map lookups: {} (stable keys {}) hits {}; iterations {} (entries {}, held {}, \
+         across a resize {}; missing a stable key {}, yielding one twice {}; checking retains \
+         {}); stable-key misses {} value mismatches {} free values found {}",
         m.lookups,
         m.stable_lookups,
         m.hits,
         m.iterations,
         m.iter_entries,
+        m.held_iterations,
+        m.iter_across_resizes,
         m.iter_stable_missing,
+        m.iter_stable_duplicates,
+        m.checking_retains,
         m.stable_misses,
         m.value_mismatches,
         m.mbtest_errors

@@ -207,7 +207,7 @@ impl RcuBuilder {
     /// assert!(seen.lock().unwrap()[0].contains("oops"));
     /// ```
     pub fn on_report(mut self, hook: impl Fn(&Report) + Send + Sync + 'static) -> Self {
-        self.reporter = Reporter::new(Some(Arc::new(hook)));
+        self.reporter = Reporter::new(Some(crate::report::hook(hook)));
         self
     }
 

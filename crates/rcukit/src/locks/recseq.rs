@@ -143,7 +143,7 @@ impl RecSeqBuilder {
     /// Where stall reports go (default: one line on standard error, write errors ignored), as
     /// [`RcuBuilder::on_report`](crate::RcuBuilder::on_report).
     pub fn on_report(mut self, hook: impl Fn(&Report) + Send + Sync + 'static) -> Self {
-        self.reporter = Reporter::new(Some(std::sync::Arc::new(hook)));
+        self.reporter = Reporter::new(Some(crate::report::hook(hook)));
         self
     }
 

@@ -56,6 +56,10 @@
 //! | `dashmap` | `dashmap::DashMap` (default shards) | the shard's read lock |
 //! | `papaya` | `papaya::HashMap` | `pin()` (a seize guard) |
 //! | `flurry` | `flurry::HashMap` (its own seize collector) | `guard()` |
+//! | `pl-rwlock-hashbrown` | `parking_lot::RwLock<hashbrown::HashMap>` | `read()` lock |
+//! | `scc-hashmap` | `scc::HashMap` | `read()` (a shared bucket lock) |
+//! | `scc-hashindex` | `scc::HashIndex` (records behind an `Arc`: it needs `Clone`) | `peek_with()` (lock-free) |
+//! | `evmap` | evmap (left-right; records boxed, the one writer behind a mutex, publishing after every write) | the packet thread's own read handle |
 //! | `rculfhash` (feature `c-peers`) | liburcu's `cds_lfht`, memb flavor, auto-resize | `urcu_memb_read_lock()` (in C, one FFI call per lookup) |
 //!
 //! Every Rust map hashes with [`FlowBuild`] and is created with room for `flows`; the C table
@@ -193,7 +197,8 @@ pub struct Args {
     #[arg(long)]
     pub sample_every: Option<u32>,
     /// Maps to measure, comma-separated (rwlock-hashmap, rcu-hashmap, dashmap, papaya,
-    /// flurry, and with the c-peers feature rculfhash) [default: all]
+    /// flurry, pl-rwlock-hashbrown, scc-hashmap, scc-hashindex, evmap, and with the c-peers
+    /// feature rculfhash) [default: all]
     #[arg(long, value_delimiter = ',', value_parser = parse_map)]
     pub maps: Vec<MapId>,
 }

@@ -35,6 +35,7 @@ struct MapState {
     dropped: &'static AtomicU64,
     created: u64,
     fill_ms: f64,
+    fill_rss_per_flow: Option<f64>,
 }
 
 /// What one packet thread measured (only while the phase was `MEASURE`).
@@ -212,6 +213,21 @@ fn fill<M: FlowTable>(map: &M, flows: u64, dropped: &'static AtomicU64) {
     for i in 0..flows {
         map.insert(&reg, FlowKey::of(i), FlowRecord::new(i, flows, dropped));
     }
+}
+
+/// Remove flows `tail..head` from the calling thread; the removals that found nothing.
+fn drain<M: FlowTable>(map: &M, tail: u64, head: u64) -> u64 {
+    let reg = map.register();
+    (tail..head)
+        .filter(|&id| !map.remove(&reg, &FlowKey::of(id)))
+        .count() as u64
+}
+
+/// This process's resident set, in bytes (Linux: `/proc/self/statm`).
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
 }
 
 /// The map's `len()`, from the calling thread.
@@ -393,6 +409,14 @@ pub struct MapResult {
     pub description: &'static str,
     /// Time to insert the initial flows from one thread, milliseconds.
     pub fill_ms: f64,
+    /// Resident-set growth while the initial flows were inserted, bytes per flow (Linux; the
+    /// maps are filled one after the other and all kept, so no map reuses another's memory).
+    pub fill_rss_bytes_per_flow: Option<f64>,
+    /// Time to remove every live flow, one at a time from one thread, after the last round,
+    /// milliseconds.
+    pub drain_ms: f64,
+    /// Removals of live flows in the drain that found nothing (must be 0).
+    pub drain_misses: u64,
     /// One point per packet-thread count.
     pub points: Vec<Point>,
     /// Flows in the map at the end (`len()`).
@@ -513,10 +537,14 @@ fn fill_maps(cfg: &Config, task: &Task) -> Result<Vec<MapState>> {
         // Every record of this map counts its drop here; a counter of its own (8 bytes,
         // leaked so that records can hold a plain `&'static`) keeps runs and maps apart.
         let dropped: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+        let rss_before = resident_bytes();
         let map = AnyMap::build(id, cfg.flows as usize)?;
         let t = Instant::now();
         with_map!(&map, m => fill(m, cfg.flows, dropped));
         let fill_ms = measure::ms(t.elapsed());
+        let fill_rss_per_flow = rss_before
+            .zip(resident_bytes())
+            .map(|(before, after)| (after as f64 - before as f64) / cfg.flows as f64);
         states.push(MapState {
             id,
             map,
@@ -527,6 +555,7 @@ fn fill_maps(cfg: &Config, task: &Task) -> Result<Vec<MapState>> {
             dropped,
             created: cfg.flows,
             fill_ms,
+            fill_rss_per_flow,
         });
         task.inc();
     }
@@ -589,11 +618,18 @@ fn map_results(
             .collect();
         let flows_expected = st.window.head.load(Relaxed) - st.window.tail.load(Relaxed);
         let flows_at_end = with_map!(&st.map, m => len_of(m));
+        let (tail, head) = (st.window.tail.load(Relaxed), st.window.head.load(Relaxed));
+        let t = Instant::now();
+        let drain_misses = with_map!(&st.map, m => drain(m, tail, head));
+        let drain_ms = measure::ms(t.elapsed());
         let records_freed = st.map.teardown(st.dropped);
         maps.push(MapResult {
             map: st.id,
             description: st.id.describe(),
             fill_ms: st.fill_ms,
+            fill_rss_bytes_per_flow: st.fill_rss_per_flow,
+            drain_ms,
+            drain_misses,
             points,
             flows_at_end,
             flows_expected,
