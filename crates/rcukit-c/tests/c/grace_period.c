@@ -43,7 +43,8 @@ static void read_once(void) {
 
 static void *reader(void *arg) {
     (void)arg;
-    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+    /* At least one pass, however late the scheduler runs this thread. */
+    do {
         if (owned_readers) {
             rcukit_owned_guard section = rcukit_read_owned_begin(domain);
             read_once();
@@ -60,7 +61,7 @@ static void *reader(void *arg) {
             rcukit_read_unlock(&inner);
             CHECK(!rcukit_is_reading(domain));
         }
-    }
+    } while (!atomic_load_explicit(&stop, memory_order_relaxed));
     return NULL;
 }
 

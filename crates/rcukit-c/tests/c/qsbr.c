@@ -37,7 +37,8 @@ static void *reader(void *arg) {
     CHECK(rcukit_qsbr_is_online(qsbr));
     atomic_fetch_add(&registered, 1);
     long n = 0;
-    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+    /* At least one pass, however late the scheduler runs this thread. */
+    do {
         struct obj *obj = atomic_load_explicit(&current, memory_order_acquire);
         CHECK_EQ(obj->value, LIVE);
         if (++n % 64 == 0) rcukit_qsbr_quiescent_state(me);
@@ -46,7 +47,7 @@ static void *reader(void *arg) {
             CHECK(!rcukit_qsbr_is_online(qsbr));
             rcukit_qsbr_online(me);
         }
-    }
+    } while (!atomic_load_explicit(&stop, memory_order_relaxed));
     atomic_fetch_add(&reads, n);
     rcukit_qsbr_unregister(me);
     CHECK(!rcukit_qsbr_is_online(qsbr));

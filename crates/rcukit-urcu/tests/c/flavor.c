@@ -61,7 +61,8 @@ static void *reader(void *arg) {
     (void)arg;
     F(register_thread)();
     long n = 0;
-    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+    /* At least one pass, however late the scheduler runs this thread. */
+    do {
         F(read_lock)();
 #ifndef QSBR
         CHECK(F(read_ongoing)());
@@ -83,7 +84,7 @@ static void *reader(void *arg) {
         (void)n;
         CHECK(!F(read_ongoing)());
 #endif
-    }
+    } while (!atomic_load_explicit(&stop, memory_order_relaxed));
     F(unregister_thread)();
     return NULL;
 }

@@ -67,7 +67,8 @@ static void *reader(void *arg) {
     (void)arg;
     rcu_register_thread();
     long n = 0;
-    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+    /* At least one pass, however late the scheduler runs this thread. */
+    do {
         rcu_read_lock();
         struct obj *obj = rcu_dereference(current);
         CHECK_EQ(obj->value, LIVE);
@@ -81,7 +82,7 @@ static void *reader(void *arg) {
 #ifdef QSBR
         if (n % 64 == 0) rcu_quiescent_state();
 #endif
-    }
+    } while (!atomic_load_explicit(&stop, memory_order_relaxed));
     atomic_fetch_add(&reads, n);
     rcu_unregister_thread();
     return NULL;
