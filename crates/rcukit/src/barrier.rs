@@ -80,14 +80,17 @@ pub(crate) struct Support {
 pub(crate) fn support() -> Support {
     #[cfg(not(any(rcukit_loom, miri)))]
     {
-        static SUPPORT: OnceLock<Support> = OnceLock::new();
-        *SUPPORT.get_or_init(|| {
-            // Before the (slow) detection: a `fork()` while it runs must find the handlers,
-            // whose prepare step waits for it to finish (a child that inherited it half done
-            // would wait for it forever).
-            crate::fork::install_handlers();
-            detect()
-        })
+        if let Some(support) = SUPPORT.get() {
+            return *support;
+        }
+        // Before the (slow) detection starts: a `fork()` while it runs must find the handlers
+        // and this step, which waits for it to finish (a child that inherited it half done
+        // would wait for it forever).
+        #[cfg(unix)]
+        crate::sync::fork::at_prepare(crate::sync::fork::Stage::SetUp, |_| {
+            detected();
+        });
+        detected()
     }
     #[cfg(any(rcukit_loom, miri))]
     {
@@ -96,6 +99,15 @@ pub(crate) fn support() -> Support {
             global: false,
         }
     }
+}
+
+#[cfg(not(any(rcukit_loom, miri)))]
+static SUPPORT: OnceLock<Support> = OnceLock::new();
+
+/// The detection's answer, detecting here unless another thread is (then waiting for it).
+#[cfg(not(any(rcukit_loom, miri)))]
+fn detected() -> Support {
+    *SUPPORT.get_or_init(detect)
 }
 
 #[cfg(all(target_os = "linux", not(any(rcukit_loom, miri))))]

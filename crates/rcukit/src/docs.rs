@@ -293,7 +293,7 @@ pub mod limitations {
     //!
     //! # `fork()`
     //!
-    //! A child's domains repair themselves on first use ([`fork`](crate::fork) explains how),
+    //! A child's domains repair themselves on first use ([`fork`](crate::domain::fork) explains how),
     //! with these limits:
     //!
     //! * Callbacks queued before the fork are abandoned in the child: they run in the parent,

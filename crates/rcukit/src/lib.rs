@@ -103,7 +103,7 @@
 //!   [`RcuBuilder::on_report`] sends [`Report`]s) and counted in [`Stats`].
 //! * **Hostile use is survived:** a panicking callback or `Drop` (even one whose panic payload
 //!   panics again) is caught and reported, and no library thread dies of it; a closed stderr
-//!   stops nothing; a [`fork`]ed child's domains work (callbacks queued before the fork are
+//!   stops nothing; a [`fork`](domain::fork)ed child's domains work (callbacks queued before the fork are
 //!   abandoned in the child, which counts them).
 //!
 //! ## Architecture
@@ -117,7 +117,7 @@
 //! [`callbacks::port`] first), [`domain`] (the domain),
 //! [`cell`], [`list`] and [`map`] (RCU-protected data; [`domain_ref`] ties them to a
 //! domain), [`qsbr`] and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]),
-//! [`fork`] (what a forked child inherits) and [`report`] (stall and panic reports).
+//! [`domain::fork`] (what a forked child inherits) and [`report`] (stall and panic reports).
 //!
 //! [`docs`] holds no code: what the seeds behind rcukit are ([`docs::seeds`]; module docs cite
 //! them as "seed 000" to "seed 004"), the performance model with measured figures
@@ -134,7 +134,6 @@ pub mod docs;
 pub mod domain;
 pub mod domain_ref;
 mod error;
-pub mod fork;
 pub mod gp;
 pub mod list;
 pub mod locks;

@@ -290,14 +290,15 @@ impl OwnedReaders {
     }
 
     /// After `fork()`: a grace period that held the turn did not survive (see
-    /// [`fork`](crate::fork)). The phase may have flipped already; every drain covers both
+    /// [`fork`](crate::domain::fork)). The phase may have flipped already; every drain covers both
     /// phases, so the next grace period is complete anyway.
     pub(crate) fn after_fork(&self) {
         *self.turn.lock() = false;
     }
 
-    /// Hold the turn's mutex across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold the turn's mutex across `fork()` (see [`fork`](crate::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         self.turn.hold_for_fork(held);
     }
 }

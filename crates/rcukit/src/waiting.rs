@@ -116,8 +116,9 @@ impl Wakers {
         crate::sync::lock(&self.slots).wakers.len()
     }
 
-    /// Hold the lock across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold the lock across `fork()` (see [`fork`](crate::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.slots);
     }
 }

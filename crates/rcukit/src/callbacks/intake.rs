@@ -189,7 +189,7 @@ impl Intake {
         self.push_chunk(chunk);
     }
 
-    /// After `fork()` (see [`fork`](crate::fork)): forget every chunk on the stack. They are
+    /// After `fork()` (see [`fork`](crate::domain::fork)): forget every chunk on the stack. They are
     /// leaked, not freed: their other owners (producers and the worker of the parent) may hold
     /// shares, and what they hold is abandoned in the child.
     pub(crate) fn forget_chunks(&self) {
@@ -197,7 +197,8 @@ impl Intake {
     }
 
     /// Hold the spare-chunk lock across `fork()`.
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         self.spare.hold_for_fork(held);
     }
 

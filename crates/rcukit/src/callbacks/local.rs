@@ -530,7 +530,7 @@ pub(crate) struct LocalRetires {
     seen_ops: AtomicU64,
     /// Set while a stealer works on this list: serializes stealers (only the shard's worker
     /// steals, so it is never contended). A flag rather than a mutex, so that a steal cut short
-    /// by `fork()` can be undone in the child (see [`fork`](crate::fork)).
+    /// by `fork()` can be undone in the child (see [`fork`](crate::domain::fork)).
     stealing: AtomicBool,
     list: UnsafeCell<LocalList>,
 }
@@ -659,7 +659,7 @@ impl LocalRetires {
         taken
     }
 
-    /// After `fork()` (see [`fork`](crate::fork)): a steal that the vanished worker had under
+    /// After `fork()` (see [`fork`](crate::domain::fork)): a steal that the vanished worker had under
     /// way is forgotten, and whatever the list holds is taken out (without waiting for drops
     /// the owner may be running) for the caller to abandon.
     pub(crate) fn take_after_fork(&self, fence: FenceKind) -> Taken {

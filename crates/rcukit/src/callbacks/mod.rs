@@ -85,7 +85,6 @@ mod slots;
 pub mod worker;
 
 use crate::barrier::FenceKind;
-use crate::fork;
 use crate::report::Reporter;
 use callback::{BarrierCount, Work};
 #[cfg(rcukit_loom)]
@@ -258,7 +257,8 @@ impl Callbacks {
     }
 
     /// Hold every shard's locks across `fork()`.
-    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         for shard in self.shards.iter() {
             let shard: &'static Shard = shard;
             shard.hold_for_fork(held);

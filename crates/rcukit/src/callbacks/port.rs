@@ -70,7 +70,7 @@ pub(crate) trait GpPort {
     fn subscribe(&self, thread: Thread, wants: Box<dyn Fn() -> bool + Send + Sync>);
 
     /// Repair the domain if the process has forked since it last ran (see
-    /// [`fork`](crate::fork)).
+    /// [`fork`](crate::domain::fork)).
     fn check_fork(&self);
 
     /// Is the calling thread inside a read-side critical section of the domain (QSBR: online)?

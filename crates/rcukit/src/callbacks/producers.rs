@@ -11,7 +11,7 @@ use super::local::LocalRetires;
 use super::port::ReleasedBy;
 use super::shard::bump;
 use crate::barrier::FenceKind;
-use crate::fork::Owner;
+use crate::sync::fork::Owner;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
@@ -90,7 +90,7 @@ pub(crate) struct ProducerRegistry {
     exited_invoked_bytes: u64,
     exited_released: [u64; 2],
     /// Callbacks (and their bytes) abandoned by `fork()`: queued before it, never to run in
-    /// this process (see [`fork`](crate::fork)).
+    /// this process (see [`fork`](crate::domain::fork)).
     abandoned: u64,
     abandoned_bytes: u64,
 }

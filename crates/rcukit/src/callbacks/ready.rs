@@ -177,7 +177,7 @@ impl Ready {
         }
     }
 
-    /// After `fork()` (see [`fork`](crate::fork)): forget every batch, queued or being run by
+    /// After `fork()` (see [`fork`](crate::domain::fork)): forget every batch, queued or being run by
     /// a thread that is gone (their callbacks are abandoned: a `Callback` dropped unrun leaks).
     pub(crate) fn forget_batches(&self) {
         let mut state = self.state.lock();
@@ -187,7 +187,8 @@ impl Ready {
     }
 
     /// Hold the queue's lock across `fork()`.
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         self.state.hold_for_fork(held);
     }
 

@@ -26,7 +26,6 @@ use super::intake::Intake;
 use super::producers::{difference, ProducerRegistry, ProducerShared};
 use super::ready::{self, Ready};
 use crate::barrier::{self, FenceKind};
-use crate::fork;
 use crate::sync::{lock, AtomicU8};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
@@ -191,7 +190,7 @@ impl Shard {
         lock(&self.producers).live.clone()
     }
 
-    /// After `fork()` (see [`fork`](crate::fork)): everything queued before the fork is
+    /// After `fork()` (see [`fork`](crate::domain::fork)): everything queued before the fork is
     /// abandoned (the intake's chunks, the worker's list, ready batches, the producers'
     /// lists), the producers whose threads are gone are forgotten, and the counters say so.
     pub(crate) fn after_fork(&self, fence: FenceKind) {
@@ -210,7 +209,8 @@ impl Shard {
     }
 
     /// Hold the shard's locks across `fork()`, in one fixed order.
-    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.producers);
         held.hold(&self.worker.thread);
         held.hold(&self.worker.last_scan);

@@ -4,11 +4,11 @@ use super::{next_domain_id, Inner, Rcu, GLOBAL, GLOBAL_NAME};
 use crate::barrier::{self, FenceKind};
 use crate::callbacks::{CallbackConfig, Callbacks};
 use crate::error::Error;
-use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{Flavor, GpCore, GpEvent};
 use crate::report::{Report, Reporter};
+use crate::sync::fork;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -330,7 +330,8 @@ impl RcuBuilder {
     pub fn build(self) -> Result<Rcu, Error> {
         // First: a fork from now on must find every process-wide lock of rcukit held by the
         // handlers (the barrier's detection and the read-side pages take theirs below).
-        fork::install_handlers();
+        #[cfg(unix)]
+        super::fork::install();
         let fence = self.validate()?;
         let id = next_domain_id();
         let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));
@@ -369,7 +370,8 @@ impl RcuBuilder {
             me: me.clone(),
             parking: crate::owned::Parking::new(),
         });
-        fork::register(&inner);
+        #[cfg(unix)]
+        super::fork::register(&inner);
         let read_side = inner.core.read_side.share();
         let rcu = Rcu { inner, read_side };
         // On an error, dropping `rcu` stops the threads already started.

@@ -21,7 +21,7 @@
 
 use super::Rcu;
 use crate::error::Error;
-use crate::fork;
+use crate::sync::fork;
 use crate::sync::Backoff;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
@@ -64,7 +64,8 @@ impl GlobalSlot {
         &self,
         build: impl FnOnce() -> Result<Rcu, Error>,
     ) -> Result<(&'static Rcu, bool), Error> {
-        fork::install_handlers();
+        #[cfg(unix)]
+        super::fork::install();
         let mut backoff = Backoff::new();
         loop {
             if let Some(domain) = self.get() {

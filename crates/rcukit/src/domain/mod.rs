@@ -21,6 +21,7 @@
 //! `Rcu::global().barrier()` before exiting if their side effects matter.
 
 mod builder;
+pub mod fork;
 mod global;
 mod port;
 pub mod shutdown;
@@ -33,7 +34,6 @@ use crate::barrier::FenceKind;
 use crate::callbacks::callback::Callback;
 use crate::callbacks::{self, Callbacks};
 use crate::error::Error;
-use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{GpCore, GpEvent, ReadSidePtr};
@@ -42,7 +42,7 @@ use crate::reader::{self, Guard};
 use crate::seq::GpCookie;
 use crate::sync::lock;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
 
 /// Everything a domain's threads share.
@@ -68,6 +68,7 @@ pub(crate) struct Inner {
     pub(crate) parking: crate::owned::Parking,
 }
 
+#[cfg(unix)]
 impl Drop for Inner {
     fn drop(&mut self) {
         fork::unregister(self as *const Inner);
@@ -126,57 +127,6 @@ impl Inner {
             })?;
         lock(&self.threads).push(thread);
         Ok(())
-    }
-
-    /// Repair the domain if the process has forked since it last ran (see [`fork`]). Every
-    /// entry point that needs the domain's threads, or that scans its per-thread state, calls
-    /// this first.
-    #[inline]
-    pub(crate) fn check_fork(&self) {
-        if self.fork_generation.load(Acquire) != fork::generation() {
-            self.repair_after_fork();
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn repair_after_fork(&self) {
-        let _repair = lock(&self.fork_repair);
-        let generation = fork::generation();
-        if self.fork_generation.load(Relaxed) == generation {
-            return; // another thread did it
-        }
-        // Every entry point waits here, so nothing of this domain runs in this process but
-        // readers and this repair; every internal lock is free (the fork handlers held them
-        // across the fork).
-        self.exp.after_fork();
-        self.core.owned.after_fork();
-        self.core.registry.retain(|record| record.owner.is_alive());
-        self.callbacks.after_fork();
-        self.event.forget_listeners();
-        // Those threads do not exist here.
-        for thread in std::mem::take(&mut *lock(&self.threads)) {
-            thread.forget();
-        }
-        if let Err(e) = self.start_threads() {
-            panic!(
-                "rcukit: cannot restart the threads of domain '{}' after fork(): {e}",
-                self.name
-            );
-        }
-        self.fork_generation.store(generation, Release);
-    }
-
-    /// Hold the domain's internal locks across `fork()`, in one fixed order (see [`fork`]).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
-        held.hold(&self.fork_repair);
-        held.hold(&self.threads);
-        self.normal.hold_for_fork(held);
-        self.exp.hold_for_fork(held);
-        self.event.hold_for_fork(held);
-        self.core.owned.hold_for_fork(held);
-        self.core.registry.hold_for_fork(held);
-        self.callbacks.hold_for_fork(held);
     }
 
     fn check_cookie(&self, cookie: &GpCookie) {

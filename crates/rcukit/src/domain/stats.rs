@@ -50,7 +50,7 @@ pub struct Stats {
     /// [`RcuBuilder::retire_on_producers`](crate::RcuBuilder::retire_on_producers)); included in `callbacks_invoked`.
     pub callbacks_run_by_producers: u64,
     /// Callbacks that will never run in this process: queued before a `fork()` that this
-    /// process is the child of (they run in the parent; see [`fork`](mod@crate::fork)). Not
+    /// process is the child of (they run in the parent; see [`fork`](mod@crate::domain::fork)). Not
     /// counted in `callbacks_pending` or `callbacks_invoked`.
     pub callbacks_abandoned: u64,
 }

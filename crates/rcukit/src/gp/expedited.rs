@@ -21,7 +21,7 @@
 //! The turn is a `bool` under a mutex that is only ever held for a few instructions (to take
 //! or give back the turn), with a condition variable to wait on. That mutex can be held across
 //! `fork()` by the fork handlers, and a turn whose holder does not exist in the child is given
-//! back by the repair (see [`fork`](crate::fork)); a mutex held for a whole grace period could
+//! back by the repair (see [`fork`](crate::domain::fork)); a mutex held for a whole grace period could
 //! be neither. The grace period the vanished holder had started is finished by the next
 //! caller, which finds the counter's state bits set while it holds the turn (as after a tried
 //! grace period that gave up, below).
@@ -173,13 +173,14 @@ impl ExpeditedGp {
     }
 
     /// After `fork()`: the turn's holder, if any, does not exist in this process (see
-    /// [`fork`](crate::fork)).
+    /// [`fork`](crate::domain::fork)).
     pub(crate) fn after_fork(&self) {
         *self.turn.lock() = false;
     }
 
-    /// Hold this engine's lock across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold this engine's lock across `fork()` (see [`fork`](crate::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.helper);
         self.turn.hold_for_fork(held);
     }

@@ -438,8 +438,9 @@ impl GpEvent {
         self.wakers.forget_all();
     }
 
-    /// Hold this event's locks across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold this event's locks across `fork()` (see [`fork`](crate::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.generation);
         held.hold(&self.listeners);
         self.wakers.hold_for_fork(held);

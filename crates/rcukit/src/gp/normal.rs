@@ -121,8 +121,9 @@ impl NormalGp {
         }
     }
 
-    /// Hold this engine's lock across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold this engine's lock across `fork()` (see [`fork`](crate::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.requests);
     }
 

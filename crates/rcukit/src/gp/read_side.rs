@@ -25,7 +25,7 @@
 //! (ids are never reused), so a thread's cache keyed by id cannot mistake it for the old one.
 //!
 //! The free list is one lock, taken once per domain built or dropped; `fork()` holds it (see
-//! [`fork`](crate::fork)) so that a child never finds it taken by a thread that is gone. Under
+//! [`fork`](crate::domain::fork)) so that a child never finds it taken by a thread that is gone. Under
 //! loom every line is a box of its own: loom's atomics belong to one execution and must not
 //! outlive it in a shared page.
 
@@ -189,8 +189,9 @@ mod pages {
     }
 }
 
-/// Hold the free list's lock across `fork()` (see [`fork`](crate::fork)).
-pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+/// Hold the free list's lock across `fork()` (see [`fork`](crate::domain::fork)).
+#[cfg(unix)]
+pub(crate) fn hold_for_fork(held: &mut crate::sync::fork::Held) {
     #[cfg(not(rcukit_loom))]
     held.hold(&pages::PAGES);
     #[cfg(rcukit_loom)]

@@ -186,8 +186,8 @@ pub(crate) struct ReaderRecord {
     /// The rest of the first line: nothing else shares the line every read writes.
     _hot_line: [u8; HOT_PAD],
     pub(crate) thread: ThreadInfo,
-    /// The thread that owns it, for the repair after `fork()` (see [`fork`](crate::fork)).
-    pub(crate) owner: crate::fork::Owner,
+    /// The thread that owns it, for the repair after `fork()` (see [`fork`](crate::domain::fork)).
+    pub(crate) owner: crate::sync::fork::Owner,
     registry: Weak<Registry>,
     /// The `ctr` value of the critical section a stall was last reported for, so that one
     /// stalled section yields one report even when several grace periods wait for it.
@@ -206,7 +206,7 @@ impl ReaderRecord {
             nesting: AtomicU32::new(0),
             _hot_line: [0; HOT_PAD],
             thread,
-            owner: crate::fork::Owner::current(),
+            owner: crate::sync::fork::Owner::current(),
             registry,
             stall_reported: std::sync::atomic::AtomicU64::new(0),
             orphaned: std::sync::atomic::AtomicBool::new(false),
@@ -409,8 +409,9 @@ impl Registry {
         *records = Arc::new(next);
     }
 
-    /// Hold the registry's lock across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold the registry's lock across `fork()` (see [`fork`](crate::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         self.records.hold_for_fork(held);
     }
 

@@ -15,9 +15,14 @@
 //! grace-period engines: their waiters sleep in the kernel's futex queues, which `fork()` does
 //! not copy. `parking_lot` keeps its waiters in a process-wide table in user space; in a forked
 //! child that table still lists the parent's threads, and a `notify_one` or a fair unlock can
-//! hand the wake-up or the lock to a thread that does not exist (see [`fork`](crate::fork)).
+//! hand the wake-up or the lock to a thread that does not exist (see [`fork`]).
+//!
+//! [`fork`] holds the bottom half of rcukit's `fork()` support: fork generations, the owners
+//! of per-thread objects, and the handlers that hold locks across a fork.
 //!
 //! [loom]: https://docs.rs/loom
+
+pub(crate) mod fork;
 
 #[cfg(rcukit_loom)]
 pub(crate) use loom::sync::atomic::{
@@ -105,8 +110,9 @@ impl<T> Mutex<T> {
         }
     }
 
-    /// Hold this lock across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold this lock across `fork()` (see [`fork`]).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
         #[cfg(not(rcukit_loom))]
         held.hold(&self.0);
         #[cfg(rcukit_loom)]

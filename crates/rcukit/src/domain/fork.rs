@@ -53,10 +53,9 @@
 //!
 //! # Who is alive
 //!
-//! Every per-thread object (reader record, producer list) records its owner: a per-thread
-//! token and the fork generation it was created in. In a process that has forked, the threads
-//! that exist are the one that made the latest fork and the ones created since; so an object
-//! is alive if it was created in the current generation or by the thread that forked last.
+//! Every per-thread object records its owner, and after a fork only the thread that forked
+//! and the ones created since are alive (see `sync::fork`, the bottom half of this support:
+//! generations, owners and the handlers themselves).
 //!
 //! # Limits
 //!
@@ -68,152 +67,110 @@
 //!   makes safe after `fork()` (glibc: allocation works); rcukit's repair allocates and
 //!   starts threads, on first use, not in the handler.
 
-use crate::domain::Inner;
-use std::any::Any;
-use std::cell::{Cell, RefCell};
-use std::sync::atomic::AtomicU64;
+use super::Inner;
+use crate::sync::fork::{self, Owner};
+use crate::sync::lock;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+#[cfg(unix)]
+use {
+    crate::sync::fork::{Held, Stage},
+    std::sync::{Arc, Mutex, Weak},
+};
 
-/// Forks this process descends from (0 in the original process), counted by the child handler.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// The token of the thread that made the latest fork: the one thread that survived it.
-static SURVIVOR: AtomicU64 = AtomicU64::new(0);
-
-static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    /// This thread's token (0 until first needed).
-    static TOKEN: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The current fork generation.
-#[inline]
-pub(crate) fn generation() -> u64 {
-    GENERATION.load(Acquire)
-}
-
-/// The calling thread's token, 0 if its thread-local storage is gone.
-fn token() -> u64 {
-    TOKEN
-        .try_with(|t| {
-            if t.get() == 0 {
-                t.set(NEXT_TOKEN.fetch_add(1, Relaxed));
-            }
-            t.get()
-        })
-        .unwrap_or(0)
-}
-
-/// The thread (and fork generation) that created a per-thread object.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Owner {
-    token: u64,
-    generation: u64,
-}
-
-impl Owner {
-    /// The calling thread, now.
-    pub(crate) fn current() -> Owner {
-        Owner {
-            token: token(),
-            generation: generation(),
-        }
-    }
-
-    /// Is the owner the calling thread? (By token, which stays readable in thread-local
-    /// destructors.)
-    pub(crate) fn is_calling_thread(&self) -> bool {
-        self.token != 0 && self.token == token()
-    }
-
-    /// Does the owning thread exist in this process (see the module docs)? Always true in a
-    /// process that has not forked since the object was created.
-    pub(crate) fn is_alive(&self) -> bool {
-        self.generation == generation() || (self.token != 0 && self.token == SURVIVOR.load(Acquire))
-    }
-}
-
-/// Guards of internal locks held across a fork.
-#[derive(Default)]
-pub(crate) struct Held {
-    guards: Vec<Box<dyn Any>>,
-}
-
-impl Held {
-    /// Take `mutex` and keep it until the parent or child handler releases everything.
-    pub(crate) fn hold<T: 'static>(&mut self, mutex: &'static Mutex<T>) {
-        self.guards.push(Box::new(crate::sync::lock(mutex)));
-    }
-}
-
-/// Every live domain, for the fork handlers. A domain leaves this list at the start of its
+/// Every live domain, for the prepare handler. A domain leaves this list at the start of its
 /// drop (see `Inner`'s `Drop`), under this lock, so a domain in the list is fully alive for
 /// as long as the lock is held.
+#[cfg(unix)]
 static DOMAINS: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 
-/// Add a domain (installing the fork handlers on first use).
-pub(crate) fn register(inner: &Arc<Inner>) {
-    install_handlers();
-    crate::sync::lock(&DOMAINS).push(Arc::downgrade(inner));
+/// Install the fork handlers with this module's step. Called before a domain is built (before
+/// anything it builds takes a lock of its own, such as the read-side pages'): a fork from then
+/// on finds every such lock held by the handlers.
+#[cfg(unix)]
+pub(super) fn install() {
+    fork::at_prepare(Stage::Locks, hold_every_domain);
+}
+
+/// Add a domain built since [`install`].
+#[cfg(unix)]
+pub(super) fn register(inner: &Arc<Inner>) {
+    lock(&DOMAINS).push(Arc::downgrade(inner));
 }
 
 /// Remove a domain that is being dropped.
-pub(crate) fn unregister(inner: *const Inner) {
-    crate::sync::lock(&DOMAINS).retain(|w| !std::ptr::eq(w.as_ptr(), inner));
+#[cfg(unix)]
+pub(super) fn unregister(inner: *const Inner) {
+    lock(&DOMAINS).retain(|w| !std::ptr::eq(w.as_ptr(), inner));
 }
 
-/// What the prepare handler holds until the parent or child handler: the domains' locks, then
-/// the list itself (dropped in that order).
-type Holding = (Held, MutexGuard<'static, Vec<Weak<Inner>>>);
-
-thread_local! {
-    static HOLDING: RefCell<Option<Holding>> = const { RefCell::new(None) };
-}
-
-extern "C" fn prepare() {
-    // One-time set-up another thread may be in the middle of (the barrier's detection, which
-    // registers the process with membarrier): finish it first, as the child cannot.
-    crate::barrier::support();
-    let domains = crate::sync::lock(&DOMAINS);
-    let mut held = Held::default();
-    crate::gp::read_side::hold_for_fork(&mut held);
+/// The prepare handler's step for domains: the list of domains, the read-side pages, then
+/// every domain's locks, in one fixed order, kept until after the fork (the list released
+/// last).
+#[cfg(unix)]
+fn hold_every_domain(held: &mut Held) {
+    let domains = lock(&DOMAINS);
+    crate::gp::read_side::hold_for_fork(held);
     for weak in domains.iter() {
         // SAFETY: a domain in the list is alive while the list is locked (see `DOMAINS`), and
         // stays so until the guards taken here are released with the list's, after the fork.
         let inner: &'static Inner = unsafe { &*weak.as_ptr() };
-        inner.hold_for_fork(&mut held);
+        inner.hold_for_fork(held);
     }
-    // (Without thread-local storage, a fork from a thread-local destructor, the locks are
-    // released at once: the child then only relies on the repair.)
-    let _ = HOLDING.try_with(|h| *h.borrow_mut() = Some((held, domains)));
+    held.keep(domains);
 }
 
-fn release() {
-    let _ = HOLDING.try_with(|h| drop(h.borrow_mut().take()));
-}
-
-extern "C" fn parent() {
-    release();
-}
-
-extern "C" fn child() {
-    SURVIVOR.store(token(), Release);
-    GENERATION.fetch_add(1, Release);
-    release();
-}
-
-/// Install the fork handlers, once per process. A flag, not a `Once`: a child forked while
-/// another thread was installing them must not wait for that thread, which it does not have.
-pub(crate) fn install_handlers() {
-    #[cfg(all(unix, not(rcukit_loom), not(miri)))]
-    {
-        static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if !INSTALLED.swap(true, Relaxed) {
-            // SAFETY: the handlers are `extern "C"` functions that live for the whole program.
-            let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
-            assert_eq!(r, 0, "rcukit: pthread_atfork failed ({r})");
+impl Inner {
+    /// Repair the domain if the process has forked since it last ran (see the module docs).
+    /// Every entry point that needs the domain's threads, or that scans its per-thread state,
+    /// calls this first.
+    #[inline]
+    pub(crate) fn check_fork(&self) {
+        if self.fork_generation.load(Acquire) != fork::generation() {
+            self.repair_after_fork();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn repair_after_fork(&self) {
+        let _repair = lock(&self.fork_repair);
+        let generation = fork::generation();
+        if self.fork_generation.load(Relaxed) == generation {
+            return; // another thread did it
+        }
+        // Every entry point waits here, so nothing of this domain runs in this process but
+        // readers and this repair; every internal lock is free (the fork handlers held them
+        // across the fork).
+        self.exp.after_fork();
+        self.core.owned.after_fork();
+        self.core
+            .registry
+            .retain(|record| Owner::is_alive(&record.owner));
+        self.callbacks.after_fork();
+        self.event.forget_listeners();
+        // Those threads do not exist here.
+        for thread in std::mem::take(&mut *lock(&self.threads)) {
+            thread.forget();
+        }
+        if let Err(e) = self.start_threads() {
+            panic!(
+                "rcukit: cannot restart the threads of domain '{}' after fork(): {e}",
+                self.name
+            );
+        }
+        self.fork_generation.store(generation, Release);
+    }
+
+    /// Hold the domain's internal locks across `fork()`, in one fixed order.
+    #[cfg(unix)]
+    fn hold_for_fork(&'static self, held: &mut Held) {
+        held.hold(&self.fork_repair);
+        held.hold(&self.threads);
+        self.normal.hold_for_fork(held);
+        self.exp.hold_for_fork(held);
+        self.event.hold_for_fork(held);
+        self.core.owned.hold_for_fork(held);
+        self.core.registry.hold_for_fork(held);
+        self.callbacks.hold_for_fork(held);
     }
 }
