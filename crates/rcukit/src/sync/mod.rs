@@ -100,11 +100,9 @@ impl<T> Mutex<T> {
     /// The lock if nobody holds it, without waiting (for paths that must not wait behind a
     /// holder the scheduler has put aside).
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        // loom's `try_lock` returns std's result type too.
         match self.0.try_lock() {
             Ok(guard) => Some(guard),
-            #[cfg(rcukit_loom)]
-            Err(loom::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            #[cfg(not(rcukit_loom))]
             Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
             Err(_) => None,
         }
