@@ -359,7 +359,7 @@ pub mod limitations {
     //!   workers (a runtime blocked inside a callback).
     //! * An owned guard of a domain other than the global one takes no reference count (the
     //!   state of a dropped handle is *parked* until its last owned guard closes, see
-    //!   [`owned`](crate::owned)), but closing one after its handle was dropped runs a grace
+    //!   [`owned`](crate::domain::owned)), but closing one after its handle was dropped runs a grace
     //!   period's scan in the closing thread.
     //! * Dropping a handle while owned guards of its domain are open returns at once: the
     //!   pending callbacks run, and the domain's threads stop, once the last of them closes, on

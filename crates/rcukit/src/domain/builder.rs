@@ -368,7 +368,7 @@ impl RcuBuilder {
             fork_repair: Mutex::new(()),
             threads: Mutex::new(Vec::new()),
             me: me.clone(),
-            parking: crate::owned::Parking::new(),
+            parking: super::owned::Parking::new(),
         });
         #[cfg(unix)]
         super::fork::register(&inner);

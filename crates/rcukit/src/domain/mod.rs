@@ -23,11 +23,13 @@
 mod builder;
 pub mod fork;
 mod global;
+pub mod owned;
 mod port;
 pub mod shutdown;
 mod stats;
 
 pub use builder::RcuBuilder;
+pub use owned::OwnedGuard;
 pub use stats::Stats;
 
 use crate::barrier::FenceKind;
@@ -37,7 +39,6 @@ use crate::error::Error;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{GpCore, GpEvent, ReadSidePtr};
-use crate::owned::OwnedGuard;
 use crate::reader::{self, Guard};
 use crate::seq::GpCookie;
 use crate::sync::lock;
@@ -64,8 +65,8 @@ pub(crate) struct Inner {
     pub(crate) threads: Mutex<Vec<crate::threads::Thread>>,
     /// This domain, for the threads it starts.
     pub(crate) me: Weak<Inner>,
-    /// Keeps the state alive for owned guards that outlive the handle (see [`owned`](crate::owned)).
-    pub(crate) parking: crate::owned::Parking,
+    /// Keeps the state alive for owned guards that outlive the handle (see [`owned`](crate::domain::owned)).
+    pub(crate) parking: owned::Parking,
 }
 
 #[cfg(unix)]
@@ -264,7 +265,7 @@ impl Rcu {
     ///
     /// Costs about what [`read`](Rcu::read) costs, plus one load of the domain's phase; no
     /// reference count is taken (a dropped handle's state is *parked* until its last owned
-    /// guard closes; see "Lifetime" in [`owned`](crate::owned)). Owned sections do not nest
+    /// guard closes; see "Lifetime" in [`owned`](crate::domain::owned)). Owned sections do not nest
     /// with guards or each other: each is counted on its own.
     #[inline]
     pub fn read_owned(&self) -> OwnedGuard {

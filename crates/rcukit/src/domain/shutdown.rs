@@ -73,7 +73,7 @@ fn owned_sections_open(inner: &Inner) -> bool {
 }
 
 /// Run what is pending, stop and join the threads, and free the state (or park it for the
-/// owned guards that may still close; see [`owned`](crate::owned)).
+/// owned guards that may still close; see [`owned`](crate::domain::owned)).
 fn finish(inner: &Arc<Inner>) {
     if !inner.callbacks.in_callback_context() {
         drain_callbacks(inner);
@@ -90,7 +90,7 @@ fn finish(inner: &Arc<Inner>) {
         } // else: dropped from one of its own threads, which detaches itself
     }
     // Owned guards may outlive this handle: the state then waits for the last of them.
-    crate::owned::Parking::park(inner);
+    super::owned::Parking::park(inner);
 }
 
 /// Run every pending callback, chains included: rounds of `barrier()` until one round saw no

@@ -23,11 +23,11 @@ pub mod read_side;
 pub(crate) use read_side::{ReadSide, ReadSideLine, ReadSidePtr};
 
 use crate::barrier::{self, FenceKind, Heavy};
-use crate::owned::{self, Drain, OwnedReaders};
+use crate::reader::owned::{self, Drain, OwnedReaders};
 use crate::reader::{ReaderRecord, Registry};
 use crate::report::{Report, Reporter, Stall, WakerPanic};
 use crate::sync::lock;
-use crate::sync::{AtomicU64, Backoff};
+use crate::sync::{AtomicU64, Backoff, Brief};
 use crate::waiting::Wakers;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
@@ -66,7 +66,7 @@ pub(crate) enum Flavor {
 pub(crate) struct GpCore {
     pub(crate) read_side: ReadSideLine,
     pub(crate) registry: Arc<Registry>,
-    /// The phase and turn of owned sections (see [`owned`](crate::owned)).
+    /// The phase and turn of owned sections (see [`owned`](crate::reader::owned)).
     pub(crate) owned: OwnedReaders,
     stall_timeout: Duration,
     stalls: std::sync::atomic::AtomicU64,
@@ -172,13 +172,13 @@ impl GpCore {
     }
 
     /// Wait for the guards' read sections only (G1-G3, not the owned sections), with the
-    /// expedited barrier, in the caller: for [`owned`](crate::owned)'s parking, where the
+    /// expedited barrier, in the caller: for the owned guards' parking (`domain::owned`), where the
     /// domain's threads are already stopped.
     pub(crate) fn wait_for_sections(&self) {
         self.wait_for_guards(GpKind::Expedited);
     }
 
-    /// The owned-section part of a grace period (W1-W3 in the [`owned`](crate::owned) docs),
+    /// The owned-section part of a grace period (W1-W3 in the [`owned`](crate::reader::owned) docs),
     /// after G1. `drain` is `Drain::Both` but in the loom model's busted variant.
     pub(crate) fn wait_for_owned(&self, kind: GpKind, drain: Drain, stall: &mut StallWatch) {
         let mut stalled = |open: u64| {
@@ -306,52 +306,6 @@ impl StallWatch {
             Some(held)
         } else {
             None
-        }
-    }
-}
-
-/// A bounded wait: spin until a condition holds, for at most a given time, never yielding
-/// and never sleeping. A yield gives the core away for as long as the scheduler likes (a whole
-/// time slice, milliseconds, when more threads are runnable than there are cores), so a wait
-/// that must end within microseconds only spins, and reads the clock every few spins (the
-/// first read only once the condition has failed a few times, so a wait that ends at once
-/// costs no clock read).
-pub(crate) struct Brief {
-    patience: Duration,
-    deadline: Option<Instant>,
-    tries: u32,
-}
-
-impl Brief {
-    /// Spins between two looks at the clock.
-    const SPINS_PER_CLOCK: u32 = 8;
-
-    pub(crate) fn new(patience: Duration) -> Brief {
-        Brief {
-            patience,
-            deadline: None,
-            tries: 0,
-        }
-    }
-
-    /// Wait until `done()` is true (then true) or the patience, shared by every call on this
-    /// `Brief`, has run out (then false).
-    pub(crate) fn wait(&mut self, mut done: impl FnMut() -> bool) -> bool {
-        loop {
-            if done() {
-                return true;
-            }
-            self.tries += 1;
-            if self.tries % Self::SPINS_PER_CLOCK == 0 {
-                let now = Instant::now();
-                if now >= *self.deadline.get_or_insert(now + self.patience) {
-                    return false;
-                }
-            }
-            #[cfg(rcukit_loom)]
-            loom::thread::yield_now();
-            #[cfg(not(rcukit_loom))]
-            std::hint::spin_loop();
         }
     }
 }

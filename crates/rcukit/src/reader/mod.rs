@@ -82,14 +82,15 @@
 //! stall reports say whether the owner has exited since (a leaked guard).
 
 mod local;
+pub(crate) mod owned;
 
 pub(crate) use local::{
     in_section, is_reading, local_record, orphan_of_this_thread, with_local_record,
 };
 
 use crate::barrier::{self, FenceKind};
-use crate::owned::{OwnedCounts, Side};
 use crate::sync::{AtomicU64, Mutex};
+use owned::{OwnedCounts, Side};
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
@@ -195,7 +196,7 @@ pub(crate) struct ReaderRecord {
     /// The owning thread's thread-local table is gone while a critical section (or, for QSBR,
     /// a registration) is still open: the record is kept alive by that section alone.
     orphaned: std::sync::atomic::AtomicBool,
-    /// Owned sections this thread opened and closed (see [`owned`](crate::owned)).
+    /// Owned sections this thread opened and closed (see [`owned`](owned)).
     pub(crate) owned: OwnedCounts,
 }
 
@@ -331,7 +332,7 @@ pub(crate) struct Unnest {
 pub(crate) struct Registry {
     records: Mutex<Arc<Vec<Arc<ReaderRecord>>>>,
     /// Owned-section counts of records that left the registry, and of sections opened or
-    /// closed by threads whose table was already gone (see [`owned`](crate::owned)).
+    /// closed by threads whose table was already gone (see [`owned`](owned)).
     pub(crate) owned_residue: OwnedCounts,
 }
 

@@ -217,3 +217,49 @@ impl Backoff {
         self.step = self.step.saturating_add(1);
     }
 }
+
+/// A bounded wait: spin until a condition holds, for at most a given time, never yielding
+/// and never sleeping. A yield gives the core away for as long as the scheduler likes (a whole
+/// time slice, milliseconds, when more threads are runnable than there are cores), so a wait
+/// that must end within microseconds only spins, and reads the clock every few spins (the
+/// first read only once the condition has failed a few times, so a wait that ends at once
+/// costs no clock read).
+pub(crate) struct Brief {
+    patience: std::time::Duration,
+    deadline: Option<std::time::Instant>,
+    tries: u32,
+}
+
+impl Brief {
+    /// Spins between two looks at the clock.
+    const SPINS_PER_CLOCK: u32 = 8;
+
+    pub(crate) fn new(patience: std::time::Duration) -> Brief {
+        Brief {
+            patience,
+            deadline: None,
+            tries: 0,
+        }
+    }
+
+    /// Wait until `done()` is true (then true) or the patience, shared by every call on this
+    /// `Brief`, has run out (then false).
+    pub(crate) fn wait(&mut self, mut done: impl FnMut() -> bool) -> bool {
+        loop {
+            if done() {
+                return true;
+            }
+            self.tries += 1;
+            if self.tries % Self::SPINS_PER_CLOCK == 0 {
+                let now = std::time::Instant::now();
+                if now >= *self.deadline.get_or_insert(now + self.patience) {
+                    return false;
+                }
+            }
+            #[cfg(rcukit_loom)]
+            loom::thread::yield_now();
+            #[cfg(not(rcukit_loom))]
+            std::hint::spin_loop();
+        }
+    }
+}

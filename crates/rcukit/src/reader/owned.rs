@@ -1,5 +1,7 @@
-//! Owned read-side critical sections ([`OwnedGuard`]): readers that may sleep, cross an
-//! `.await`, move to another thread and end there. The user-space image of the kernel's SRCU.
+//! The counting protocol of owned read-side critical sections: the readers' counters in every
+//! reader record, the domain's phase, and the drain every grace period runs. The guard that
+//! counts (`OwnedGuard`, the user-space image of the kernel's SRCU) is the domain's (see
+//! `domain::owned`); this is what grace periods and reader records need of it.
 //!
 //! A [`Guard`](crate::Guard) is cheap because its whole state is one word in its thread's own
 //! reader record: grace periods learn "this thread reads" by looking at that word. A section
@@ -25,8 +27,8 @@
 //! O4  record'.unlocks[p] += 1, a Release store  (the closing thread's record; p kept in the guard)
 //! ```
 //!
-//! A grace period, after its heavy barrier G1 and its scan of the guards' words (see
-//! [`reader`]), runs holding the domain's owned-scan turn:
+//! A grace period, after its heavy barrier G1 and its scan of the guards' words (see the
+//! [parent module](super)), runs holding the domain's owned-scan turn:
 //!
 //! ```text
 //! W1  drain(phase ^ 1)      (sections that loaded the phase before the previous flip)
@@ -82,65 +84,15 @@
 //! one looks up the closing thread's record (the same one-entry cache `read()` uses). No
 //! read-modify-write, and no shared cache line written: two threads taking owned guards of one
 //! domain do not contend. That rules out an `Arc` count per guard, so a domain other than the
-//! global one outlives its handle by *parking* instead.
-//!
-//! # Lifetime: parking
-//!
-//! An owned guard is `'static`, so it may outlive the [`Rcu`](crate::Rcu) handle of its
-//! domain; the domain's shared state must then live until the last such guard has closed.
-//! (The global domain is never dropped, and its guards skip all of this.)
-//!
-//! ```text
-//! P1  Rcu::drop (threads stopped):  parked = a strong reference to the shared state
-//! P2                                 scan of the guards' words (G1-G3 of `reader`)
-//! P3                                 reap()
-//!
-//! C1  closing an owned guard:  enter a read section (R1-R3)
-//! C2                            O4
-//! C3                            if parked is set: reap()
-//! C4                            leave the read section (R4); then, if C3 took the reference,
-//!                               a scan (G1-G3), and drop it
-//!
-//! reap(): if no owned section is open (the totals of both phases agree), take the parked
-//!         reference (an atomic swap: at most one taker)
-//! ```
-//!
-//! 1. **Somebody reaps.** Take the last guard to close. If its C3 saw `parked` unset, its read
-//!    section (C1-C4) was not over when P2 began (else the scan's heavy barrier would order P1
-//!    before C3, as case 1 of the guard proof), so P2 waited for it and P3 sees its O4: no
-//!    section is open, and P3 takes the reference. If C3 saw `parked` set, its own reap sees
-//!    every O4 (its own, and those of guards closed before it), and takes it unless P3 or
-//!    another closer did.
-//! 2. **Nobody touches freed state.** Only the taker drops the reference, and only after a
-//!    scan that began after its swap: every closer still inside C1-C4 (the only code that
-//!    touches the shared state without a reference of its own) is waited for. A closer whose
-//!    section begins after that scan's heavy barrier would find `parked` unset and no section
-//!    open, but there is none: every guard had closed (reap saw the totals agree), and no new
-//!    guard can open without the dropped handle.
-//! 3. "No section open" cannot be a false positive: a guard opened before the handle was
-//!    dropped counted its lock before the drop began (the handle's borrow ended first), so the
-//!    totals include it until its unlock.
-//!
-//! # Misuse
-//!
-//! A thread or task that holds an owned section and waits for a grace period of the same
-//! domain (`synchronize()`, `barrier()` of callbacks that wait, or one of the async waits)
-//! waits for itself and never returns. Unlike a [`Guard`](crate::Guard), an owned section is
-//! not tied to a thread, so the wait cannot tell whether the caller holds one; instead the
-//! grace period issues a stall report after the stall timeout naming the owned sections it
-//! waits for ([`Report::Stall`]).
+//! global one outlives its handle by *parking* instead (see `domain::owned`).
 
 #[cfg(all(test, rcukit_loom))]
 mod loom;
 
-use crate::barrier;
-use crate::domain::Inner;
-use crate::reader::{self, Registry};
+use super::Registry;
 use crate::report::{Report, Stall};
-use crate::sync::{AtomicU64, Backoff, Condvar, Mutex};
-use std::ptr::NonNull;
+use crate::sync::{AtomicU64, Backoff, Brief, Condvar, Mutex};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::Arc;
 
 /// Lock and unlock counts of owned sections, per phase.
 pub(crate) struct OwnedCounts {
@@ -274,7 +226,7 @@ impl OwnedReaders {
     /// turn is taken (another grace period is draining, or its mutex is held) or a section began before the caller's heavy
     /// barrier is still open. A W3 cut short leaves the phase flipped: harmless, every drain
     /// covers both phases (step 3 of the module docs).
-    pub(crate) fn try_wait(&self, registry: &Registry, brief: &mut crate::gp::Brief) -> bool {
+    pub(crate) fn try_wait(&self, registry: &Registry, brief: &mut Brief) -> bool {
         match self.turn.try_lock() {
             Some(mut taken) if !*taken => *taken = true,
             _ => return false,
@@ -356,194 +308,4 @@ pub(crate) fn stall_report(
         advice: "an OwnedGuard held by the waiting thread or task itself never ends: drop it \
                  before waiting for a grace period of its domain",
     })
-}
-
-/// An owned read-side critical section of an [`Rcu`](crate::Rcu) domain, from
-/// [`Rcu::read_owned`](crate::Rcu::read_owned): like a [`Guard`](crate::Guard), but `Send`,
-/// `Sync` and `'static`, so it may be held across `.await`, sleep, and be moved to and dropped
-/// on another thread.
-///
-/// Every grace period of the domain that starts after the guard was taken (normal or
-/// expedited, waited for, polled through a [`GpCookie`](crate::GpCookie) or ending a callback's
-/// wait) waits for it to drop. Containers accept it wherever they accept a `Guard` (see
-/// [`ReadSection`](crate::ReadSection)), with the same rule: a reference read under it cannot
-/// outlive it.
-///
-/// ```compile_fail
-/// let cell = rcukit::RcuCell::new(1);
-/// let value = {
-///     let guard = rcukit::Rcu::global().read_owned();
-///     cell.load(&guard) // the reference cannot outlive the guard
-/// };
-/// ```
-///
-/// It keeps its domain's shared state alive, so it may outlive the [`Rcu`](crate::Rcu) handle
-/// (the state is freed when the last owned guard closes); once that handle is dropped there are
-/// no more grace periods to hold back.
-///
-/// # Do not wait while holding one
-///
-/// A thread or task that waits for a grace period of the guard's domain while it holds the
-/// guard waits for itself forever. A `Guard` is tied to its thread, so such waits panic; an
-/// owned guard is not, so the wait cannot tell. The grace period reports the stall instead
-/// (after the domain's stall timeout, see [`RcuBuilder::stall_timeout`](crate::RcuBuilder::stall_timeout)),
-/// naming the owned sections it waits for.
-#[must_use = "the read-side critical section ends when the guard is dropped"]
-pub struct OwnedGuard {
-    inner: NonNull<Inner>,
-    /// The guard's domain is the global one, which is never dropped (no parking).
-    immortal: bool,
-    /// The phase the section counted its lock under (O1).
-    phase: usize,
-}
-
-// SAFETY: an owned guard is an index into counters that any thread may update (its drop counts
-// on the dropping thread's own record, or the shared residue), plus a pointer to the domain's
-// shared state, which is `Sync` and which outlives the guard (parking, or the global domain's
-// static lifetime). Nothing in it is tied to the thread that made it.
-unsafe impl Send for OwnedGuard {}
-// SAFETY: `&OwnedGuard` only reads the domain's id and name, which are immutable.
-unsafe impl Sync for OwnedGuard {}
-
-impl OwnedGuard {
-    /// O1-O3. `immortal` says that `inner` belongs to a domain that is never dropped.
-    #[inline]
-    pub(crate) fn enter(inner: &Arc<Inner>, immortal: bool) -> OwnedGuard {
-        if !immortal {
-            inner.parking.mark_used();
-        }
-        let phase = inner.core.owned.phase();
-        count(inner, Side::Locks, phase);
-        barrier::light(inner.core.read_side.fence);
-        OwnedGuard {
-            inner: NonNull::from(&**inner),
-            immortal,
-            phase,
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn inner(&self) -> &Inner {
-        // SAFETY: the domain's shared state outlives the guard: it is the global domain's,
-        // which is never dropped, or it stays parked until this guard has closed (see the
-        // module docs, "Lifetime").
-        unsafe { self.inner.as_ref() }
-    }
-
-    /// The identifier of the guard's domain ([`Rcu::id`](crate::Rcu::id)).
-    pub fn domain_id(&self) -> u64 {
-        self.inner().id()
-    }
-
-    /// The name of the guard's domain ([`Rcu::name`](crate::Rcu::name)).
-    pub fn domain_name(&self) -> &str {
-        &self.inner().name
-    }
-}
-
-/// O2 or O4 on the calling thread's record, or on the residue when the thread's table is gone.
-#[inline(always)]
-fn count(inner: &Inner, side: Side, phase: usize) {
-    let registry = &inner.core.registry;
-    if !reader::with_local_record(inner.key(), registry, |record| {
-        record.owned.bump_own(side, phase)
-    }) {
-        registry.owned_residue.bump_shared(side, phase);
-    }
-}
-
-impl Drop for OwnedGuard {
-    #[inline]
-    fn drop(&mut self) {
-        let inner = self.inner();
-        if self.immortal {
-            // The critical section's accesses are ordered before the count by its `Release`
-            // store (O4); no fence is needed.
-            count(inner, Side::Unlocks, self.phase);
-            return;
-        }
-        // C1-C4 of the module docs.
-        let core = &inner.core;
-        let read_side = (&core.read_side.epoch, core.read_side.fence);
-        let taken = reader::in_section(inner.key(), &core.registry, read_side, |record| {
-            record.owned.bump_own(Side::Unlocks, self.phase);
-            inner.parking.reap_if_parked(&core.registry)
-        });
-        if let Some(last) = taken {
-            Parking::release(last);
-        }
-    }
-}
-
-/// A domain's shared state waiting for its last owned guard after its handle was dropped
-/// (see the module docs, "Lifetime").
-pub(crate) struct Parking {
-    parked: std::sync::atomic::AtomicPtr<Inner>,
-    /// An owned guard of this domain was ever taken (else the handle's drop parks nothing).
-    used: std::sync::atomic::AtomicBool,
-}
-
-impl Parking {
-    pub(crate) fn new() -> Parking {
-        Parking {
-            parked: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-            used: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// Has an owned guard of this domain ever been taken?
-    pub(crate) fn was_used(&self) -> bool {
-        self.used.load(Relaxed)
-    }
-
-    #[inline(always)]
-    fn mark_used(&self) {
-        // Read first: once set, the line stays shared among the readers.
-        if !self.used.load(Relaxed) {
-            self.used.store(true, Relaxed);
-        }
-    }
-
-    /// P1-P3, from the handle's drop once the domain's threads are stopped. `inner` is the
-    /// handle's reference, which this clones to park it.
-    pub(crate) fn park(inner: &Arc<Inner>) {
-        // `Relaxed` suffices: every `read_owned` happened before the handle's drop began.
-        if !inner.parking.used.load(Relaxed) {
-            return;
-        }
-        let me = Arc::into_raw(inner.clone()).cast_mut();
-        inner.parking.parked.store(me, Release);
-        inner.core.wait_for_sections(); // P2
-        if let Some(last) = inner.parking.reap_if_parked(&inner.core.registry) {
-            Parking::release(last);
-        }
-    }
-
-    /// C3 / P3: take the parked reference if no owned section is open.
-    fn reap_if_parked(&self, registry: &Registry) -> Option<NonNull<Inner>> {
-        if self.parked.load(Acquire).is_null() || registry.owned_open() != 0 {
-            return None;
-        }
-        NonNull::new(self.parked.swap(std::ptr::null_mut(), AcqRel))
-    }
-
-    /// The taker's half of C4: a scan, then the reference goes.
-    fn release(last: NonNull<Inner>) {
-        // The scan below waits for every closer that may still touch the state (step 2 of the
-        // module docs) before the reference is dropped.
-        // SAFETY: the parked pointer came from `Arc::into_raw` in `park`, and the swap in
-        // `reap_if_parked` handed it to exactly one caller, this one.
-        let last = unsafe { Arc::from_raw(last.as_ptr().cast_const()) };
-        last.core.wait_for_sections();
-        drop(last);
-    }
-}
-
-impl std::fmt::Debug for OwnedGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OwnedGuard")
-            .field("domain", &self.domain_id())
-            .field("phase", &self.phase)
-            .finish()
-    }
 }

@@ -1,28 +1,29 @@
 //! loom models of owned read sections (run with `RUSTFLAGS="--cfg rcukit_loom"`; see README):
 //! an owned section that opens under one record and closes under another (a guard that moved
 //! threads) racing two grace periods' owned waits. The real counters, phase, turn and registry
-//! run (their atomics and locks come from `sync.rs`).
+//! run (their atomics and locks come from `sync`).
 
-use super::{Drain, Side};
-use crate::barrier::FenceKind;
-use crate::gp::{GpCore, GpKind, StallWatch};
-use crate::reader::{ReaderRecord, ThreadInfo};
+use super::{Drain, OwnedReaders, Side};
+use crate::reader::{ReaderRecord, Registry, ThreadInfo};
 use crate::sync::{fence, AtomicU64};
 use loom::thread;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
-use std::time::Duration;
 
-fn core() -> Arc<GpCore> {
-    Arc::new(GpCore::new(
-        FenceKind::SeqCst,
-        Duration::from_secs(3600),
-        "loom".into(),
-        Default::default(),
-    ))
+/// What a grace period's owned-section wait needs: the registry and the phase.
+struct Core {
+    registry: Arc<Registry>,
+    owned: OwnedReaders,
 }
 
-fn record(core: &GpCore, name: &str) -> Arc<ReaderRecord> {
+fn core() -> Arc<Core> {
+    Arc::new(Core {
+        registry: Arc::new(Registry::new()),
+        owned: OwnedReaders::new(),
+    })
+}
+
+fn record(core: &Core, name: &str) -> Arc<ReaderRecord> {
     let record = Arc::new(ReaderRecord::new(
         ThreadInfo {
             name: name.into(),
@@ -36,13 +37,9 @@ fn record(core: &GpCore, name: &str) -> Arc<ReaderRecord> {
 
 /// One owned-section wait of a grace period: its heavy barrier (a full fence in `SeqCst`
 /// mode), then W1-W3 (or the busted drain).
-fn grace_period(core: &GpCore, drain: Drain) {
+fn grace_period(core: &Core, drain: Drain) {
     fence(SeqCst);
-    core.wait_for_owned(
-        GpKind::Expedited,
-        drain,
-        &mut StallWatch::new(Duration::from_secs(3600)),
-    );
+    core.owned.wait(&core.registry, drain, &mut |_| ());
 }
 
 /// Reader: O1-O3 on one record, `r1 = x; r2 = y`, O4 on another record (the guard moved).
