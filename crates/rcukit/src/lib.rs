@@ -111,8 +111,8 @@
 //! One module per concept, each with an essay on why it is correct:
 //! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
 //! [`reader`] (records, registry, guard), [`per_thread`] (a thread's state per domain, found in
-//! O(1)), [`owned`] (owned sections, SRCU), [`section`] (what containers accept as a read
-//! section), [`gp`] (the scan, [`gp::normal`], [`gp::expedited`], [`gp::read_side`]), [`waiting`] (futures for
+//! O(1)), [`domain::owned`] (owned sections, SRCU), [`section`] (what containers accept as a read
+//! section), [`gp`] (the scan, [`gp::normal`], [`gp::expedited`], [`gp::read_side`]), `domain::futures` (futures for
 //! grace periods and barriers), [`callbacks`] (segmented lists and workers; read
 //! [`callbacks::port`] first), [`domain`] (the domain),
 //! [`cell`], [`list`] and [`map`] (RCU-protected data; [`domain_ref`] ties them to a
@@ -146,7 +146,6 @@ pub mod section;
 pub mod seq;
 mod sync;
 pub mod threads;
-pub mod waiting;
 
 #[cfg(all(test, rcukit_loom))]
 mod loom_models;
@@ -154,6 +153,7 @@ mod loom_models;
 pub use barrier::FenceKind;
 pub use cell::{RcuCell, RcuRef, Reclaim, Unpublished};
 pub use domain::OwnedGuard;
+pub use domain::{BarrierFuture, GpFuture};
 pub use domain::{Rcu, RcuBuilder, Stats};
 pub use domain_ref::DomainRef;
 pub use error::Error;
@@ -168,7 +168,6 @@ pub use reader::Guard;
 pub use report::Report;
 pub use section::ReadSection;
 pub use seq::GpCookie;
-pub use waiting::{BarrierFuture, GpFuture};
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -119,7 +119,7 @@ impl Callback {
 /// the caller until every marker is queued (so the count cannot reach zero early).
 pub(crate) struct BarrierCount {
     remaining: AtomicUsize,
-    /// The waker of a `barrier_async()` future, if one waits (see [`waiting`](crate::waiting)).
+    /// The waker of a `barrier_async()` future, if one waits.
     lock: std::sync::Mutex<Option<std::task::Waker>>,
     cond: std::sync::Condvar,
 }

@@ -22,6 +22,7 @@
 
 mod builder;
 pub mod fork;
+mod futures;
 mod global;
 pub mod owned;
 mod port;
@@ -29,6 +30,7 @@ pub mod shutdown;
 mod stats;
 
 pub use builder::RcuBuilder;
+pub use futures::{BarrierFuture, GpFuture};
 pub use owned::OwnedGuard;
 pub use stats::Stats;
 
@@ -265,7 +267,7 @@ impl Rcu {
     ///
     /// Costs about what [`read`](Rcu::read) costs, plus one load of the domain's phase; no
     /// reference count is taken (a dropped handle's state is *parked* until its last owned
-    /// guard closes; see "Lifetime" in [`owned`](crate::domain::owned)). Owned sections do not nest
+    /// guard closes; see "Lifetime" in [`owned`]). Owned sections do not nest
     /// with guards or each other: each is counted on its own.
     #[inline]
     pub fn read_owned(&self) -> OwnedGuard {

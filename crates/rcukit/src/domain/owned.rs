@@ -56,7 +56,7 @@
 //! waits for itself and never returns. Unlike a [`Guard`](crate::Guard), an owned section is
 //! not tied to a thread, so the wait cannot tell whether the caller holds one; instead the
 //! grace period issues a stall report after the stall timeout naming the owned sections it
-//! waits for ([`Report::Stall`]).
+//! waits for ([`Report::Stall`](crate::Report::Stall)).
 
 use super::Inner;
 use crate::barrier;

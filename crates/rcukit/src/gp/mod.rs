@@ -10,29 +10,27 @@
 //! * [`expedited`]: the caller runs the grace period itself, with the IPI-ing heavy barrier;
 //!   concurrent callers piggyback on each other.
 //!
-//! Both end by bumping their sequence counter and firing `GpEvent`, which wakes *everything* that
+//! Both end by bumping their sequence counter and firing the completion event (`event`), which wakes *everything* that
 //! waits for a grace period of either kind: `synchronize` callers, cookie waiters and the callback
 //! workers. Waking on either kind is what lets a callback or a `synchronize()` finish on whichever
 //! grace period ends first ([seed 004](crate::docs::seeds)'s three "notification gaps" closed by
 //! construction).
 
+mod event;
 pub mod expedited;
 pub mod normal;
 pub mod read_side;
 
+pub(crate) use event::GpEvent;
 pub(crate) use read_side::{ReadSide, ReadSideLine, ReadSidePtr};
 
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::reader::owned::{self, Drain, OwnedReaders};
 use crate::reader::{ReaderRecord, Registry};
-use crate::report::{Report, Reporter, Stall, WakerPanic};
-use crate::sync::lock;
+use crate::report::{Report, Reporter, Stall};
 use crate::sync::{AtomicU64, Backoff, Brief};
-use crate::waiting::Wakers;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
-use std::sync::{Condvar, Mutex};
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// Which kind of grace period is running (for stall reports and statistics).
@@ -307,97 +305,6 @@ impl StallWatch {
         } else {
             None
         }
-    }
-}
-
-/// "A grace period of some kind just ended": a generation counter, a condition variable for
-/// blocked waiters and a list of worker threads to unpark.
-/// A thread subscribed to the end of grace periods.
-struct Listener {
-    thread: Thread,
-    /// Does it want to be unparked now?
-    wants: Box<dyn Fn() -> bool + Send + Sync>,
-}
-
-pub(crate) struct GpEvent {
-    generation: Mutex<u64>,
-    cond: Condvar,
-    listeners: Mutex<Vec<Listener>>,
-    /// Futures waiting for a grace period (see [`waiting`](crate::waiting)).
-    pub(crate) wakers: Wakers,
-    /// Where a panicking waker is reported, and the domain's name for it.
-    reporter: Reporter,
-    name: String,
-}
-
-impl GpEvent {
-    pub(crate) fn new(name: String, reporter: Reporter) -> GpEvent {
-        GpEvent {
-            generation: Mutex::new(0),
-            cond: Condvar::new(),
-            listeners: Mutex::new(Vec::new()),
-            wakers: Wakers::default(),
-            reporter,
-            name,
-        }
-    }
-
-    /// Add a thread to unpark whenever a grace period ends while `wants()` says so (a callback
-    /// worker parked with an empty list has nothing a grace period could release: waking it
-    /// would only cost it a trip through the scheduler).
-    pub(crate) fn subscribe(&self, thread: Thread, wants: Box<dyn Fn() -> bool + Send + Sync>) {
-        lock(&self.listeners).push(Listener { thread, wants });
-    }
-
-    /// Announce the end of a grace period. Call after the sequence counter has been ended, so a
-    /// waiter that checks its condition under the lock cannot miss the change.
-    pub(crate) fn notify(&self) {
-        {
-            let mut generation = lock(&self.generation);
-            *generation = generation.wrapping_add(1);
-        }
-        self.cond.notify_all();
-        for listener in lock(&self.listeners).iter() {
-            if (listener.wants)() {
-                listener.thread.unpark();
-            }
-        }
-        self.wakers.wake_all(|message| {
-            self.reporter.report(Report::WakerPanic(WakerPanic {
-                domain: self.name.clone(),
-                message,
-            }))
-        });
-    }
-
-    /// Block until `done()` is true; `done` is re-evaluated after every grace period.
-    pub(crate) fn wait_until(&self, mut done: impl FnMut() -> bool) {
-        if done() {
-            return;
-        }
-        let mut generation = lock(&self.generation);
-        while !done() {
-            generation = self
-                .cond
-                .wait(generation)
-                .unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// Forget every subscribed thread (after `fork()`, the workers that subscribed are gone;
-    /// their replacements subscribe again), and every registered waker (they belong to the
-    /// parent's executors; a future polled again in the child registers again).
-    pub(crate) fn forget_listeners(&self) {
-        lock(&self.listeners).clear();
-        self.wakers.forget_all();
-    }
-
-    /// Hold this event's locks across `fork()` (see [`fork`](crate::domain::fork)).
-    #[cfg(unix)]
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
-        held.hold(&self.generation);
-        held.hold(&self.listeners);
-        self.wakers.hold_for_fork(held);
     }
 }
 

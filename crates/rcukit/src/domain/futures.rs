@@ -3,7 +3,7 @@
 //!
 //! [`Rcu::synchronize_async`], [`Rcu::synchronize_expedited_async`] and [`Rcu::wait_for`]
 //! return a [`GpFuture`]; [`Rcu::barrier_async`] returns a [`BarrierFuture`]. They depend on
-//! no runtime: they use nothing but [`Waker`], so any executor drives them.
+//! no runtime: they use nothing but [`Waker`](std::task::Waker), so any executor drives them.
 //!
 //! # How a grace-period future is woken
 //!
@@ -11,15 +11,11 @@
 //! covers it (the normal thread, or the expedited helper thread): the same requests
 //! [`Rcu::start_poll`] and [`Rcu::start_poll_expedited`] make. No thread is started per waiter
 //! and nothing polls in a loop. Every grace period of either kind ends with the domain's
-//! completion event (`GpEvent`), which also takes every waker registered with the domain
-//! and wakes it, on the thread that ended the grace period (a grace-period thread, a caller of
+//! completion event, which also takes every waker registered with the domain and wakes it, on
+//! the thread that ended the grace period (a grace-period thread, a caller of
 //! `synchronize_expedited`, or a retiring thread that tried one); a woken future polls its
-//! cookie and either completes or registers again.
-//!
-//! No wake-up is lost: a future registers its waker under the wakers' lock and *then* checks
-//! its cookie once more. A grace period ends its sequence counter before it takes that lock to
-//! wake, so either the future's second check sees the counter (and completes), or the grace
-//! period's wake-up, ordered after the registration by the lock, finds the waker.
+//! cookie and either completes or registers again. Why no wake-up is lost is the event's
+//! business (see `gp::event`): a future registers, then checks its cookie once more.
 //!
 //! A future that is dropped unregisters its waker: nothing of it stays in the domain. (The
 //! grace period it requested still runs, as one requested by `start_poll` does.)
@@ -30,102 +26,17 @@
 //! called; the future keeps its waker in the barrier's count, and the marker that brings the
 //! count to zero wakes it.
 
+use super::Inner;
 use crate::callbacks::callback::BarrierCount;
-use crate::domain::Inner;
 use crate::{GpCookie, Rcu};
-use std::collections::HashMap;
 use std::future::Future;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
-
-/// The wakers of the futures waiting for a grace period of one domain.
-#[derive(Default)]
-pub(crate) struct Wakers {
-    slots: std::sync::Mutex<Slots>,
-}
-
-#[derive(Default)]
-struct Slots {
-    next_key: u64,
-    wakers: HashMap<u64, Waker>,
-}
-
-impl Wakers {
-    /// Register `waker` under `key` (given one on first use), then check `done` once more;
-    /// returns `done`'s answer, having unregistered if it is true.
-    fn register(&self, key: &mut Option<u64>, waker: &Waker, done: impl Fn() -> bool) -> bool {
-        let mut slots = crate::sync::lock(&self.slots);
-        let k = *key.get_or_insert_with(|| {
-            slots.next_key = slots.next_key.wrapping_add(1);
-            slots.next_key
-        });
-        match slots.wakers.get_mut(&k) {
-            Some(w) if w.will_wake(waker) => {}
-            Some(w) => w.clone_from(waker),
-            None => {
-                slots.wakers.insert(k, waker.clone());
-            }
-        }
-        if done() {
-            slots.wakers.remove(&k);
-            *key = None;
-            return true;
-        }
-        false
-    }
-
-    /// Forget `key`'s waker (its future completed or was dropped).
-    fn unregister(&self, key: &mut Option<u64>) {
-        if let Some(k) = key.take() {
-            crate::sync::lock(&self.slots).wakers.remove(&k);
-        }
-    }
-
-    /// Wake every registered future (a grace period just ended). The wakers run after the
-    /// lock is released: they are the executors' code.
-    ///
-    /// A `wake` that panics is caught and handed to `panicked` with its message, and the others
-    /// are still woken: it runs on whatever thread ended the grace period (one of the domain's
-    /// own, or a caller of the library), which must not die of it.
-    pub(crate) fn wake_all(&self, panicked: impl Fn(String)) {
-        let woken = {
-            let mut slots = crate::sync::lock(&self.slots);
-            if slots.wakers.is_empty() {
-                return;
-            }
-            std::mem::take(&mut slots.wakers)
-        };
-        for (_, waker) in woken {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| waker.wake())) {
-                panicked(crate::report::payload_message(&*payload));
-                crate::report::drop_payload(payload);
-            }
-        }
-    }
-
-    /// After `fork()`: leak the wakers without calling into them (their executors' threads
-    /// are the parent's). A future polled again registers again.
-    pub(crate) fn forget_all(&self) {
-        std::mem::forget(std::mem::take(&mut crate::sync::lock(&self.slots).wakers));
-    }
-
-    /// Futures waiting now.
-    pub(crate) fn len(&self) -> usize {
-        crate::sync::lock(&self.slots).wakers.len()
-    }
-
-    /// Hold the lock across `fork()` (see [`fork`](crate::domain::fork)).
-    #[cfg(unix)]
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
-        held.hold(&self.slots);
-    }
-}
+use std::task::{Context, Poll};
 
 /// A grace period to `.await`: from [`Rcu::synchronize_async`],
 /// [`Rcu::synchronize_expedited_async`] or [`Rcu::wait_for`]. Completes once a grace period
-/// that covers its cookie has ended; see the [module docs](self) for how it is woken.
+/// that covers its cookie has ended: the end of every grace period of the domain wakes it.
 ///
 /// # Panics
 ///
