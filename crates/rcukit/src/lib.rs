@@ -154,7 +154,7 @@ pub use barrier::FenceKind;
 pub use cell::{RcuCell, RcuRef, Reclaim, Unpublished};
 pub use domain::OwnedGuard;
 pub use domain::{BarrierFuture, GpFuture};
-pub use domain::{Rcu, RcuBuilder, Stats};
+pub use domain::{Guard, NotSendUseReadOwned, Rcu, RcuBuilder, Stats};
 pub use domain_ref::DomainRef;
 pub use error::Error;
 pub use list::{Iter as ListIter, RcuList};
@@ -164,7 +164,6 @@ pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLock
 pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
 pub use map::{MapBuilder, RcuHashMap};
 pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
-pub use reader::Guard;
 pub use report::Report;
 pub use section::ReadSection;
 pub use seq::GpCookie;

@@ -873,7 +873,7 @@ mod barrier_race_model {
 
 mod qsbr_model {
     use super::*;
-    use crate::qsbr::{announce_quiescent_state, come_online, go_offline};
+    use crate::reader::qsbr::{announce_quiescent_state, come_online, go_offline};
 
     /// The QSBR litmus test. The reader starts offline, comes online (N1-N3), reads `x` then
     /// `y`, announces a quiescent state and goes offline; the updater writes `x`, runs a grace

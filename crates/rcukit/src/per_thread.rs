@@ -63,7 +63,16 @@ pub(crate) struct DomainKey {
     hash: u64,
 }
 
+static NEXT_DOMAIN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl DomainKey {
+    /// The key of a new domain, with a fresh identifier. Everything that keys per-thread
+    /// state by identifier (domains, [`Qsbr`](crate::Qsbr), [`RecSeq`](crate::RecSeq)) takes
+    /// its identifier from here, so that the keys never collide; identifiers are never reused.
+    pub(crate) fn fresh() -> DomainKey {
+        DomainKey::new(NEXT_DOMAIN_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// The key of no domain (id 0).
     pub(crate) const NONE: DomainKey = DomainKey::new(0);
 

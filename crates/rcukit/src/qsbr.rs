@@ -59,7 +59,7 @@
 //!                     G3  wait until every registered record is 0 or >= t
 //! ```
 //!
-//! The grace period is exactly the RCU one ([`reader`](crate::reader) explains G1-G3), run in
+//! The grace period is exactly the RCU one ([`reader`] explains G1-G3), run in
 //! [`FenceKind::SeqCst`] mode so its heavy barrier is one fence. An
 //! online thread is always inside a read-side critical section; a quiescent state ends the
 //! current one and starts the next in a single store.
@@ -92,7 +92,7 @@
 //!   before the thread's first access: the thread sees the removal.
 //!
 //! Every store to a record (Q2, N2, F1) is a `Release` store, so no step leans on a release
-//! sequence continued by a plain store (C++20 dropped those; see [`reader`](crate::reader)).
+//! sequence continued by a plain store (C++20 dropped those; see [`reader`]).
 //!
 //! One scan suffices for the reason RCU's does: the epoch is 64 bits and never wraps.
 //!
@@ -142,61 +142,13 @@
 use crate::domain::Inner;
 use crate::error::Error;
 use crate::gp::Flavor;
-use crate::reader::{ReaderRecord, Registry, ThreadInfo};
+use crate::reader::{self, ReaderRecord, ThreadInfo};
 use crate::seq::GpCookie;
-use crate::sync::fence;
-use crate::sync::AtomicU64;
 use crate::{FenceKind, Rcu, RcuBuilder, Stats};
-use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One registration of the calling thread, kept in a thread-local table so that misuse can be
-/// detected.
-struct LocalRegistration {
-    domain: u64,
-    record: Arc<ReaderRecord>,
-}
-
-/// The calling thread's registrations: one entry per live [`QsbrThread`], removed when it drops.
-struct LocalTable(RefCell<Vec<LocalRegistration>>);
-
-impl Drop for LocalTable {
-    fn drop(&mut self) {
-        // Every entry left belongs to a handle that has not dropped: one kept in a thread-local
-        // destroyed after this one (still in use: its thread may read until that destructor
-        // ends) or one leaked with `mem::forget`. Unregistering it would let grace periods end
-        // while the thread may still read; so it stays registered, marked as outliving the
-        // table, until the handle drops (a leaked one never does: stall reports then say that
-        // its thread has exited).
-        for entry in self.0.get_mut().drain(..) {
-            entry.record.orphan();
-        }
-    }
-}
-
-thread_local! {
-    static REGISTRATIONS: LocalTable = const { LocalTable(RefCell::new(Vec::new())) };
-}
-
-/// Is the calling thread registered with domain `id` (whose records are in `registry`) and
-/// online? After the thread's table is gone (in a later thread-local destructor), its
-/// registrations are found in the registry by owner.
-pub(crate) fn online_here(id: u64, registry: &Registry) -> bool {
-    REGISTRATIONS
-        .try_with(|table| {
-            table.0.try_borrow().is_ok_and(|entries| {
-                entries
-                    .iter()
-                    .any(|e| e.domain == id && e.record.ctr.load(Relaxed) != 0)
-            })
-        })
-        .unwrap_or_else(|_| {
-            crate::reader::orphan_of_this_thread(registry, |r| r.ctr.load(Relaxed) != 0)
-        })
-}
 
 static NEXT_QSBR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -324,42 +276,15 @@ impl Qsbr {
     /// one while it still reads through the other).
     pub fn register(&self) -> QsbrThread<'_> {
         let inner = self.inner();
-        let id = self.id();
         let registry = &inner.core.registry;
-        let record = Arc::new(ReaderRecord::new(
-            ThreadInfo::current(),
-            Arc::downgrade(registry),
-        ));
-        let recorded = REGISTRATIONS.try_with(|table| {
-            let mut entries = table.0.borrow_mut();
-            if entries.iter().any(|e| e.domain == id) {
-                return Err(());
-            }
-            entries.push(LocalRegistration {
-                domain: id,
-                record: record.clone(),
-            });
-            Ok(())
-        });
-        let duplicate = match recorded {
-            Ok(result) => result.is_err(),
-            // In a thread-local destructor after the table is gone: the registration lives
-            // only in the registry, found there by owner (see `online_here`).
-            Err(_) => {
-                record.orphan();
-                crate::reader::orphan_of_this_thread(registry, |_| true)
-            }
-        };
-        if duplicate {
+        let Ok(record) = reader::qsbr::register(self.id(), registry) else {
             panic!(
                 "rcukit: {} is already registered with QSBR domain '{}'; keep one QsbrThread \
                  per thread and domain",
                 ThreadInfo::current(),
                 self.name()
             );
-        }
-        // Offline (0) until registered, then online through N1-N3 (see the module docs).
-        registry.register(record.clone());
+        };
         let mut thread = QsbrThread {
             qsbr: self,
             epoch: &inner.core.read_side.epoch,
@@ -373,12 +298,12 @@ impl Qsbr {
 
     /// Is the calling thread registered with this domain and online?
     pub fn is_online(&self) -> bool {
-        online_here(self.id(), &self.inner().core.registry)
+        reader::qsbr::online_here(self.id(), &self.inner().core.registry)
     }
 
     #[track_caller]
     fn assert_offline(&self, what: &str) {
-        if online_here(self.id(), &self.inner().core.registry) {
+        if reader::qsbr::online_here(self.id(), &self.inner().core.registry) {
             panic!(
                 "rcukit: {what} called by {}, which is online in QSBR domain '{}'; the grace \
                  period would wait for this very thread's quiescent state and never end. Go \
@@ -553,26 +478,6 @@ pub struct QsbrThread<'a> {
     _not_send: PhantomData<*const ()>,
 }
 
-/// Q1-Q2 of the module docs: record the current epoch as this thread's quiescent state.
-#[inline]
-pub(crate) fn announce_quiescent_state(record: &ReaderRecord, epoch: &AtomicU64) {
-    let e = epoch.load(Acquire);
-    record.ctr.store(e, Release);
-}
-
-/// F1: stop being waited for.
-#[inline]
-pub(crate) fn go_offline(record: &ReaderRecord) {
-    record.ctr.store(0, Release);
-}
-
-/// N1-N3: be waited for again; the fence pairs with the grace period's G1.
-#[inline]
-pub(crate) fn come_online(record: &ReaderRecord, epoch: &AtomicU64) {
-    announce_quiescent_state(record, epoch);
-    fence(SeqCst);
-}
-
 impl<'a> QsbrThread<'a> {
     /// Announce a quiescent state: the thread holds no reference to data protected by this
     /// domain at this point. One `Acquire` load and one `Release` store, no fence (the module
@@ -580,7 +485,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
-            announce_quiescent_state(&self.record, self.epoch);
+            reader::qsbr::announce_quiescent_state(&self.record, self.epoch);
         }
     }
 
@@ -590,7 +495,7 @@ impl<'a> QsbrThread<'a> {
     pub fn offline(&mut self) {
         if self.online {
             self.online = false;
-            go_offline(&self.record);
+            reader::qsbr::go_offline(&self.record);
         }
     }
 
@@ -598,7 +503,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn online(&mut self) {
         if !self.online {
-            come_online(&self.record, self.epoch);
+            reader::qsbr::come_online(&self.record, self.epoch);
             self.online = true;
         }
     }
@@ -634,15 +539,11 @@ impl<'a> QsbrThread<'a> {
 
 impl Drop for QsbrThread<'_> {
     fn drop(&mut self) {
-        self.record.ctr.store(0, Release);
-        let id = self.qsbr.id();
-        let ptr = Arc::as_ptr(&self.record);
-        let _ = REGISTRATIONS.try_with(|table| {
-            if let Ok(mut entries) = table.0.try_borrow_mut() {
-                entries.retain(|e| !(e.domain == id && Arc::as_ptr(&e.record) == ptr));
-            }
-        });
-        self.qsbr.inner().core.registry.unregister(ptr);
+        reader::qsbr::unregister(
+            self.qsbr.id(),
+            &self.record,
+            &self.qsbr.inner().core.registry,
+        );
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`RcuBuilder`]: a domain's settings, their limits, and the build that starts its threads.
 
-use super::{next_domain_id, Inner, Rcu, GLOBAL, GLOBAL_NAME};
+use super::{Inner, Rcu, GLOBAL, GLOBAL_NAME};
 use crate::barrier::{self, FenceKind};
 use crate::callbacks::{CallbackConfig, Callbacks};
 use crate::error::Error;
@@ -333,7 +333,7 @@ impl RcuBuilder {
         #[cfg(unix)]
         super::fork::install();
         let fence = self.validate()?;
-        let id = next_domain_id();
+        let id = crate::per_thread::DomainKey::fresh().id();
         let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));
         let inner = Arc::new_cyclic(|me| Inner {
             name: name.clone(),

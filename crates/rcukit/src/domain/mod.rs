@@ -24,6 +24,7 @@ mod builder;
 pub mod fork;
 mod futures;
 mod global;
+mod guard;
 pub mod owned;
 mod port;
 pub mod shutdown;
@@ -31,6 +32,7 @@ mod stats;
 
 pub use builder::RcuBuilder;
 pub use futures::{BarrierFuture, GpFuture};
+pub use guard::{Guard, NotSendUseReadOwned};
 pub use owned::OwnedGuard;
 pub use stats::Stats;
 
@@ -41,11 +43,10 @@ use crate::error::Error;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{GpCore, GpEvent, ReadSidePtr};
-use crate::reader::{self, Guard};
+use crate::reader;
 use crate::seq::GpCookie;
 use crate::sync::lock;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
 
 /// Everything a domain's threads share.
@@ -149,15 +150,6 @@ impl Inner {
         self.check_cookie(cookie);
         self.released_by(cookie, any_kind).is_some()
     }
-}
-
-static NEXT_DOMAIN_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A fresh identifier from the sequence domains use. Everything that keys per-thread reader
-/// records by identifier (domains, [`Qsbr`](crate::Qsbr), [`RecSeq`](crate::RecSeq)) takes
-/// its identifier from here, so that the keys never collide.
-pub(crate) fn next_domain_id() -> u64 {
-    NEXT_DOMAIN_ID.fetch_add(1, Relaxed)
 }
 
 use global::GLOBAL;

@@ -223,7 +223,7 @@ impl<T> RecSeq<T> {
     ) -> RecSeq<T> {
         RecSeq {
             ptr: AtomicPtr::new(Box::into_raw(value)),
-            key: DomainKey::new(crate::domain::next_domain_id()),
+            key: DomainKey::fresh(),
             registry: Arc::new(Registry::new()),
             fence,
             stall_timeout,

@@ -1,5 +1,5 @@
-//! Read-side critical sections: per-thread reader records, the registry grace periods scan, and
-//! [`Guard`].
+//! Read-side critical sections: per-thread reader records and the registry grace periods scan.
+//! The guard that enters and leaves them ([`Guard`](crate::Guard)) is the domain's.
 //!
 //! # The protocol
 //!
@@ -83,6 +83,7 @@
 
 mod local;
 pub(crate) mod owned;
+pub(crate) mod qsbr;
 
 pub(crate) use local::{
     in_section, is_reading, local_record, orphan_of_this_thread, with_local_record,
@@ -91,7 +92,6 @@ pub(crate) use local::{
 use crate::barrier::{self, FenceKind};
 use crate::sync::{AtomicU64, Mutex};
 use owned::{OwnedCounts, Side};
-use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 use std::sync::{Arc, Weak};
@@ -451,80 +451,5 @@ pub(crate) unsafe fn release_orphan(record: *const ReaderRecord) {
     let owned = unsafe { Arc::from_raw(record) };
     if let Some(registry) = owned.registry.upgrade() {
         registry.unregister(record);
-    }
-}
-
-/// A read-side critical section of an [`Rcu`](crate::Rcu) domain.
-///
-/// While a `Guard` lives, no grace period of its domain that starts after the guard was taken
-/// can complete, so data read from RCU-protected pointers stays valid. Guards nest: only the
-/// outermost one costs anything, and the critical section ends when the outermost guard drops.
-///
-/// A guard is tied to its thread (`!Send`, `!Sync`): the thread's reader record is what grace
-/// periods watch. Data borrowed under a guard (for example through
-/// [`RcuCell::load`](crate::RcuCell::load)) carries the guard's lifetime, so the borrow checker
-/// refuses to let it escape the critical section.
-///
-/// ```compile_fail
-/// let guard = rcukit::Rcu::global().read();
-/// std::thread::spawn(move || drop(guard)); // a guard cannot move to another thread
-/// ```
-///
-/// # Thread exit
-///
-/// A guard kept in a thread-local protects its thread's reads until that thread-local is
-/// destroyed, whatever the order in which the thread's thread-locals are torn down: if
-/// rcukit's own table goes first, the guard's record is handed to the guard (*orphaned*) and
-/// stays registered until the guard drops. Reads, `is_reading()` and the "waiting inside a
-/// read-side critical section" panics keep working in thread-local destructors. A guard leaked
-/// with `mem::forget` keeps its section open forever: every later grace period of the domain
-/// waits for it, the stall report says that its thread has exited, and
-/// [`Stats::orphaned_readers`](crate::Stats::orphaned_readers) counts it.
-#[must_use = "the read-side critical section ends when the guard is dropped"]
-pub struct Guard<'a> {
-    pub(crate) domain: &'a crate::Rcu,
-    record: *const ReaderRecord,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl<'a> Guard<'a> {
-    /// # Safety
-    ///
-    /// `record` must be the calling thread's record for `domain`, already entered.
-    #[inline]
-    pub(crate) unsafe fn new(domain: &'a crate::Rcu, record: *const ReaderRecord) -> Guard<'a> {
-        Guard {
-            domain,
-            record,
-            _not_send: PhantomData,
-        }
-    }
-
-    /// The domain this critical section belongs to.
-    pub fn domain(&self) -> &'a crate::Rcu {
-        self.domain
-    }
-}
-
-impl Drop for Guard<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the record outlives every guard on it: the thread-local table keeps it alive
-        // until the thread exits, and an orphaned record is kept alive until this very exit
-        // reports that its last guard is gone.
-        let last_orphan_guard = unsafe { (*self.record).exit() };
-        if last_orphan_guard {
-            // SAFETY: `exit` returned true exactly once, for the last guard of an orphaned
-            // record, whose owning Arc was leaked when it was orphaned.
-            unsafe { release_orphan(self.record) };
-        }
-    }
-}
-
-impl std::fmt::Debug for Guard<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Guard")
-            .field("domain", &self.domain.id())
-            .finish()
     }
 }
