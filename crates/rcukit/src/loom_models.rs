@@ -598,14 +598,14 @@ mod callbacks_model {
                     let shard = fake.callbacks.shard(0);
                     for _ in 0..3 {
                         let batch = if counted {
-                            shard.ready.take()
+                            shard.hand_back.take()
                         } else {
-                            shard.ready.take_uncounted_busted()
+                            shard.hand_back.take_uncounted_busted()
                         };
                         if let Some(mut batch) = batch {
                             fake.callbacks.run_batch(shard, &mut batch);
                             if counted {
-                                shard.ready.finished(batch);
+                                shard.hand_back.finished(batch);
                             }
                             return;
                         }
@@ -699,7 +699,7 @@ mod callbacks_model {
                     let Some(mut guard) = local.enter(FenceKind::SeqCst) else {
                         return; // the list is being stolen
                     };
-                    let mut few = crate::callbacks::local::Few::new();
+                    let mut few = crate::callbacks::invoke::Few::new();
                     guard.with(|list| {
                         list.seal(GpCookie::completed());
                         if list.front_to_check().is_some() {

@@ -1,5 +1,5 @@
 //! A thread's state per domain: the table behind the reader records ([`reader`](crate::reader))
-//! and the callback producers' slots (`callbacks::slots`).
+//! and the callback producers' slots (`callbacks::producer`).
 //!
 //! # Why a table of its own
 //!

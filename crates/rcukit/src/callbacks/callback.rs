@@ -22,7 +22,7 @@ pub(crate) struct Callback {
 }
 
 /// Marks a callback that only drops a box (`retire`, `retire_raw`): such callbacks may be run
-/// by producer threads (see [`ready`](super::ready)). Sizes never reach the top bit: no Rust
+/// by producer threads (see [`hand_back`](super::hand_back)). Sizes never reach the top bit: no Rust
 /// object is larger than `isize::MAX` bytes.
 const DROP_ONLY: usize = 1 << (usize::BITS - 1);
 

@@ -5,7 +5,7 @@
 //!
 //! The offloaded path (intake, worker, segmented list; see [`worker`](super::worker)) moves
 //! every callback between two threads twice: into the worker, and, for `retire`, back to the
-//! producer that drops it (see [`ready`](super::ready)). Under a flood of `retire` the worker
+//! producer that drops it (see [`hand_back`](super::hand_back)). Under a flood of `retire` the worker
 //! then has about as much work per object as the producer, so whenever the scheduler takes it
 //! off the CPU for a few milliseconds the backlog grows at the producer's full rate, and on a
 //! small machine that happens often. A kernel CPU whose callbacks are not offloaded keeps them
@@ -93,24 +93,23 @@
 //!   when it meets a barrier marker: it steals every list of its shard and waits for their
 //!   drops before it entrains the marker.
 //! * The worker also steals lists whose owner has not retired anything since its previous
-//!   look (at most every `ready::PATIENCE`; a parked worker looks at every
+//!   look (at most every `hand_back::PATIENCE`; a parked worker looks at every
 //!   tick), a thread flushes its list to the offloaded path at exit and before it queues a
 //!   closure with `call` (so a thread's closures still run after the objects it retired before
 //!   them), and a domain being dropped steals everything.
 //!
-//! The loom models in `loom_models.rs` check the lock and the `dropping` hand-over: a steal
-//! racing with a retire (owner and stealer never both in the list, nothing lost or dropped
-//! twice; the model fails if the owner's light barrier is removed), a steal after a retire
-//! (the object is dropped by the time the steal returns), and a busted steal that does not
-//! wait for the owner's drops (caught).
+//! The callbacks' loom models check the lock and the `dropping` hand-over: a steal racing a
+//! retire (never both in the list, nothing lost or dropped twice; fails without the owner's
+//! light barrier), a steal after a retire (dropped by the time it returns), and a busted steal
+//! that does not wait for the owner's drops (caught).
 
 use super::callback::Callback;
+use super::invoke::Few;
 use super::port::ReleasedBy;
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::seq::GpCookie;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Backoff, UnsafeCell};
 use std::collections::VecDeque;
-use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
@@ -228,79 +227,6 @@ impl Taken {
     }
 }
 
-/// Ready callbacks taken from a list to run after leaving it: at most [`FEW`], held inline
-/// (a `retire` allocates nothing to drop them). Filled and emptied in place by the producer,
-/// never moved while it holds callbacks.
-pub(crate) struct Few {
-    items: [MaybeUninit<Callback>; FEW],
-    /// `items[..len]` are initialized.
-    len: usize,
-}
-
-impl Few {
-    #[inline]
-    pub(crate) fn new() -> Few {
-        Few {
-            items: [const { MaybeUninit::uninit() }; FEW],
-            len: 0,
-        }
-    }
-
-    #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    #[inline]
-    fn push(&mut self, callback: Callback) {
-        self.items[self.len].write(callback);
-        self.len += 1;
-    }
-
-    /// Take the callbacks out, last taken first (each is run once; the rest are dropped, so
-    /// run, if the iterator is dropped early).
-    #[inline]
-    pub(crate) fn drain(&mut self) -> FewDrain<'_> {
-        FewDrain { few: self }
-    }
-}
-
-impl Drop for Few {
-    #[inline]
-    fn drop(&mut self) {
-        // Unreachable in practice (the producer drains what it takes), but a callback is never
-        // lost: run what is left.
-        if self.len > 0 {
-            self.drain().for_each(Callback::invoke);
-        }
-    }
-}
-
-/// The callbacks of a [`Few`], taken out one by one.
-pub(crate) struct FewDrain<'a> {
-    few: &'a mut Few,
-}
-
-impl Iterator for FewDrain<'_> {
-    type Item = Callback;
-
-    #[inline]
-    fn next(&mut self) -> Option<Callback> {
-        if self.few.len == 0 {
-            return None;
-        }
-        self.few.len -= 1;
-        // SAFETY: `items[..len]` are initialized; lowering `len` first gives this one up, so it
-        // is read exactly once.
-        Some(unsafe { self.few.items[self.few.len].assume_init_read() })
-    }
-}
-
 /// What the owner does after [`LocalList::push`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Next {
@@ -412,7 +338,7 @@ impl LocalList {
             DROP_EVERY as usize
         };
         // Sealed blocks are never empty, and the released one leaves as soon as it is.
-        while out.len < want {
+        while out.len() < want {
             let block = self.sealed.front_mut().expect("a released block");
             let callback = block
                 .callbacks

@@ -3,30 +3,56 @@
 //! # The pieces
 //!
 //! * [`callback`]: the type-erased unit of work.
-//! * [`segcblist`]: the segmented list each worker keeps (pure data structure).
 //! * [`port`]: the grace-period port, the only way callbacks see their domain (stamps, the
 //!   release rule, grace-period requests, wake-ups). Read it first.
-//! * [`shard`]: a lock-free intake queue, its worker's counters and the handshake that wakes
-//!   the worker. A producer thread always uses the same shard, so its closures run in the
-//!   order it queued them, each after every object it retired before it. Retired objects are
-//!   dropped when their own grace period has ended, possibly before a closure queued ahead of
-//!   them has run (the kernel's `kfree_rcu` batches are not ordered against `call_rcu`
-//!   callbacks either).
-//! * `producers` (the registry of the threads that queue to a shard, and their counters),
-//!   `slots` (each thread's per-domain producer state) and `push` (where a new callback goes).
-//! * [`worker`]: one thread per shard (the kernel's offloaded "NOCB" kthreads) that moves
-//!   callbacks from the intake into its list, stamps them, requests grace periods, advances
-//!   and runs what is ready in bounded batches.
+//! * [`producer`]: a thread that queues callbacks: its slot per domain, and where each new
+//!   callback goes.
 //! * [`local`]: by default `retire` keeps objects in the retiring thread's own list, stamped in
 //!   blocks, and that thread drops them once their grace period has ended (the kernel's
 //!   non-offloaded callbacks); the worker steals lists left behind and, for `barrier()`, all
 //!   of them.
-//! * [`ready`]: batches of ready `retire` drops that the worker hands back to the threads that
-//!   are retiring, so that memory is freed by the thread that allocated it (for drop-only
+//! * [`shard`]: a lock-free intake queue ([`intake`]), the registry of the threads that queue to
+//!   it, its worker's counters and the handshake that wakes the worker. A producer thread
+//!   always uses the same shard, so its closures run in the order it queued them, each after
+//!   every object it retired before it. Retired objects are dropped when their own grace
+//!   period has ended, possibly before a closure queued ahead of them has run (the kernel's
+//!   `kfree_rcu` batches are not ordered against `call_rcu` callbacks either).
+//! * [`worker`]: one thread per shard (the kernel's offloaded "NOCB" kthreads) that moves
+//!   callbacks from the intake into its [`segcblist`] (the segmented list, a pure data
+//!   structure), stamps them, requests grace periods, advances and runs what is ready in
+//!   bounded batches.
+//! * [`hand_back`]: batches of ready `retire` drops that the worker hands back to the threads
+//!   that are retiring, so that memory is freed by the thread that allocated it (for drop-only
 //!   callbacks that reach the worker: lists it stole, and a thread's objects flushed ahead of
 //!   its closures).
-//! * `drops` (producers running ready blocks and batches) and [`invoke`] (running user code
-//!   under `catch_unwind`, panic reports, and the rules on where user code runs).
+//! * [`invoke`]: running user code under `catch_unwind`, panic reports, the drops producers
+//!   run, and the rules on where user code runs.
+//!
+//! # How a retired object travels
+//!
+//! From `Rcu::retire(Box<T>)` to `T`'s `Drop`, on the default path (`retire_on_producers`):
+//!
+//! 1. `Rcu::retire` (`domain`) wraps the box in a [`Callback`](callback) (no allocation: the
+//!    data pointer is the box) and hands it to `Callbacks::push` ([`producer`]).
+//! 2. `push` finds the thread's slot for the domain (one compare for the domain used last, a
+//!    hash probe otherwise: `per_thread`) and adds the callback to the thread's open block
+//!    ([`local`]).
+//! 3. Every 256 objects (or 64 KiB, or 1 ms) the block is sealed: stamped with a cookie read
+//!    through the [`port`] (the domain's `GpPort::cookie`, a snapshot of both sequence
+//!    counters, `seq`), and the normal grace period it needs is requested; every
+//!    `producer_backlog_*` objects the producer also tries an expedited grace period itself
+//!    ([`producer`], through the port to `gp::expedited`).
+//! 4. A later `retire` of the same thread finds the oldest block released (the port's
+//!    release rule), takes a few of its objects and drops them ([`invoke`]): `Callback::invoke`
+//!    runs `T`'s `Drop` under `catch_unwind`.
+//!
+//! Off that path the object takes the offloaded route: a `retire` from a worker or inside a
+//! read-side critical section, a thread that exits or queues a closure with `call` (its list
+//! is flushed ahead), a list the worker steals (idle, or for a barrier), or a domain built
+//! with `retire_on_producers(false)`. Then the callback is published on the thread's chunk of
+//! its shard's [`intake`]; the [`worker`] takes it into its [`segcblist`], stamps and advances
+//! it, and either drops it itself or, while producers are retiring, hands it back in a ready
+//! batch ([`hand_back`]) that a later `retire` runs ([`invoke`]).
 //!
 //! # [Seed 004](crate::docs::seeds) in one function
 //!
@@ -70,25 +96,21 @@
 //! [`Stats::callbacks_pending`](crate::Stats::callbacks_pending) is non-zero to drain chains.
 
 pub mod callback;
-mod drops;
+pub mod hand_back;
 pub mod intake;
 pub mod invoke;
 pub mod local;
 pub mod port;
-mod producers;
-mod push;
-pub mod ready;
+pub mod producer;
 pub mod segcblist;
 pub mod shard;
-#[cfg(not(rcukit_loom))]
-mod slots;
 pub mod worker;
 
 use crate::barrier::FenceKind;
 use crate::report::Reporter;
 use callback::{BarrierCount, Work};
 #[cfg(rcukit_loom)]
-use producers::ProducerShared;
+use shard::ProducerShared;
 use shard::Shard;
 use std::cell::Cell;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -134,7 +156,7 @@ pub(crate) struct Callbacks {
     pub(crate) released_by_normal: AtomicU64,
     pub(crate) released_by_expedited: AtomicU64,
     pub(crate) panics: AtomicU64,
-    /// Callbacks run by producer threads from [`ready`] batches (those they ran from their own
+    /// Callbacks run by producer threads from [`hand_back`] batches (those they ran from their own
     /// lists are counted in their producer counters).
     pub(crate) run_by_producers: AtomicU64,
     shutdown: AtomicBool,

@@ -14,7 +14,7 @@
 //!    with `expedited_callbacks` on, the expedited counter, to DONE, counting which released it;
 //! 4. runs up to `batch` DONE callbacks, each under `catch_unwind`; while producers are
 //!    queuing, it first hands DONE `retire` drops back to them in batches (see
-//!    [`ready`](super::ready)), runs drops itself only when four batches already wait, and
+//!    [`hand_back`](super::hand_back)), runs drops itself only when four batches already wait, and
 //!    runs what producers leave for longer than 1 ms;
 //! 5. runs an expedited grace period if more callbacks than a threshold wait for a grace
 //!    period and nothing is ready that only the worker will run (see
@@ -34,10 +34,10 @@
 //! queued is ever lost.
 
 use super::callback::{BarrierCount, Callback, Work};
+use super::hand_back::{MAX_BATCHES, PATIENCE};
 use super::intake::Consumer;
 use super::local::LocalRetires;
 use super::port::{GpPort, ReleasedBy};
-use super::ready::{MAX_BATCHES, PATIENCE};
 use super::segcblist::{SegCbList, NEXT, NEXT_READY, WAIT};
 use super::shard::{Shard, Wake};
 use super::{Callbacks, SHARD_HINT, WORKER_OF};
@@ -160,7 +160,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
             Step::Idle
         } else if list.is_empty()
             && consumer.is_drained(&self.shard.intake)
-            && self.shard.ready.is_quiet()
+            && self.shard.hand_back.is_quiet()
         {
             Step::Exit
         } else {
@@ -217,7 +217,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
                     // Nothing queued before it is still in the list; batches handed back to
                     // producers may still be waiting or running: finish them, then complete the
                     // marker.
-                    self.shard.ready.finish(|b| {
+                    self.shard.hand_back.finish(|b| {
                         self.callbacks.run_batch(self.shard, b);
                     });
                     count.arrive();
@@ -291,7 +291,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
     }
 
     /// Run up to `batch` DONE entries, or with `hand_back` give ready `retire` drops to
-    /// producers (see [`ready`](super::ready)). Returns how many entries (callbacks and
+    /// producers (see [`hand_back`](super::hand_back)). Returns how many entries (callbacks and
     /// markers) it ran or handed back.
     fn run_done(&self, list: &mut SegCbList<Work>, hand_back: bool) -> usize {
         let mut taken = self.finish_ready_batches(hand_back);
@@ -319,7 +319,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// have left waiting too long; without, all of them (producers are gone, or we are
     /// shutting down). Returns how many callbacks ran.
     fn finish_ready_batches(&self, hand_back: bool) -> usize {
-        let ready = &self.shard.ready;
+        let ready = &self.shard.hand_back;
         let mut taken = 0usize;
         let mut run = |b: &mut Vec<_>| taken += self.callbacks.run_batch(self.shard, b) as usize;
         if hand_back {
@@ -336,7 +336,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// Hand leading DONE drops back to producers in batches, while fewer than `MAX_BATCHES`
     /// wait. Returns how many it handed back.
     fn hand_back_drops(&self, list: &mut SegCbList<Work>) -> usize {
-        let (ready, batch) = (&self.shard.ready, self.callbacks.config.batch);
+        let (ready, batch) = (&self.shard.hand_back, self.callbacks.config.batch);
         let mut taken = 0;
         while ready.queued() < MAX_BATCHES && front_is_drop(list) {
             let mut b = ready.empty_batch(batch);
@@ -418,7 +418,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
             return;
         };
         // Batches handed back to producers must not wait much longer than `PATIENCE`.
-        let nap = if self.shard.ready.queued() > 0 {
+        let nap = if self.shard.hand_back.queued() > 0 {
             PATIENCE
         } else {
             TICK
@@ -503,7 +503,7 @@ impl<P: GpPort> RunDone<'_, '_, P> {
     /// `hand_back`) the front is a drop the next pass can hand back while there is room.
     fn run(&mut self, list: &mut SegCbList<Work>) {
         let batch = self.worker.callbacks.config.batch;
-        let ready = &self.worker.shard.ready;
+        let ready = &self.worker.shard.hand_back;
         while self.taken < batch {
             if self.hand_back && front_is_drop(list) && ready.queued() < MAX_BATCHES {
                 // Left for the next pass to hand back.
@@ -539,7 +539,7 @@ impl<P: GpPort> RunDone<'_, '_, P> {
         let (callbacks, shard) = (self.worker.callbacks, self.worker.shard);
         let taken = &mut self.taken;
         shard
-            .ready
+            .hand_back
             .finish(|b| *taken += callbacks.run_batch(shard, b) as usize);
     }
 

@@ -1,29 +1,105 @@
-//! The producer's side of `call` and `retire`: where a new callback goes.
+//! A producer: a thread that queues callbacks. Its state for each domain (a *slot*), and where
+//! each new callback goes.
+//!
+//! # Where a new callback goes
 //!
 //! 1. A drop-only callback (`retire`) on a domain with `retire_on_producers`, from a thread
 //!    that is not one of the domain's workers, joins the thread's local list (see
-//!    [`local`](super::local)); when that seals a block or finds the oldest one ready, the
-//!    producer goes on in [`drops`](super::drops) once it has let go of its slot.
+//!    [`local`]); when that seals a block or finds the oldest one ready, the
+//!    producer goes on (steps 4 and 5) once it has let go of its slot.
 //! 2. Anything else is published on the thread's intake chunk of its shard, and the worker is
 //!    woken if it sleeps (see [`shard`](super::shard)). A closure first flushes the thread's
 //!    local list ahead of it, so it runs after every object the thread retired before it.
 //! 3. A thread whose thread-local storage is gone (or any thread under loom, whose models
 //!    drive `Producer` by hand) queues a chunk of its own on shard 0.
+//! 4. Ready objects taken from the local list are dropped right away (see "Drops on
+//!    producers" in [`invoke`](super::invoke)); after a `retire` that went to the intake, the
+//!    producer runs one ready batch the worker handed back, if any.
+//! 5. After a seal the producer requests the grace periods its list needs: the normal one for
+//!    the new stamp; every `producer_backlog_*` objects or bytes, an expedited one it tries
+//!    itself (see [`local`]), taking the blocks it releases; and past the
+//!    backlog thresholds an expedited one on the helper thread.
+//!
+//! # Slots
+//!
+//! A slot holds the thread's shard, its intake chunk (`Producer`) and its shared counters and
+//! local list (`ProducerShared`). The slots live in a thread-local table, boxed, shared in
+//! shape with the reader records ([`per_thread`](crate::per_thread)): the same domain again
+//! costs a compare and a load, any other one a hash probe. The interface is `with_slot` and
+//! nothing else reaches the table.
+//!
+//! # Lifetime
+//!
+//! 1. A slot is created on a thread's first callback for a domain, registering a producer on
+//!    the thread's shard.
+//! 2. While its domain lives, the slot's raw shard pointer is valid: `with_slot` is only ever
+//!    called by that domain's `push`, which borrows the domain.
+//! 3. When the thread next adds a slot for another domain, slots whose domain is gone (their
+//!    shard's last strong reference dropped) are dropped; the rest at thread exit.
+//!    Dropping a slot flushes its local list to the shard's worker (if the domain still
+//!    lives), seals its chunk and folds its counters into the registry's totals.
 
 use super::callback::{Callback, Work};
+use super::intake::Producer;
 use super::port::GpPort;
-#[cfg(not(rcukit_loom))]
-use super::port::ReleasedBy;
+use super::shard::{ProducerShared, Shard};
 use super::Callbacks;
-#[cfg(not(rcukit_loom))]
-use super::{
-    drops::AfterSeal, invoke::running_drops, local, local::Few, producers::ProducerShared,
-    shard::Shard, slots,
-};
-#[cfg(not(rcukit_loom))]
+use crate::barrier::FenceKind;
+use crate::per_thread::{DomainKey, Entry, PerDomain};
 use crate::seq::GpCookie;
+use crate::sync::fork;
+use crate::sync::lock;
+use std::ptr::NonNull;
+use std::sync::{Arc, Weak};
 #[cfg(not(rcukit_loom))]
-use std::sync::Arc;
+use {
+    super::invoke::{running_drops, Few},
+    super::local,
+    super::port::ReleasedBy,
+};
+
+/// What a producer does after sealing a block of its local list.
+pub(crate) struct AfterSeal {
+    pub(crate) shared: Arc<ProducerShared>,
+    /// The cookie of the block just sealed: its normal grace period is requested.
+    pub(crate) cookie: GpCookie,
+    /// With the list past the backlog thresholds: the newest cookie, to expedite.
+    pub(crate) hurry: Option<GpCookie>,
+    /// Every `producer_backlog_*` objects or bytes sealed: the newest cookie, for an
+    /// expedited grace period tried in this thread.
+    pub(crate) try_expedited: Option<GpCookie>,
+}
+
+impl Callbacks {
+    /// After a seal: step 5 of the module docs.
+    pub(crate) fn after_seal<P: GpPort>(&self, gp: &P, after: AfterSeal) {
+        gp.request_normal(&after.cookie);
+        if let Some(newest) = after.try_expedited {
+            self.try_expedited_here(gp, &newest, &after.shared);
+        } else if let Some(newest) = after.hurry {
+            // Past the backlog thresholds: the kernel's hurry, on the helper thread.
+            gp.request_expedited(&newest);
+        }
+    }
+
+    /// Step 5's tried grace period: end an expedited grace period covering `newest` in this
+    /// thread if no reader is in the way (the blocks it releases are then dropped a few at a
+    /// time by the next `retire` calls); else leave it to the helper thread. Not inside a
+    /// read-side critical section of the domain (the grace period would wait for this thread)
+    /// nor while unwinding.
+    fn try_expedited_here<P: GpPort>(&self, gp: &P, newest: &GpCookie, shared: &ProducerShared) {
+        if gp.is_reading_here() || std::thread::panicking() {
+            gp.request_expedited(newest);
+            return;
+        }
+        if !gp.try_expedited(newest) {
+            // The helper finishes it; no other try until it has.
+            if let Some(mut guard) = shared.local.enter(self.config.fence) {
+                guard.with(|list| list.try_gave_up(*newest));
+            }
+        }
+    }
+}
 
 /// What a seal of the local list found (for [`AfterSeal`]).
 #[cfg(not(rcukit_loom))]
@@ -77,13 +153,13 @@ impl Callbacks {
         let create = || {
             gp.check_fork();
             let shard = &self.shards[self.shard_index_for_current_thread()];
-            slots::ProducerSlot::new(shard, self.config.fence)
+            ProducerSlot::new(shard, self.config.fence)
         };
         // SAFETY: we are borrowed from the domain, alive for this call; `push_in_slot` runs no
         // user code and queues nothing through the table (ready blocks run below, after
         // `with_slot` has returned).
         let after = unsafe {
-            slots::with_slot(self.domain, create, |slot| {
+            with_slot(self.domain, create, |slot| {
                 let callback = callback.take().expect("taken once");
                 self.push_in_slot(gp, slot, callback, &mut few)
             })
@@ -112,7 +188,7 @@ impl Callbacks {
             Some(After::Intake(shard)) => {
                 // SAFETY: the shard belongs to this domain, which is alive.
                 let shard = unsafe { &*shard };
-                if drop_only && self.config.retire_on_producers && shard.ready.queued() > 0 {
+                if drop_only && self.config.retire_on_producers && shard.hand_back.queued() > 0 {
                     self.run_ready_batch(gp, shard);
                 }
             }
@@ -126,7 +202,7 @@ impl Callbacks {
     fn push_in_slot<P: GpPort>(
         &self,
         gp: &P,
-        slot: &mut slots::ProducerSlot,
+        slot: &mut ProducerSlot,
         mut callback: Callback,
         few: &mut Few,
     ) -> After {
@@ -172,7 +248,7 @@ impl Callbacks {
     fn retire_local<P: GpPort>(
         &self,
         gp: &P,
-        slot: &mut slots::ProducerSlot,
+        slot: &mut ProducerSlot,
         callback: Callback,
         few: &mut Few,
     ) -> Result<Option<AfterSeal>, Callback> {
@@ -280,4 +356,144 @@ impl Callbacks {
         shard.intake.push_single(Work::Callback(callback));
         shard.wake_if_sleeping(true, self.config.fence);
     }
+}
+
+/// A thread's producer state for one domain: its shard, its chunk, its counters.
+pub(crate) struct ProducerSlot {
+    /// Valid while the domain lives, which is whenever `call()` can reach this slot.
+    pub(crate) shard: *const Shard,
+    /// For the thread-exit destructor, which may run after the domain is gone.
+    shard_weak: Weak<Shard>,
+    pub(crate) producer: Producer,
+    pub(crate) counters: Arc<ProducerShared>,
+    /// The domain's barrier pair (for the local list's lock).
+    fence: FenceKind,
+    /// The fork generation the slot was last used in (see [`fork`]).
+    generation: u64,
+}
+
+impl ProducerSlot {
+    /// A slot on `shard`, registered as one of its producers.
+    pub(crate) fn new(shard: &Arc<Shard>, fence: FenceKind) -> ProducerSlot {
+        let counters = lock(&shard.producers).register();
+        ProducerSlot {
+            shard: Arc::as_ptr(shard),
+            shard_weak: Arc::downgrade(shard),
+            producer: Producer::new(),
+            counters,
+            fence,
+            generation: fork::generation(),
+        }
+    }
+
+    /// Has the process forked since this slot was last used? Then call
+    /// [`forget_chunk_after_fork`](Self::forget_chunk_after_fork) (after repairing the domain).
+    #[inline]
+    pub(crate) fn forked(&self) -> bool {
+        self.generation != fork::generation()
+    }
+
+    /// Forget the chunk this thread was filling: the worker that had it is gone (see
+    /// [`fork`]).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn forget_chunk_after_fork(&mut self) {
+        self.producer.abandon();
+        self.generation = fork::generation();
+    }
+
+    /// Move this thread's local list of retired objects to its intake chunk, in order, so
+    /// that the worker runs them. With `wait` false it gives up if the worker is stealing the
+    /// list right now (the worker then has it); with `wait` true it waits for the steal.
+    pub(crate) fn flush_local(&mut self, shard: &Shard, wait: bool) {
+        let mut backoff = crate::sync::Backoff::new();
+        let mut guard = loop {
+            if let Some(guard) = self.counters.local.enter(self.fence) {
+                break guard;
+            }
+            if !wait {
+                return;
+            }
+            backoff.snooze();
+        };
+        // Published while still holding the list: a worker stealing for a barrier waits for
+        // us, then looks at the intake again, so the objects are never out of its sight.
+        let mut any = false;
+        for callback in guard.with(|list| list.take_all()).into_callbacks() {
+            any = true;
+            self.producer.push(&shard.intake, Work::Callback(callback));
+        }
+        drop(guard);
+        if any {
+            shard.wake_if_sleeping(true, self.fence);
+        }
+    }
+}
+
+impl Drop for ProducerSlot {
+    fn drop(&mut self) {
+        if let Some(shard) = self.shard_weak.upgrade() {
+            // Retired objects still in the local list go to the worker (no steal waits for
+            // this thread: it is not running any).
+            self.flush_local(&shard, true);
+            // The chunk has a share of its own: sealing it is safe even if the domain is gone.
+            self.producer.seal();
+            lock(&shard.producers).leave(&self.counters);
+        } else {
+            self.producer.seal();
+        }
+    }
+}
+
+/// A thread's slot for one domain, as its table holds it (boxed: the table hands out pointers
+/// to it).
+struct SlotEntry(Box<ProducerSlot>);
+
+impl Entry for SlotEntry {
+    type Target = ProducerSlot;
+
+    fn target(&mut self) -> NonNull<ProducerSlot> {
+        NonNull::from(&mut *self.0)
+    }
+
+    /// Dropping the entry then flushes nothing (the domain is gone), seals the chunk and
+    /// leaves.
+    fn domain_gone(&self) -> bool {
+        self.0.shard_weak.strong_count() == 0
+    }
+}
+
+thread_local! {
+    /// The calling thread's producer slots, one per domain it has queued to (see
+    /// [`per_thread`](crate::per_thread)).
+    static PRODUCERS: PerDomain<SlotEntry> = const { PerDomain::new() };
+}
+
+/// Run `f` on the calling thread's slot for `domain` (created by `create` on first use).
+/// `None` if the thread's thread-local storage is already destroyed (a callback queued by
+/// another thread-local's destructor).
+///
+/// # Safety
+///
+/// * The domain `domain` must be alive for the whole call (its `push` borrows it), so that the
+///   slot's shard pointer is valid.
+/// * Re-entrancy: `f` must not call `with_slot` again, directly or through user code (running
+///   callbacks, dropping retired objects): `f` holds the only reference to the slot, and a
+///   nested call could drop or alias it. Do such work after `with_slot` returns.
+#[inline]
+pub(crate) unsafe fn with_slot<R>(
+    domain: u64,
+    create: impl FnOnce() -> ProducerSlot,
+    f: impl FnOnce(&mut ProducerSlot) -> R,
+) -> Option<R> {
+    PRODUCERS
+        .try_with(|p| {
+            let slot = p.get_or_insert(DomainKey::new(domain), || SlotEntry(Box::new(create())));
+            // Slots are boxed and owned by this thread's table, which drops them only at thread
+            // exit or (when it adds a slot) once their domain is gone.
+            // SAFETY: the caller keeps `domain` alive, so `slot` is valid (above), and its
+            // no-re-entry promise makes this the only reference to the slot while `f` runs.
+            f(unsafe { &mut *slot.as_ptr() })
+        })
+        .ok()
 }

@@ -1,4 +1,5 @@
-//! Ready batches handed back to producers: retired objects dropped on the threads that retire.
+//! The hand-back queue: ready batches of retired objects that the worker hands back to the
+//! threads that retire, to be dropped where they were allocated.
 //!
 //! # Why
 //!
@@ -35,13 +36,13 @@
 //! * *Exactly once.* A batch leaves the queue under the lock, to exactly one thread.
 //! * *Barriers and order.* Before the worker runs a closure or completes a barrier marker
 //!   (whether the marker reached DONE or found the list empty), it
-//!   `finish`es (`Ready::finish`): it runs every batch still queued and waits until no batch
+//!   `finish`es (`HandBack::finish`): it runs every batch still queued and waits until no batch
 //!   that a producer took is still running. A batch counts as running from the critical
 //!   section that took it until its thread has run it and added it to the shard's invoked
 //!   counters, so everything queued before a marker or closure has run, and is counted, before
 //!   it. Drop-only callbacks may run on several threads at once; nothing else changes order.
 //! * *Nothing lost.* The worker hands nothing back while shutting down, and exits only when
-//!   the queue is quiet (`Ready::is_quiet`).
+//!   the queue is quiet (`HandBack::is_quiet`).
 
 use super::callback::Callback;
 use crate::sync::{AtomicUsize, Mutex};
@@ -75,7 +76,7 @@ struct State {
 }
 
 /// A shard's queue of ready batches.
-pub(crate) struct Ready {
+pub(crate) struct HandBack {
     state: Mutex<State>,
     /// `batches.len()`, readable without the lock: producers look at it on every call.
     queued: AtomicUsize,
@@ -85,9 +86,9 @@ pub(crate) struct Ready {
     outstanding: AtomicUsize,
 }
 
-impl Ready {
-    pub(crate) fn new() -> Ready {
-        Ready {
+impl HandBack {
+    pub(crate) fn new() -> HandBack {
+        HandBack {
             state: Mutex::new(State::default()),
             queued: AtomicUsize::new(0),
             outstanding: AtomicUsize::new(0),
@@ -127,7 +128,7 @@ impl Ready {
     }
 
     /// Take the oldest batch to run it. The caller must hand the vector back to
-    /// [`finished`](Ready::finished) once every callback in it has run and been counted.
+    /// [`finished`](HandBack::finished) once every callback in it has run and been counted.
     pub(crate) fn take(&self) -> Option<Vec<Callback>> {
         if self.queued() == 0 {
             return None;
@@ -136,7 +137,7 @@ impl Ready {
     }
 
     /// Take the oldest batch if it has waited longer than [`PATIENCE`] (the worker's rescue of
-    /// batches that producers left behind). Same contract as [`take`](Ready::take).
+    /// batches that producers left behind). Same contract as [`take`](HandBack::take).
     pub(crate) fn take_stale(&self) -> Option<Vec<Callback>> {
         if self.queued() == 0 {
             return None;
@@ -165,7 +166,7 @@ impl Ready {
         Some(batch.callbacks)
     }
 
-    /// A batch from [`take`](Ready::take) has run and been counted.
+    /// A batch from [`take`](HandBack::take) has run and been counted.
     pub(crate) fn finished(&self, mut callbacks: Vec<Callback>) {
         debug_assert!(callbacks.is_empty(), "every callback of the batch ran");
         callbacks.clear();
@@ -215,16 +216,16 @@ impl Ready {
     }
 }
 
-/// A batch taken from a [`Ready`] queue, counted as running until this is dropped (also on
-/// unwind), when it goes back to [`Ready::finished`].
+/// A batch taken from a [`HandBack`] queue, counted as running until this is dropped (also on
+/// unwind), when it goes back to [`HandBack::finished`].
 pub(crate) struct Taken<'a> {
-    ready: &'a Ready,
+    queue: &'a HandBack,
     callbacks: Vec<Callback>,
 }
 
 impl<'a> Taken<'a> {
-    pub(crate) fn new(ready: &'a Ready, callbacks: Vec<Callback>) -> Taken<'a> {
-        Taken { ready, callbacks }
+    pub(crate) fn new(queue: &'a HandBack, callbacks: Vec<Callback>) -> Taken<'a> {
+        Taken { queue, callbacks }
     }
 
     /// The callbacks, to run (emptying the vector).
@@ -239,7 +240,7 @@ impl Drop for Taken<'_> {
         // early and not lost silently: `Callback` leaks its data when dropped.
         let mut callbacks = std::mem::take(&mut self.callbacks);
         callbacks.clear();
-        self.ready.finished(callbacks);
+        self.queue.finished(callbacks);
     }
 }
 
@@ -249,7 +250,7 @@ fn is_stale(published: Instant) -> bool {
     cfg!(rcukit_loom) || published.elapsed() > PATIENCE
 }
 
-impl Drop for Ready {
+impl Drop for HandBack {
     fn drop(&mut self) {
         // The worker exits only when the queue is quiet; anything left here could only come
         // from a crashed worker and is leaked (see `Callback`), never run early.
