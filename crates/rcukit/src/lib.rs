@@ -147,9 +147,6 @@ pub mod seq;
 mod sync;
 pub mod threads;
 
-#[cfg(all(test, rcukit_loom))]
-mod loom_models;
-
 pub use barrier::FenceKind;
 pub use cell::{RcuCell, RcuRef, Reclaim, Unpublished};
 pub use domain::OwnedGuard;

@@ -106,6 +106,9 @@ pub mod segcblist;
 pub mod shard;
 pub mod worker;
 
+#[cfg(all(test, rcukit_loom))]
+mod loom;
+
 use crate::barrier::FenceKind;
 use crate::report::Reporter;
 use callback::{BarrierCount, Work};

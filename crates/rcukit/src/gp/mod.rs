@@ -21,6 +21,9 @@ pub mod expedited;
 pub mod normal;
 pub mod read_side;
 
+#[cfg(all(test, rcukit_loom))]
+mod loom;
+
 pub(crate) use event::GpEvent;
 pub(crate) use read_side::{ReadSide, ReadSideLine, ReadSidePtr};
 

@@ -28,3 +28,6 @@
 
 pub mod percpu_rwlock;
 pub mod recseq;
+
+#[cfg(all(test, rcukit_loom))]
+mod loom;

@@ -3,8 +3,8 @@
 //! Everything the grace-period protocol is made of (the reader records, the sequence counters,
 //! the registry and the expedited mutex) imports its atomics, fences and locks from here.
 //! Under `RUSTFLAGS="--cfg rcukit_loom"` these become loom's model-checked versions, so the loom
-//! models in `loom_models.rs` explore every interleaving of the real code rather than of a
-//! copy of it. The cfg is rcukit's own (as crossbeam uses `crossbeam_loom`): a program that
+//! models (a `loom.rs` beside the code each one models) explore every interleaving of the real
+//! code rather than of a copy of it. The cfg is rcukit's own (as crossbeam uses `crossbeam_loom`): a program that
 //! loom-tests its *own* code with `--cfg loom` gets the ordinary rcukit.
 //!
 //! Background machinery that loom cannot model (the normal grace-period thread, callback
