@@ -63,6 +63,7 @@
 
 mod clock;
 mod flow;
+mod point;
 mod render;
 mod run;
 mod schemes;
