@@ -1,81 +1,4 @@
-//! [`RcuCell`]: one RCU-protected value that readers load without locks while writers replace
-//! it (netfilter's `table->private`, the kernel's `rcu_assign_pointer`/`rcu_dereference` pair
-//! wrapped in a type).
-//!
-//! ```
-//! use rcukit::RcuCell;
-//!
-//! let config = RcuCell::new(String::from("v1"));
-//!
-//! // Reader: a guard, then a load whose result lives exactly as long as the guard.
-//! let guard = config.domain().read();
-//! let seen: &String = config.load(&guard);
-//!
-//! // Writer: publish a new version; the old one is dropped after a grace period.
-//! config.store(String::from("v2"));
-//! assert_eq!(seen, "v1"); // still valid: our guard holds the grace period back
-//! drop(guard);
-//!
-//! // Copy-update under the writer lock, and the short form of a read.
-//! config.update(|old| format!("{old}+"));
-//! assert_eq!(*config.read(), "v2+");
-//! ```
-//!
-//! # How it works, and why it is correct
-//!
-//! The cell holds an `AtomicPtr<T>` to a boxed value, never null, a writer mutex and a handle on
-//! its domain (see [`DomainRef`]).
-//!
-//! * **Publish/subscribe.** A writer boxes the new value and swaps it into the pointer with a
-//!   `Release` (`AcqRel`) swap; [`RcuCell::load`] reads the pointer with `Acquire`. A reader
-//!   that sees the new pointer therefore sees the fully initialised value behind it.
-//! * **Reclamation.** The swap makes the old value unreachable for every reader that loads the
-//!   pointer afterwards. Readers that loaded it before are inside a read-side critical section
-//!   of the cell's domain, and a grace period that starts after the swap waits for each of
-//!   them (the guarantee of [`Rcu::synchronize`]). The old box is dropped only after such a
-//!   grace period: by a callback ([`Rcu::retire_raw`], [`Reclaim::Deferred`]), or by the writer
-//!   after [`Rcu::synchronize`] or [`Rcu::synchronize_expedited`], or handed back to the caller
-//!   by [`Unpublished`] once a cookie taken after the swap has expired. The old value is never
-//!   turned into a `Box` (a unique pointer) before that moment, because readers may still
-//!   hold shared references to it.
-//! * **Lifetimes.** `load(&'g self, &'g Guard) -> &'g T`: the reference cannot outlive the
-//!   guard (so it never outlives the read-side critical section that keeps it alive) nor the
-//!   cell (whose drop frees the current value). Because the guard is `!Send` and `!Sync`, a
-//!   `&Guard` proves that *the current thread* is inside a critical section.
-//! * **The right domain.** A guard only holds back grace periods of its own domain. `load`
-//!   compares the guard's domain with the cell's (one pointer comparison, in release builds
-//!   too) and panics on a mismatch instead of returning a reference that nothing protects.
-//! * **Writers.** Every writer (`store`, `swap`, `replace`, `update`) takes the cell's writer
-//!   mutex while it swaps, so that `update(|old| new)` is atomic with respect to all other
-//!   writes: no store can slip in between reading `old` and publishing `new` and be lost. The
-//!   mutex is released before any grace-period wait, so a writer that synchronizes does not
-//!   hold back the others. Under the mutex the current value cannot be retired (only writers
-//!   retire, and they all hold the mutex), which is why `update` hands `f` a plain `&T`.
-//! * **Drop.** Dropping the cell (or [`into_inner`](RcuCell::into_inner),
-//!   [`get_mut`](RcuCell::get_mut)) needs exclusive access, and every reference `load`
-//!   returned borrows the cell, so no reader can still hold the current value: it is dropped at
-//!   once, without a grace period.
-//!
-//! # `Send` and `Sync`
-//!
-//! * `RcuCell<T, D>: Sync` exactly when `T: Send + Sync` (and the handle `D` is `Sync`):
-//!   readers on many threads share `&T` at once (`T: Sync`), and a value stored by one thread
-//!   may be dropped by another thread: a writer, a callback worker, or a thread that drops
-//!   retired values in a later retire (`T: Send`). This is `RwLock`'s rule. `RcuCell<Rc<_>>` and `RcuCell<Cell<_>>` are therefore not `Sync`.
-//! * `RcuCell<T, D>: Send` exactly when `T: Send` (and `D: Send`): moving the cell moves
-//!   ownership of its value.
-//! * Methods that may retire a value through a callback (`store`, `swap`, `update`,
-//!   [`Reclaim::Deferred`]) also need `T: Send + 'static`: the value is dropped at some
-//!   later time on some thread, possibly after the cell is gone.
-//! * The cell is *invariant* in `T`, like `Cell<T>`: it is written through `&self`, so an
-//!   `RcuCell<&'static str>` must not pass for an `RcuCell<&'a str>` into which a short-lived
-//!   string could be stored for `'static` readers to find.
-//!
-//! # No empty state
-//!
-//! The pointer is never null, so `load` has no branch and returns `&T`, not `Option<&T>`.
-//! Where an empty state is wanted, `RcuCell<Option<T>>` provides it at the price of one small
-//! box per store; a nullable cell would make every reader of every other cell test for null.
+#![doc = include_str!("cell.md")]
 
 use crate::domain_ref::{self, DomainRef};
 use crate::{GpCookie, Guard, Rcu, ReadSection};
@@ -89,12 +12,11 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire};
 /// How a writer reclaims the value it replaced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Reclaim {
-    /// Retire it ([`Rcu::retire`]): the writer never blocks, and the value is dropped after a
-    /// grace period of either kind, on a callback worker or, with the domain's
-    /// [`retire_on_producers`](crate::RcuBuilder::retire_on_producers) on (the default), by
-    /// this thread in a later retire of the same domain. The write itself may drop older
-    /// values retired earlier (see [where user code runs](crate::callbacks::invoke)). The
-    /// default.
+    /// Retire it ([`Rcu::retire`]): the writer never blocks, and the value is dropped after a grace
+    /// period of either kind, on a callback worker or, with the domain's
+    /// [`retire_on_producers`](crate::RcuBuilder::retire_on_producers) on (the default), by this
+    /// thread in a later retire of the same domain. The write itself may drop older values retired
+    /// earlier (see [where user code runs](crate::docs::internal::callbacks::invoke)). The default.
     #[default]
     Deferred,
     /// Wait for a normal grace period ([`Rcu::synchronize`], milliseconds, batched with other
@@ -108,9 +30,9 @@ pub enum Reclaim {
 /// One RCU-protected value: lock-free reads under a [`Guard`], writes that publish a new
 /// version and reclaim the old one after a grace period.
 ///
-/// `D` is the [domain handle](DomainRef): `&'static Rcu` (the global domain) by default.
-/// See the [module docs](self) for the algorithm, the `Send`/`Sync` rules and why the
-/// borrow checker keeps readers safe.
+/// `D` is the [domain handle](DomainRef): `&'static Rcu` (the global domain) by default. See the
+/// [module docs](crate::docs::internal::cell) for the algorithm, the `Send`/`Sync` rules and why
+/// the borrow checker keeps readers safe.
 ///
 /// ```
 /// use rcukit::{Rcu, RcuCell, Reclaim};

@@ -1,48 +1,4 @@
-//! The hand-back queue: ready batches of retired objects that the worker hands back to the
-//! threads that retire, to be dropped where they were allocated.
-//!
-//! # Why
-//!
-//! With a worker thread running every callback, `retire(Box<T>)` frees on the worker what the
-//! producer allocated. Allocators with per-thread caches (glibc's tcache and arenas, jemalloc)
-//! pay for that on both sides: the worker's frees go to shared lists, and the producer's next
-//! allocations miss its own cache and take the slow path. Under a flood of `retire` that made
-//! the producer and the worker each about twice as slow as the same work done on one thread
-//! (what crossbeam-epoch does: it frees on the thread that defers). So while producers are
-//! queuing, the worker hands batches of *ready* drop-only callbacks (`retire`, `retire_raw`)
-//! back, and a producer runs one batch per `retire` call that finds one waiting: the memory
-//! returns to the thread that allocated it, and a producer that outruns reclamation pays for
-//! its own frees, which paces it (back-pressure without blocking).
-//!
-//! Closures queued with `call` are never handed back: they run on the worker, as the API
-//! promises, and so do barrier markers.
-//!
-//! # Policy (in the worker, see [`worker`](super::worker))
-//!
-//! * Hand back only while producers are queuing (the worker took callbacks from its intake in
-//!   the last `PATIENCE`), and keep at most `MAX_BATCHES` batches waiting. With that many
-//!   waiting, the worker drops ready objects itself as well, so that both threads work: with
-//!   an allocator whose cross-thread frees are cheap (mimalloc) this doubles flood throughput,
-//!   and with glibc it costs little, because the producers take most batches.
-//! * A batch that has waited longer than `PATIENCE` is taken back and run by the worker, so a
-//!   producer that stops queuing never strands memory for longer than that.
-//! * A producer runs at most one batch per call, and none while it is already running one (a
-//!   drop that retires more objects does not recurse).
-//!
-//! # Why it is correct
-//!
-//! * *Nothing runs early.* Only DONE entries, whose grace period has completed, are handed
-//!   back.
-//! * *Exactly once.* A batch leaves the queue under the lock, to exactly one thread.
-//! * *Barriers and order.* Before the worker runs a closure or completes a barrier marker
-//!   (whether the marker reached DONE or found the list empty), it
-//!   `finish`es (`HandBack::finish`): it runs every batch still queued and waits until no batch
-//!   that a producer took is still running. A batch counts as running from the critical
-//!   section that took it until its thread has run it and added it to the shard's invoked
-//!   counters, so everything queued before a marker or closure has run, and is counted, before
-//!   it. Drop-only callbacks may run on several threads at once; nothing else changes order.
-//! * *Nothing lost.* The worker hands nothing back while shutting down, and exits only when
-//!   the queue is quiet (`HandBack::is_quiet`).
+#![doc = include_str!("hand_back.md")]
 
 use super::callback::Callback;
 use crate::sync::{AtomicUsize, Mutex};
@@ -178,8 +134,9 @@ impl HandBack {
         }
     }
 
-    /// After `fork()` (see [`fork`](crate::domain::fork)): forget every batch, queued or being run by
-    /// a thread that is gone (their callbacks are abandoned: a `Callback` dropped unrun leaks).
+    /// After `fork()` (see [`fork`](crate::docs::internal::domain::fork)): forget every batch,
+    /// queued or being run by a thread that is gone (their callbacks are abandoned: a `Callback`
+    /// dropped unrun leaks).
     pub(crate) fn forget_batches(&self) {
         let mut state = self.state.lock();
         state.batches.clear();

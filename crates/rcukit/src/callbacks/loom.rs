@@ -1,8 +1,8 @@
-//! loom models of the callback machinery (run with `RUSTFLAGS="--cfg rcukit_loom"`; see
-//! README): the intake, the worker's accelerate/advance and barriers, the wake handshake, the
-//! hand-back of ready batches, the local lists' steal, and barriers racing a retire. They run
-//! the real producers and worker against a small fake port (see [`port`](super::port)) whose
-//! expedited grace periods are real, over a real reader registry.
+//! loom models of the callback machinery (run with `RUSTFLAGS="--cfg rcukit_loom"`; see README):
+//! the intake, the worker's accelerate/advance and barriers, the wake handshake, the hand-back of
+//! ready batches, the local lists' steal, and barriers racing a retire. They run the real producers
+//! and worker against a small fake port (see [`port`](crate::docs::internal::callbacks::port))
+//! whose expedited grace periods are real, over a real reader registry.
 
 use super::callback::{BarrierCount, Callback, Work};
 use super::intake::{Consumer, Producer};

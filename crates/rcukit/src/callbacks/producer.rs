@@ -1,43 +1,4 @@
-//! A producer: a thread that queues callbacks. Its state for each domain (a *slot*), and where
-//! each new callback goes.
-//!
-//! # Where a new callback goes
-//!
-//! 1. A drop-only callback (`retire`) on a domain with `retire_on_producers`, from a thread
-//!    that is not one of the domain's workers, joins the thread's local list (see
-//!    [`local`]); when that seals a block or finds the oldest one ready, the
-//!    producer goes on (steps 4 and 5) once it has let go of its slot.
-//! 2. Anything else is published on the thread's intake chunk of its shard, and the worker is
-//!    woken if it sleeps (see [`shard`](super::shard)). A closure first flushes the thread's
-//!    local list ahead of it, so it runs after every object the thread retired before it.
-//! 3. A thread whose thread-local storage is gone (or any thread under loom, whose models
-//!    drive `Producer` by hand) queues a chunk of its own on shard 0.
-//! 4. Ready objects taken from the local list are dropped right away (see "Drops on
-//!    producers" in [`invoke`](super::invoke)); after a `retire` that went to the intake, the
-//!    producer runs one ready batch the worker handed back, if any.
-//! 5. After a seal the producer requests the grace periods its list needs: the normal one for
-//!    the new stamp; every `producer_backlog_*` objects or bytes, an expedited one it tries
-//!    itself (see [`local`]), taking the blocks it releases; and past the
-//!    backlog thresholds an expedited one on the helper thread.
-//!
-//! # Slots
-//!
-//! A slot holds the thread's shard, its intake chunk (`Producer`) and its shared counters and
-//! local list (`ProducerShared`). The slots live in a thread-local table, boxed, shared in
-//! shape with the reader records ([`per_thread`](crate::per_thread)): the same domain again
-//! costs a compare and a load, any other one a hash probe. The interface is `with_slot` and
-//! nothing else reaches the table.
-//!
-//! # Lifetime
-//!
-//! 1. A slot is created on a thread's first callback for a domain, registering a producer on
-//!    the thread's shard.
-//! 2. While its domain lives, the slot's raw shard pointer is valid: `with_slot` is only ever
-//!    called by that domain's `push`, which borrows the domain.
-//! 3. When the thread next adds a slot for another domain, slots whose domain is gone (their
-//!    shard's last strong reference dropped) are dropped; the rest at thread exit.
-//!    Dropping a slot flushes its local list to the shard's worker (if the domain still
-//!    lives), seals its chunk and folds its counters into the registry's totals.
+#![doc = include_str!("producer.md")]
 
 use super::callback::{Callback, Work};
 use super::intake::Producer;
@@ -465,7 +426,7 @@ impl Entry for SlotEntry {
 
 thread_local! {
     /// The calling thread's producer slots, one per domain it has queued to (see
-    /// [`per_thread`](crate::per_thread)).
+    /// [`per_thread`](crate::docs::internal::per_thread)).
     static PRODUCERS: PerDomain<SlotEntry> = const { PerDomain::new() };
 }
 

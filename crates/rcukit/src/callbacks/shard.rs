@@ -1,36 +1,4 @@
-//! A shard: one lock-free intake, the producers that queue to it, its worker's counters and
-//! the handshake that wakes the worker.
-//!
-//! # Producers
-//!
-//! Each producer thread has, per shard it queues to, a `ProducerShared`: its counters (written
-//! only by that thread, with a plain load and store, and read by `stats()`) and its local list
-//! of retired objects (see [`local`](super::local)). The shard's `ProducerRegistry` lists
-//! the live ones, for the worker's steals and for the statistics, and keeps the totals of the
-//! producers that have left. The thread's own side (its slot, its intake chunk) is in
-//! [`producer`](super::producer).
-//!
-//! # The wake handshake
-//!
-//! A worker with nothing to do parks; producers must then wake it, but a producer must not pay
-//! for a wake-up (nor even for a sequentially consistent access) on every callback. The
-//! handshake is the same asymmetric pair as readers and grace periods:
-//!
-//! 1. A producer publishes its entry in the intake, issues the light barrier (a compiler fence
-//!    under membarrier) and loads the worker's `Wake` state.
-//! 2. A worker going `Wake::Idle` stores that state, issues the heavy barrier (membarrier)
-//!    and looks at the intake once more before it parks.
-//! 3. The heavy barrier orders the worker's store before its look as seen from every producer:
-//!    either the producer sees `Idle` (and unparks the worker), or the worker sees the entry
-//!    (and does not park). So the per-callback cost stays a plain store (a sequentially
-//!    consistent store here cost 13% of `retire` under a flood, waiting for the slot's cache
-//!    misses).
-//! 4. A worker parking while it waits for a grace period (`Wake::WaitingForGp`) issues only a
-//!    full fence: producers nudge it only once per 1,024 callbacks, a nudge lost to that race
-//!    is repeated 1,024 callbacks later, and the end of the grace period wakes the worker
-//!    anyway.
-//!
-//! The state lives in the crate's `sync` shim, so the loom models see it.
+#![doc = include_str!("shard.md")]
 
 use super::hand_back::{self, HandBack};
 use super::intake::Intake;
@@ -232,7 +200,7 @@ pub(crate) struct ProducerRegistry {
     exited_invoked_bytes: u64,
     exited_released: [u64; 2],
     /// Callbacks (and their bytes) abandoned by `fork()`: queued before it, never to run in
-    /// this process (see [`fork`](crate::domain::fork)).
+    /// this process (see [`fork`](crate::docs::internal::domain::fork)).
     abandoned: u64,
     abandoned_bytes: u64,
 }
@@ -383,8 +351,8 @@ impl Shard {
         lock(&self.producers).live.clone()
     }
 
-    /// After `fork()` (see [`fork`](crate::domain::fork)): everything queued before the fork is
-    /// abandoned (the intake's chunks, the worker's list, ready batches, the producers'
+    /// After `fork()` (see [`fork`](crate::docs::internal::domain::fork)): everything queued before
+    /// the fork is abandoned (the intake's chunks, the worker's list, ready batches, the producers'
     /// lists), the producers whose threads are gone are forgotten, and the counters say so.
     pub(crate) fn after_fork(&self, fence: FenceKind) {
         self.intake.forget_chunks();

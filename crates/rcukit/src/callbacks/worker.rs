@@ -1,37 +1,4 @@
-//! The callback worker: one thread per shard, the user-space image of the kernel's offloaded
-//! ("NOCB") callback kthreads.
-//!
-//! Each pass of the loop:
-//!
-//! 1. moves up to 16 × `batch` entries from the shard's lock-free intake into its segmented list
-//!    (callbacks to NEXT, barrier markers entrained behind the last non-empty segment); on a
-//!    barrier marker, first steals every producer's local list of retired objects (see
-//!    [`local`](super::local)), and at most once per millisecond steals the lists of
-//!    producers that have gone quiet;
-//! 2. *accelerates*: stamps NEXT with a fresh full cookie and requests the normal grace period
-//!    it needs;
-//! 3. *advances*: moves every leading segment whose cookie polls complete, by the normal or,
-//!    with `expedited_callbacks` on, the expedited counter, to DONE, counting which released it;
-//! 4. runs up to `batch` DONE callbacks, each under `catch_unwind`; while producers are
-//!    queuing, it first hands DONE `retire` drops back to them in batches (see
-//!    [`hand_back`](super::hand_back)), runs drops itself only when four batches already wait, and
-//!    runs what producers leave for longer than 1 ms;
-//! 5. runs an expedited grace period if more callbacks than a threshold wait for a grace
-//!    period and nothing is ready that only the worker will run (see
-//!    [the backlog control](super#backlog-control));
-//! 6. parks when there is nothing to do.
-//!
-//! The worker is subscribed to the domain's grace-period event, so the end of a grace period of
-//! *either* kind unparks it ([seed 004](crate::docs::seeds)'s first notification gap), unless it
-//! is parked with an empty list (`Idle`), which no grace period could shorten. Producers unpark it when it
-//! parked with nothing pending; while it waits for a grace period it asked for, new callbacks
-//! wait to be taken when that grace period ends, and a producer nudges it only once per 1,024
-//! callbacks (one wake-up per grace period instead of one per callback, while a flood is still
-//! seen quickly). A periodic tick is only a safety net.
-//!
-//! On shutdown (the domain is being dropped) the worker keeps going until its intake and list
-//! are empty, running expedited grace periods itself for whatever is still waiting, so nothing
-//! queued is ever lost.
+#![doc = include_str!("worker.md")]
 
 use super::callback::{BarrierCount, Callback, Work};
 use super::hand_back::{MAX_BATCHES, PATIENCE};
@@ -171,7 +138,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// Move published entries from the intake into the list: callbacks to NEXT, barrier
     /// markers entrained behind everything taken so far. A marker is entrained only after a
     /// full pass that started after it was seen, so every callback queued before its barrier
-    /// call is ahead of it (see [`intake`](super::intake)).
+    /// call is ahead of it (see [`intake`](crate::docs::internal::callbacks::intake)).
     ///
     /// Returns how many entries it took, and whether a marker now waits behind callbacks.
     fn take_intake(&self, consumer: &mut Consumer, list: &mut SegCbList<Work>) -> (usize, bool) {
@@ -228,9 +195,9 @@ impl<'a, P: GpPort> Worker<'a, P> {
         waits
     }
 
-    /// Take producers' local lists of retired objects (see [`local`](super::local)) into this
-    /// worker: blocks whose grace period has already ended run now, the rest join NEXT.
-    /// Returns how many callbacks were taken.
+    /// Take producers' local lists of retired objects (see
+    /// [`local`](crate::docs::internal::callbacks::local)) into this worker: blocks whose grace
+    /// period has already ended run now, the rest join NEXT. Returns how many callbacks were taken.
     fn steal_locals(&self, list: &mut SegCbList<Work>, which: Which) -> usize {
         let producers = self.shard.producers();
         let locals: Vec<&LocalRetires> = producers
@@ -290,9 +257,9 @@ impl<'a, P: GpPort> Worker<'a, P> {
         callbacks.count_released_by(Some(ReleasedBy::Expedited), released.by_expedited);
     }
 
-    /// Run up to `batch` DONE entries, or with `hand_back` give ready `retire` drops to
-    /// producers (see [`hand_back`](super::hand_back)). Returns how many entries (callbacks and
-    /// markers) it ran or handed back.
+    /// Run up to `batch` DONE entries, or with `hand_back` give ready `retire` drops to producers
+    /// (see [`hand_back`](crate::docs::internal::callbacks::hand_back)). Returns how many entries
+    /// (callbacks and markers) it ran or handed back.
     fn run_done(&self, list: &mut SegCbList<Work>, hand_back: bool) -> usize {
         let mut taken = self.finish_ready_batches(hand_back);
         if hand_back {
@@ -431,10 +398,10 @@ impl<'a, P: GpPort> Worker<'a, P> {
         }
     }
 
-    /// The worker's side of the wake handshake (step 2 of the [`shard`](super::shard) docs):
-    /// announce how it is about to park, then look at the intake once more. Returns how it
-    /// may park, or `None` if it must not (an entry arrived, or shutdown), with its state
-    /// back to `Awake`.
+    /// The worker's side of the wake handshake (step 2 of the
+    /// [`shard`](crate::docs::internal::callbacks::shard) docs): announce how it is about to park,
+    /// then look at the intake once more. Returns how it may park, or `None` if it must not (an
+    /// entry arrived, or shutdown), with its state back to `Awake`.
     pub(crate) fn announce_park(
         &self,
         consumer: &Consumer,

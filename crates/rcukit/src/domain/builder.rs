@@ -76,9 +76,9 @@ impl RcuBuilder {
         self
     }
 
-    /// How long a grace period may wait for one reader before a stall report is printed to
-    /// stderr and counted in [`Stats::stalls`](crate::Stats::stalls) (default 10 s; at least 1 ms). The grace period
-    /// keeps waiting after the report.
+    /// How long a grace period may wait for one reader before a stall report is printed to stderr
+    /// and counted in [`Stats::stalls`](crate::Stats::stalls) (default 10 s; at least 1 ms). The
+    /// grace period keeps waiting after the report.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = timeout;
         self
@@ -168,13 +168,12 @@ impl RcuBuilder {
     /// thread's list goes to the worker before a closure it queues with [`call`](Rcu::call)
     /// (closures always run on a worker) and when the thread exits.
     ///
-    /// A `retire` call (and so an `RcuCell` write or an `RcuList` removal) may therefore run
-    /// `Drop` of *other*, earlier retired objects (never one still waiting for its grace
-    /// period) on the calling thread, as crossbeam-epoch and seize do: such a `Drop` should not
-    /// take a lock the retiring thread may hold. rcukit itself never does that under a lock of
-    /// its own, inside a read-side critical section of the domain, or inside another such
-    /// drop; see [where user code runs](crate::callbacks::invoke) for the rule and why it is
-    /// the default.
+    /// A `retire` call (and so an `RcuCell` write or an `RcuList` removal) may therefore run `Drop`
+    /// of *other*, earlier retired objects (never one still waiting for its grace period) on the
+    /// calling thread, as crossbeam-epoch and seize do: such a `Drop` should not take a lock the
+    /// retiring thread may hold. rcukit itself never does that under a lock of its own, inside a
+    /// read-side critical section of the domain, or inside another such drop; see [where user code
+    /// runs](crate::docs::internal::callbacks::invoke) for the rule and why it is the default.
     ///
     /// With `false`, every retired object is dropped on a callback worker thread, like every
     /// `call` closure, and no rcukit call runs user code on the calling thread (the kernel's

@@ -1,30 +1,4 @@
-//! Awaitable grace periods and barriers: futures that the grace-period engines and the
-//! callback workers wake, for async code that must not block its executor's threads.
-//!
-//! [`Rcu::synchronize_async`], [`Rcu::synchronize_expedited_async`] and [`Rcu::wait_for`]
-//! return a [`GpFuture`]; [`Rcu::barrier_async`] returns a [`BarrierFuture`]. They depend on
-//! no runtime: they use nothing but [`Waker`](std::task::Waker), so any executor drives them.
-//!
-//! # How a grace-period future is woken
-//!
-//! Creating the future takes a [`GpCookie`] and asks the right engine for a grace period that
-//! covers it (the normal thread, or the expedited helper thread): the same requests
-//! [`Rcu::start_poll`] and [`Rcu::start_poll_expedited`] make. No thread is started per waiter
-//! and nothing polls in a loop. Every grace period of either kind ends with the domain's
-//! completion event, which also takes every waker registered with the domain and wakes it, on
-//! the thread that ended the grace period (a grace-period thread, a caller of
-//! `synchronize_expedited`, or a retiring thread that tried one); a woken future polls its
-//! cookie and either completes or registers again. Why no wake-up is lost is the event's
-//! business (see `gp::event`): a future registers, then checks its cookie once more.
-//!
-//! A future that is dropped unregisters its waker: nothing of it stays in the domain. (The
-//! grace period it requested still runs, as one requested by `start_poll` does.)
-//!
-//! # Barriers
-//!
-//! [`Rcu::barrier_async`] queues the same per-shard markers as [`Rcu::barrier`] when it is
-//! called; the future keeps its waker in the barrier's count, and the marker that brings the
-//! count to zero wakes it.
+#![doc = include_str!("futures.md")]
 
 use super::Inner;
 use crate::callbacks::callback::BarrierCount;

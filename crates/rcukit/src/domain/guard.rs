@@ -1,10 +1,4 @@
-//! [`Guard`]: a read-side critical section of a domain, tied to its thread.
-//!
-//! The protocol a guard follows (R1-R4), and why grace periods that scan the reader records
-//! wait for every guard taken before them, are the read side's (see `reader`). A guard is
-//! `!Send` and `!Sync` because its thread's record is what grace periods watch; the compiler
-//! says so through [`NotSendUseReadOwned`], whose name and documentation point at
-//! [`Rcu::read_owned`], the read section that may cross an `.await` or a thread.
+#![doc = include_str!("guard.md")]
 
 use super::Rcu;
 use crate::reader::{release_orphan, ReaderRecord};

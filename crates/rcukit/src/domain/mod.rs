@@ -1,33 +1,13 @@
-//! [`Rcu`]: a domain that ties readers, both grace-period engines and callbacks together.
-//!
-//! A domain owns:
-//!
-//! * a reader registry and epoch (`reader`, `gp`);
-//! * the normal grace-period engine and its thread ([`gp::normal`](crate::gp::normal));
-//! * the expedited engine and its helper thread for polled requests
-//!   ([`gp::expedited`](crate::gp::expedited));
-//! * the callback shards and their workers (`callbacks`).
-//!
-//! Domains are independent: a grace period of one domain never waits for readers of another,
-//! and a guard of one domain protects nothing in another.
-//!
-//! # Lifetime
-//!
-//! Threads are started when the domain is built. Dropping a domain (other than the global one,
-//! which lives until the process exits) runs every pending callback, including chains of
-//! callbacks queued by callbacks, then stops and joins its threads (see [`shutdown`] for when
-//! owned guards are still open). The global domain's pending callbacks are *not* run at
-//! process exit, exactly like memory that is still allocated when a process exits; call
-//! `Rcu::global().barrier()` before exiting if their side effects matter.
+#![doc = include_str!("README.md")]
 
 mod builder;
-pub mod fork;
+pub(crate) mod fork;
 mod futures;
 mod global;
 mod guard;
-pub mod owned;
+pub(crate) mod owned;
 mod port;
-pub mod shutdown;
+pub(crate) mod shutdown;
 mod stats;
 
 pub use builder::RcuBuilder;
@@ -58,9 +38,11 @@ pub(crate) struct Inner {
     pub(crate) event: GpEvent,
     pub(crate) callbacks: Callbacks,
     /// Whether expedited grace periods release callbacks and `synchronize()` callers ([seed
-    /// 004](crate::docs::seeds)): the one place the switch is stored (see [`port`]).
+    /// 004](crate::docs::seeds)): the one place the switch is stored (see
+    /// [`port`](crate::docs::internal::domain::port)).
     pub(crate) expedited_callbacks: bool,
-    /// The fork generation this domain's threads and state belong to (see [`fork`]).
+    /// The fork generation this domain's threads and state belong to (see
+    /// [`fork`](crate::docs::internal::domain::fork)).
     pub(crate) fork_generation: AtomicU64,
     /// Serializes the repair after a fork.
     pub(crate) fork_repair: Mutex<()>,
@@ -68,7 +50,8 @@ pub(crate) struct Inner {
     pub(crate) threads: Mutex<Vec<crate::threads::Thread>>,
     /// This domain, for the threads it starts.
     pub(crate) me: Weak<Inner>,
-    /// Keeps the state alive for owned guards that outlive the handle (see [`owned`](crate::domain::owned)).
+    /// Keeps the state alive for owned guards that outlive the handle (see
+    /// [`owned`](crate::docs::internal::domain::owned)).
     pub(crate) parking: owned::Parking,
 }
 
@@ -80,7 +63,7 @@ impl Drop for Inner {
 }
 
 impl Inner {
-    /// The domain's id (kept with what readers read, see [`ReadSide`](crate::gp::ReadSide)).
+    /// The domain's id (kept with what readers read, see `ReadSide`).
     #[inline]
     pub(crate) fn id(&self) -> u64 {
         self.key().id()
@@ -144,8 +127,8 @@ impl Inner {
         );
     }
 
-    /// Has a grace period covered `cookie`, by the domain's release rule (see [`port`]), or,
-    /// with `any_kind`, by either kind?
+    /// Has a grace period covered `cookie`, by the domain's release rule (see
+    /// [`port`](crate::docs::internal::domain::port)), or, with `any_kind`, by either kind?
     pub(crate) fn poll(&self, cookie: &GpCookie, any_kind: bool) -> bool {
         self.check_cookie(cookie);
         self.released_by(cookie, any_kind).is_some()
@@ -162,8 +145,8 @@ pub(super) const GLOBAL_NAME: &str = "rcu-global";
 /// readers of another, or to run with different settings.
 pub struct Rcu {
     pub(super) inner: Arc<Inner>,
-    /// `inner`'s read side (see [`read_side`](crate::gp::read_side)): `read()` goes from the
-    /// handle straight to it. Valid while `inner` is held.
+    /// `inner`'s read side (see [`read_side`](crate::docs::internal::gp::read_side)): `read()` goes
+    /// from the handle straight to it. Valid while `inner` is held.
     pub(super) read_side: ReadSidePtr,
 }
 
@@ -258,9 +241,9 @@ impl Rcu {
     /// sleep, and move to and end on another thread (the kernel's SRCU; see [`OwnedGuard`]).
     ///
     /// Costs about what [`read`](Rcu::read) costs, plus one load of the domain's phase; no
-    /// reference count is taken (a dropped handle's state is *parked* until its last owned
-    /// guard closes; see "Lifetime" in [`owned`]). Owned sections do not nest
-    /// with guards or each other: each is counted on its own.
+    /// reference count is taken (a dropped handle's state is *parked* until its last owned guard
+    /// closes; see "Lifetime" in [`owned`](crate::docs::internal::domain::owned)). Owned sections
+    /// do not nest with guards or each other: each is counted on its own.
     #[inline]
     pub fn read_owned(&self) -> OwnedGuard {
         OwnedGuard::enter(&self.inner, self.is_global())

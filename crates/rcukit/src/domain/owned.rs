@@ -1,62 +1,4 @@
-//! Owned read-side critical sections ([`OwnedGuard`]): readers that may sleep, cross an
-//! `.await`, move to another thread and end there. The user-space image of the kernel's SRCU.
-//!
-//! A [`Guard`](crate::Guard) is cheap because its whole state is one word in its thread's own
-//! reader record: grace periods learn "this thread reads" by looking at that word. A section
-//! that may move to another thread cannot live in one thread's word, so owned sections are
-//! *counted* instead: the thread that opens one adds one to a *lock* count, the thread that
-//! closes it (possibly another) adds one to an *unlock* count, and a grace period waits until
-//! the two totals agree.
-//!
-//! This module holds the guard and its domain's lifetime. The counting protocol the guard
-//! follows (steps O1-O4 below are its steps), and why the grace periods that drain the counts
-//! wait for every owned section begun before them, are the read side's: see `reader::owned`.
-//!
-//! # Lifetime: parking
-//!
-//! An owned guard is `'static`, so it may outlive the [`Rcu`](crate::Rcu) handle of its
-//! domain; the domain's shared state must then live until the last such guard has closed.
-//! (The global domain is never dropped, and its guards skip all of this.)
-//!
-//! ```text
-//! P1  Rcu::drop (threads stopped):  parked = a strong reference to the shared state
-//! P2                                 scan of the guards' words (G1-G3 of `reader`)
-//! P3                                 reap()
-//!
-//! C1  closing an owned guard:  enter a read section (R1-R3)
-//! C2                            O4
-//! C3                            if parked is set: reap()
-//! C4                            leave the read section (R4); then, if C3 took the reference,
-//!                               a scan (G1-G3), and drop it
-//!
-//! reap(): if no owned section is open (the totals of both phases agree), take the parked
-//!         reference (an atomic swap: at most one taker)
-//! ```
-//!
-//! 1. **Somebody reaps.** Take the last guard to close. If its C3 saw `parked` unset, its read
-//!    section (C1-C4) was not over when P2 began (else the scan's heavy barrier would order P1
-//!    before C3, as case 1 of the guard proof), so P2 waited for it and P3 sees its O4: no
-//!    section is open, and P3 takes the reference. If C3 saw `parked` set, its own reap sees
-//!    every O4 (its own, and those of guards closed before it), and takes it unless P3 or
-//!    another closer did.
-//! 2. **Nobody touches freed state.** Only the taker drops the reference, and only after a
-//!    scan that began after its swap: every closer still inside C1-C4 (the only code that
-//!    touches the shared state without a reference of its own) is waited for. A closer whose
-//!    section begins after that scan's heavy barrier would find `parked` unset and no section
-//!    open, but there is none: every guard had closed (reap saw the totals agree), and no new
-//!    guard can open without the dropped handle.
-//! 3. "No section open" cannot be a false positive: a guard opened before the handle was
-//!    dropped counted its lock before the drop began (the handle's borrow ended first), so the
-//!    totals include it until its unlock.
-//!
-//! # Misuse
-//!
-//! A thread or task that holds an owned section and waits for a grace period of the same
-//! domain (`synchronize()`, `barrier()` of callbacks that wait, or one of the async waits)
-//! waits for itself and never returns. Unlike a [`Guard`](crate::Guard), an owned section is
-//! not tied to a thread, so the wait cannot tell whether the caller holds one; instead the
-//! grace period issues a stall report after the stall timeout naming the owned sections it
-//! waits for ([`Report::Stall`](crate::Report::Stall)).
+#![doc = include_str!("owned.md")]
 
 use super::Inner;
 use crate::barrier;
@@ -91,11 +33,11 @@ use std::sync::Arc;
 ///
 /// # Do not wait while holding one
 ///
-/// A thread or task that waits for a grace period of the guard's domain while it holds the
-/// guard waits for itself forever. A `Guard` is tied to its thread, so such waits panic; an
-/// owned guard is not, so the wait cannot tell. The grace period reports the stall instead
-/// (after the domain's stall timeout, see [`RcuBuilder::stall_timeout`](crate::RcuBuilder::stall_timeout)),
-/// naming the owned sections it waits for.
+/// A thread or task that waits for a grace period of the guard's domain while it holds the guard
+/// waits for itself forever. A `Guard` is tied to its thread, so such waits panic; an owned guard
+/// is not, so the wait cannot tell. The grace period reports the stall instead (after the domain's
+/// stall timeout, see [`RcuBuilder::stall_timeout`](crate::RcuBuilder::stall_timeout)), naming the
+/// owned sections it waits for.
 #[must_use = "the read-side critical section ends when the guard is dropped"]
 pub struct OwnedGuard {
     inner: NonNull<Inner>,

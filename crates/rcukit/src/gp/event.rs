@@ -1,28 +1,4 @@
-//! The completion event: "a grace period of some kind just ended", and everything that waits
-//! for it.
-//!
-//! Every grace period of either kind, normal or expedited, ends by ending its sequence counter
-//! and then calling [`GpEvent::notify`], which wakes the three kinds of waiters a domain has:
-//!
-//! * threads blocked in `synchronize()` and its kin, on a condition variable: each re-checks
-//!   its condition under the event's lock, so a grace period that ends between the check and
-//!   the wait (and must take that lock to notify) cannot be missed;
-//! * *listeners*: the callback workers, unparked at the end of every grace period while they
-//!   say they want it (a worker parked with an empty list does not: no grace period could
-//!   shorten its wait);
-//! * *wakers* of the futures that async code awaits ([`Wakers`]).
-//!
-//! # No wake-up is lost
-//!
-//! A future registers its waker under the wakers' lock and *then* checks its cookie once more.
-//! A grace period ends its sequence counter before it takes that lock to wake, so either the
-//! future's second check sees the counter (and completes), or the grace period's wake-up,
-//! ordered after the registration by the lock, finds the waker. A future that is dropped
-//! unregisters its waker: nothing of it stays in the domain.
-//!
-//! Wakers are the executors' code: they run after the lock is released, and a `wake` that
-//! panics is caught and reported, on whatever thread ended the grace period (one of the
-//! domain's own, or a caller of the library), which must not die of it.
+#![doc = include_str!("event.md")]
 
 use crate::report::{Report, Reporter, WakerPanic};
 use crate::sync::lock;
@@ -114,7 +90,7 @@ impl GpEvent {
         self.wakers.forget_all();
     }
 
-    /// Hold this event's locks across `fork()` (see [`fork`](crate::domain::fork)).
+    /// Hold this event's locks across `fork()` (see [`fork`](crate::docs::internal::domain::fork)).
     #[cfg(unix)]
     pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.generation);
@@ -204,7 +180,7 @@ impl Wakers {
         lock(&self.slots).wakers.len()
     }
 
-    /// Hold the lock across `fork()` (see [`fork`](crate::domain::fork)).
+    /// Hold the lock across `fork()` (see [`fork`](crate::docs::internal::domain::fork)).
     #[cfg(unix)]
     pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.slots);

@@ -1,25 +1,9 @@
-//! Grace periods: the reader scan both kinds share, and the completion event everybody waits on.
-//!
-//! A grace period of either kind is the same three steps (see [`reader`](crate::reader) for why
-//! they are enough): the heavy barrier, one increment of the reader epoch, and a scan of the
-//! registered reader records that waits until each is idle or has moved to the new epoch. The
-//! two engines differ only in who runs those steps and how requests are batched:
-//!
-//! * [`normal`]: one background thread per domain runs grace periods on demand, batching every
-//!   request that arrives before it starts, with the IPI-free heavy barrier.
-//! * [`expedited`]: the caller runs the grace period itself, with the IPI-ing heavy barrier;
-//!   concurrent callers piggyback on each other.
-//!
-//! Both end by bumping their sequence counter and firing the completion event (`event`), which wakes *everything* that
-//! waits for a grace period of either kind: `synchronize` callers, cookie waiters and the callback
-//! workers. Waking on either kind is what lets a callback or a `synchronize()` finish on whichever
-//! grace period ends first ([seed 004](crate::docs::seeds)'s three "notification gaps" closed by
-//! construction).
+#![doc = include_str!("README.md")]
 
 mod event;
-pub mod expedited;
-pub mod normal;
-pub mod read_side;
+pub(crate) mod expedited;
+pub(crate) mod normal;
+pub(crate) mod read_side;
 
 #[cfg(all(test, rcukit_loom))]
 mod loom;
@@ -67,7 +51,7 @@ pub(crate) enum Flavor {
 pub(crate) struct GpCore {
     pub(crate) read_side: ReadSideLine,
     pub(crate) registry: Arc<Registry>,
-    /// The phase and turn of owned sections (see [`owned`](crate::reader::owned)).
+    /// The phase and turn of owned sections (see [`owned`](crate::docs::internal::reader::owned)).
     pub(crate) owned: OwnedReaders,
     stall_timeout: Duration,
     stalls: std::sync::atomic::AtomicU64,
@@ -129,7 +113,7 @@ impl GpCore {
     }
 
     /// Wait until every reader that was in a critical section when this call started has left
-    /// it (G1-G3 in the [`reader`](crate::reader) docs).
+    /// it (G1-G3 in the [`reader`](crate::docs::internal::reader) docs).
     pub(crate) fn wait_for_readers(&self, kind: GpKind) {
         let mut stall = self.wait_for_guards(kind);
         self.wait_for_owned(kind, Drain::Both, &mut stall);
@@ -150,12 +134,13 @@ impl GpCore {
         stall
     }
 
-    /// G1-G3 and the owned sections as [`wait_for_readers`](Self::wait_for_readers) does for
-    /// an expedited grace period, but waiting for no reader longer than `patience` (spinning,
-    /// never yielding or sleeping, and not waiting for a lock): true if every reader that was in a critical section when this call
-    /// started has left it, false if one still had not within `patience`. A `false` leaves
-    /// nothing half done that matters: the epoch has moved on and the owned phase may have
-    /// flipped, as in any grace period, and the next grace period drains both owned phases.
+    /// G1-G3 and the owned sections as [`wait_for_readers`](Self::wait_for_readers) does for an
+    /// expedited grace period, but waiting for no reader longer than `patience` (spinning, never
+    /// yielding or sleeping, and not waiting for a lock): true if every reader that was in a
+    /// critical section when this call started has left it, false if one still had not within
+    /// `patience`. A `false` leaves nothing half done that matters: the epoch has moved on and the
+    /// owned phase may have flipped, as in any grace period, and the next grace period drains both
+    /// owned phases.
     pub(crate) fn try_wait_for_readers(&self, patience: Duration) -> bool {
         barrier::heavy(self.fence(), Heavy::Expedited);
         let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
@@ -179,8 +164,9 @@ impl GpCore {
         self.wait_for_guards(GpKind::Expedited);
     }
 
-    /// The owned-section part of a grace period (W1-W3 in the [`owned`](crate::reader::owned) docs),
-    /// after G1. `drain` is `Drain::Both` but in the loom model's busted variant.
+    /// The owned-section part of a grace period (W1-W3 in the
+    /// [`owned`](crate::docs::internal::reader::owned) docs), after G1. `drain` is `Drain::Both`
+    /// but in the loom model's busted variant.
     pub(crate) fn wait_for_owned(&self, kind: GpKind, drain: Drain, stall: &mut StallWatch) {
         let mut stalled = |open: u64| {
             if let Some(held) = stall.check() {

@@ -135,7 +135,7 @@
 //! [`update`](RcuHashMap::update) and [`retain`](RcuHashMap::retain) run the same way;
 //! `update`'s may run more than once when another writer changes the bucket in between (like
 //! `AtomicU64::fetch_update`). Removed and replaced entries are retired after the map's
-//! critical section ends, so their `Drop` runs where [retired objects run](crate::callbacks::invoke).
+//! critical section ends, so their `Drop` runs where [retired objects run](crate::docs::internal::callbacks::invoke).
 //!
 //! # `Send` and `Sync`
 //!

@@ -1,13 +1,4 @@
-//! A QSBR thread's side of the read protocol: its registration with a domain, and the stores
-//! that take it online, offline and through quiescent states (steps Q1-Q2, F1 and N1-N3 of
-//! the `qsbr` module's essay, which says why they are correct).
-//!
-//! A registered thread's record is written by quiescent states instead of read guards, and
-//! is registered for as long as the thread's handle lives. The thread also keeps its
-//! registrations in a thread-local table, so that a wait for a grace period can tell whether
-//! the waiting thread is online in that domain (it would wait for itself). After the table is
-//! gone (in a later thread-local destructor), the thread's registrations are found in the
-//! registry by owner.
+#![doc = include_str!("qsbr.md")]
 
 use super::{orphan_of_this_thread, ReaderRecord, Registry, ThreadInfo};
 use crate::sync::{fence, AtomicU64};

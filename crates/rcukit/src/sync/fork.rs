@@ -1,32 +1,4 @@
-//! What `fork()` changes, as every layer sees it: the fork generation, which thread owns a
-//! per-thread object and whether that thread still exists, and the `pthread_atfork` handlers
-//! that count forks and hold, across a fork, the locks the layers above hand them.
-//!
-//! This is the bottom half of rcukit's fork support. It knows nothing of domains: the top
-//! half (the domain's repair on first use after a fork, and the step of the prepare handler
-//! that walks every live domain) is the domain's, and the whole story is told there
-//! (`domain::fork`).
-//!
-//! # Who is alive
-//!
-//! Every per-thread object (reader record, producer list) records its owner: a per-thread
-//! token and the fork generation it was created in. In a process that has forked, the threads
-//! that exist are the one that made the latest fork and the ones created since; so an object
-//! is alive if it was created in the current generation or by the thread that forked last.
-//!
-//! # The handlers
-//!
-//! * The *prepare* handler (in the forking thread, before the fork) runs the steps that the
-//!   layers above registered, stage by stage: first the one-time set-up another thread may be
-//!   in the middle of (finished, as the child cannot), then the steps that take every short
-//!   internal lock, in one fixed order. It keeps what they took until the fork is over.
-//! * The *parent* handler releases it all.
-//! * The *child* handler counts the fork (the generation) and records the thread that
-//!   survived it, then releases it all. A handler runs in a fragile context, so everything
-//!   else waits for the child's first use of a domain.
-//!
-//! The handlers are installed once per process, by the first layer that needs them, and
-//! exist only where `fork()` does (Unix).
+#![doc = include_str!("fork.md")]
 
 use std::cell::Cell;
 use std::sync::atomic::AtomicU64;

@@ -1,26 +1,4 @@
-//! The one place that chooses between `std` and [loom] primitives.
-//!
-//! Everything the grace-period protocol is made of (the reader records, the sequence counters,
-//! the registry and the expedited mutex) imports its atomics, fences and locks from here.
-//! Under `RUSTFLAGS="--cfg rcukit_loom"` these become loom's model-checked versions, so the loom
-//! models (a `loom.rs` beside the code each one models) explore every interleaving of the real
-//! code rather than of a copy of it. The cfg is rcukit's own (as crossbeam uses `crossbeam_loom`): a program that
-//! loom-tests its *own* code with `--cfg loom` gets the ordinary rcukit.
-//!
-//! Background machinery that loom cannot model (the normal grace-period thread, callback
-//! workers, timed waits) uses `std` directly; the loom models drive the protocol through the
-//! caller-run paths instead.
-//!
-//! Outside loom, [`Mutex`] is `std::sync::Mutex`, as are the condition variables of the
-//! grace-period engines: their waiters sleep in the kernel's futex queues, which `fork()` does
-//! not copy. `parking_lot` keeps its waiters in a process-wide table in user space; in a forked
-//! child that table still lists the parent's threads, and a `notify_one` or a fair unlock can
-//! hand the wake-up or the lock to a thread that does not exist (see [`fork`]).
-//!
-//! [`fork`] holds the bottom half of rcukit's `fork()` support: fork generations, the owners
-//! of per-thread objects, and the handlers that hold locks across a fork.
-//!
-//! [loom]: https://docs.rs/loom
+#![doc = include_str!("README.md")]
 
 pub(crate) mod fork;
 
@@ -108,7 +86,7 @@ impl<T> Mutex<T> {
         }
     }
 
-    /// Hold this lock across `fork()` (see [`fork`]).
+    /// Hold this lock across `fork()` (see [`fork`](crate::docs::internal::sync::fork)).
     #[cfg(unix)]
     pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
         #[cfg(not(rcukit_loom))]
