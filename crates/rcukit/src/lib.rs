@@ -138,7 +138,7 @@ pub mod report;
 
 // The layers, lowest first: a module uses only modules of the layers above it in this list
 // (`scripts/check-layers.sh`; `docs::internal` tells the story).
-// Foundations.
+// Foundations (with the public `report`).
 mod error;
 mod sync;
 mod threads;
@@ -158,9 +158,9 @@ mod domain;
 // What a domain offers its users.
 mod qsbr;
 mod section;
-// Containers.
+// How a container names its domain.
 mod domain_ref;
-// (`map`, public, is a container too.)
+// Containers (with the public `map`).
 mod cell;
 mod list;
 
