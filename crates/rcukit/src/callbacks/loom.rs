@@ -15,7 +15,6 @@ use super::{CallbackConfig, Callbacks};
 use crate::barrier::FenceKind;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::{GpCore, GpEvent};
-use crate::reader::{ReaderRecord, ThreadInfo};
 use crate::seq::{GpCookie, SeqCounter};
 use crate::sync::AtomicUsize;
 use loom::thread;
@@ -129,14 +128,7 @@ fn spawn_reader(
     published: &Arc<AtomicUsize>,
     freed: &Arc<AtomicUsize>,
 ) -> JoinHandle<()> {
-    let record = Arc::new(ReaderRecord::new(
-        ThreadInfo {
-            name: "loom-reader".into(),
-            tid: 0,
-        },
-        Arc::downgrade(&fake.gp.core.registry),
-    ));
-    fake.gp.core.registry.register(record.clone());
+    let record = crate::reader::model_record(&fake.gp.core.registry, "loom-reader");
     let (fake, published, freed) = (fake.clone(), published.clone(), freed.clone());
     thread::spawn(move || {
         record.enter(&fake.gp.core.read_side.epoch, fake.gp.core.fence());

@@ -9,7 +9,7 @@
 use super::expedited::ExpeditedGp;
 use super::{GpCore, GpEvent};
 use crate::barrier::FenceKind;
-use crate::reader::{ReaderRecord, ThreadInfo};
+use crate::reader::ReaderRecord;
 use crate::sync::AtomicU64;
 use loom::thread;
 use std::sync::atomic::Ordering::Relaxed;
@@ -36,15 +36,7 @@ fn domain() -> Arc<Domain> {
 }
 
 fn reader_record(d: &Domain) -> Arc<ReaderRecord> {
-    let record = Arc::new(ReaderRecord::new(
-        ThreadInfo {
-            name: "loom-reader".into(),
-            tid: 0,
-        },
-        Arc::downgrade(&d.core.registry),
-    ));
-    d.core.registry.register(record.clone());
-    record
+    crate::reader::model_record(&d.core.registry, "loom-reader")
 }
 
 /// The litmus test of the grace-period guarantee: reader `r1 = x; r2 = y`, updater

@@ -5,7 +5,6 @@
 use super::percpu_rwlock::{Path, RawPerCpuRwLock};
 use super::recseq::RecSeq;
 use crate::barrier::FenceKind;
-use crate::reader::{ReaderRecord, ThreadInfo};
 use crate::sync::AtomicU64;
 use loom::thread;
 use std::sync::atomic::Ordering::Relaxed;
@@ -34,14 +33,7 @@ fn recseq_model(wait: bool) {
             FenceKind::SeqCst,
             Duration::from_secs(3600),
         ));
-        let record = Arc::new(ReaderRecord::new(
-            ThreadInfo {
-                name: "loom-reader".into(),
-                tid: 0,
-            },
-            Arc::downgrade(&r.registry),
-        ));
-        r.registry.register(record.clone());
+        let record = crate::reader::model_record(&r.registry, "loom-reader");
         let reader = {
             let r = r.clone();
             thread::spawn(move || {

@@ -375,3 +375,16 @@ pub(crate) unsafe fn release_orphan(record: *const ReaderRecord) {
         registry.unregister(record);
     }
 }
+
+/// A record named `name`, registered with `registry`, for the loom models (which drive its
+/// owner's side by hand).
+#[cfg(all(test, rcukit_loom))]
+pub(crate) fn model_record(registry: &Arc<Registry>, name: &str) -> Arc<ReaderRecord> {
+    let thread = ThreadInfo {
+        name: name.into(),
+        tid: 0,
+    };
+    let record = Arc::new(ReaderRecord::new(thread, Arc::downgrade(registry)));
+    registry.register(record.clone());
+    record
+}

@@ -4,7 +4,7 @@
 //! run (their atomics and locks come from `sync`).
 
 use super::{Drain, OwnedReaders, Side};
-use crate::reader::{ReaderRecord, Registry, ThreadInfo};
+use crate::reader::{ReaderRecord, Registry};
 use crate::sync::{fence, AtomicU64};
 use loom::thread;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -24,15 +24,7 @@ fn core() -> Arc<Core> {
 }
 
 fn record(core: &Core, name: &str) -> Arc<ReaderRecord> {
-    let record = Arc::new(ReaderRecord::new(
-        ThreadInfo {
-            name: name.into(),
-            tid: 0,
-        },
-        Arc::downgrade(&core.registry),
-    ));
-    core.registry.register(record.clone());
-    record
+    crate::reader::model_record(&core.registry, name)
 }
 
 /// One owned-section wait of a grace period: its heavy barrier (a full fence in `SeqCst`
