@@ -92,7 +92,7 @@
 //! * **`fork()`**: a child's domains work on their first use; reader records of threads that
 //!   did not survive the fork are dropped, the domains' threads are restarted, and callbacks
 //!   queued before the fork are abandoned in the child (they run in the parent;
-//!   `callbacks_abandoned` counts them). Details and limits in `rcukit::fork`.
+//!   `callbacks_abandoned` counts them). Details and limits in `rcukit::docs::internal::domain::fork`.
 //! * **Callbacks** run on the domain's worker threads and may call back into the API (queue
 //!   more callbacks, read, wait for a grace period); `rcukit_barrier` of their own domain aborts
 //!   (it would wait for itself). A callback must not unwind or `longjmp` out of its call.

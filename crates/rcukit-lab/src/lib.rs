@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 #![warn(clippy::too_many_lines)]
 
+pub mod args;
 #[cfg(feature = "c-peers")]
 pub mod c_peers;
 pub mod cli;

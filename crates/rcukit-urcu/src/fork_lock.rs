@@ -2,7 +2,7 @@
 //!
 //! `fork()` copies memory but only the calling thread: a mutex that another thread held at
 //! that moment stays locked forever in the child. rcukit solves this for its own locks (see
-//! `rcukit::fork`); this module does the same for the few locks of the liburcu layer (the
+//! `rcukit::docs::internal::domain::fork`); this module does the same for the few locks of the liburcu layer (the
 //! polling table, the `call_rcu_data` table, the rculfhash fork hooks). Every `ForkLock`
 //! registers itself on first use; a `pthread_atfork` *prepare* handler takes them all, in
 //! registration order, and the *parent* and *child* handlers release them.

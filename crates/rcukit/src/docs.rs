@@ -10,13 +10,17 @@
 //!   each one measured, and where rcukit answers it.
 //! * [`performance`]: what a read, a grace period of each kind, a `retire` and the alternatives
 //!   cost, with the measured figures and where they come from.
+//! * [`internal`]: how rcukit works inside: every internal module's essay on why its algorithm
+//!   is correct, in the order of the layers the modules form.
 //! * [`limitations`]: what rcukit does not do, or does only under conditions: `fork()`,
 //!   platforms without `membarrier`, QSBR on a busy machine, user code on the retiring thread,
 //!   and the checks that need a nightly toolchain.
 //!
 //! A newcomer to the code reads the crate documentation first (the model and the guarantees),
-//! then these pages, then the modules in the order the crate documentation's *Architecture*
-//! paragraph lists them: each starts with an essay on why its algorithm is correct.
+//! then these pages, and the modules' essays last, in the order [`internal`] gives them: from
+//! the bottom layer up.
+
+pub mod internal;
 
 pub mod choosing {
     //! Choosing: which type for which job, and what the measurements say about each choice.
@@ -297,11 +301,12 @@ pub mod seeds {
     //! average `synchronize_rcu()` latency of 8.1 ms instead of 12.0 ms with two threads
     //! running expedited grace periods beside 16 writers.
     //!
-    //! In rcukit this is the default design, not a retrofit: a [`GpCookie`] holds both
-    //! targets and expires when either is reached ([`seq`](crate::seq)); both grace-period
-    //! engines wake every waiter of either kind when they finish ([`gp`](crate::gp)), so none
-    //! of the three gaps can exist; and [`RcuBuilder::expedited_callbacks`]`(false)` restores
-    //! the old behaviour on the same build, so the lab and the benches can compare the two.
+    //! In rcukit this is the default design, not a retrofit: a [`GpCookie`] holds both targets and
+    //! expires when either is reached ([`seq`](crate::docs::internal::seq)); both grace-period
+    //! engines wake every waiter of either kind when they finish
+    //! ([`gp`](crate::docs::internal::gp)), so none of the three gaps can exist; and
+    //! [`RcuBuilder::expedited_callbacks`]`(false)` restores the old behaviour on the same build,
+    //! so the lab and the benches can compare the two.
     //!
     //! [`RecSeq`]: crate::RecSeq
     //! [`RcuCell`]: crate::RcuCell
@@ -347,12 +352,12 @@ pub mod performance {
     //!
     //! A thread finds its record through a one-entry cache (the domain it read last, in a
     //! thread-local without destructor): reading one domain is one compare. A thread that reads
-    //! several domains in turn finds each record in a 256-slot direct-mapped cache, and past
-    //! that with a hash probe, the same at any number of domains ([`per_thread`](crate::per_thread)).
-    //! The `Rcu` handle points at the domain's read-side line (epoch, fence, key), and those
-    //! lines are packed 32 to a page ([`gp::read_side`](crate::gp::read_side)), so a hundred
-    //! domains' lines take four pages. The first read of a thread in a domain allocates and
-    //! registers the record, once.
+    //! several domains in turn finds each record in a 256-slot direct-mapped cache, and past that
+    //! with a hash probe, the same at any number of domains
+    //! ([`per_thread`](crate::docs::internal::per_thread)). The `Rcu` handle points at the domain's
+    //! read-side line (epoch, fence, key), and those lines are packed 32 to a page
+    //! ([`gp::read_side`](crate::docs::internal::gp::read_side)), so a hundred domains' lines take
+    //! four pages. The first read of a thread in a domain allocates and registers the record, once.
     //!
     //! In the lab's `peers` (7 interleaved rounds, median; 2026-11-25, seventh session), a
     //! section of `Rcu::global().read()` with the lookup of the global domain in the loop cost
@@ -413,15 +418,16 @@ pub mod performance {
     //!
     //! # `retire` and `call`
     //!
-    //! [`Rcu::retire`] never blocks. By default the retiring thread keeps its objects in a
-    //! list of its own, stamps them in blocks of up to 256 (64 KiB, or whatever it retired
-    //! within 1 ms), tries an expedited grace period itself every 2,048 objects or 256 KiB
-    //! (giving up at once if a reader is in the way: the helper thread finishes it), and drops
-    //! objects whose grace period has ended two at a time, so that memory is reused while it
-    //! is warm; past the backlog threshold (10,000 callbacks by default) it asks the domain's
-    //! helper thread for an expedited grace period. [`Rcu::call`] closures go to a worker
-    //! thread. Values that own memory of their own say how much ([`Rcu::retire_sized`](crate::Rcu::retire_sized),
-    //! [`RcuCell::retired_size`](crate::RcuCell::retired_size)), or thousands of them wait before the thresholds see them.
+    //! [`Rcu::retire`] never blocks. By default the retiring thread keeps its objects in a list of
+    //! its own, stamps them in blocks of up to 256 (64 KiB, or whatever it retired within 1 ms),
+    //! tries an expedited grace period itself every 2,048 objects or 256 KiB (giving up at once if
+    //! a reader is in the way: the helper thread finishes it), and drops objects whose grace period
+    //! has ended two at a time, so that memory is reused while it is warm; past the backlog
+    //! threshold (10,000 callbacks by default) it asks the domain's helper thread for an expedited
+    //! grace period. [`Rcu::call`] closures go to a worker thread. Values that own memory of their
+    //! own say how much ([`Rcu::retire_sized`](crate::Rcu::retire_sized),
+    //! [`RcuCell::retired_size`](crate::RcuCell::retired_size)), or thousands of them wait before
+    //! the thresholds see them.
     //!
     //! One thread retiring 56-byte objects, end to end (first allocation to last drop), in the
     //! lab's `peers` (two runs of 7 rounds, glibc malloc): 44.44 and 47.84 M objects/s, against
@@ -429,11 +435,12 @@ pub mod performance {
     //! 28.80 in the same runs. The `callbacks` bench (16-byte objects): 39.14 M objects/s,
     //! crossbeam-epoch 23.84 M (pin per operation).
     //!
-    //! The retired-but-not-yet-dropped backlog stayed far below one normal grace period's worth
-    //! of objects: 0.10 of it for a steady stream of 2 M objects/s, 0.01 for a flood. An `RcuCell` update that retires the old value
-    //! ([`Reclaim::Deferred`]) cost the writer 74 ns (`cell` bench).
+    //! The retired-but-not-yet-dropped backlog stayed far below one normal grace period's worth of
+    //! objects: 0.10 of it for a steady stream of 2 M objects/s, 0.01 for a flood. An `RcuCell`
+    //! update that retires the old value ([`Reclaim::Deferred`]) cost the writer 74 ns (`cell`
+    //! bench).
     //!
-    //! Releasing callbacks on expedited grace periods (seed 004, see [`seeds`](super::seeds))
+    //! Releasing callbacks on expedited grace periods (seed 004, see `seeds`)
     //! matters most when other threads run expedited grace periods anyway: with one every
     //! millisecond and 1 KiB objects retired at a steady rate, the mean of pending bytes was
     //! 19.5 times lower with [`RcuBuilder::expedited_callbacks`] on than off (the
@@ -479,8 +486,8 @@ pub mod limitations {
     //!
     //! # `fork()`
     //!
-    //! A child's domains repair themselves on first use ([`fork`](crate::fork) explains how),
-    //! with these limits:
+    //! A child's domains repair themselves on first use
+    //! ([`fork`](crate::docs::internal::domain::fork) explains how), with these limits:
     //!
     //! * Callbacks queued before the fork are abandoned in the child: they run in the parent,
     //!   and running them in the child as well would run each closure twice. Their memory
@@ -493,12 +500,12 @@ pub mod limitations {
     //!   the fork could drop (one on that thread's stack) keeps the child's grace periods of
     //!   its domain waiting forever, which the stall report shows; unlike a `Guard`, an owned
     //!   guard is not tied to a thread, so the child cannot tell such a copy from one it holds.
-    //! * **Threads the program starts in the child.** The standard library's thread start and
-    //!   exit take a process-wide lock of its own (the stack-overflow bookkeeping); a fork
-    //!   while any thread of the parent held it leaves it locked in the child, where every
-    //!   `std::thread::spawn` then waits forever. rcukit's own threads do not use that path
-    //!   (see [`threads`](crate::threads): the child's repair and the domains it builds work
-    //!   whatever other threads were doing), but threads *the program* starts in the child
+    //! * **Threads the program starts in the child.** The standard library's thread start and exit
+    //!   take a process-wide lock of its own (the stack-overflow bookkeeping); a fork while any
+    //!   thread of the parent held it leaves it locked in the child, where every
+    //!   `std::thread::spawn` then waits forever. rcukit's own threads do not use that path (see
+    //!   [`threads`](crate::docs::internal::threads): the child's repair and the domains it builds
+    //!   work whatever other threads were doing), but threads *the program* starts in the child
     //!   with `std::thread` still hang if the parent forked while another of its threads was
     //!   starting or exiting. A child that needs threads of its own should be forked when the
     //!   parent's threads are quiet, or should `exec` (or use `posix_spawn`) instead.
@@ -531,7 +538,7 @@ pub mod limitations {
     //! * A [`Qsbr`] reader is inside a critical section whenever it is online, so a preempted
     //!   online thread holds every grace period until the scheduler runs it again (3.3 ms in
     //!   the `alternatives` bench with more busy threads than CPUs; see
-    //!   [`performance`](super::performance)). QSBR suits threads that own a CPU and go offline
+    //!   `performance`). QSBR suits threads that own a CPU and go offline
     //!   around anything that blocks; with more runnable threads than CPUs, use [`Rcu`].
     //! * A `RecSeq` writer always blocks: it has no `call` or `retire`.
     //! * An [`OwnedGuard`] is not tied to a thread, so waiting for a grace period while holding
@@ -543,18 +550,18 @@ pub mod limitations {
     //! * Polling a grace-period future inside a [`Guard`] of the same domain panics, like
     //!   `synchronize()`; so does awaiting `barrier_async()` on one of the domain's callback
     //!   workers (a runtime blocked inside a callback).
-    //! * An owned guard of a domain other than the global one takes no reference count (the
-    //!   state of a dropped handle is *parked* until its last owned guard closes, see
-    //!   [`owned`](crate::owned)), but closing one after its handle was dropped runs a grace
-    //!   period's scan in the closing thread.
-    //! * Dropping a handle while owned guards of its domain are open returns at once: the
-    //!   pending callbacks run, and the domain's threads stop, once the last of them closes, on
-    //!   a finisher thread (see [`domain`](crate::domain)'s lifetime). Call `barrier()` before
+    //! * An owned guard of a domain other than the global one takes no reference count (the state
+    //!   of a dropped handle is *parked* until its last owned guard closes, see
+    //!   [`owned`](crate::docs::internal::domain::owned)), but closing one after its handle was
+    //!   dropped runs a grace period's scan in the closing thread.
+    //! * Dropping a handle while owned guards of its domain are open returns at once: the pending
+    //!   callbacks run, and the domain's threads stop, once the last of them closes, on a finisher
+    //!   thread (see [`domain`](crate::docs::internal::domain)'s lifetime). Call `barrier()` before
     //!   the drop (not while holding an owned guard) when their effects must be done by then.
     //! * rcukit's threads are started with `pthread_create` on Unix (see
-    //!   [`threads`](crate::threads)): `std::thread::current().name()` is `None` on them (the
-    //!   kernel knows their names: `ps -L`, debuggers and rcukit's stall reports show them),
-    //!   and a stack overflow there is reported as a plain segmentation fault.
+    //!   [`threads`](crate::docs::internal::threads)): `std::thread::current().name()` is `None` on
+    //!   them (the kernel knows their names: `ps -L`, debuggers and rcukit's stall reports show
+    //!   them), and a stack overflow there is reported as a plain segmentation fault.
     //!
     //! # Where user code runs
     //!
@@ -587,15 +594,15 @@ pub mod limitations {
     //!
     //! # Memory kept per domain and per thread
     //!
-    //! * A domain's read side (its epoch, fence kind and key: 128 bytes) lives on pages shared
-    //!   by all domains ([`gp::read_side`](crate::gp::read_side)); a dropped domain's line is
-    //!   reused by the next domain built, and the pages are never returned to the allocator.
-    //!   A program that once had a million domains alive keeps 128 MB for them.
-    //! * Every thread of the process carries a 4 KiB direct-mapped cache of its reader
-    //!   records (256 slots; see [`per_thread`](crate::per_thread)) in static thread-local
-    //!   storage, whether it reads or not (a cache made on a thread's first read, behind a
-    //!   pointer, cost a thread reading ten to a hundred domains in turn about 10% more per
-    //!   section). Each reader record is 256 bytes with its `Arc`.
+    //! * A domain's read side (its epoch, fence kind and key: 128 bytes) lives on pages shared by
+    //!   all domains ([`gp::read_side`](crate::docs::internal::gp::read_side)); a dropped domain's
+    //!   line is reused by the next domain built, and the pages are never returned to the
+    //!   allocator. A program that once had a million domains alive keeps 128 MB for them.
+    //! * Every thread of the process carries a 4 KiB direct-mapped cache of its reader records (256
+    //!   slots; see [`per_thread`](crate::docs::internal::per_thread)) in static thread-local
+    //!   storage, whether it reads or not (a cache made on a thread's first read, behind a pointer,
+    //!   cost a thread reading ten to a hundred domains in turn about 10% more per section). Each
+    //!   reader record is 256 bytes with its `Arc`.
     //!
     //! # Checks that need more than stable Rust
     //!

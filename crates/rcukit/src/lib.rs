@@ -133,7 +133,8 @@
 //!   threads run anyway release memory early. Closures run on worker threads; retired objects are
 //!   dropped by default by the retiring thread in a later `retire` (never under an rcukit lock,
 //!   never inside a read-side critical section of the domain), or on workers with
-//!   [`RcuBuilder::retire_on_producers`]`(false)`: see [where user code runs](callbacks::invoke).
+//!   [`RcuBuilder::retire_on_producers`]`(false)`: see
+//!   [where user code runs](docs::internal::callbacks::invoke).
 //! * **Owned readers** ([`Rcu::read_owned`] → [`OwnedGuard`]) are the kernel's SRCU: a read
 //!   section that is `Send + Sync + 'static`, may be held across `.await`, sleep, and end on
 //!   another thread. Containers accept either guard ([`ReadSection`]).
@@ -168,21 +169,20 @@
 //!   [`RcuBuilder::on_report`] sends [`Report`]s) and counted in [`Stats`].
 //! * **Hostile use is survived:** a panicking callback or `Drop` (even one whose panic payload
 //!   panics again) is caught and reported, and no library thread dies of it; a closed stderr
-//!   stops nothing; a [`fork`]ed child's domains work (callbacks queued before the fork are
-//!   abandoned in the child, which counts them).
+//!   stops nothing; a [`fork`](docs::internal::domain::fork)ed child's domains work (callbacks
+//!   queued before the fork are abandoned in the child, which counts them).
 //!
 //! ## Architecture
 //!
-//! One module per concept, each with an essay on why it is correct:
-//! [`seq`] (sequence numbers and cookies), [`barrier`] (the light/heavy barrier pair),
-//! [`reader`] (records, registry, guard), [`per_thread`] (a thread's state per domain, found in
-//! O(1)), [`owned`] (owned sections, SRCU), [`section`] (what containers accept as a read
-//! section), [`gp`] (the scan, [`gp::normal`], [`gp::expedited`], [`gp::read_side`]), [`waiting`] (futures for
-//! grace periods and barriers), [`callbacks`] (segmented lists and workers; read
-//! [`callbacks::port`] first), [`domain`] (the domain),
-//! [`cell`], [`list`] and [`map`] (RCU-protected data; [`domain_ref`] ties them to a
-//! domain), [`qsbr`] and [`locks`] (the alternatives: [`Qsbr`], [`RecSeq`], [`PerCpuRwLock`]),
-//! [`fork`] (what a forked child inherits) and [`report`] (stall and panic reports).
+//! The modules are private and come in layers, each using only the layers below it: the
+//! foundations (`sync`, `threads`, with the public [`report`]); the primitives (the barrier
+//! pair, sequence numbers and cookies, per-thread state); the read side (reader records and
+//! the registry grace periods scan); grace periods; deferred work (callbacks, which see their
+//! domain only through a port) beside the lock alternatives; the domain ([`Rcu`], its guards,
+//! futures, fork repair); the read sections containers accept, and [`Qsbr`]; the containers
+//! ([`RcuCell`], [`RcuList`], and [`RcuHashMap`], whose guide is the public [`map`] module).
+//! Every module opens with an essay on why its algorithm is correct, and
+//! [`docs::internal`] gathers them in that order.
 //!
 //! [`docs`] holds no code: what the seeds behind rcukit are ([`docs::seeds`]; module docs cite
 //! them as "seed 000" to "seed 004"), the performance model with measured figures
@@ -191,38 +191,51 @@
 #![warn(missing_docs)]
 // docs.rs builds with `--cfg docsrs` (see Cargo.toml): items behind a feature say so.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// Under loom the thread-local fast paths are compiled out (see `callbacks::push`).
+// An essay renders in two places, its module and `docs::internal`, whose scopes differ: a link
+// one of them could write shorter stays explicit for the other.
+#![allow(rustdoc::redundant_explicit_links)]
+// Under loom the thread-local fast paths are compiled out (see `callbacks::producer`).
 #![cfg_attr(rcukit_loom, allow(dead_code))]
 
-pub mod barrier;
-pub mod callbacks;
-pub mod cell;
+// Public modules: documentation, the hash map's guide, reports. Everything else is reached
+// through the re-exports below.
 pub mod docs;
-pub mod domain;
-pub mod domain_ref;
-mod error;
-pub mod fork;
-pub mod gp;
-pub mod list;
-pub mod locks;
 pub mod map;
-pub mod owned;
-pub mod per_thread;
-pub mod qsbr;
-pub mod reader;
 pub mod report;
-pub mod section;
-pub mod seq;
-mod sync;
-pub mod threads;
-pub mod waiting;
 
-#[cfg(all(test, rcukit_loom))]
-mod loom_models;
+// The layers, lowest first: a module uses only modules of the layers above it in this list
+// (`scripts/check-layers.sh`; `docs::internal` tells the story).
+// Foundations (with the public `report`).
+mod error;
+mod sync;
+mod threads;
+// Primitives.
+mod barrier;
+mod per_thread;
+mod seq;
+// The read side.
+mod reader;
+// Grace periods.
+mod gp;
+// Deferred work, and the lock alternatives.
+mod callbacks;
+mod locks;
+// The domain.
+mod domain;
+// What a domain offers its users.
+mod qsbr;
+mod section;
+// How a container names its domain.
+mod domain_ref;
+// Containers (with the public `map`).
+mod cell;
+mod list;
 
 pub use barrier::FenceKind;
 pub use cell::{OwnedSnapshot, RcuCell, RcuRef, Reclaim, Snapshot, Unpublished};
-pub use domain::{Rcu, RcuBuilder, Stats};
+pub use domain::OwnedGuard;
+pub use domain::{BarrierFuture, GpFuture};
+pub use domain::{Guard, NotSendUseReadOwned, Rcu, RcuBuilder, Stats};
 pub use domain_ref::DomainRef;
 pub use error::Error;
 pub use list::{Iter as ListIter, RcuList};
@@ -231,13 +244,10 @@ pub use locks::percpu_rwlock::RawPerCpuRwLock;
 pub use locks::percpu_rwlock::{PerCpuRwLock, PerCpuRwLockReadGuard, PerCpuRwLockWriteGuard};
 pub use locks::recseq::{RecSeq, RecSeqBuilder, RecSeqGuard};
 pub use map::{MapBuilder, RcuHashMap};
-pub use owned::OwnedGuard;
 pub use qsbr::{Qsbr, QsbrBuilder, QsbrThread};
-pub use reader::Guard;
 pub use report::Report;
 pub use section::ReadSection;
 pub use seq::GpCookie;
-pub use waiting::{BarrierFuture, GpFuture};
 
 /// The crate README's Rust examples (the crates.io page), compiled and run as doctests; the
 /// workspace README's are run by `rcukit-lab`.

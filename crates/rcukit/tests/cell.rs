@@ -414,7 +414,7 @@ fn snapshots_keep_their_value_alive_without_a_guard() {
 }
 
 fn snapshots_keep_values_alive(rcu: &Rcu) {
-    use rcukit::cell::Snapshot;
+    use rcukit::Snapshot;
     use std::sync::mpsc;
     let counts = Counts::leak();
     let cell = RcuCell::with_domain(Tracked::new(0, counts), rcu);

@@ -49,28 +49,10 @@ pub use kit::{measure_each, outcome, run_default, run_with, Envelope, Experiment
 
 use crate::env::available_cores;
 use crate::progress::Progress;
+pub use crate::report::Outcome;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::time::Duration;
-
-/// What an experiment hands to the report writer.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// File stem (`netfilter` → `netfilter.json`, `.md`, `.svg`).
-    pub name: &'static str,
-    /// Section title.
-    pub title: String,
-    /// The seeds it reproduces, e.g. `000, 002` (empty for the peers comparison).
-    pub seeds: String,
-    /// The full result (environment, config, figures).
-    pub json: serde_json::Value,
-    /// Markdown: the seed's figures beside ours, our tables, notes.
-    pub markdown: String,
-    /// The plot, if any.
-    pub svg: Option<String>,
-    /// One-line headline figures for the summary.
-    pub headlines: Vec<String>,
-}
 
 /// A scheme the experiment knows about but this build cannot run yet.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]

@@ -177,7 +177,7 @@
 //! retrying). Removed and replaced entries are
 //! retired (by a guard-taking writer at once, by a [`MapRef`] when it drops, by the bulk
 //! writers after their critical section ends), so their `Drop` runs where
-//! [retired objects run](crate::callbacks::invoke); a retired entry drops its key and its value
+//! [retired objects run](crate::docs::internal::callbacks::invoke); a retired entry drops its key and its value
 //! apart, so that a panic in one still drops the other.
 //!
 //! # `Send` and `Sync`

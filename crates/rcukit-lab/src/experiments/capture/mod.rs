@@ -150,10 +150,10 @@ pub struct Args {
     #[arg(long)]
     pub filter_len: Option<usize>,
     /// How often tcpdump attaches or detaches, e.g. 1ms [default: 1ms]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub interval: Option<Duration>,
     /// Measuring time of each (scheme, rate) point [default: 400ms quick, 1500ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub point: Option<Duration>,
     /// Rounds the points are split over, interleaving the schemes [default: 4 quick, 8 full]
     #[arg(long)]

@@ -67,6 +67,7 @@
 
 mod clock;
 mod flow;
+mod point;
 mod render;
 mod run;
 mod schemes;
@@ -188,7 +189,7 @@ pub struct Args {
     #[arg(long)]
     pub churn_rate: Option<u64>,
     /// Measuring time per (map, thread count) and round [default: 150ms quick, 400ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub point: Option<Duration>,
     /// Rounds, the maps interleaved in each [default: 2 quick, 6 full]
     #[arg(long)]

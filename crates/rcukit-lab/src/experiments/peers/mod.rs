@@ -141,10 +141,10 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub read_threads: Vec<usize>,
     /// Measuring time per read-side point and round [default: 30ms quick, 200ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub read_time: Option<Duration>,
     /// Measuring time per grace-period peer and round [default: 80ms quick, 400ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub gp_time: Option<Duration>,
     /// Objects queued per retire-throughput peer and round [default: 200000 quick, 1000000 full]
     #[arg(long)]

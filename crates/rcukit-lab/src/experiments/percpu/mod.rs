@@ -100,7 +100,7 @@ pub struct Args {
     #[arg(long)]
     pub work: Option<usize>,
     /// Measuring time per (scheme, thread count) [default: 250ms quick, 1s full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub point: Option<Duration>,
 }
 
