@@ -26,58 +26,17 @@ while [ $# -gt 0 ]; do
 done
 [ ${#dirs[@]} -gt 0 ] || dirs=(.)
 
+export RCUKIT_SCRIPTS="$(cd "$(dirname "$0")" && pwd)"
 exec python3 - "$fn_lines" "$file_lines" "${#excludes[@]}" "${excludes[@]}" "${dirs[@]}" <<'PY'
 import fnmatch, os, re, sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.environ['RCUKIT_SCRIPTS'])
+from rust_source import code_only
 
 fn_max, file_max, n_ex = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 excludes = sys.argv[4:4 + n_ex]
 dirs = sys.argv[4 + n_ex:]
 FN = re.compile(r'^\s*(pub(\([^)]*\))?\s+)?((const|async|unsafe|extern(\s+"[^"]*")?)\s+)*fn\s+(?P<name>\w+)')
-
-
-def code_only(text):
-    """The text with comments and string/char literals blanked, newlines kept."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith('//', i):
-            j = text.find('\n', i)
-            i = n if j < 0 else j
-        elif text.startswith('/*', i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if text.startswith('/*', i):
-                    depth, i = depth + 1, i + 2
-                elif text.startswith('*/', i):
-                    depth, i = depth - 1, i + 2
-                else:
-                    out.append('\n' if text[i] == '\n' else ' ')
-                    i += 1
-        elif re.match(r'b?r(#*)"', text[i:i + 8]) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == '_')):
-            m = re.match(r'b?r(#*)"', text[i:])
-            close = '"' + m.group(1)
-            j = text.find(close, i + m.end())
-            j = n if j < 0 else j + len(close)
-            out.append(re.sub(r'[^\n]', ' ', text[i:j]))
-            i = j
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == '\\' else 1
-            out.append(re.sub(r'[^\n]', ' ', text[i:j + 1]))
-            i = j + 1
-        elif c == "'":
-            m = re.match(r"'(\\.[^']*|[^\\'])'", text[i:])
-            if m:
-                out.append(' ' * m.end())
-                i += m.end()
-            else:
-                out.append(c)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return ''.join(out)
 
 
 def long_fns(path):

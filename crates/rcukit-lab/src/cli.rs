@@ -5,6 +5,7 @@
 //! (syntax) and by the experiment's `Config::validate` (meaning); either way a bad value ends
 //! the program with a message and a non-zero exit status, never a panic.
 
+use crate::args::parse_threads;
 use crate::env::Environment;
 use crate::experiments::{
     self, callbacks, capture, conntrack, netfilter, netns, peers, percpu, Common, Experiment,
@@ -16,7 +17,7 @@ use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Print a line on stdout. A closed stdout (`rcukit-lab reproduce | head`) is not an error:
 /// the run goes on and still writes its files; only the printing stops.
@@ -138,27 +139,6 @@ enum Command {
     /// rcutorture's method on rcukit: last line SUCCESS or FAILURE, exit status 1 on failure
     /// (the same as the `rcukit-torture` binary)
     Torture(rcukit_torture::TortureArgs),
-}
-
-/// Parse a thread count (at least 1).
-pub fn parse_threads(s: &str) -> std::result::Result<usize, String> {
-    let n: usize = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a thread count (a whole number such as 2)"))?;
-    if n == 0 {
-        return Err("a thread count must be at least 1".into());
-    }
-    if n > 1024 {
-        return Err(format!("{n} threads is more than the 1024 the lab allows"));
-    }
-    Ok(n)
-}
-
-/// Parse a duration such as `500ms`, `2s` or `1m`.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("'{s}' is not a duration ({e}); use e.g. 500ms, 2s or 1m"))
 }
 
 /// Parse the command line from the process arguments and run it.

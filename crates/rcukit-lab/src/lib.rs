@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 #![warn(clippy::too_many_lines)]
 
+pub mod args;
 #[cfg(feature = "c-peers")]
 pub mod c_peers;
 pub mod cli;
@@ -35,3 +36,9 @@ pub mod measure;
 pub mod plot;
 pub mod progress;
 pub mod report;
+
+/// The workspace README's Rust examples, compiled and run as doctests (the crate README's, the
+/// crates.io page, are run by `rcukit` itself).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadmeDoctests;

@@ -7,6 +7,7 @@
 //! linear axis labelled with the original values, which keeps one code path for both.
 
 use anyhow::{anyhow, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -188,14 +189,23 @@ fn padded_range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64
     )
 }
 
-fn lines(
-    area: &DrawingArea<SVGBackend<'_>, Shift>,
-    title: &str,
-    x: &Axis,
-    y: &Axis,
-    series: &[Series],
-) -> Result<()> {
-    let mapped: Vec<Vec<(f64, f64)>> = series
+/// A chart on the SVG backend, with `f64` coordinates on both axes.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The legend, in the upper right corner.
+fn draw_legend<'a>(chart: &mut Chart<'a, 'a>) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| anyhow!("plot: {e}"))
+}
+
+/// Each series' points on the axes' scales (points an axis cannot show are left out).
+fn map_points(series: &[Series], x: &Axis, y: &Axis) -> Vec<Vec<(f64, f64)>> {
+    series
         .iter()
         .map(|s| {
             s.points
@@ -203,7 +213,17 @@ fn lines(
                 .filter_map(|&(px, py)| Some((x.map(px)?, y.map(py)?)))
                 .collect()
         })
-        .collect();
+        .collect()
+}
+
+fn lines(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    title: &str,
+    x: &Axis,
+    y: &Axis,
+    series: &[Series],
+) -> Result<()> {
+    let mapped = map_points(series, x, y);
     let xr = padded_range(mapped.iter().flatten().map(|p| p.0), false);
     let yr = padded_range(mapped.iter().flatten().map(|p| p.1), !y.log);
     let mut chart = ChartBuilder::on(area)
@@ -242,14 +262,7 @@ fn lines(
                 .map_err(|e| anyhow!("plot: {e}"))?;
         }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| anyhow!("plot: {e}"))?;
-    Ok(())
+    draw_legend(&mut chart)
 }
 
 fn bars(
@@ -272,33 +285,16 @@ fn bars(
     }
     // Bars start at the left edge of the value axis (zero on a linear axis).
     let base = if value.log { vr.0 } else { 0.0 };
-    let label_width = categories
-        .iter()
-        .map(|c| c.chars().count())
-        .max()
-        .unwrap_or(4) as u32
-        * 8
-        + 20;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(45)
-        .y_label_area_size(label_width.min(360))
+        .y_label_area_size(label_width(categories))
         .build_cartesian_2d(vr.0..vr.1, -0.5..(n as f64 - 0.5))
         .map_err(|e| anyhow!("plot: {e}"))?;
     let vs = vr.1 - vr.0;
     let fx = |v: &f64| value.label_of(*v, vs);
-    // Row i (top to bottom) sits at y = n - 1 - i.
-    let fy = |v: &f64| {
-        let r = v.round();
-        if (v - r).abs() > 0.01 || r < 0.0 || r >= n as f64 {
-            return String::new();
-        }
-        categories
-            .get(n - 1 - r as usize)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let fy = |v: &f64| category_at(categories, *v);
     chart
         .configure_mesh()
         .x_desc(value.label.as_str())
@@ -310,38 +306,59 @@ fn bars(
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(|e| anyhow!("plot: {e}"))?;
-    let band = 0.8 / k as f64;
     for (j, ((name, _), vals)) in series.iter().zip(&mapped).enumerate() {
         let c = color(j);
-        let rects: Vec<_> = vals
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| {
-                let v = (*v)?;
-                let y_center = (n - 1 - i) as f64;
-                let top = y_center + 0.4 - j as f64 * band;
-                Some(Rectangle::new(
-                    [(base, top), (v, top - band * 0.9)],
-                    c.filled(),
-                ))
-            })
-            .collect();
         chart
-            .draw_series(rects)
+            .draw_series(bar_rects(vals, j, k, base, c))
             .map_err(|e| anyhow!("plot: {e}"))?
             .label(name.as_str())
             .legend(move |(lx, ly)| Rectangle::new([(lx, ly - 5), (lx + 15, ly + 5)], c.filled()));
     }
     if k > 1 {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|e| anyhow!("plot: {e}"))?;
+        draw_legend(&mut chart)?;
     }
     Ok(())
+}
+
+/// The label of the row at `y` (row i from the top sits at y = n - 1 - i); none between rows.
+fn category_at(categories: &[String], y: f64) -> String {
+    let (n, r) = (categories.len(), y.round());
+    if (y - r).abs() > 0.01 || r < 0.0 || r >= n as f64 {
+        return String::new();
+    }
+    categories
+        .get(n - 1 - r as usize)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Room for the category labels left of the bars, in pixels.
+fn label_width(categories: &[String]) -> u32 {
+    let longest = categories.iter().map(|c| c.chars().count()).max();
+    (longest.unwrap_or(4) as u32 * 8 + 20).min(360)
+}
+
+/// The bars of series `j` of `k`: one per category (row `i` from the top at y = n - 1 - i),
+/// from `base` to the value, in a band of the row of its own.
+fn bar_rects(
+    vals: &[Option<f64>],
+    j: usize,
+    k: usize,
+    base: f64,
+    c: RGBColor,
+) -> Vec<Rectangle<(f64, f64)>> {
+    let (n, band) = (vals.len(), 0.8 / k as f64);
+    vals.iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let v = (*v)?;
+            let top = (n - 1 - i) as f64 + 0.4 - j as f64 * band;
+            Some(Rectangle::new(
+                [(base, top), (v, top - band * 0.9)],
+                c.filled(),
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

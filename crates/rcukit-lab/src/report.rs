@@ -1,7 +1,6 @@
 //! Markdown tables, the per-experiment output files and `REPORT.md`.
 
 use crate::env::Environment;
-use crate::experiments::Outcome;
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::fs;
@@ -76,6 +75,25 @@ impl Table {
         }
         out
     }
+}
+
+/// What an experiment hands to the report writer.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// File stem (`netfilter` → `netfilter.json`, `.md`, `.svg`).
+    pub name: &'static str,
+    /// Section title.
+    pub title: String,
+    /// The seeds it reproduces, e.g. `000, 002` (empty for the peers comparison).
+    pub seeds: String,
+    /// The full result (environment, config, figures).
+    pub json: serde_json::Value,
+    /// Markdown: the seed's figures beside ours, our tables, notes.
+    pub markdown: String,
+    /// The plot, if any.
+    pub svg: Option<String>,
+    /// One-line headline figures for the summary.
+    pub headlines: Vec<String>,
 }
 
 /// A number with a sensible number of significant digits.

@@ -136,8 +136,8 @@ pub const MAX_THREADS: usize = 1024;
 
 impl Config {
     /// Check the settings; the error says what is wrong and what is accepted.
-    pub fn validate(&self) -> Result<(), crate::TortureError> {
-        let bad = |msg: String| Err(crate::TortureError::InvalidConfig(msg));
+    pub fn validate(&self) -> Result<(), TortureError> {
+        let bad = |msg: String| Err(TortureError::InvalidConfig(msg));
         if self.duration.is_zero() {
             return bad("--duration must be longer than zero".into());
         }
@@ -237,5 +237,46 @@ impl TortureArgs {
             owned: self.owned,
             ..defaults
         }
+    }
+}
+
+/// Why a torture run could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TortureError {
+    /// The flavor is not part of this build (every [`FlavorName`] of this build is; kept for
+    /// builds that leave one out).
+    Unavailable(FlavorName),
+    /// A setting is out of range.
+    InvalidConfig(String),
+    /// The domain under test could not be built (for example membarrier asked for where the
+    /// kernel lacks it).
+    Domain(rcukit::Error),
+}
+
+impl std::fmt::Display for TortureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TortureError::Unavailable(name) => {
+                write!(f, "{} flavor not available in this build", name.as_str())
+            }
+            TortureError::InvalidConfig(msg) => f.write_str(msg),
+            TortureError::Domain(e) => write!(f, "cannot build the domain under test: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TortureError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TortureError::Domain(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<rcukit::Error> for TortureError {
+    fn from(e: rcukit::Error) -> Self {
+        TortureError::Domain(e)
     }
 }

@@ -1,63 +1,15 @@
-//! Counters the torture threads share: histograms and error counts.
+//! Counters the torture threads share: histograms, error counts and what the fault injector
+//! did.
 //!
 //! Readers count into thread-private [`LocalHistogram`]s and flush them every few hundred
 //! critical sections, so the shared cache lines are touched rarely. Errors are flushed at
 //! once: they are rare, and the `--stop-on-error` watchdog must see them.
 
 use crate::flavor::UpdateKind;
-use crate::pipe::PIPE_LEN;
+pub use crate::pipe::{Histogram, LocalHistogram, BUCKETS};
+use parking_lot::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-
-/// Number of histogram buckets: ages 0..=PIPE_LEN (the last bucket also takes anything larger).
-pub const BUCKETS: usize = PIPE_LEN + 1;
-
-/// A shared histogram over `0..BUCKETS`; values past the end land in the last bucket.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    buckets: [AtomicU64; BUCKETS],
-}
-
-impl Histogram {
-    /// An empty histogram.
-    pub fn new() -> Histogram {
-        Histogram::default()
-    }
-
-    /// Count one `value`.
-    pub fn record(&self, value: usize) {
-        self.buckets[value.min(BUCKETS - 1)].fetch_add(1, Relaxed);
-    }
-
-    /// Add a thread's local counts.
-    pub fn add(&self, local: &LocalHistogram) {
-        for (shared, &n) in self.buckets.iter().zip(local.0.iter()) {
-            if n > 0 {
-                shared.fetch_add(n, Relaxed);
-            }
-        }
-    }
-
-    /// The counts now.
-    pub fn snapshot(&self) -> [u64; BUCKETS] {
-        std::array::from_fn(|i| self.buckets[i].load(Relaxed))
-    }
-}
-
-/// A thread-private histogram, flushed into a [`Histogram`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LocalHistogram(pub [u64; BUCKETS]);
-
-impl LocalHistogram {
-    /// Count one `value`.
-    #[inline]
-    pub fn record(&mut self, value: u64) {
-        let i = usize::try_from(value)
-            .unwrap_or(usize::MAX)
-            .min(BUCKETS - 1);
-        self.0[i] += 1;
-    }
-}
 
 /// Everything the threads of one run count together.
 #[derive(Debug, Default)]
@@ -134,5 +86,41 @@ impl Counters {
     /// Load every per-kind counter of `array`.
     pub fn by_kind(array: &[AtomicU64; UpdateKind::ALL.len()]) -> [u64; UpdateKind::ALL.len()] {
         std::array::from_fn(|i| array[i].load(Relaxed))
+    }
+}
+
+/// What the fault injector did and saw.
+#[derive(Debug, Default)]
+pub struct FaultCounters {
+    /// Panicking callbacks queued.
+    pub panics_injected: AtomicU64,
+    /// Stalls injected (completed).
+    pub stalls_injected: AtomicU64,
+    /// Stalls that the flavor reported.
+    pub stalls_reported: AtomicU64,
+    /// Longest stall held, in microseconds.
+    pub longest_stall_us: AtomicU64,
+    /// Callback bursts.
+    pub bursts: AtomicU64,
+    /// Callbacks queued by bursts.
+    pub burst_calls: AtomicU64,
+    /// Most callbacks pending right after a burst was queued.
+    pub burst_peak_pending: AtomicU64,
+    /// Expedited grace periods that ran while bursts were being queued and drained.
+    pub burst_expedited_gps: AtomicU64,
+    /// Callbacks released by expedited grace periods while bursts were being drained.
+    pub burst_released_by_expedited: AtomicU64,
+    /// Rounds of re-entrant drops.
+    pub reentrant_rounds: AtomicU64,
+    /// Objects whose `Drop` re-entered the library.
+    pub reentrant_drops: AtomicU64,
+    /// Faults whose expected effect did not appear.
+    pub problems: Mutex<Vec<String>>,
+}
+
+impl FaultCounters {
+    pub(crate) fn problem(&self, counters: &Counters, message: String) {
+        self.problems.lock().push(message);
+        counters.failed.store(true, Relaxed);
     }
 }

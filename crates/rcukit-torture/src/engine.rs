@@ -4,7 +4,7 @@
 //!
 //! One writer, `updaters` updaters, `readers` reader slots, with faults on one fault
 //! injector, in a map run [`MAP_WRITERS`](crate::map::MAP_WRITERS) map writers, and for a
-//! flavor with owned sections [`HELPERS`](crate::reader::owned::HELPERS) helper threads that
+//! flavor with owned sections [`HELPERS`](crate::handoff::HELPERS) helper threads that
 //! end the owned sections readers move to them. The calling thread supervises: it respawns readers that exited (with faults on,
 //! readers live 0.1-1 s), prints progress lines, watches for errors when `stop_on_error` is
 //! set, and warns when the writer has made no progress for a long time.
@@ -21,17 +21,16 @@
 //! dropped under a blocked thread.
 
 use crate::config::Config;
-use crate::counters::Counters;
-use crate::faults::FaultCounters;
 use crate::flavor::{Flavor, UpdateKind};
+use crate::handoff::Inbox;
 use crate::map::{MapTorture, MAP_WRITERS};
-use crate::pipe::{Pool, POOL_SIZE};
-use crate::reader::owned::{self, Inbox, OwnedReaders};
+use crate::reader::owned;
 use crate::report::{Progress, Report};
-use crate::{faults, map, reader, updater, writer};
+use crate::shared::Shared;
+use crate::{faults, map, map_writer, reader, updater, writer};
 use fastrand::Rng;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -44,60 +43,6 @@ const WRITER_WATCHDOG: Duration = Duration::from_secs(20);
 
 /// A reader's lifetime range when faults are on, in milliseconds.
 const READER_LIFETIME_MS: std::ops::RangeInclusive<u64> = 100..=1_000;
-
-/// Everything the torture threads share.
-pub(crate) struct Shared<F: Flavor> {
-    pub(crate) flavor: F,
-    pub(crate) pool: Pool,
-    pub(crate) counters: Counters,
-    pub(crate) faults: FaultCounters,
-    pub(crate) stop: AtomicBool,
-    /// The update kinds the flavor supports.
-    pub(crate) kinds: Vec<UpdateKind>,
-    /// The map under test, in a map run.
-    pub(crate) map: Option<MapTorture>,
-    /// The owned readers' settings and helper channels.
-    pub(crate) owned: OwnedReaders<F::Cookie>,
-    /// The flavor has owned sections ([`Flavor::read_owned`]).
-    pub(crate) has_owned: bool,
-    /// Threads that have finished (successfully or by panicking).
-    finished: AtomicUsize,
-}
-
-impl<F: Flavor> Shared<F> {
-    /// The shared state of a run, and the inboxes of its owned-section helpers.
-    fn new(
-        flavor: F,
-        map: Option<MapTorture>,
-        config: &Config,
-    ) -> (Shared<F>, Vec<Inbox<F::Cookie>>) {
-        let kinds = UpdateKind::ALL
-            .into_iter()
-            .filter(|&k| flavor.supports(k))
-            .collect();
-        // Does the flavor have owned sections? (One, ended at once, to find out.)
-        let has_owned = flavor.read_owned().is_some();
-        let (owned, inboxes) = OwnedReaders::new(if has_owned { config.owned } else { 0.0 });
-        let shared = Shared {
-            flavor,
-            pool: Pool::new(POOL_SIZE),
-            counters: Counters::default(),
-            faults: FaultCounters::default(),
-            stop: AtomicBool::new(false),
-            kinds,
-            map,
-            owned,
-            has_owned,
-            finished: AtomicUsize::new(0),
-        };
-        (shared, inboxes)
-    }
-
-    /// Whether any error was seen so far.
-    pub(crate) fn failed(&self) -> bool {
-        self.counters.failed.load(Relaxed) || self.map.as_ref().is_some_and(|m| m.failed())
-    }
-}
 
 /// Counts a thread as finished when it returns or unwinds.
 struct FinishGuard<'a>(&'a AtomicUsize);
@@ -224,7 +169,9 @@ pub(crate) fn run<F: Flavor>(
     let drained = joined && drain(&shared, &mut threads.problems);
     if joined && drained {
         check_books(&shared, &mut threads.problems);
-        map::finish(&shared, &mut threads.problems);
+        if let Some(m) = &shared.map {
+            map::finish(&shared.flavor, m, &mut threads.problems);
+        }
     }
     let report = Report::collect(
         &shared,
@@ -270,7 +217,7 @@ fn start_threads<F: Flavor>(
         for i in 0..MAP_WRITERS {
             let seed = rng.u64(..);
             let writer = threads.spawn(format!("torture-map-writer-{i}"), move |s| {
-                map::run_writer(s, i, seed)
+                map_writer::run(s, i, seed)
             })?;
             threads.others.push((format!("map writer {i}"), writer));
         }

@@ -33,9 +33,8 @@
 //! Faults a flavor cannot have are left out: panics and bursts need `call`, stalls a stall
 //! timeout, bursts a backlog threshold.
 
-use crate::engine::Shared;
 use crate::flavor::{Flavor, UpdateKind};
-use parking_lot::Mutex;
+use crate::shared::Shared;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -71,42 +70,6 @@ const BURST_EVERY: Duration = Duration::from_secs(3);
 const STALL_PATIENCE: u32 = 50;
 /// A burst queues this many times the backlog threshold.
 pub const BURST_FACTOR: u64 = 4;
-
-/// What the fault injector did and saw.
-#[derive(Debug, Default)]
-pub struct FaultCounters {
-    /// Panicking callbacks queued.
-    pub panics_injected: AtomicU64,
-    /// Stalls injected (completed).
-    pub stalls_injected: AtomicU64,
-    /// Stalls that the flavor reported.
-    pub stalls_reported: AtomicU64,
-    /// Longest stall held, in microseconds.
-    pub longest_stall_us: AtomicU64,
-    /// Callback bursts.
-    pub bursts: AtomicU64,
-    /// Callbacks queued by bursts.
-    pub burst_calls: AtomicU64,
-    /// Most callbacks pending right after a burst was queued.
-    pub burst_peak_pending: AtomicU64,
-    /// Expedited grace periods that ran while bursts were being queued and drained.
-    pub burst_expedited_gps: AtomicU64,
-    /// Callbacks released by expedited grace periods while bursts were being drained.
-    pub burst_released_by_expedited: AtomicU64,
-    /// Rounds of re-entrant drops.
-    pub reentrant_rounds: AtomicU64,
-    /// Objects whose `Drop` re-entered the library.
-    pub reentrant_drops: AtomicU64,
-    /// Faults whose expected effect did not appear.
-    pub problems: Mutex<Vec<String>>,
-}
-
-impl FaultCounters {
-    fn problem(&self, counters: &crate::counters::Counters, message: String) {
-        self.problems.lock().push(message);
-        counters.failed.store(true, Relaxed);
-    }
-}
 
 /// The body of the fault-injection thread.
 pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>) {

@@ -66,6 +66,16 @@
 //! [`map`]). [`FlavorName::BustedMap`] builds the map so that it drops removed values at once,
 //! and must fail.
 //!
+//! ## Layers
+//!
+//! Each module uses only modules of the layers before it (`scripts/check-layers.sh` checks
+//! it): `config` and `flavor` (the settings and the implementations under test); `pipe` (the
+//! element pool and the histograms of ages); `counters`; [`map`] and `handoff` (the map under
+//! test, and the owned sections readers hand to helper threads); `shared` (the state every
+//! thread of a run shares); `update` (the update paths); the actors, `reader`, `writer`,
+//! `updater`, [`faults`] and `map_writer`; [`report`] (the verdict); and `engine`, which
+//! builds the shared state, starts the actors, stops them and writes the report.
+//!
 //! ## From another binary
 //!
 //! [`TortureArgs`] is a `clap::Args` struct: flatten it into a subcommand and call [`cli`],
@@ -78,60 +88,22 @@ pub mod counters;
 mod engine;
 pub mod faults;
 pub mod flavor;
+mod handoff;
 pub mod map;
+mod map_writer;
 pub mod pipe;
 mod reader;
 pub mod report;
+mod shared;
 mod update;
 mod updater;
 mod writer;
 
-pub use config::{Config, FenceArg, FlavorName, TortureArgs};
+pub use config::{Config, FenceArg, FlavorName, TortureArgs, TortureError};
 pub use flavor::{Flavor, FlavorSettings, FlavorStats, UpdateKind};
 pub use report::Report;
 
 use std::process::ExitCode;
-
-/// Why a torture run could not start.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TortureError {
-    /// The flavor is not part of this build (every [`FlavorName`] of this build is; kept for
-    /// builds that leave one out).
-    Unavailable(FlavorName),
-    /// A setting is out of range.
-    InvalidConfig(String),
-    /// The domain under test could not be built (for example membarrier asked for where the
-    /// kernel lacks it).
-    Domain(rcukit::Error),
-}
-
-impl std::fmt::Display for TortureError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TortureError::Unavailable(name) => {
-                write!(f, "{} flavor not available in this build", name.as_str())
-            }
-            TortureError::InvalidConfig(msg) => f.write_str(msg),
-            TortureError::Domain(e) => write!(f, "cannot build the domain under test: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for TortureError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            TortureError::Domain(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<rcukit::Error> for TortureError {
-    fn from(e: rcukit::Error) -> Self {
-        TortureError::Domain(e)
-    }
-}
 
 /// Run a torture test as `config` says and return its report. Progress lines (if
 /// `config.progress` is set) and the flavor's own stall and panic reports go to stderr.

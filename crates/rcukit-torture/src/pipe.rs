@@ -1,4 +1,4 @@
-//! The element pool and its pipeline: publish, age, free, reuse.
+//! The element pool and its pipeline: publish, age, free, reuse; and the histograms of ages.
 //!
 //! # The pipeline
 //!
@@ -27,13 +27,62 @@
 //! therefore lets a reader observe a recycled element, which it reports, and never lets it
 //! touch released memory.
 
-use crate::counters::Histogram;
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 
 /// Age at which an element is freed (rcutorture's `RCU_TORTURE_PIPE_LEN`).
 pub const PIPE_LEN: usize = 10;
+
+/// Number of histogram buckets: ages 0..=PIPE_LEN (the last bucket also takes anything larger).
+pub const BUCKETS: usize = PIPE_LEN + 1;
+
+/// A shared histogram over `0..BUCKETS`; values past the end land in the last bucket.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS],
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new() -> Histogram {
+        Histogram::default()
+    }
+
+    /// Count one `value`.
+    pub fn record(&self, value: usize) {
+        self.buckets[value.min(BUCKETS - 1)].fetch_add(1, Relaxed);
+    }
+
+    /// Add a thread's local counts.
+    pub fn add(&self, local: &LocalHistogram) {
+        for (shared, &n) in self.buckets.iter().zip(local.0.iter()) {
+            if n > 0 {
+                shared.fetch_add(n, Relaxed);
+            }
+        }
+    }
+
+    /// The counts now.
+    pub fn snapshot(&self) -> [u64; BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].load(Relaxed))
+    }
+}
+
+/// A thread-private histogram, flushed into a [`Histogram`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalHistogram(pub [u64; BUCKETS]);
+
+impl LocalHistogram {
+    /// Count one `value`.
+    #[inline]
+    pub fn record(&mut self, value: u64) {
+        let i = usize::try_from(value)
+            .unwrap_or(usize::MAX)
+            .min(BUCKETS - 1);
+        self.0[i] += 1;
+    }
+}
 
 /// Elements in the pool. Call chains keep elements for about nine grace periods, so the writer
 /// can run out; it then counts an allocation failure and waits for a grace period.

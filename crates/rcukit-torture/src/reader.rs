@@ -56,9 +56,10 @@
 //! the registration. A grace period that ignored such a reader would show in the Reader Pipe.
 
 use crate::counters::LocalHistogram;
-use crate::engine::Shared;
 use crate::flavor::{Flavor, UpdateKind};
+use crate::handoff::{Seen, MAX_DEPTH};
 use crate::map::{MapLocal, MapSection};
+use crate::shared::Shared;
 use fastrand::Rng;
 use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
@@ -84,9 +85,6 @@ impl Drop for AtExit {
 thread_local! {
     static AT_EXIT: AtExit = const { AtExit(RefCell::new(None)) };
 }
-
-/// Deepest nesting of critical sections a reader uses (outermost included).
-const MAX_DEPTH: usize = 3;
 
 /// Most sections between two quiescent states, for flavors that protect until the next one.
 const MAX_BURST: usize = 32;
@@ -351,20 +349,8 @@ fn check_cookie<F: Flavor>(shared: &Shared<F>, start: &F::Cookie, local: &mut Lo
     }
 }
 
-/// Elements one outermost section has loaded.
-struct Seen {
-    elements: [usize; MAX_DEPTH],
-    len: usize,
-}
-
 impl Seen {
-    fn new() -> Seen {
-        Seen {
-            elements: [0; MAX_DEPTH],
-            len: 0,
-        }
-    }
-
+    /// Load the current element, check its `mbtest` and keep it (up to [`MAX_DEPTH`]).
     fn load<F: Flavor>(&mut self, shared: &Shared<F>, local: &mut Local) {
         let index = shared.pool.current();
         local.loads += 1;

@@ -5,8 +5,8 @@
 //! API checks 3 and 4, with a full cookie, so one grace period is enough). The completed
 //! cookie must always poll complete.
 
-use crate::engine::Shared;
 use crate::flavor::{Flavor, UpdateKind};
+use crate::shared::Shared;
 use fastrand::Rng;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};

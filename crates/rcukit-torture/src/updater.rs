@@ -5,8 +5,8 @@
 //! batch with or piggyback on, check cookies around every wait, and run rcutorture's barrier
 //! test: queue a few callbacks, call `barrier()`, and check that every one of them ran.
 
-use crate::engine::Shared;
 use crate::flavor::{Flavor, UpdateKind};
+use crate::shared::Shared;
 use crate::update::{pick, wait_for_gp};
 use fastrand::Rng;
 use std::sync::atomic::AtomicU64;

@@ -14,8 +14,8 @@
 //! When the run stops, the writer waits for grace periods until its removed list is empty, so
 //! that the engine can check that every element came back to the free list.
 
-use crate::engine::Shared;
 use crate::flavor::{Flavor, UpdateKind};
+use crate::shared::Shared;
 use crate::update::{pick, wait_for_gp};
 use fastrand::Rng;
 use std::sync::atomic::Ordering::Relaxed;

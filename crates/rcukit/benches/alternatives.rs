@@ -1,11 +1,12 @@
-//! The seeds' alternatives to RCU side by side, in one process (issue 5's benchmark).
+//! The seeds' alternatives to RCU side by side, in one process: `Qsbr`, `RecSeq`, `PerCpuRwLock`
+//! beside `Rcu` and the locks.
 //!
 //! * `read_cost/<scheme>/<threads>`: one read-side access (enter, load the shared pointer, read
 //!   one field, leave) per iteration, on 1 and 2 threads that all read the same object. The
 //!   floor (`plain_load`) and `qsbr_qs_every_64` run the same loop of bursts of 64 reads, QSBR
 //!   announcing a quiescent state after each burst, like a packet loop.
 //! * `writer_cost/<scheme>/<readers>`: one replacement (or one grace period, or one write lock)
-//!   while 2 (the issue's setting) or 1 reader threads read as fast as they can.
+//!   while 2 or 1 reader threads read as fast as they can.
 //!
 //! Run with `cargo bench -p rcukit --bench alternatives`. Besides criterion's own report, the
 //! run ends with a summary table (median over criterion's samples of the time per operation,
@@ -246,8 +247,8 @@ fn writer_cost(c: &mut Criterion) {
     let percpu = PerCpuRwLock::new(Table { x: 1 });
     let pl = parking_lot::RwLock::new(Table { x: 1 });
 
-    // 2 busy readers is the issue's setting; 1 busy reader leaves the writer a CPU of its own
-    // on this 2-core machine, so it shows the algorithms rather than the scheduler.
+    // 2 busy readers and the writer are 3 busy threads on a 2-core machine (the scheduler
+    // shows); 1 busy reader leaves the writer a CPU of its own, so it shows the algorithms.
     for readers in [2, 1] {
         // RecSeq, default (fence per read, no IPI on replace).
         with_busy_readers(
@@ -341,9 +342,7 @@ fn writer_cost(c: &mut Criterion) {
 }
 
 fn summary() {
-    println!(
-        "\n== issue 5 summary (same run; median over samples of ns/op per thread, and ratios) =="
-    );
+    println!("\n== summary (same run; median over samples of ns/op per thread, and ratios) ==");
     println!(
         "{:<28} {:>9} {:>9} {:>10} {:>10} {:>10}",
         "read_cost", "1 thr ns", "2 thr ns", "vs floor 1", "vs floor 2", "vs pl 2"

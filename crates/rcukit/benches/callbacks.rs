@@ -1,4 +1,4 @@
-//! Callback benchmarks (issue 3): `retire` throughput end to end beside crossbeam-epoch, and
+//! Callback benchmarks: `retire` throughput end to end beside crossbeam-epoch, and
 //! seed 004's A/B in miniature (pending bytes with and without `expedited_callbacks`).
 //!
 //! Run with `cargo bench -p rcukit --bench callbacks` (add `-- --quick` for a short run;

@@ -1,4 +1,4 @@
-//! One thread that reads many domains in turn (issue 17, goal 2): the cost of a read-side
+//! One thread that reads many domains in turn: the cost of a read-side
 //! section when every section is of another domain than the last, against one domain.
 //!
 //! `RecSeq`s are read round-robin at k = 1, 10, 100 and 1,000 (a `RecSeq` has no threads, so a

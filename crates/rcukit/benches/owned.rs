@@ -6,7 +6,10 @@
 //! printed, with ratios to `read()` of the same domain in the same run:
 //!
 //! * `read` / `read_owned`, global domain (`Rcu::global()` in the loop, as the README shows);
-//! * `read` / `read_owned`, a domain handle (`read_owned` takes an `Arc` count there);
+//! * `read` / `read_owned`, a domain handle (no count is taken there either: a dropped
+//!   handle's state is parked until its last owned guard closes);
+//! * `RcuCell::snapshot` (an owned guard and the value, `Send`, global domain) and
+//!   `RcuCell::load_arc` (a clone of the `Arc` in an `RcuCell<Arc<_>>`, holding nothing);
 //! * arc-swap `load` (a borrowed guard, not `Send`) and `load_full` (an owned `Arc`);
 //! * seize `enter_owned` (a `Send` guard that borrows its collector) + `protect`.
 //!
@@ -36,13 +39,17 @@ enum Scheme {
     ArcSwapLoad,
     ArcSwapLoadFull,
     SeizeOwned,
+    CellSnapshot,
+    CellLoadArc,
 }
 
-const SCHEMES: [Scheme; 7] = [
+const SCHEMES: [Scheme; 9] = [
     Scheme::GlobalRead,
     Scheme::GlobalReadOwned,
     Scheme::HandleRead,
     Scheme::HandleReadOwned,
+    Scheme::CellSnapshot,
+    Scheme::CellLoadArc,
     Scheme::ArcSwapLoad,
     Scheme::ArcSwapLoadFull,
     Scheme::SeizeOwned,
@@ -58,12 +65,15 @@ impl Scheme {
             Scheme::ArcSwapLoad => "arc-swap load()",
             Scheme::ArcSwapLoadFull => "arc-swap load_full()",
             Scheme::SeizeOwned => "seize enter_owned()",
+            Scheme::CellSnapshot => "rcukit RcuCell::snapshot()",
+            Scheme::CellLoadArc => "rcukit RcuCell::load_arc()",
         }
     }
 }
 
 struct Subjects {
     global_cell: RcuCell<Payload>,
+    global_arc_cell: RcuCell<Arc<Payload>>,
     handle: Arc<Rcu>,
     handle_cell: RcuCell<Payload, Arc<Rcu>>,
     arc_swap: ArcSwap<Payload>,
@@ -76,6 +86,7 @@ impl Subjects {
         let handle = Arc::new(Rcu::new());
         Subjects {
             global_cell: RcuCell::new(Payload::default()),
+            global_arc_cell: RcuCell::new(Arc::new(Payload::default())),
             handle_cell: RcuCell::with_domain(Payload::default(), handle.clone()),
             handle,
             arc_swap: ArcSwap::from_pointee(Payload::default()),
@@ -104,6 +115,14 @@ impl Subjects {
                 Scheme::HandleReadOwned => {
                     let g = self.handle.read_owned();
                     black_box(self.handle_cell.load(&g)).a
+                }
+                Scheme::CellSnapshot => {
+                    let snapshot = self.global_cell.snapshot();
+                    black_box(&*snapshot).a
+                }
+                Scheme::CellLoadArc => {
+                    let arc = self.global_arc_cell.load_arc();
+                    black_box(&*arc).a
                 }
                 Scheme::ArcSwapLoad => black_box(self.arc_swap.load()).a,
                 Scheme::ArcSwapLoadFull => black_box(self.arc_swap.load_full()).a,
@@ -146,6 +165,10 @@ fn measure(subjects: &Subjects, scheme: Scheme, threads: usize, iters: u64) -> f
     total.as_nanos() as f64 / threads as f64 / iters as f64
 }
 
+fn index(scheme: Scheme) -> usize {
+    SCHEMES.iter().position(|&s| s == scheme).unwrap()
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -181,10 +204,14 @@ fn main() {
                 medians[i] / base
             );
         }
+        let load_full = medians[index(Scheme::ArcSwapLoadFull)];
         println!(
-            "  read_owned vs arc-swap load_full: global {:.2}x, handle {:.2}x (below 1 = faster)",
-            medians[1] / medians[5],
-            medians[3] / medians[5]
+            "  vs arc-swap load_full (below 1 = faster): read_owned global {:.2}x, handle {:.2}x; \
+             snapshot {:.2}x; load_arc {:.2}x",
+            medians[1] / load_full,
+            medians[3] / load_full,
+            medians[index(Scheme::CellSnapshot)] / load_full,
+            medians[index(Scheme::CellLoadArc)] / load_full,
         );
     }
 }

@@ -1,34 +1,4 @@
-//! The asymmetric barrier pair: a *light* barrier on the read side and a *heavy* one in grace
-//! periods.
-//!
-//! # Why a pair
-//!
-//! The reader protocol (see [`reader`](crate::reader)) needs a full memory barrier between a
-//! reader publishing "I am reading" and the reader's first access to shared data, and the grace
-//! period needs one between the updater's removal and its scan of the reader records. This is
-//! the store-buffering pattern: without a barrier on *both* sides, each side can miss the
-//! other's store.
-//!
-//! A full fence on the read side costs tens of cycles on every read. Linux's `membarrier(2)`
-//! moves that cost to the writer: `MEMBARRIER_CMD_PRIVATE_EXPEDITED` interrupts every CPU that
-//! currently runs a thread of this process and makes it execute a full barrier, so a mere
-//! compiler fence on the read side behaves as a full fence *whenever it matters*. Concretely,
-//! for a reader's compiler fence `C` and the updater's membarrier call `M`, either every access
-//! the reader made before `C` is visible to the updater after `M` returns, or every access the
-//! updater made before `M` is visible to the reader after `C`. That is exactly the guarantee a
-//! pair of `fence(SeqCst)` would give, and it is all the protocol uses.
-//!
-//! # The kinds
-//!
-//! * [`FenceKind::Membarrier`]: readers use a compiler fence; grace periods call membarrier.
-//!   Expedited grace periods use the private expedited command (IPIs to the CPUs running this
-//!   process, a few microseconds). Normal grace periods use `MEMBARRIER_CMD_GLOBAL` where the
-//!   kernel offers it: it waits for the kernel's own RCU grace period and sends no IPIs at all,
-//!   which is the user-space image of the kernel's IPI-free normal grace period (it takes
-//!   around ten milliseconds).
-//! * [`FenceKind::SeqCst`]: `fence(SeqCst)` on both sides. This is the automatic fallback when
-//!   the kernel lacks membarrier, and the only mode under loom and miri (neither can model a
-//!   system call that reaches into other threads).
+#![doc = include_str!("barrier.md")]
 
 use std::fmt;
 #[cfg(not(any(rcukit_loom, miri)))]
@@ -80,14 +50,17 @@ pub(crate) struct Support {
 pub(crate) fn support() -> Support {
     #[cfg(not(any(rcukit_loom, miri)))]
     {
-        static SUPPORT: OnceLock<Support> = OnceLock::new();
-        *SUPPORT.get_or_init(|| {
-            // Before the (slow) detection: a `fork()` while it runs must find the handlers,
-            // whose prepare step waits for it to finish (a child that inherited it half done
-            // would wait for it forever).
-            crate::fork::install_handlers();
-            detect()
-        })
+        if let Some(support) = SUPPORT.get() {
+            return *support;
+        }
+        // Before the (slow) detection starts: a `fork()` while it runs must find the handlers
+        // and this step, which waits for it to finish (a child that inherited it half done
+        // would wait for it forever).
+        #[cfg(unix)]
+        crate::sync::fork::at_prepare(crate::sync::fork::Stage::SetUp, |_| {
+            detected();
+        });
+        detected()
     }
     #[cfg(any(rcukit_loom, miri))]
     {
@@ -96,6 +69,15 @@ pub(crate) fn support() -> Support {
             global: false,
         }
     }
+}
+
+#[cfg(not(any(rcukit_loom, miri)))]
+static SUPPORT: OnceLock<Support> = OnceLock::new();
+
+/// The detection's answer, detecting here unless another thread is (then waiting for it).
+#[cfg(not(any(rcukit_loom, miri)))]
+fn detected() -> Support {
+    *SUPPORT.get_or_init(detect)
 }
 
 #[cfg(all(target_os = "linux", not(any(rcukit_loom, miri))))]

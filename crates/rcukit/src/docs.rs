@@ -3,17 +3,207 @@
 //! Nothing here is code. The modules below gather what the rest of the documentation refers to
 //! in passing:
 //!
+//! * [`choosing`]: which type for which job (`RcuCell` or arc-swap, `RcuHashMap` or the
+//!   concurrent maps, `Qsbr`, `RecSeq` or `PerCpuRwLock` or `Rcu`, guards or snapshots), and
+//!   when not to use RCU, with the measured trade-offs.
 //! * [`seeds`]: the five texts (seeds 000 to 004) the library and its lab are built from, what
 //!   each one measured, and where rcukit answers it.
 //! * [`performance`]: what a read, a grace period of each kind, a `retire` and the alternatives
 //!   cost, with the measured figures and where they come from.
+//! * [`internal`]: how rcukit works inside: every internal module's essay on why its algorithm
+//!   is correct, in the order of the layers the modules form.
 //! * [`limitations`]: what rcukit does not do, or does only under conditions: `fork()`,
 //!   platforms without `membarrier`, QSBR on a busy machine, user code on the retiring thread,
 //!   and the checks that need a nightly toolchain.
 //!
 //! A newcomer to the code reads the crate documentation first (the model and the guarantees),
-//! then these pages, then the modules in the order the crate documentation's *Architecture*
-//! paragraph lists them: each starts with an essay on why its algorithm is correct.
+//! then these pages, and the modules' essays last, in the order [`internal`] gives them: from
+//! the bottom layer up.
+
+pub mod internal;
+
+pub mod choosing {
+    //! Choosing: which type for which job, and what the measurements say about each choice.
+    //!
+    //! Every figure here is quoted from `docs/benchmarks.md` in the repository, which gives the
+    //! command, the date and the conditions of each (a shared 2-vCPU virtual machine; ratios are taken
+    //! within one run). Rerun the commands on your hardware before relying on a number.
+    //!
+    //! # In short
+    //!
+    //! | you have | use | consider instead |
+    //! |---|---|---|
+    //! | one value (a configuration, a routing table) read on every request, replaced now and then | [`RcuCell<T>`] | arc-swap, if you want no background threads or keep values for long |
+    //! | a value a reader must keep after its read: across `.await`, in a struct, on another thread | [`RcuCell::snapshot`] (bounded time) or [`RcuCell::load_arc`] (any time) | arc-swap's `load_full` |
+    //! | a list walked by readers, edited by writers | [`RcuList<T>`] | a `Vec` in an `RcuCell` (whole copy per edit) |
+    //! | a hash map with many more lookups than writes | [`RcuHashMap<K, V>`] | papaya (close on lookups), DashMap or a locked `HashMap` (one thread, many writes, large tables) |
+    //! | threads that own their cores and can announce quiescent states (packet loops) | [`Qsbr`] | [`Rcu`] whenever threads can be preempted while online |
+    //! | a rarely written table, a writer that may block, no background threads | [`RecSeq<T>`] | [`Rcu`] when readers must not pay a fence |
+    //! | data updated in place under a lock that readers take very often | [`PerCpuRwLock<T>`] | `parking_lot::RwLock` when there is one reader thread |
+    //! | your own lock-free structure | [`Rcu`] (`read`, `retire`, `synchronize*`) | crossbeam-epoch, seize |
+    //! | write-heavy data | a `Mutex`, an `RwLock` or a concurrent map | RCU (see [When not to use RCU](#when-not-to-use-rcu)) |
+    //!
+    //! # One value: `RcuCell` or arc-swap
+    //!
+    //! Both publish a new version with one pointer swap and let readers load without a lock.
+    //!
+    //! * **Reads.** A whole `RcuCell::read` (enter, load, leave) measured 2.25 ns at one reader thread
+    //!   and 1.99 ns at two, against 14.12 ns and 13.55 ns for arc-swap's `load` (6.3x and 6.8x; the
+    //!   `cell` bench). In the `owned` bench's loop arc-swap's `load` was closer: 4.43 ns against
+    //!   3.33 ns (1.33x) at one thread. Neither writes a shared cache line on a read; a `RwLock<Arc<T>>`
+    //!   does, and costs 11.70 ns at one reader and 51.35 ns at two. With one guard held over many
+    //!   loads, an `RcuCell::load` is 0.4-0.6 ns.
+    //! * **Keeping a value.** arc-swap's `load_full` returns an `Arc` that holds nothing back. rcukit
+    //!   has three answers: [`RcuCell::load_arc`] on an `RcuCell<Arc<T>>` does the same (a guarded read
+    //!   and an `Arc` clone); [`RcuCell::snapshot`] gives an owned value with no reference count at all
+    //!   (an owned read section and the pointer), at the price of holding back the domain's grace
+    //!   periods while it lives; an [`OwnedGuard`] lets several containers be read under one owned
+    //!   section. `read_owned` measured 2.1x to 2.2x a `read()`, and 0.37x to 0.67x of arc-swap's
+    //!   `load_full`; in three runs on a busy machine a snapshot cost 0.37x to 0.81x and
+    //!   `load_arc` 0.32x to 0.53x of `load_full`, at one and two threads (the `owned` bench).
+    //! * **Writes.** An `RcuCell` write boxes the new value, swaps it under the cell's writer lock
+    //!   (so `update(|old| new)` loses no concurrent write) and retires the old one: 74 ns for the
+    //!   writer ([`Reclaim::Deferred`]). A writer can also wait for its readers
+    //!   ([`Reclaim::Expedited`]: 1.5-2.0 µs with no readers; [`Reclaim::Synchronize`]: 8.6-8.7 ms,
+    //!   free for readers) or take the old value back after a grace period ([`RcuCell::swap`]).
+    //! * **What rcukit costs that arc-swap does not:** each domain runs three background threads (a
+    //!   grace-period thread, an expedited helper, a callback worker); the global domain's run until
+    //!   the process exits. Readers must be inside a guard of the cell's domain (the borrow checker
+    //!   enforces it). Without `membarrier(2)` (outside Linux, under Miri) every outermost read pays a
+    //!   full fence: [`RecSeq`]'s reads, which have the same shape, cost 5.38 ns with the fence and
+    //!   1.04 ns without it (the `alternatives` bench).
+    //!
+    //! Prefer arc-swap when values are `Arc`s you pass around anyway and keep for long, when a
+    //! background thread is not acceptable, or when readers run on a platform without `membarrier`.
+    //! Prefer [`RcuCell`] on hot read paths with many reader threads, when values should not need an
+    //! `Arc`, when a writer must know that no reader still sees the old value, or when many cells
+    //! share one domain.
+    //!
+    //! # A map: `RcuHashMap`, papaya, DashMap, scc or evmap
+    //!
+    //! [`RcuHashMap`] lookups take no lock and write nothing shared; writers lock one bucket; the table
+    //! grows and shrinks incrementally while readers and writers run. Measured with 65,536 `u64` keys
+    //! (the `map` bench, 2 reader threads, million lookups/s):
+    //!
+    //! | scenario | `RcuHashMap` | papaya | DashMap | `RwLock<HashMap>` |
+    //! |---|---:|---:|---:|---:|
+    //! | readers alone | 124.63 | 102.56 | 50.53 | 31.44 |
+    //! | a writer running flat out | 86.29 | 52.74 | 49.38 | 19.55 |
+    //! | a paced writer (100,000 writes/s) | 113.62 | 94.14 | 39.69 | 32.49 |
+    //! | grow and shrink cycles | 40.95 | 41.08 | 39.65 | 14.09 |
+    //!
+    //! * **Against papaya** lookups are close (1.2x with a guard per lookup, alone and with the paced
+    //!   writer; 1.6-2.0x with one guard per 64 lookups): both pay two dependent cache misses per
+    //!   lookup, and the margin shrinks as the table grows (1.4x at 4,096 keys, 1.1x at 1,048,576 in
+    //!   a scratch program).
+    //! * **At one thread and at 100,000 flows** (the lab's `conntrack`, 48-byte records) `RcuHashMap`
+    //!   made 8.35 M lookups/s against 16.96 M for `RwLock<HashMap>` and 13.87 M for DashMap: maps
+    //!   built on hashbrown pay one cache miss per lookup where node-based maps (`RcuHashMap`, papaya,
+    //!   liburcu's `rculfhash`) pay two. At two threads it was level with them (15.24 M against
+    //!   15.58 M and 16.05 M), and 1.63x papaya and 2.16x `rculfhash`.
+    //! * **Writes** cost an allocation, a bucket lock and a retire each; write-heavy workloads are not
+    //!   measured beyond the writers above. In the flat-out scenario `RcuHashMap`'s writer kept 1.54 M
+    //!   writes/s beside two readers, DashMap's 0.40 M (its readers held the shard locks).
+    //! * **scc and evmap** have not been measured here. evmap keeps two copies of the map and shows
+    //!   readers a writer's changes only when the writer publishes them (`refresh`), with one writer at
+    //!   a time; choose it when that batching is what you want. scc offers fine-grained locking and
+    //!   async methods; compare it on your own workload.
+    //!
+    //! Prefer [`RcuHashMap`] for lookup-heavy tables that readers on several threads share, where
+    //! readers must never wait for a writer, and when references into the map under a guard (no
+    //! clone, no lock) matter. Prefer a hashbrown-based map (DashMap, a locked `HashMap`) for one
+    //! reader thread, large tables or write-heavy use. These figures describe the map of 2026-11-24;
+    //! `docs/benchmarks.md` ("RcuHashMap vs peers") has the current ones.
+    //!
+    //! # `Rcu`, `Qsbr`, `RecSeq` or `PerCpuRwLock`
+    //!
+    //! | scheme | read, 1 / 2 threads | writer, 1 / 2 busy readers | background threads | updates |
+    //! |---|---:|---:|---|---|
+    //! | [`Rcu`] (membarrier) | 1.22 / 1.25-1.29 ns (lab `peers`) | expedited grace period 18.14 / 57.57 µs; normal 9.2-9.6 ms; `retire` never blocks | 3 per domain | copy and publish; retire or wait |
+    //! | [`Qsbr`] | 0.21 / 0.27 ns (a quiescent state per 64 reads) | expedited 0.47 / 3,285.75 µs | as `Rcu` | as `Rcu` |
+    //! | [`RecSeq`] (`SeqCst`, the default) | 5.38 / 5.60 ns | 0.19 / 0.19 µs | none | copy and publish; the writer always waits |
+    //! | [`RecSeq`] (`Membarrier`) | 1.04 / 1.01 ns | 1.34 / 21.59 µs | none | as above |
+    //! | [`PerCpuRwLock`] | 1.26 / 1.31 ns | write lock 13.57 / 38.09 µs | none | in place, under the write lock |
+    //! | `parking_lot::RwLock` | 9.55 / 53.55 ns | 0.04 / 0.04 µs | none | in place |
+    //!
+    //! (The `alternatives` bench: 2026-11-22 for `Qsbr` and `Rcu`'s writers, 2026-11-25 for the
+    //! rest; `Rcu`'s read from the lab's `peers`, 2026-11-25. Compare rows of one run for ratios.
+    //! Two busy readers and a writer are three busy threads on two cores, so the 2-reader column
+    //! includes the scheduler.)
+    //!
+    //! * **[`Qsbr`]** reads cost nothing beyond the load, but every registered thread is inside a read
+    //!   section whenever it is online: it must announce quiescent states and go offline around
+    //!   anything that blocks, and an online thread that loses its CPU holds every grace period until
+    //!   it runs again (3.3 ms above, with more busy threads than cores). Use it for threads that own
+    //!   their cores.
+    //! * **[`RecSeq`]** (netfilter's `xt_recseq`): the writer waits only for the sections running at
+    //!   its swap, with no batching window, no callbacks and no thread of its own, and its readers
+    //!   cost the same at 1,000 instances read in turn (1.2x of one). Every update blocks, and its
+    //!   readers pay a full fence unless its writer pays an IPI (`Membarrier`).
+    //! * **[`PerCpuRwLock`]** is a real reader-writer lock (`lock_api`): a writer updates in place and
+    //!   excludes readers, so nothing is copied or retired; its readers do not slow each other down
+    //!   (parking_lot's lock word is 41x slower at two threads), and its writer pays one `membarrier`.
+    //!   Use it when copying the data for each update is too expensive.
+    //! * **[`Rcu`]** is the general answer: readers almost as cheap as [`RecSeq`] with `Membarrier`,
+    //!   writers that never block ([`Rcu::retire`], [`Rcu::call`]) or wait microseconds (expedited)
+    //!   or milliseconds (normal, free for readers), polling cookies, owned sections, and any number
+    //!   of domains.
+    //!
+    //! # Guards, owned sections, snapshots or `Arc`s
+    //!
+    //! | reader holds | cost | may cross `.await` / threads | holds back grace periods |
+    //! |---|---|---|---|
+    //! | [`Guard`] (`rcu.read()`, `cell.read()`) | 1.2-2.3 ns | no (`!Send`) | while held |
+    //! | [`OwnedGuard`] (`rcu.read_owned()`) | 2.1-2.2x a `read()` | yes | while held |
+    //! | [`Snapshot`] (`cell.snapshot()`) | an owned guard and a load; 0.37-0.81x arc-swap's `load_full` | yes (`T: Sync`) | while held |
+    //! | `Arc` from [`RcuCell::load_arc`] | a guarded read and an `Arc` clone (a shared count); 0.32-0.53x `load_full` | yes | no |
+    //!
+    //! Hold a guard for the length of one operation (a packet, a request); an owned section or a
+    //! snapshot for one request that awaits (never while the same task waits for a grace period of the
+    //! domain: it would wait for itself); an `Arc` for anything longer. A reader that holds a section
+    //! for seconds keeps every value retired meanwhile in memory.
+    //!
+    //! # When not to use RCU
+    //!
+    //! * **Write-heavy data.** Every update copies the value and retires the old copy; reclamation
+    //!   keeps up with millions of small retires a second (44-48 M objects/s for one thread in the
+    //!   lab's `peers`), but copying a large value per update does not scale: a `Mutex`, an `RwLock`,
+    //!   [`PerCpuRwLock`] (in-place updates) or a concurrent map fit better.
+    //! * **Writers that must not wait and values that are large.** Retired copies wait for a grace
+    //!   period; declare their size ([`RcuCell::retired_size`]) so that they are reclaimed after a few
+    //!   updates, or use a lock that updates in place.
+    //! * **Readers that keep what they read for long.** A reader inside a section holds back every
+    //!   grace period of its domain; keep `Arc`s instead ([`RcuCell::load_arc`]).
+    //! * **One reader thread, few reads.** An uncontended `RwLock` read costs 9.5-12 ns; rcukit's
+    //!   advantage is at many readers and high rates, and it brings background threads along.
+    //! * **No `membarrier`.** Outside Linux every outermost read pays a full fence (see the figures of
+    //!   [`RecSeq`] above); the expedited grace periods interrupt other CPUs on Linux, which
+    //!   latency-critical neighbours may notice ([`limitations`](super::limitations)).
+    //!
+    //! [`RcuCell<T>`]: crate::RcuCell
+    //! [`RcuCell`]: crate::RcuCell
+    //! [`RcuCell::snapshot`]: crate::RcuCell::snapshot
+    //! [`RcuCell::load_arc`]: crate::RcuCell::load_arc
+    //! [`RcuCell::swap`]: crate::RcuCell::swap
+    //! [`RcuCell::retired_size`]: crate::RcuCell::retired_size
+    //! [`RcuList<T>`]: crate::RcuList
+    //! [`RcuHashMap<K, V>`]: crate::RcuHashMap
+    //! [`RcuHashMap`]: crate::RcuHashMap
+    //! [`Qsbr`]: crate::Qsbr
+    //! [`RecSeq<T>`]: crate::RecSeq
+    //! [`RecSeq`]: crate::RecSeq
+    //! [`PerCpuRwLock<T>`]: crate::PerCpuRwLock
+    //! [`PerCpuRwLock`]: crate::PerCpuRwLock
+    //! [`Rcu`]: crate::Rcu
+    //! [`Rcu::retire`]: crate::Rcu::retire
+    //! [`Rcu::call`]: crate::Rcu::call
+    //! [`Guard`]: crate::Guard
+    //! [`OwnedGuard`]: crate::OwnedGuard
+    //! [`Snapshot`]: crate::cell::Snapshot
+    //! [`Reclaim::Deferred`]: crate::Reclaim::Deferred
+    //! [`Reclaim::Expedited`]: crate::Reclaim::Expedited
+    //! [`Reclaim::Synchronize`]: crate::Reclaim::Synchronize
+}
 
 pub mod seeds {
     //! The seeds: the five texts behind rcukit, and what each one asks of it.
@@ -111,11 +301,12 @@ pub mod seeds {
     //! average `synchronize_rcu()` latency of 8.1 ms instead of 12.0 ms with two threads
     //! running expedited grace periods beside 16 writers.
     //!
-    //! In rcukit this is the default design, not a retrofit: a [`GpCookie`] holds both
-    //! targets and expires when either is reached ([`seq`](crate::seq)); both grace-period
-    //! engines wake every waiter of either kind when they finish ([`gp`](crate::gp)), so none
-    //! of the three gaps can exist; and [`RcuBuilder::expedited_callbacks`]`(false)` restores
-    //! the old behaviour on the same build, so the lab and the benches can compare the two.
+    //! In rcukit this is the default design, not a retrofit: a [`GpCookie`] holds both targets and
+    //! expires when either is reached ([`seq`](crate::docs::internal::seq)); both grace-period
+    //! engines wake every waiter of either kind when they finish
+    //! ([`gp`](crate::docs::internal::gp)), so none of the three gaps can exist; and
+    //! [`RcuBuilder::expedited_callbacks`]`(false)` restores the old behaviour on the same build,
+    //! so the lab and the benches can compare the two.
     //!
     //! [`RecSeq`]: crate::RecSeq
     //! [`RcuCell`]: crate::RcuCell
@@ -161,12 +352,12 @@ pub mod performance {
     //!
     //! A thread finds its record through a one-entry cache (the domain it read last, in a
     //! thread-local without destructor): reading one domain is one compare. A thread that reads
-    //! several domains in turn finds each record in a 256-slot direct-mapped cache, and past
-    //! that with a hash probe, the same at any number of domains ([`per_thread`](crate::per_thread)).
-    //! The `Rcu` handle points at the domain's read-side line (epoch, fence, key), and those
-    //! lines are packed 32 to a page ([`gp::read_side`](crate::gp::read_side)), so a hundred
-    //! domains' lines take four pages. The first read of a thread in a domain allocates and
-    //! registers the record, once.
+    //! several domains in turn finds each record in a 256-slot direct-mapped cache, and past that
+    //! with a hash probe, the same at any number of domains
+    //! ([`per_thread`](crate::docs::internal::per_thread)). The `Rcu` handle points at the domain's
+    //! read-side line (epoch, fence, key), and those lines are packed 32 to a page
+    //! ([`gp::read_side`](crate::docs::internal::gp::read_side)), so a hundred domains' lines take
+    //! four pages. The first read of a thread in a domain allocates and registers the record, once.
     //!
     //! In the lab's `peers` (7 interleaved rounds, median; 2026-11-25, seventh session), a
     //! section of `Rcu::global().read()` with the lookup of the global domain in the loop cost
@@ -227,15 +418,16 @@ pub mod performance {
     //!
     //! # `retire` and `call`
     //!
-    //! [`Rcu::retire`] never blocks. By default the retiring thread keeps its objects in a
-    //! list of its own, stamps them in blocks of up to 256 (64 KiB, or whatever it retired
-    //! within 1 ms), tries an expedited grace period itself every 2,048 objects or 256 KiB
-    //! (giving up at once if a reader is in the way: the helper thread finishes it), and drops
-    //! objects whose grace period has ended two at a time, so that memory is reused while it
-    //! is warm; past the backlog threshold (10,000 callbacks by default) it asks the domain's
-    //! helper thread for an expedited grace period. [`Rcu::call`] closures go to a worker
-    //! thread. Values that own memory of their own say how much ([`Rcu::retire_sized`](crate::Rcu::retire_sized),
-    //! [`RcuCell::retired_size`](crate::RcuCell::retired_size)), or thousands of them wait before the thresholds see them.
+    //! [`Rcu::retire`] never blocks. By default the retiring thread keeps its objects in a list of
+    //! its own, stamps them in blocks of up to 256 (64 KiB, or whatever it retired within 1 ms),
+    //! tries an expedited grace period itself every 2,048 objects or 256 KiB (giving up at once if
+    //! a reader is in the way: the helper thread finishes it), and drops objects whose grace period
+    //! has ended two at a time, so that memory is reused while it is warm; past the backlog
+    //! threshold (10,000 callbacks by default) it asks the domain's helper thread for an expedited
+    //! grace period. [`Rcu::call`] closures go to a worker thread. Values that own memory of their
+    //! own say how much ([`Rcu::retire_sized`](crate::Rcu::retire_sized),
+    //! [`RcuCell::retired_size`](crate::RcuCell::retired_size)), or thousands of them wait before
+    //! the thresholds see them.
     //!
     //! One thread retiring 56-byte objects, end to end (first allocation to last drop), in the
     //! lab's `peers` (two runs of 7 rounds, glibc malloc): 44.44 and 47.84 M objects/s, against
@@ -243,11 +435,12 @@ pub mod performance {
     //! 28.80 in the same runs. The `callbacks` bench (16-byte objects): 39.14 M objects/s,
     //! crossbeam-epoch 23.84 M (pin per operation).
     //!
-    //! The retired-but-not-yet-dropped backlog stayed far below one normal grace period's worth
-    //! of objects: 0.10 of it for a steady stream of 2 M objects/s, 0.01 for a flood. An `RcuCell` update that retires the old value
-    //! ([`Reclaim::Deferred`]) cost the writer 74 ns (`cell` bench).
+    //! The retired-but-not-yet-dropped backlog stayed far below one normal grace period's worth of
+    //! objects: 0.10 of it for a steady stream of 2 M objects/s, 0.01 for a flood. An `RcuCell`
+    //! update that retires the old value ([`Reclaim::Deferred`]) cost the writer 74 ns (`cell`
+    //! bench).
     //!
-    //! Releasing callbacks on expedited grace periods (seed 004, see [`seeds`](super::seeds))
+    //! Releasing callbacks on expedited grace periods (seed 004, see `seeds`)
     //! matters most when other threads run expedited grace periods anyway: with one every
     //! millisecond and 1 KiB objects retired at a steady rate, the mean of pending bytes was
     //! 19.5 times lower with [`RcuBuilder::expedited_callbacks`] on than off (the
@@ -293,8 +486,8 @@ pub mod limitations {
     //!
     //! # `fork()`
     //!
-    //! A child's domains repair themselves on first use ([`fork`](crate::fork) explains how),
-    //! with these limits:
+    //! A child's domains repair themselves on first use
+    //! ([`fork`](crate::docs::internal::domain::fork) explains how), with these limits:
     //!
     //! * Callbacks queued before the fork are abandoned in the child: they run in the parent,
     //!   and running them in the child as well would run each closure twice. Their memory
@@ -307,12 +500,12 @@ pub mod limitations {
     //!   the fork could drop (one on that thread's stack) keeps the child's grace periods of
     //!   its domain waiting forever, which the stall report shows; unlike a `Guard`, an owned
     //!   guard is not tied to a thread, so the child cannot tell such a copy from one it holds.
-    //! * **Threads the program starts in the child.** The standard library's thread start and
-    //!   exit take a process-wide lock of its own (the stack-overflow bookkeeping); a fork
-    //!   while any thread of the parent held it leaves it locked in the child, where every
-    //!   `std::thread::spawn` then waits forever. rcukit's own threads do not use that path
-    //!   (see [`threads`](crate::threads): the child's repair and the domains it builds work
-    //!   whatever other threads were doing), but threads *the program* starts in the child
+    //! * **Threads the program starts in the child.** The standard library's thread start and exit
+    //!   take a process-wide lock of its own (the stack-overflow bookkeeping); a fork while any
+    //!   thread of the parent held it leaves it locked in the child, where every
+    //!   `std::thread::spawn` then waits forever. rcukit's own threads do not use that path (see
+    //!   [`threads`](crate::docs::internal::threads): the child's repair and the domains it builds
+    //!   work whatever other threads were doing), but threads *the program* starts in the child
     //!   with `std::thread` still hang if the parent forked while another of its threads was
     //!   starting or exiting. A child that needs threads of its own should be forked when the
     //!   parent's threads are quiet, or should `exec` (or use `posix_spawn`) instead.
@@ -345,7 +538,7 @@ pub mod limitations {
     //! * A [`Qsbr`] reader is inside a critical section whenever it is online, so a preempted
     //!   online thread holds every grace period until the scheduler runs it again (3.3 ms in
     //!   the `alternatives` bench with more busy threads than CPUs; see
-    //!   [`performance`](super::performance)). QSBR suits threads that own a CPU and go offline
+    //!   `performance`). QSBR suits threads that own a CPU and go offline
     //!   around anything that blocks; with more runnable threads than CPUs, use [`Rcu`].
     //! * A `RecSeq` writer always blocks: it has no `call` or `retire`.
     //! * An [`OwnedGuard`] is not tied to a thread, so waiting for a grace period while holding
@@ -357,18 +550,18 @@ pub mod limitations {
     //! * Polling a grace-period future inside a [`Guard`] of the same domain panics, like
     //!   `synchronize()`; so does awaiting `barrier_async()` on one of the domain's callback
     //!   workers (a runtime blocked inside a callback).
-    //! * An owned guard of a domain other than the global one takes no reference count (the
-    //!   state of a dropped handle is *parked* until its last owned guard closes, see
-    //!   [`owned`](crate::owned)), but closing one after its handle was dropped runs a grace
-    //!   period's scan in the closing thread.
-    //! * Dropping a handle while owned guards of its domain are open returns at once: the
-    //!   pending callbacks run, and the domain's threads stop, once the last of them closes, on
-    //!   a finisher thread (see [`domain`](crate::domain)'s lifetime). Call `barrier()` before
+    //! * An owned guard of a domain other than the global one takes no reference count (the state
+    //!   of a dropped handle is *parked* until its last owned guard closes, see
+    //!   [`owned`](crate::docs::internal::domain::owned)), but closing one after its handle was
+    //!   dropped runs a grace period's scan in the closing thread.
+    //! * Dropping a handle while owned guards of its domain are open returns at once: the pending
+    //!   callbacks run, and the domain's threads stop, once the last of them closes, on a finisher
+    //!   thread (see [`domain`](crate::docs::internal::domain)'s lifetime). Call `barrier()` before
     //!   the drop (not while holding an owned guard) when their effects must be done by then.
     //! * rcukit's threads are started with `pthread_create` on Unix (see
-    //!   [`threads`](crate::threads)): `std::thread::current().name()` is `None` on them (the
-    //!   kernel knows their names: `ps -L`, debuggers and rcukit's stall reports show them),
-    //!   and a stack overflow there is reported as a plain segmentation fault.
+    //!   [`threads`](crate::docs::internal::threads)): `std::thread::current().name()` is `None` on
+    //!   them (the kernel knows their names: `ps -L`, debuggers and rcukit's stall reports show
+    //!   them), and a stack overflow there is reported as a plain segmentation fault.
     //!
     //! # Where user code runs
     //!
@@ -401,15 +594,15 @@ pub mod limitations {
     //!
     //! # Memory kept per domain and per thread
     //!
-    //! * A domain's read side (its epoch, fence kind and key: 128 bytes) lives on pages shared
-    //!   by all domains ([`gp::read_side`](crate::gp::read_side)); a dropped domain's line is
-    //!   reused by the next domain built, and the pages are never returned to the allocator.
-    //!   A program that once had a million domains alive keeps 128 MB for them.
-    //! * Every thread of the process carries a 4 KiB direct-mapped cache of its reader
-    //!   records (256 slots; see [`per_thread`](crate::per_thread)) in static thread-local
-    //!   storage, whether it reads or not (a cache made on a thread's first read, behind a
-    //!   pointer, cost a thread reading ten to a hundred domains in turn about 10% more per
-    //!   section). Each reader record is 256 bytes with its `Arc`.
+    //! * A domain's read side (its epoch, fence kind and key: 128 bytes) lives on pages shared by
+    //!   all domains ([`gp::read_side`](crate::docs::internal::gp::read_side)); a dropped domain's
+    //!   line is reused by the next domain built, and the pages are never returned to the
+    //!   allocator. A program that once had a million domains alive keeps 128 MB for them.
+    //! * Every thread of the process carries a 4 KiB direct-mapped cache of its reader records (256
+    //!   slots; see [`per_thread`](crate::docs::internal::per_thread)) in static thread-local
+    //!   storage, whether it reads or not (a cache made on a thread's first read, behind a pointer,
+    //!   cost a thread reading ten to a hundred domains in turn about 10% more per section). Each
+    //!   reader record is 256 bytes with its `Arc`.
     //!
     //! # Checks that need more than stable Rust
     //!

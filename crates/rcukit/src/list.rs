@@ -1,87 +1,4 @@
-//! [`RcuList`]: a linked list that readers walk without locks while a writer inserts, removes
-//! and replaces elements (the kernel's `list_add_rcu`/`list_del_rcu`/`list_replace_rcu`, or
-//! Concurrency Kit's `CK_LIST`, [seed 001](crate::docs::seeds)).
-//!
-//! ```
-//! use rcukit::RcuList;
-//!
-//! let rules: RcuList<(u16, &str)> = RcuList::new();
-//! rules.push_back((22, "ssh"));
-//! rules.push_back((80, "http"));
-//! rules.push_front((443, "https"));
-//!
-//! let guard = rules.domain().read();
-//! let open: Vec<u16> = rules.iter(&guard).map(|r| r.0).collect();
-//! assert_eq!(open, [443, 22, 80]);
-//!
-//! // A writer removes an element while we are still iterating: our view stays valid.
-//! let mut it = rules.iter(&guard);
-//! assert_eq!(it.next(), Some(&(443, "https")));
-//! assert!(rules.remove_first(|r| r.0 == 22));
-//! assert_eq!(it.next(), Some(&(22, "ssh"))); // removed, but not freed under our guard
-//! assert_eq!(it.next(), Some(&(80, "http")));
-//! drop(guard);
-//!
-//! let guard = rules.domain().read();
-//! assert_eq!(rules.iter(&guard).count(), 2);
-//! ```
-//!
-//! # Structure
-//!
-//! A singly linked list of boxed nodes, each holding a value and an `AtomicPtr` to the next
-//! node; an `AtomicPtr` head; and, behind the writer mutex, a tail pointer that makes
-//! [`push_back`](RcuList::push_back) O(1). Writers are serialized by the mutex; readers take
-//! no lock and write nothing.
-//!
-//! # Why readers are safe while writers edit the list
-//!
-//! **Publication.** A writer fully initialises a node, including its `next` pointer, before a
-//! `Release` store links it in (at the head, after the tail, or in place of a node it
-//! replaces). Readers follow every link with an `Acquire` load, so any node they reach is
-//! initialised. A removal also links with `Release`: the node it makes a reader jump to was
-//! published earlier by a writer that the current writer synchronized with through the mutex,
-//! so the chain of happens-before reaches the reader.
-//!
-//! **Removal leaves the removed node's `next` alone.** To unlink node `X` a writer points `X`'s
-//! predecessor at `X`'s successor and changes nothing in `X`. Later writes change only the
-//! links of nodes that are still in the list, so `X.next` is frozen from its removal on. A
-//! reader that is standing on `X` when it is removed therefore walks on to `X`'s successor at
-//! the time of removal, and from there along the live list (or along more removed nodes, each
-//! frozen the same way).
-//!
-//! **Removed nodes are freed only after a grace period.** Every removed node is retired
-//! ([`Rcu::retire_raw`]): freed once a grace period that started after its removal has ended.
-//! The retire happens after the writer lock is released, because a retire may drop objects
-//! retired earlier (see [where user code runs](crate::callbacks::invoke)), and such a `Drop`
-//! may use this very list. The claim is that every node a reader visits was in the list at some
-//! moment after the reader's critical section began; its removal came later still, so the
-//! grace period that frees it waits for the reader. By induction along the walk: the first
-//! node is read from the head, so it is in the list at that moment. If the reader stands on a
-//! node `X` that was in the list at a moment `m` after the start, and loads `X.next`: either
-//! `X` is still in the list at the load, and then so is the successor it reads; or `X` was
-//! removed at a moment after `m`, and the reader reads the frozen successor, which was in the
-//! list at that removal. Either way the next node was in the list after the start.
-//!
-//! **Lifetimes.** [`iter`](RcuList::iter) ties the iterator and every element reference to
-//! both the guard and the list: nothing read under a guard outlives it, and the list cannot be
-//! dropped (which frees its nodes at once, with no grace period) while anything borrows it.
-//!
-//! # What a reader sees
-//!
-//! A walk that runs concurrently with writers sees every element that stayed in the list for
-//! the whole walk, in list order. Elements inserted or removed during the walk may or may not
-//! be seen. An element replaced by [`update_first`](RcuList::update_first) is seen in its old
-//! or its new version, never both and never neither, because both nodes lead to the same
-//! successor. As with every RCU list, a value that is removed and then inserted again *as a
-//! new node* during one walk may be seen twice (once in the removed node a reader is still
-//! standing on, once in the new node).
-//!
-//! # `Send` and `Sync`
-//!
-//! The same rules as [`RcuCell`](crate::RcuCell): `RcuList<T, D>: Sync` exactly when
-//! `T: Send + Sync` (readers share `&T`; removed elements are dropped on other threads), and
-//! `Send` exactly when `T: Send`. Removing elements needs `T: Send + 'static` because the
-//! callback that drops them may run on another thread after the list is gone.
+#![doc = include_str!("list.md")]
 
 use crate::domain_ref::{self, DomainRef};
 #[cfg(doc)]
@@ -110,8 +27,8 @@ struct Writer<T> {
 /// by a mutex, insert at either end, remove by predicate and replace elements. Removed
 /// elements are dropped after a grace period.
 ///
-/// `D` is the [domain handle](crate::DomainRef): `&'static Rcu` (the global domain) by
-/// default. See the [module docs](self) for why concurrent iteration is safe.
+/// `D` is the [domain handle](crate::DomainRef): `&'static Rcu` (the global domain) by default. See
+/// the [module docs](crate::docs::internal::list) for why concurrent iteration is safe.
 ///
 /// Element references cannot outlive the guard:
 ///

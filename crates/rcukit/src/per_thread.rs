@@ -1,45 +1,4 @@
-//! A thread's state per domain: the table behind the reader records ([`reader`](crate::reader))
-//! and the callback producers' slots (`callbacks::slots`).
-//!
-//! # Why a table of its own
-//!
-//! A thread looks its state for a domain up on every `read()`, every `RecSeq::read` and every
-//! `retire`. The usual case, the same domain again, costs a compare and a load: a one-entry
-//! cache of the domain used last. A thread that uses several domains in turn misses that cache
-//! on every operation, and a linear search then costs time in proportion to the number of
-//! domains the thread has used (one thread reading `RecSeq`s round-robin measured 6 ns at one,
-//! 22 ns at 10, 132 ns at 100 and 2.9 µs at 1,000). Here a miss of the cache looks the domain
-//! up in a hash index instead: one or two probes at any number of domains. Reader records add
-//! a `DirectCache` between the two (a slot per hash, no probing), which a thread reading up
-//! to about a hundred domains in turn hits almost every time.
-//!
-//! # The index
-//!
-//! Domain ids are unique for the life of the process (never reused; 0 means "none"), so the
-//! index maps an id to a pointer to the entry's state without ever confusing a domain with
-//! an earlier one that had the same address. It is open-addressed with linear probing, at most
-//! half full, and hashed by Fibonacci multiplication (ids are small consecutive numbers, which
-//! a plain mask would map well but a step of a power of two would not).
-//!
-//! The index is never edited in place: adding an entry, or removing the entries of domains
-//! that are gone, rebuilds it. So it has no tombstones, and every probe sequence ends at the id
-//! or at an empty slot. Additions happen once per (thread, domain), so the rebuild's cost (in
-//! proportion to the thread's domains) is paid once per domain a thread starts to use.
-//!
-//! # Why the pointers stay valid
-//!
-//! Entries own their state through a pointer that does not move when the entry does (an `Arc`,
-//! a `Box`): `Entry::target`. The index and the cache hold copies of those pointers, and both
-//! are rebuilt (or cleared) in the same call that removes an entry, before the entry is
-//! dropped. Only the owning thread touches the table (it lives in a thread-local), and the
-//! functions that change it run no user code while they hold it.
-//!
-//! Caches kept outside the table (the reader's `LAST` and `DirectCache`) are not cleared
-//! when an entry of a domain that is gone is dropped. They need not be: an entry there names
-//! its domain by id, ids are never reused, and a lookup is only ever made for a live domain
-//! (with the key read from the domain itself), so an entry of a gone domain never matches
-//! again. They are cleared when the whole table goes (thread exit), where live domains'
-//! entries go too.
+#![doc = include_str!("per_thread.md")]
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::ptr::NonNull;
@@ -63,7 +22,16 @@ pub(crate) struct DomainKey {
     hash: u64,
 }
 
+static NEXT_DOMAIN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl DomainKey {
+    /// The key of a new domain, with a fresh identifier. Everything that keys per-thread
+    /// state by identifier (domains, [`Qsbr`](crate::Qsbr), [`RecSeq`](crate::RecSeq)) takes
+    /// its identifier from here, so that the keys never collide; identifiers are never reused.
+    pub(crate) fn fresh() -> DomainKey {
+        DomainKey::new(NEXT_DOMAIN_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// The key of no domain (id 0).
     pub(crate) const NONE: DomainKey = DomainKey::new(0);
 

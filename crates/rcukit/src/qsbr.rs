@@ -1,207 +1,15 @@
-//! [`Qsbr`]: quiescent-state-based reclamation, the RCU flavour with nothing on the read path.
-//!
-//! liburcu-qsbr and DPDK's `rte_rcu_qsbr` serve packet-processing loops (seeds
-//! [001 and 002](crate::docs::seeds)): a thread that polls a queue forever reads shared tables
-//! millions of times a second, and passes a point between bursts where it holds no reference to any
-//! of them. QSBR makes that point, the *quiescent state*, the only thing the thread announces.
-//! Reads themselves are plain loads: no guard, no counter, no fence.
-//!
-//! ```
-//! use rcukit::Qsbr;
-//! use std::sync::atomic::{AtomicPtr, Ordering};
-//! use std::sync::Arc;
-//!
-//! let qsbr = Arc::new(Qsbr::new());
-//! let table = Arc::new(AtomicPtr::new(Box::into_raw(Box::new(vec![1u32; 16]))));
-//!
-//! let worker = {
-//!     let (qsbr, table) = (qsbr.clone(), table.clone());
-//!     std::thread::spawn(move || {
-//!         let mut me = qsbr.register(); // online from here on
-//!         let mut sum = 0u64;
-//!         for _burst in 0..100 {
-//!             for _packet in 0..32 {
-//!                 // SAFETY: tables are freed only after a grace period, and this thread
-//!                 // announces no quiescent state while it uses `rules`.
-//!                 let rules = unsafe { &*table.load(Ordering::Acquire) };
-//!                 sum += u64::from(rules[0]);
-//!             }
-//!             me.quiescent_state(); // no reference to any table survives this point
-//!         }
-//!         // Blocking calls go offline so that grace periods need not wait for them.
-//!         me.offline_while(|| std::thread::sleep(std::time::Duration::from_millis(1)));
-//!         sum
-//!     }) // `me` unregisters when it drops
-//! };
-//!
-//! // Writer (not registered): publish, wait, free.
-//! let old = table.swap(Box::into_raw(Box::new(vec![2u32; 16])), Ordering::AcqRel);
-//! qsbr.synchronize();
-//! // SAFETY: every registered thread has passed a quiescent state since the swap.
-//! drop(unsafe { Box::from_raw(old) });
-//! assert!(worker.join().unwrap() >= 3200);
-//! # drop(unsafe { Box::from_raw(table.load(Ordering::Relaxed)) });
-//! ```
-//!
-//! # The protocol
-//!
-//! A QSBR domain is an RCU domain (it *is* one inside: the same reader registry, epoch,
-//! sequence counters, normal and expedited engines, cookies and callback workers; see
-//! [`domain`](crate::domain)) whose reader records are written by quiescent states instead of
-//! read guards. A registered thread's record holds 0 while the thread is *offline* and,
-//! while it is *online*, the epoch it read at its last quiescent state:
-//!
-//! ```text
-//! quiescent_state():  Q1  e = epoch.load(Acquire);  Q2  record.store(e, Release)
-//!                     Q3  if a grace period sleeps on this record: wake it
-//! offline():          F1  record.store(0, Release);  F2  as Q3
-//! online():           N1  e = epoch.load(Acquire);  N2  record.store(e, Release);  N3  fence(SeqCst)
-//! grace period:       G1  fence(SeqCst);  G2  t = epoch.fetch_add(1) + 1;
-//!                     G3  wait until every registered record is 0 or >= t
-//! ```
-//!
-//! The grace period is exactly the RCU one ([`reader`](crate::reader) explains G1-G3), run in
-//! [`FenceKind::SeqCst`] mode so its heavy barrier is one fence. Q3 and F2 are the reader's
-//! half of the wake-up protocol ([`wake`](crate::wake)): an expedited grace period that waits
-//! for an online thread sleeps until that thread's next quiescent state wakes it, instead of
-//! spinning on a core the thread needs (which is what made QSBR grace periods slow when
-//! threads outnumber cores). They take no part in the argument below. An
-//! online thread is always inside a read-side critical section; a quiescent state ends the
-//! current one and starts the next in a single store.
-//!
-//! # Why it is correct
-//!
-//! Claim: when G3 finishes, every access a registered thread made before its quiescent state
-//! (or offline point) happens-before the updater's next step, and any access the thread makes
-//! afterwards sees what the updater did before G1.
-//!
-//! * G3 accepts a record for one of two reasons. **It reads `v >= t`**: the store was Q2 or N2
-//!   of a quiescent state whose Q1/N1 read the epoch at or after G2's increment. The `Release`
-//!   store and the `Acquire` scan make everything before Q2 happen-before the rest of the grace
-//!   period. Q1 read G2's increment (or a later one in its release sequence), so G1 and the
-//!   removal before it happen-before everything after Q1. **It reads 0**: the `Release` of F1
-//!   orders everything before it in the same way, and the thread can only touch shared data
-//!   again after N1-N3 (next point).
-//! * **Coming online** is the one moment a record goes from "ignore me" to "wait for me", the
-//!   store-buffering pattern of RCU's read-side entry: N3 and G1 are both `SeqCst` fences, so
-//!   either G1 comes first and every access after N3 sees the removal, or N3 comes first and
-//!   G3 reads N2's value or a later one (never the 0 before it), and waits as above.
-//! * **Why a quiescent state needs no fence.** Before Q2 the record already held a non-zero
-//!   value (the thread was online), so whatever G3 reads is either an older non-zero value
-//!   (< t, it waits) or Q2's value or later: G3 can never mistake the thread for offline. A
-//!   stale epoch at Q1 only makes the grace period wait for the next quiescent state. On x86
-//!   the two accesses are plain `mov`s; on Arm, a load-acquire and a store-release.
-//! * **Registration** creates the record offline, adds it to the registry under the registry
-//!   lock and then comes online (N1-N3). A grace period whose registry snapshot (taken under
-//!   the same lock after G2) missed it is ordered before the registration by the lock, hence
-//!   before the thread's first access: the thread sees the removal.
-//!
-//! Every store to a record (Q2, N2, F1) is a `Release` store, so no step leans on a release
-//! sequence continued by a plain store (C++20 dropped those; see [`reader`](crate::reader)).
-//!
-//! One scan suffices for the reason RCU's does: the epoch is 64 bits and never wraps.
-//!
-//! # Misuse made hard
-//!
-//! * A thread registers explicitly with [`Qsbr::register`] and gets a [`QsbrThread`], which is
-//!   `!Send`, borrows the domain (so it cannot outlive it) and unregisters when it drops. A
-//!   second registration of the same thread with the same domain panics.
-//! * [`QsbrThread::quiescent_state`], [`offline`](QsbrThread::offline) and
-//!   [`online`](QsbrThread::online) take `&mut self`: references a program derives from a
-//!   `&QsbrThread` (say, a lookup that returns `&'t Entry` for a `&'t QsbrThread`) cannot live
-//!   across a quiescent state; the borrow checker refuses it.
-//! * A thread that stays online without announcing quiescent states holds every grace period
-//!   of its domain. After the stall timeout the grace period prints one report to stderr that
-//!   names the thread (name and tid) and counts it in [`Stats::stalls`]; then it keeps
-//!   waiting.
-//! * Waiting for a grace period (`synchronize*`, `cond_synchronize*`, `barrier`) from a thread
-//!   that is online in the same domain would wait for that very thread: it panics with an
-//!   explanation. Go offline first ([`QsbrThread::offline_while`]).
-//! * **Thread exit.** A handle is unregistered when it drops, and only then: a `QsbrThread`
-//!   kept in a thread-local (a per-thread packet loop) stays registered, and protects its
-//!   thread's reads, until that thread-local is destroyed, in whatever order the thread's
-//!   thread-locals are torn down; rcukit's own table, if destroyed first, leaves it alone. A
-//!   handle leaked with `mem::forget` therefore stays registered forever: offline it costs
-//!   nothing, online it holds every grace period, and the stall report says its thread has
-//!   exited. `Stats::orphaned_readers` counts such registrations. `is_online()` and the
-//!   "waiting while online" check keep working in thread-local destructors.
-//!
-//! # Preemption
-//!
-//! The kernel announces a quiescent state for a CPU at every context switch; user space cannot
-//! see its threads being preempted. A registered thread that is online when the scheduler
-//! takes its CPU holds every grace period until it runs again and reaches its next quiescent
-//! state: a scheduler time slice, milliseconds. QSBR therefore suits threads that own a CPU
-//! (pinned packet loops, DPDK style) and that go offline around anything that blocks. With
-//! more runnable threads than CPUs, prefer `Rcu`, whose preempted readers only
-//! hold a grace period when they are preempted *inside* a short read-side section.
-//!
-//! # Normal and expedited
-//!
-//! Both engines of the inner domain are available with the same API as [`Rcu`].
-//! Neither interrupts readers here: a QSBR grace period only ever *waits* for quiescent
-//! states. A normal grace period runs on the domain's thread and batches requests (good for
-//! many updaters and for callbacks); an expedited one runs in the caller at once (lowest
-//! latency for a single updater).
+#![doc = include_str!("qsbr.md")]
 
 use crate::domain::Inner;
 use crate::error::Error;
 use crate::gp::Flavor;
-use crate::reader::{ReaderRecord, Registry, ThreadInfo};
+use crate::reader::{self, ReaderRecord, ThreadInfo};
 use crate::seq::GpCookie;
-use crate::sync::fence;
-use crate::sync::AtomicU64;
 use crate::{FenceKind, Rcu, RcuBuilder, Stats};
-use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One registration of the calling thread, kept in a thread-local table so that misuse can be
-/// detected.
-struct LocalRegistration {
-    domain: u64,
-    record: Arc<ReaderRecord>,
-}
-
-/// The calling thread's registrations: one entry per live [`QsbrThread`], removed when it drops.
-struct LocalTable(RefCell<Vec<LocalRegistration>>);
-
-impl Drop for LocalTable {
-    fn drop(&mut self) {
-        // Every entry left belongs to a handle that has not dropped: one kept in a thread-local
-        // destroyed after this one (still in use: its thread may read until that destructor
-        // ends) or one leaked with `mem::forget`. Unregistering it would let grace periods end
-        // while the thread may still read; so it stays registered, marked as outliving the
-        // table, until the handle drops (a leaked one never does: stall reports then say that
-        // its thread has exited).
-        for entry in self.0.get_mut().drain(..) {
-            entry.record.orphan();
-        }
-    }
-}
-
-thread_local! {
-    static REGISTRATIONS: LocalTable = const { LocalTable(RefCell::new(Vec::new())) };
-}
-
-/// Is the calling thread registered with domain `id` (whose records are in `registry`) and
-/// online? After the thread's table is gone (in a later thread-local destructor), its
-/// registrations are found in the registry by owner.
-pub(crate) fn online_here(id: u64, registry: &Registry) -> bool {
-    REGISTRATIONS
-        .try_with(|table| {
-            table.0.try_borrow().is_ok_and(|entries| {
-                entries
-                    .iter()
-                    .any(|e| e.domain == id && e.record.ctr.load(Relaxed) != 0)
-            })
-        })
-        .unwrap_or_else(|_| {
-            crate::reader::orphan_of_this_thread(registry, |r| r.ctr.load(Relaxed) != 0)
-        })
-}
 
 static NEXT_QSBR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -272,13 +80,12 @@ impl QsbrBuilder {
 
 /// A QSBR domain: registered threads announce quiescent states and read with no code at all.
 ///
-/// See the [module documentation](self) for the protocol and why it is correct. The grace-period
-/// API mirrors [`Rcu`]'s: [`synchronize`](Qsbr::synchronize),
-/// [`synchronize_expedited`](Qsbr::synchronize_expedited), cookies
-/// ([`get_state`](Qsbr::get_state), [`start_poll`](Qsbr::start_poll),
-/// [`poll`](Qsbr::poll), [`cond_synchronize`](Qsbr::cond_synchronize)), callbacks
-/// ([`call`](Qsbr::call), [`retire`](Qsbr::retire), [`barrier`](Qsbr::barrier)) and
-/// [`stats`](Qsbr::stats).
+/// See the [module documentation](crate::docs::internal::qsbr) for the protocol and why it is
+/// correct. The grace-period API mirrors [`Rcu`]'s: [`synchronize`](Qsbr::synchronize),
+/// [`synchronize_expedited`](Qsbr::synchronize_expedited), cookies ([`get_state`](Qsbr::get_state),
+/// [`start_poll`](Qsbr::start_poll), [`poll`](Qsbr::poll),
+/// [`cond_synchronize`](Qsbr::cond_synchronize)), callbacks ([`call`](Qsbr::call),
+/// [`retire`](Qsbr::retire), [`barrier`](Qsbr::barrier)) and [`stats`](Qsbr::stats).
 ///
 /// Threads that never register are never waited for, and may wait for grace periods. A thread
 /// that registers must call [`QsbrThread::quiescent_state`] regularly, or go offline, or every
@@ -329,42 +136,15 @@ impl Qsbr {
     /// one while it still reads through the other).
     pub fn register(&self) -> QsbrThread<'_> {
         let inner = self.inner();
-        let id = self.id();
         let registry = &inner.core.registry;
-        let record = Arc::new(ReaderRecord::new(
-            ThreadInfo::current(),
-            Arc::downgrade(registry),
-        ));
-        let recorded = REGISTRATIONS.try_with(|table| {
-            let mut entries = table.0.borrow_mut();
-            if entries.iter().any(|e| e.domain == id) {
-                return Err(());
-            }
-            entries.push(LocalRegistration {
-                domain: id,
-                record: record.clone(),
-            });
-            Ok(())
-        });
-        let duplicate = match recorded {
-            Ok(result) => result.is_err(),
-            // In a thread-local destructor after the table is gone: the registration lives
-            // only in the registry, found there by owner (see `online_here`).
-            Err(_) => {
-                record.orphan();
-                crate::reader::orphan_of_this_thread(registry, |_| true)
-            }
-        };
-        if duplicate {
+        let Ok(record) = reader::qsbr::register(self.id(), registry) else {
             panic!(
                 "rcukit: {} is already registered with QSBR domain '{}'; keep one QsbrThread \
                  per thread and domain",
                 ThreadInfo::current(),
                 self.name()
             );
-        }
-        // Offline (0) until registered, then online through N1-N3 (see the module docs).
-        registry.register(record.clone());
+        };
         let mut thread = QsbrThread {
             qsbr: self,
             epoch: &inner.core.read_side.epoch,
@@ -378,12 +158,12 @@ impl Qsbr {
 
     /// Is the calling thread registered with this domain and online?
     pub fn is_online(&self) -> bool {
-        online_here(self.id(), &self.inner().core.registry)
+        reader::qsbr::online_here(self.id(), &self.inner().core.registry)
     }
 
     #[track_caller]
     fn assert_offline(&self, what: &str) {
-        if online_here(self.id(), &self.inner().core.registry) {
+        if reader::qsbr::online_here(self.id(), &self.inner().core.registry) {
             panic!(
                 "rcukit: {what} called by {}, which is online in QSBR domain '{}'; the grace \
                  period would wait for this very thread's quiescent state and never end. Go \
@@ -495,6 +275,19 @@ impl Qsbr {
         unsafe { self.rcu.retire_raw(ptr) };
     }
 
+    /// Call `run(data)` on a callback worker after a grace period, accounting `bytes` (clamped
+    /// to 1 TiB): the type-erased variant of [`call`](Qsbr::call), which allocates nothing
+    /// (an intrusive callback head can carry a foreign function pointer). Never blocks.
+    ///
+    /// # Safety
+    ///
+    /// As [`Rcu::call_raw`]: calling `run(data)` exactly once, from another thread, after a
+    /// grace period, must be sound.
+    pub unsafe fn call_raw(&self, run: unsafe fn(*mut ()), data: *mut (), bytes: usize) {
+        // SAFETY: forwarded to the caller, with the same contract as `Rcu::call_raw`.
+        unsafe { self.rcu.call_raw(run, data, bytes) };
+    }
+
     /// Wait until every callback queued before this call has run.
     ///
     /// # Panics
@@ -558,28 +351,6 @@ pub struct QsbrThread<'a> {
     _not_send: PhantomData<*const ()>,
 }
 
-/// Q1-Q2 of the module docs: record the current epoch as this thread's quiescent state.
-#[inline]
-pub(crate) fn announce_quiescent_state(record: &ReaderRecord, epoch: &AtomicU64) {
-    let e = epoch.load(Acquire);
-    record.ctr.store(e, Release);
-    record.wake.after_leaving(); // Q3
-}
-
-/// F1: stop being waited for.
-#[inline]
-pub(crate) fn go_offline(record: &ReaderRecord) {
-    record.ctr.store(0, Release);
-    record.wake.after_leaving(); // F2
-}
-
-/// N1-N3: be waited for again; the fence pairs with the grace period's G1.
-#[inline]
-pub(crate) fn come_online(record: &ReaderRecord, epoch: &AtomicU64) {
-    announce_quiescent_state(record, epoch);
-    fence(SeqCst);
-}
-
 impl<'a> QsbrThread<'a> {
     /// Announce a quiescent state: the thread holds no reference to data protected by this
     /// domain at this point. One `Acquire` load and one `Release` store, no fence (the module
@@ -587,7 +358,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
-            announce_quiescent_state(&self.record, self.epoch);
+            reader::qsbr::announce_quiescent_state(&self.record, self.epoch);
         }
     }
 
@@ -597,7 +368,7 @@ impl<'a> QsbrThread<'a> {
     pub fn offline(&mut self) {
         if self.online {
             self.online = false;
-            go_offline(&self.record);
+            reader::qsbr::go_offline(&self.record);
         }
     }
 
@@ -605,7 +376,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn online(&mut self) {
         if !self.online {
-            come_online(&self.record, self.epoch);
+            reader::qsbr::come_online(&self.record, self.epoch);
             self.online = true;
         }
     }
@@ -641,15 +412,11 @@ impl<'a> QsbrThread<'a> {
 
 impl Drop for QsbrThread<'_> {
     fn drop(&mut self) {
-        go_offline(&self.record);
-        let id = self.qsbr.id();
-        let ptr = Arc::as_ptr(&self.record);
-        let _ = REGISTRATIONS.try_with(|table| {
-            if let Ok(mut entries) = table.0.try_borrow_mut() {
-                entries.retain(|e| !(e.domain == id && Arc::as_ptr(&e.record) == ptr));
-            }
-        });
-        self.qsbr.inner().core.registry.unregister(ptr);
+        reader::qsbr::unregister(
+            self.qsbr.id(),
+            &self.record,
+            &self.qsbr.inner().core.registry,
+        );
     }
 }
 

@@ -22,7 +22,7 @@
 use std::any::Any;
 use std::fmt;
 use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, RefUnwindSafe, UnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -141,8 +141,22 @@ impl Drop for InHook {
     }
 }
 
-/// A user's report hook.
-pub(crate) type Hook = Arc<dyn Fn(&Report) + Send + Sync>;
+/// A user's report hook. `UnwindSafe` and `RefUnwindSafe`, so that a domain (and every
+/// container on it, as std's `HashMap` is) can cross `catch_unwind`: see [`hook`].
+pub(crate) type Hook = Arc<dyn Fn(&Report) + Send + Sync + UnwindSafe + RefUnwindSafe>;
+
+/// `f` as a [`Hook`]. It is called only inside `catch_unwind` by [`Reporter::report`], which
+/// contains a panic of the hook and leaves no state of rcukit half-changed by it, so a domain
+/// holding the hook is as unwind-safe as one without: the assertion is about rcukit's own
+/// state, and whatever the hook itself captures is the user's to keep consistent (as with any
+/// callback they call themselves).
+pub(crate) fn hook(f: impl Fn(&Report) + Send + Sync + 'static) -> Hook {
+    let f = AssertUnwindSafe(f);
+    Arc::new(move |report: &Report| {
+        let f = &f; // the whole wrapper is captured, not its field
+        (f.0)(report)
+    })
+}
 
 /// Where a domain's reports go (cheap to clone: shared by its threads).
 #[derive(Clone, Default)]

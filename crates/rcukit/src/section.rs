@@ -1,18 +1,4 @@
-//! [`ReadSection`]: what a container accepts as proof that its reader is inside a read-side
-//! critical section, a [`Guard`] or an [`OwnedGuard`].
-//!
-//! Containers ([`RcuCell::load`](crate::RcuCell::load), [`RcuList::iter`](crate::RcuList::iter),
-//! [`RcuHashMap::get`](crate::RcuHashMap::get) and the rest of their readers) take `&'g G`
-//! for any `G: ReadSection` and hand out references that live for `'g`: the borrow of the
-//! guard. Both guards hold back every grace period of their domain that starts after they were
-//! taken, so a reference borrowed from either stays valid for as long as the borrow lasts, and
-//! the borrow checker keeps it from outliving the guard.
-//!
-//! # Why sealed
-//!
-//! A container's safety rests on [`is_of`](ReadSection::is_of) being true only for a live
-//! section of that very domain. A user type could claim anything, so the trait is sealed: the
-//! two guards are the only implementations.
+#![doc = include_str!("section.md")]
 
 use crate::{Guard, OwnedGuard, Rcu};
 
@@ -22,8 +8,8 @@ mod sealed {
     impl Sealed for crate::OwnedGuard {}
 }
 
-/// A read-side critical section of one [`Rcu`] domain: [`Guard`] (`rcu.read()`) or
-/// [`OwnedGuard`] (`rcu.read_owned()`). Sealed; see the [module docs](self).
+/// A read-side critical section of one [`Rcu`] domain: [`Guard`] (`rcu.read()`) or [`OwnedGuard`]
+/// (`rcu.read_owned()`). Sealed; see the [module docs](crate::docs::internal::section).
 pub trait ReadSection: sealed::Sealed {
     /// Is this a critical section of `rcu`? (One pointer comparison.)
     fn is_of(&self, rcu: &Rcu) -> bool;

@@ -1,54 +1,4 @@
-//! Grace-period sequence numbers and polling cookies, with the Linux kernel's encoding.
-//!
-//! # The encoding
-//!
-//! A grace-period sequence number is a `u64` whose two low bits are a *state* (0 = idle,
-//! non-zero = a grace period is in progress) and whose high bits count completed grace periods.
-//! Starting a grace period adds one (state becomes 1); ending it rounds up to the next multiple
-//! of four (`(s | 3) + 1`), which bumps the count and clears the state. So a counter that reads
-//! `8` is idle after two grace periods, `9` is in the middle of the third, and `12` has finished
-//! it.
-//!
-//! # Snapshots
-//!
-//! An updater that wants "one full grace period after now" cannot use the *next* end value when
-//! a grace period is already in progress: that grace period may have started before the
-//! updater's removal, and so may not wait for readers that can still see the removed data. The
-//! snapshot therefore asks for the end of the grace period *after* the current one whenever a
-//! grace period is running:
-//!
-//! ```text
-//! snap(s) = (s + 2*3 + 1) & !3 = (s + 7) & !3
-//!   idle      s = 8  -> 12   (the next grace period is enough)
-//!   running   s = 9  -> 16   (the one running ends at 12, too early; wait for 16)
-//!   running   s = 11 -> 16
-//! ```
-//!
-//! `done(cur, snap)` is a wrap-tolerant `cur >= snap`, so the counters may run through
-//! `u64::MAX` and back to zero. Every build starts every counter 300 grace periods
-//! below the wrap (as the kernel does at boot), so a comparison that forgets about wrapping
-//! fails in the first second of every test run instead of after 2^62 grace periods.
-//!
-//! # Cookies
-//!
-//! A [`GpCookie`] holds a snapshot of *both* counters of a domain, normal and expedited (the
-//! kernel's `struct rcu_gp_seq`, the `_full` polling API). Both counters prove the same thing:
-//! every reader that was running when the grace period started has finished. So a cookie has
-//! expired as soon as *either* half is done; this is the observation behind
-//! [seed 004](crate::docs::seeds), and [`Rcu::poll`](crate::Rcu::poll) and the callback lists
-//! use it.
-//!
-//! Two values can never be produced by a snapshot because snapshots always have state 0:
-//! [`COMPLETED`] (1) marks a half that is already done, [`NOT_TRACKED`] (2) a half that must be
-//! ignored (a domain without expedited grace periods).
-//!
-//! # Memory ordering
-//!
-//! `SeqCounter::start` is followed by a full fence and `SeqCounter::end` is preceded by
-//! one. A snapshot is preceded by a full fence, so the updater's removal is ordered before the
-//! counter it reads; a successful `SeqCounter::done` reads the counter with `Acquire` (pairing
-//! with the `Release` store in `end`) and then issues a full fence, so everything the grace
-//! period waited for happens before whatever the updater does next (typically freeing memory).
+#![doc = include_str!("seq.md")]
 
 use crate::sync::{fence, AtomicU64};
 use std::sync::atomic::Ordering;
@@ -61,9 +11,9 @@ pub(crate) const STATE_MASK: u64 = (1 << CTR_SHIFT) - 1;
 pub(crate) const ONE_GP: u64 = STATE_MASK + 1;
 
 /// Cookie half that has already completed (cannot be produced by a snapshot: state bit set).
-pub const COMPLETED: u64 = 0x1;
+pub(crate) const COMPLETED: u64 = 0x1;
 /// Cookie half that is not tracked and must be ignored when polling.
-pub const NOT_TRACKED: u64 = 0x2;
+pub(crate) const NOT_TRACKED: u64 = 0x2;
 
 /// The value every counter starts from: 300 grace periods below the wrap-around, in every
 /// build (as the kernel does at boot), so that wrap bugs show at once in release builds and

@@ -1,33 +1,4 @@
-//! rcukit's own threads (each domain's grace-period, helper and callback-worker threads, and
-//! the finisher of a domain dropped under open owned sections): started so that `fork()` at
-//! any moment leaves a child that can start them again.
-//!
-//! # Why not `std::thread`
-//!
-//! A `std` thread takes a process-wide lock of the standard library twice: when it starts
-//! (recording its stack's guard page for the stack-overflow message) and when it exits
-//! (forgetting it). `fork()` copies that lock as it is; if any thread of the parent held it at
-//! that moment, it stays locked forever in the child, and every `std` thread the child starts
-//! waits for it: the child's rcukit repair (which restarts the domain's threads) and every
-//! domain the child builds hang in their first call. Two threads building and dropping domains
-//! were enough to hang about 1 child in 1,000 this way; any other thread of the program that
-//! starts or exits near the fork does the same.
-//!
-//! So on Unix, rcukit starts its threads with `pthread_create` directly. They never take that
-//! lock, neither when they start nor when they exit, so whatever the parent's threads were
-//! doing at the fork, a child can start rcukit's threads (the C library's own thread state is
-//! made consistent across `fork()` by the C library itself). What such a thread loses is the
-//! standard library's bookkeeping: `std::thread::current().name()` is `None` there (the name
-//! is the kernel's, as `ps` and debuggers show it; stall reports read it from there), and a
-//! stack overflow in one is reported as a plain segmentation fault. Elsewhere (Windows, Miri)
-//! there is no `fork()` and `std::thread` is used.
-//!
-//! Threads that the *program* starts with `std::thread` in a forked child still hang if the
-//! parent forked while another thread was starting or exiting; that hazard is the standard
-//! library's (see [`docs::limitations`](crate::docs::limitations)).
-//!
-//! A panic that escapes a thread's body is caught at its top (it must not unwind into the C
-//! library's thread start); the panic hook has reported it, as for a `std` thread.
+#![doc = include_str!("threads.md")]
 
 use std::io;
 
@@ -144,7 +115,7 @@ pub(crate) fn current_name() -> String {
     if let Some(name) = std::thread::current().name() {
         return name.to_string();
     }
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
     {
         let mut buf = [0u8; 16];
         // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL-terminated, into `buf`.

@@ -403,3 +403,142 @@ fn a_cell_whose_values_declare_their_size_is_reclaimed_after_a_few_replacements(
     rcu.barrier();
     assert_eq!(DROPPED.load(Ordering::SeqCst), tables);
 }
+
+/// Snapshots keep their value alive without a guard beside them, on the thread that took them
+/// and on a thread they were sent to, while a writer replaces the value with every kind of
+/// reclamation (the waiting ones drop the old value in the writer as soon as their grace
+/// period ends); `load_arc` clones kept past any number of grace periods stay whole too.
+#[test]
+fn snapshots_keep_their_value_alive_without_a_guard() {
+    common::each_config(snapshots_keep_values_alive);
+}
+
+fn snapshots_keep_values_alive(rcu: &Rcu) {
+    use rcukit::Snapshot;
+    use std::sync::mpsc;
+    let counts = Counts::leak();
+    let cell = RcuCell::with_domain(Tracked::new(0, counts), rcu);
+    let arcs = RcuCell::with_domain(Arc::new(Tracked::new(0, counts)), rcu);
+    let writes: usize = if cfg!(miri) { 6 } else { 120 };
+    let written = AtomicBool::new(false);
+    let mut rounds: usize = 0;
+    std::thread::scope(|s| {
+        // Bounded: snapshots queued faster than the checker drops them would hold every grace
+        // period back for ever longer.
+        let (to_checker, received) = mpsc::sync_channel::<Snapshot<'_, Tracked>>(4);
+        let checker = s.spawn(move || {
+            let mut n = 0;
+            for snapshot in received {
+                snapshot.check();
+                std::thread::yield_now();
+                snapshot.check();
+                n += 1;
+            }
+            n
+        });
+        s.spawn(|| {
+            for i in 1..=writes {
+                let how = [Reclaim::Expedited, Reclaim::Synchronize, Reclaim::Deferred][i % 3];
+                cell.store_with(Tracked::new(i as u64, counts), how);
+                arcs.store_with(Arc::new(Tracked::new(i as u64, counts)), how);
+            }
+            written.store(true, Relaxed);
+        });
+        let mut kept = Vec::new();
+        // Snapshots for as long as the writer writes (at least a few, however late it starts).
+        while rounds < 8 || !written.load(Relaxed) {
+            let snapshot = cell.snapshot();
+            let id = snapshot.id();
+            snapshot.check();
+            for _ in 0..rounds % 64 {
+                std::hint::spin_loop();
+            }
+            // Other containers of the domain can be read under the snapshot's guard.
+            arcs.load(snapshot.guard()).check();
+            assert_eq!(snapshot.id(), id, "a snapshot does not follow the cell");
+            snapshot.check();
+            if rounds % 2 == 0 {
+                to_checker.send(snapshot).unwrap(); // ends on the checker's thread
+            }
+            if rounds % 64 == 0 {
+                kept.push(arcs.load_arc());
+            }
+            rounds += 1;
+            if cfg!(miri) {
+                std::thread::yield_now();
+            }
+        }
+        drop(to_checker);
+        assert_eq!(checker.join().unwrap(), rounds.div_ceil(2));
+        for arc in &kept {
+            arc.check();
+        }
+    });
+    rcu.barrier();
+    assert_eq!(counts.double_drops.load(Relaxed), 0);
+    assert_eq!(counts.live(), 2, "only the two current values are alive");
+    drop((cell, arcs));
+    assert_eq!(counts.live(), 0);
+    assert_eq!(counts.double_drops.load(Relaxed), 0);
+}
+
+/// An owned snapshot is `'static`: it goes into `std::thread::spawn`, keeps the cell (and the
+/// domain the cell holds) alive after every other handle is gone, and closes its section
+/// before it lets go of the cell, so that the last handle's drop finds no section open and
+/// runs the domain's pending callbacks at once.
+#[test]
+fn an_owned_snapshot_keeps_its_cell_and_domain_alive() {
+    fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
+    let counts = Counts::leak();
+    let rcu = Arc::new(domain("snapshot-owned"));
+    let cell = Arc::new(RcuCell::with_domain(Tracked::new(0, counts), rcu));
+    let snapshot = cell.clone().snapshot_owned();
+    send_sync_static(&snapshot);
+    cell.store(Tracked::new(1, counts)); // value 0 is retired, held by the snapshot
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        wait.recv().unwrap();
+        snapshot.check();
+        assert_eq!(snapshot.id(), 0);
+        assert_eq!(snapshot.cell().read().id(), 1);
+        drop(snapshot);
+    });
+    drop(cell);
+    assert_eq!(
+        counts.live(),
+        2,
+        "the snapshot keeps its value and the cell's current one"
+    );
+    go.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(
+        counts.live(),
+        0,
+        "the snapshot's drop dropped the cell, then the domain, which ran the retired value's callback"
+    );
+    assert_eq!(counts.double_drops.load(Relaxed), 0);
+}
+
+/// `load_arc` holds nothing back: a waiting write completes while the clone is kept, and the
+/// value then lives in the clone alone.
+#[test]
+fn load_arc_keeps_the_value_without_holding_back_grace_periods() {
+    let counts = Counts::leak();
+    let rcu = domain("load-arc");
+    let cell = RcuCell::with_domain(Arc::new(Tracked::new(0, counts)), &rcu);
+    let kept = cell.load_arc();
+    cell.store_with(Arc::new(Tracked::new(1, counts)), Reclaim::Synchronize);
+    cell.store_with(Arc::new(Tracked::new(2, counts)), Reclaim::Expedited);
+    assert_eq!(
+        Arc::strong_count(&kept),
+        1,
+        "the cell's old Arcs were dropped"
+    );
+    kept.check();
+    assert_eq!(kept.id(), 0);
+    assert_eq!(counts.live(), 2);
+    drop(kept);
+    assert_eq!(counts.live(), 1);
+    assert_eq!(cell.load_arc().id(), 2);
+    assert_eq!(format!("{:?}", RcuCell::new(3).snapshot()), "3");
+}

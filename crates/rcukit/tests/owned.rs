@@ -494,7 +494,7 @@ fn containers_accept_owned_guards_and_refuse_foreign_ones() {
     list.push_back(1);
     list.push_back(2);
     let map: RcuHashMap<u32, u32, _, Arc<Rcu>> = RcuHashMap::with_domain(rcu.clone());
-    map.insert(1, 10);
+    map.pin().insert(1, 10);
     let guard = rcu.read_owned();
     assert!(guard.is_of(&rcu));
     assert_eq!(guard.domain_id(), rcu.id());

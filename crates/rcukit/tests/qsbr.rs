@@ -48,6 +48,46 @@ fn register_quiescent_offline_online() {
     assert!(qsbr.stats().normal_gps + qsbr.stats().expedited_gps >= 2);
 }
 
+/// `call_raw` queues an allocation-free callback that runs once, after a grace period that
+/// waits for an online thread's quiescent state.
+#[test]
+fn call_raw_runs_once_after_a_quiescent_state() {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    unsafe fn run(data: *mut ()) {
+        // SAFETY: `data` is the `&'static AtomicBool` passed below, which outlives the test.
+        let seen_qs = unsafe { &*data.cast::<AtomicBool>() };
+        assert!(
+            seen_qs.load(SeqCst),
+            "ran before the online thread's quiescent state"
+        );
+        RUNS.fetch_add(1, SeqCst);
+    }
+    static QUIESCED: AtomicBool = AtomicBool::new(false);
+    let qsbr = Arc::new(Qsbr::new());
+    let online = Arc::new(Barrier::new(2));
+    let queued = Arc::new(Barrier::new(2));
+    let reader = {
+        let (qsbr, online, queued) = (qsbr.clone(), online.clone(), queued.clone());
+        std::thread::spawn(move || {
+            let mut me = qsbr.register();
+            online.wait();
+            queued.wait();
+            std::thread::sleep(Duration::from_millis(20));
+            QUIESCED.store(true, SeqCst);
+            me.quiescent_state();
+        })
+    };
+    online.wait();
+    let data = (&QUIESCED as *const AtomicBool).cast_mut().cast::<()>();
+    // SAFETY: `run` only reads the static flag behind `data`, from any thread, once.
+    unsafe { qsbr.call_raw(run, data, 0) };
+    queued.wait();
+    qsbr.barrier();
+    reader.join().unwrap();
+    assert_eq!(RUNS.load(SeqCst), 1);
+    assert_eq!(qsbr.stats().callbacks_invoked, 1);
+}
+
 #[test]
 fn offline_while_restores_online_after_a_panic() {
     let qsbr = Qsbr::new();

@@ -32,8 +32,8 @@
 //! A scheme an experiment knows but this build cannot run (because a primitive it needs is
 //! missing) goes in the module's `UNAVAILABLE` constant of [`Unavailable`] entries; the JSON
 //! and the report list it under "not available in this build", and nothing is ever measured
-//! or claimed for it. Every scheme of issue 6 runs today, so those lists are empty; only
-//! `conntrack` lists liburcu's rculfhash when built without the `c-peers` feature.
+//! or claimed for it. Every scheme the experiments compare runs today, so those lists are empty;
+//! only `conntrack` lists liburcu's rculfhash when built without the `c-peers` feature.
 
 pub mod callbacks;
 pub mod capture;
@@ -49,35 +49,17 @@ pub use kit::{measure_each, outcome, run_default, run_with, Envelope, Experiment
 
 use crate::env::available_cores;
 use crate::progress::Progress;
+pub use crate::report::Outcome;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::time::Duration;
-
-/// What an experiment hands to the report writer.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// File stem (`netfilter` → `netfilter.json`, `.md`, `.svg`).
-    pub name: &'static str,
-    /// Section title.
-    pub title: String,
-    /// The seeds it reproduces, e.g. `000, 002` (empty for the peers comparison).
-    pub seeds: String,
-    /// The full result (environment, config, figures).
-    pub json: serde_json::Value,
-    /// Markdown: the seed's figures beside ours, our tables, notes.
-    pub markdown: String,
-    /// The plot, if any.
-    pub svg: Option<String>,
-    /// One-line headline figures for the summary.
-    pub headlines: Vec<String>,
-}
 
 /// A scheme the experiment knows about but this build cannot run yet.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
 pub struct Unavailable {
     /// The scheme's name as it will appear once available.
     pub scheme: &'static str,
-    /// What it needs (the missing primitive and its issue).
+    /// What it needs (the missing primitive, or the build feature).
     pub needs: &'static str,
 }
 

@@ -21,72 +21,14 @@
 //! since its removal, each of which had to wait for the owned section, so a freed element
 //! there means a grace period ignored an owned section, as an age above 1 does.
 
-use super::{check_cookie, delay, nested, record_age, Local, Seen, MAX_DEPTH};
-use crate::engine::Shared;
+use super::{check_cookie, delay, nested, record_age, Local};
 use crate::flavor::{Flavor, OwnedSection};
+use crate::handoff::{End, Inbox, Seen, MAX_DEPTH, MOVE_ONE_IN, SLEEP_ONE_IN, SLEEP_US};
+use crate::shared::Shared;
 use fastrand::Rng;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
-
-/// One owned section in this many sleeps before it ends.
-pub(crate) const SLEEP_ONE_IN: u32 = 64;
-
-/// The sleep of an owned section, in microseconds.
-pub(crate) const SLEEP_US: std::ops::RangeInclusive<u64> = 10..=300;
-
-/// One owned section in this many is moved to a helper thread.
-pub(crate) const MOVE_ONE_IN: u32 = 8;
-
-/// Helper threads that end moved sections.
-pub(crate) const HELPERS: usize = 2;
-
-/// Moved sections a helper's channel holds; a reader that finds it full ends its section
-/// itself. Small, so that a queue of sleeping sections stays far below the stall timeout.
-const CHANNEL: usize = 16;
-
-/// What the end of an owned section needs: the guard and what was read under it.
-pub(crate) struct End<C> {
-    section: OwnedSection,
-    seen: Seen,
-    cookie: Option<C>,
-    sleep: Option<Duration>,
-}
-
-/// The inbox of one helper thread.
-pub(crate) type Inbox<C> = Receiver<End<C>>;
-
-/// The owned readers' settings and the helpers' channels, shared by the readers.
-pub(crate) struct OwnedReaders<C> {
-    /// Fraction of outermost sections that are owned (0 when the flavor has no owned sections
-    /// or the run turned them off).
-    pub(crate) fraction: f64,
-    helpers: Vec<SyncSender<End<C>>>,
-}
-
-impl<C: Send> OwnedReaders<C> {
-    /// The settings, and one inbox per helper thread to start (none when `fraction` is 0).
-    pub(crate) fn new(fraction: f64) -> (OwnedReaders<C>, Vec<Inbox<C>>) {
-        let helpers = if fraction > 0.0 { HELPERS } else { 0 };
-        let (senders, inboxes) = (0..helpers).map(|_| sync_channel(CHANNEL)).unzip();
-        let owned = OwnedReaders {
-            fraction,
-            helpers: senders,
-        };
-        (owned, inboxes)
-    }
-
-    /// Hand `end` to a random helper; gives it back when the helper cannot take it.
-    fn send(&self, rng: &mut Rng, end: End<C>) -> Result<(), End<C>> {
-        if self.helpers.is_empty() {
-            return Err(end);
-        }
-        let helper = &self.helpers[rng.usize(..self.helpers.len())];
-        helper.try_send(end).map_err(|e| match e {
-            TrySendError::Full(end) | TrySendError::Disconnected(end) => end,
-        })
-    }
-}
 
 /// Enter an owned section for this outermost section, with probability `fraction`.
 pub(super) fn maybe_enter<F: Flavor>(shared: &Shared<F>, rng: &mut Rng) -> Option<OwnedSection> {

@@ -1,13 +1,4 @@
-//! The type-erased callback: a function pointer, a data pointer and the bytes it accounts for.
-//!
-//! `retire(Box<T>)` needs no allocation beyond the box itself: the data pointer *is* the box and
-//! the function pointer drops it. `call(f)` boxes the closure (a zero-sized closure allocates
-//! nothing).
-//!
-//! A `Callback` dropped without being invoked leaks its data rather than running it: running
-//! it could free memory that readers still use. The domain makes sure that never happens in
-//! normal operation (dropping a domain runs every pending callback first); only a crash of the
-//! callback machinery itself could leak.
+#![doc = include_str!("callback.md")]
 
 use crate::sync::AtomicUsize;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
@@ -21,9 +12,9 @@ pub(crate) struct Callback {
     bytes: usize,
 }
 
-/// Marks a callback that only drops a box (`retire`, `retire_raw`): such callbacks may be run
-/// by producer threads (see [`ready`](super::ready)). Sizes never reach the top bit: no Rust
-/// object is larger than `isize::MAX` bytes.
+/// Marks a callback that only drops a box (`retire`, `retire_raw`): such callbacks may be run by
+/// producer threads (see [`hand_back`](crate::docs::internal::callbacks::hand_back)). Sizes never
+/// reach the top bit: no Rust object is larger than `isize::MAX` bytes.
 const DROP_ONLY: usize = 1 << (usize::BITS - 1);
 
 /// The most bytes one callback accounts for (1 TiB): a declared size is clamped to it, so that
@@ -119,7 +110,7 @@ impl Callback {
 /// the caller until every marker is queued (so the count cannot reach zero early).
 pub(crate) struct BarrierCount {
     remaining: AtomicUsize,
-    /// The waker of a `barrier_async()` future, if one waits (see [`waiting`](crate::waiting)).
+    /// The waker of a `barrier_async()` future, if one waits.
     lock: std::sync::Mutex<Option<std::task::Waker>>,
     cond: std::sync::Condvar,
 }

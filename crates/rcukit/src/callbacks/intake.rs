@@ -1,41 +1,4 @@
-//! A shard's intake: per-producer chunks that the shard's worker drains, lock-free on both sides.
-//!
-//! # Why chunks
-//!
-//! A queue that every `call()` pushes to and the worker pops from moves cache lines between
-//! the two cores on *every* callback, in both directions (the slot, the indices). Here each
-//! producer thread owns a *chunk* of 64 slots. Queuing a callback writes the next slot of the
-//! producer's own chunk and publishes it by storing the new fill count; the worker reads slots
-//! in order up to the fill count it sees. Only the slots themselves travel to the worker, and the
-//! only shared operation per callback is the producer's store of its fill count. A full chunk is
-//! *sealed* and a fresh one is pushed onto the shard's lock-free chunk stack (a compare-and-swap
-//! once every 64 callbacks).
-//!
-//! # Why it is correct
-//!
-//! * *Publication.* A producer writes slot `i` and then stores `filled = i + 1` with (at least)
-//!   `Release`; the worker loads `filled` with `Acquire` before reading slots below it. Each slot
-//!   is written once and read once: the producer never writes below `filled`, the worker never
-//!   reads at or above it.
-//! * *Completion.* The producer stores `filled` for the last time before it sets `sealed`
-//!   (`Release`). The worker reads `sealed` (`Acquire`) *before* `filled`, so a chunk it sees
-//!   sealed has its final fill count, and once it has taken that many entries the chunk is done.
-//! * *Freeing.* A chunk has two owners, its producer and the worker. The producer gives up its
-//!   share when it seals the chunk (full, or at thread exit); the worker gives up its share when
-//!   it has drained a sealed chunk, or when it exits. Whoever drops the count to zero frees the
-//!   chunk, so a producer thread that outlives its domain, or a worker that exits before the
-//!   producer thread does, never touches freed memory.
-//! * *FIFO per producer.* A producer's chunks enter the stack in order; the worker reverses each
-//!   batch it takes off the stack and appends it to its list of open chunks, which it scans in
-//!   order, so a producer's callbacks are taken in the order they were queued.
-//! * *Barriers.* A barrier marker must be taken after every callback queued (happens-before) the
-//!   barrier call, by *any* producer. Such a callback's `filled` store happens-before the
-//!   marker's publication, so any `filled` load the worker makes after it has read the marker
-//!   sees the callback. The worker therefore, on finding a marker, makes one more full pass over
-//!   every open chunk and the stack before it entrains the marker (see the worker).
-//!
-//! Markers and callbacks queued from threads whose thread-local storage is gone travel in
-//! single-entry chunks that are born sealed.
+#![doc = include_str!("intake.md")]
 
 use super::callback::Work;
 use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Mutex, UnsafeCell};
@@ -189,15 +152,16 @@ impl Intake {
         self.push_chunk(chunk);
     }
 
-    /// After `fork()` (see [`fork`](crate::fork)): forget every chunk on the stack. They are
-    /// leaked, not freed: their other owners (producers and the worker of the parent) may hold
-    /// shares, and what they hold is abandoned in the child.
+    /// After `fork()` (see [`fork`](crate::docs::internal::domain::fork)): forget every chunk on
+    /// the stack. They are leaked, not freed: their other owners (producers and the worker of the
+    /// parent) may hold shares, and what they hold is abandoned in the child.
     pub(crate) fn forget_chunks(&self) {
         self.head.store(ptr::null_mut(), Relaxed);
     }
 
     /// Hold the spare-chunk lock across `fork()`.
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         self.spare.hold_for_fork(held);
     }
 

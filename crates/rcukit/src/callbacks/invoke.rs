@@ -1,51 +1,14 @@
-//! Running user code: `call` closures and the `Drop` of retired objects, where and how.
-//!
-//! # Where user code runs (the rule users rely on)
-//!
-//! * Closures queued with `call` run on the domain's callback workers, never on the thread
-//!   that queued them.
-//! * Retired objects (`retire`, `retire_raw`, and through them `RcuCell` and `RcuList`
-//!   writers) are dropped on a worker, or, with
-//!   [`retire_on_producers`](crate::RcuBuilder::retire_on_producers) on (the default), by a
-//!   thread of the program *inside a later `retire` call of the same domain*: two objects
-//!   whose grace period has ended every second call (four while its list is long), retired
-//!   earlier by that same thread, or a batch handed back to it by the worker. Never the object being retired, never one
-//!   whose grace period has not ended.
-//! * rcukit never runs user code while it holds a lock of its own: a retire-path call made by
-//!   a container (`RcuList` removals, `RcuCell` writes) happens after the container's writer
-//!   lock is released.
-//! * Never inside a read-side critical section of the same domain (for a QSBR domain: never
-//!   on a thread that is online in it): a `retire` made there leaves the drops to the worker.
-//! * Never nested: a `Drop` run this way that retires more objects only queues them.
-//!
-//! # Why producer-side drops are the default
-//!
-//! The kernel never invokes callbacks inside `call_rcu`; crossbeam-epoch and seize run
-//! destructors inline, in `pin`/`defer` and `retire`. rcukit sides with the latter for
-//! `retire` because it is what makes reclamation keep up under a flood on a small machine:
-//! memory goes back to the allocator cache of the thread that allocated it, a thread that
-//! retires faster than grace periods end is paced by its own frees (bounded memory without
-//! blocking), and no other thread has to be scheduled. The price is the re-entrancy hazard the
-//! kernel avoids: a `Drop` that takes a lock the retiring thread may hold deadlocks. The three
-//! "never"s above remove the cases rcukit itself creates; for the rest, choose worker-side
-//! drops for the domain (`retire_on_producers(false)`, for the global domain through
-//! [`RcuBuilder::build_global`](crate::RcuBuilder::build_global)): then no rcukit call ever
-//! runs user code on the calling thread.
-//!
-//! # Panics
-//!
-//! Every callback and every drop runs under `catch_unwind`; a panic is counted, reported
-//! through the domain's report hook, and the remaining callbacks still run. The panic payload
-//! is dropped under `catch_unwind` too (a payload whose own `Drop` panics is leaked, see
-//! the `report` module), so no user panic ever unwinds
-//! into rcukit: no library thread dies of one, and no per-thread or shared state is left
-//! half-changed. State set around user code ("this thread is running drops", a local list's
-//! `dropping` mark, a ready batch counted as running) is restored by drop guards regardless.
+#![doc = include_str!("invoke.md")]
 
 use super::callback::Callback;
+use super::hand_back;
+use super::local;
+use super::port::{GpPort, ReleasedBy};
+use super::shard::{ProducerShared, Shard};
 use super::Callbacks;
 use crate::report::{self, CallbackPanic, Report};
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -87,6 +50,96 @@ impl Drop for RunningDrops {
     }
 }
 
+/// Ready callbacks taken from a list to run after leaving it: at most [`FEW`](local::FEW), held
+/// inline
+/// (a `retire` allocates nothing to drop them). Filled and emptied in place by the producer,
+/// never moved while it holds callbacks.
+pub(crate) struct Few {
+    items: [MaybeUninit<Callback>; local::FEW],
+    /// `items[..len]` are initialized.
+    len: usize,
+}
+
+impl Few {
+    #[inline]
+    pub(crate) fn new() -> Few {
+        Few {
+            items: [const { MaybeUninit::uninit() }; local::FEW],
+            len: 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, callback: Callback) {
+        self.items[self.len].write(callback);
+        self.len += 1;
+    }
+
+    /// Take the callbacks out, last taken first (each is run once; the rest are dropped, so
+    /// run, if the iterator is dropped early).
+    #[inline]
+    pub(crate) fn drain(&mut self) -> FewDrain<'_> {
+        FewDrain { few: self }
+    }
+}
+
+impl Drop for Few {
+    #[inline]
+    fn drop(&mut self) {
+        // Unreachable in practice (the producer drains what it takes), but a callback is never
+        // lost: run what is left.
+        if self.len > 0 {
+            self.drain().for_each(Callback::invoke);
+        }
+    }
+}
+
+/// The callbacks of a [`Few`], taken out one by one.
+pub(crate) struct FewDrain<'a> {
+    few: &'a mut Few,
+}
+
+impl Iterator for FewDrain<'_> {
+    type Item = Callback;
+
+    #[inline]
+    fn next(&mut self) -> Option<Callback> {
+        if self.few.len == 0 {
+            return None;
+        }
+        self.few.len -= 1;
+        // SAFETY: `items[..len]` are initialized; lowering `len` first gives this one up, so it
+        // is read exactly once.
+        Some(unsafe { self.few.items[self.few.len].assume_init_read() })
+    }
+}
+
+/// Adds what a producer ran to its counters and clears its list's `dropping` mark when
+/// dropped (also on unwind).
+struct FinishDropping<'a> {
+    shared: &'a ProducerShared,
+    invoked: u64,
+    bytes: u64,
+}
+
+impl Drop for FinishDropping<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.shared.add_invoked(self.invoked, self.bytes);
+        self.shared.local.finished_dropping();
+    }
+}
+
 impl Callbacks {
     /// Run every callback of `batch` (emptying it), each under `catch_unwind`. Returns how many
     /// ran and their bytes. Never unwinds.
@@ -125,5 +178,72 @@ impl Callbacks {
             message,
             total,
         }));
+    }
+
+    /// Case 1 of "Drops on producers" (module docs): drop `few` ready callbacks taken from
+    /// this thread's list (`shared`, marked `dropping`), or hand them to the worker of `shard`
+    /// inside a read-side critical section of the domain or while unwinding.
+    #[inline]
+    pub(crate) fn drop_few<P: GpPort>(
+        &self,
+        gp: &P,
+        few: &mut Few,
+        shared: &ProducerShared,
+        shard: &Shard,
+    ) {
+        // Until they have run (or been handed to the worker) and been counted, the list stays
+        // marked `dropping`; also on unwind.
+        let mut finish = FinishDropping {
+            shared,
+            invoked: 0,
+            bytes: 0,
+        };
+        if gp.is_reading_here() || std::thread::panicking() {
+            shard.hand_back.publish(few.drain().collect());
+            shard.wake();
+            return;
+        }
+        let _running = RunningDrops::enter(self.domain);
+        let (invoked, bytes) = self.invoke_each(&mut few.drain());
+        finish.invoked = invoked;
+        finish.bytes = bytes;
+    }
+
+    /// Count `n` callbacks released by `by` (an expedited grace period when `None`: the stamp
+    /// was found released before, and only the expedited counter can have done it then).
+    pub(crate) fn count_released_by(&self, by: Option<ReleasedBy>, n: u64) {
+        if n == 0 {
+            return;
+        }
+        match by {
+            Some(ReleasedBy::Normal) => self.released_by_normal.fetch_add(n, Relaxed),
+            _ => self.released_by_expedited.fetch_add(n, Relaxed),
+        };
+    }
+
+    /// Case 2 of "Drops on producers" (module docs): run one ready batch of drop-only callbacks
+    /// on this producer thread, unless this thread is already running one.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn run_ready_batch<P: GpPort>(&self, gp: &P, shard: &Shard) {
+        if running_drops() || gp.is_reading_here() || std::thread::panicking() {
+            return;
+        }
+        let Some(batch) = shard.hand_back.take() else {
+            return;
+        };
+        // Counted as running until `finished`, also on unwind, so a barrier waits for it.
+        let mut batch = hand_back::Taken::new(&shard.hand_back, batch);
+        let _running = RunningDrops::enter(self.domain);
+        let ran = self.run_batch(shard, batch.callbacks());
+        self.run_by_producers.fetch_add(ran, Relaxed);
+    }
+
+    /// Run every callback of `batch` (emptying it), each under `catch_unwind`, and add them to
+    /// the shard's invoked counters. Returns how many ran.
+    pub(crate) fn run_batch(&self, shard: &Shard, batch: &mut Vec<Callback>) -> u64 {
+        let (invoked, bytes) = self.invoke_all(batch);
+        shard.worker.count_invoked(invoked, bytes);
+        invoked
     }
 }

@@ -1,116 +1,12 @@
-//! Retired objects kept by the thread that retires them: the kernel's non-offloaded callback
-//! lists, for `retire`.
-//!
-//! # Why
-//!
-//! The offloaded path (intake, worker, segmented list; see [`worker`](super::worker)) moves
-//! every callback between two threads twice: into the worker, and, for `retire`, back to the
-//! producer that drops it (see [`ready`](super::ready)). Under a flood of `retire` the worker
-//! then has about as much work per object as the producer, so whenever the scheduler takes it
-//! off the CPU for a few milliseconds the backlog grows at the producer's full rate, and on a
-//! small machine that happens often. A kernel CPU whose callbacks are not offloaded keeps them
-//! in its own list and invokes them itself when their grace period has ended; nothing waits on
-//! another thread being scheduled. This module does the same for drop-only callbacks
-//! (`retire`, `retire_raw`), which may run on any thread.
-//!
-//! # The list
-//!
-//! Each producer thread has, per domain, a `LocalList`: an *open* block of callbacks not yet
-//! stamped, and a FIFO of *sealed* blocks, each stamped with the full cookie (`GpCookie`) read
-//! when it was sealed. A block is sealed when it holds `BLOCK` (256) callbacks, `SEAL_BYTES`
-//! (64 KiB), or when it has been open for `SEAL_AFTER` (1 ms). Sealing requests the normal
-//! grace period the cookie needs; if more than the backlog thresholds wait, the producer also
-//! asks the domain's expedited helper thread for an expedited grace period (the hurry, without
-//! blocking the caller). At each seal, and every 16 callbacks in between until it is, the
-//! producer looks whether the oldest block's cookie has been released, by the normal *or*
-//! (with `expedited_callbacks`) the expedited counter; from then on that block is dropped a
-//! few objects at a time (below), then the next one is looked at. A `Drop` that retires more
-//! objects works: a thread that is running drops only queues.
-//!
-//! # Freeing while the memory is warm
-//!
-//! A normal grace period takes milliseconds; a thread that retires millions of objects a
-//! second would have a few tens of thousands waiting at any time, megabytes that leave the
-//! caches before they are freed, and a thread that replaces a large table every few
-//! microseconds would allocate every new copy from fresh pages. So every
-//! `producer_backlog_callbacks` (2,048) objects or `producer_backlog_bytes` (256 KiB) it
-//! seals, the producer *tries* an expedited grace period itself (`GpPort::try_expedited`):
-//! one heavy barrier and one scan of the readers, waiting for none longer than a few
-//! microseconds. With no reader in the way (the usual case: sections are short) the grace
-//! period ends there and every block sealed so far is released: ck_epoch's `poll` cadence, with
-//! rcukit's readers. With a reader in the way it leaves the grace period to the helper thread
-//! and goes on (no other try until that grace period has ended); `retire` never waits for a
-//! reader.
-//!
-//! # Dropping a few at a time
-//!
-//! Released objects are not dropped in bursts of blocks but `DROP_EVERY` (2) at a time, every
-//! `DROP_EVERY`th `retire` (twice as many while the list holds more than two cadences of
-//! tried grace periods, so that a backlog drains twice as fast as it fills). Each `retire`
-//! then frees about as many objects as it allocates, and the allocator serves the next
-//! allocation from the chunk just freed (glibc's per-thread cache holds seven chunks per
-//! size): freeing a thousand objects at once and allocating a thousand afterwards goes
-//! through the slower shared bins and costs about twice as much per object (a plain loop that
-//! frees in batches of 1,024 ran at 44 M objects/s on the development machine, one that frees
-//! two every two allocations at 88 M/s). It also spreads users' `Drop` work evenly over the
-//! calls instead of making one `retire` in 256 run hundreds of them.
-
-//! # Reaching a list from other threads
-//!
-//! A list left behind must still be released: a thread may retire a few objects and then
-//! block for an hour, and `barrier()` must see every object retired before it was called. So
-//! the shard's worker can *steal* a list: take everything in it into its own segmented list.
-//! Owner and stealer use an asymmetric lock built from the domain's barrier pair, the same one
-//! readers and grace periods use:
-//!
-//! * The owner, to use its list: stores `busy = true`, issues the light barrier (a compiler
-//!   fence under membarrier) and loads `steal`. If a steal is under way it clears `busy` and
-//!   queues the callback on the offloaded path instead (it never waits); otherwise it uses the
-//!   list and clears `busy` with a `Release` store.
-//! * The stealer: stores `steal = true`, issues the heavy barrier (membarrier), waits until it
-//!   loads `busy == false` (`Acquire`), takes the list, and clears `steal` (`Release`).
-//!
-//! Either the stealer sees the owner's `busy` (and waits for the owner to leave), or the owner
-//! sees `steal` (and stays out): the heavy barrier orders the owner's store before its load as
-//! seen from the stealer, exactly as it does for a reader's counter and pointer load. The
-//! `Release`/`Acquire` pairs on `busy` and on `steal` hand the list's contents from one side to
-//! the other. So the owner pays two plain stores and a load per `retire`, and only a steal pays
-//! for a barrier.
-//!
-//! # Why nothing runs early, and nothing is lost
-//!
-//! * A block's cookie is read after every callback in it was queued, and reading it includes a
-//!   full fence (`SeqCounter::snap`), so the grace period it names started after the objects
-//!   were unlinked. Blocks run only once that cookie has expired. A stolen block whose cookie
-//!   has expired runs on the worker at once; any other joins the worker's list unstamped and
-//!   is stamped again (a later cookie is only more conservative).
-//! * Each block leaves the list under the owner's side of the lock, or under the stealer's,
-//!   never both: exactly once.
-//! * The owner marks `dropping` (inside its side of the lock) before it runs blocks it took,
-//!   and clears it (`Release`) once they have run and been counted. A stealer that then loads
-//!   `dropping` waits for that to finish: everything retired before a `barrier()` call is in
-//!   some list, in a block being dropped, or already dropped. That is what the worker needs
-//!   when it meets a barrier marker: it steals every list of its shard and waits for their
-//!   drops before it entrains the marker.
-//! * The worker also steals lists whose owner has not retired anything since its previous
-//!   look (at most every `ready::PATIENCE`; a parked worker looks at every
-//!   tick), a thread flushes its list to the offloaded path at exit and before it queues a
-//!   closure with `call` (so a thread's closures still run after the objects it retired before
-//!   them), and a domain being dropped steals everything.
-//!
-//! The loom models in `loom_models.rs` check the lock and the `dropping` hand-over: a steal
-//! racing with a retire (owner and stealer never both in the list, nothing lost or dropped
-//! twice; the model fails if the owner's light barrier is removed), a steal after a retire
-//! (the object is dropped by the time the steal returns), and a busted steal that does not
-//! wait for the owner's drops (caught).
+#![doc = include_str!("local.md")]
 
 use super::callback::Callback;
+use super::invoke::Few;
 use super::port::ReleasedBy;
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::seq::GpCookie;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Backoff, UnsafeCell};
 use std::collections::VecDeque;
-use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
@@ -228,79 +124,6 @@ impl Taken {
     }
 }
 
-/// Ready callbacks taken from a list to run after leaving it: at most [`FEW`], held inline
-/// (a `retire` allocates nothing to drop them). Filled and emptied in place by the producer,
-/// never moved while it holds callbacks.
-pub(crate) struct Few {
-    items: [MaybeUninit<Callback>; FEW],
-    /// `items[..len]` are initialized.
-    len: usize,
-}
-
-impl Few {
-    #[inline]
-    pub(crate) fn new() -> Few {
-        Few {
-            items: [const { MaybeUninit::uninit() }; FEW],
-            len: 0,
-        }
-    }
-
-    #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    #[inline]
-    fn push(&mut self, callback: Callback) {
-        self.items[self.len].write(callback);
-        self.len += 1;
-    }
-
-    /// Take the callbacks out, last taken first (each is run once; the rest are dropped, so
-    /// run, if the iterator is dropped early).
-    #[inline]
-    pub(crate) fn drain(&mut self) -> FewDrain<'_> {
-        FewDrain { few: self }
-    }
-}
-
-impl Drop for Few {
-    #[inline]
-    fn drop(&mut self) {
-        // Unreachable in practice (the producer drains what it takes), but a callback is never
-        // lost: run what is left.
-        if self.len > 0 {
-            self.drain().for_each(Callback::invoke);
-        }
-    }
-}
-
-/// The callbacks of a [`Few`], taken out one by one.
-pub(crate) struct FewDrain<'a> {
-    few: &'a mut Few,
-}
-
-impl Iterator for FewDrain<'_> {
-    type Item = Callback;
-
-    #[inline]
-    fn next(&mut self) -> Option<Callback> {
-        if self.few.len == 0 {
-            return None;
-        }
-        self.few.len -= 1;
-        // SAFETY: `items[..len]` are initialized; lowering `len` first gives this one up, so it
-        // is read exactly once.
-        Some(unsafe { self.few.items[self.few.len].assume_init_read() })
-    }
-}
-
 /// What the owner does after [`LocalList::push`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Next {
@@ -412,7 +235,7 @@ impl LocalList {
             DROP_EVERY as usize
         };
         // Sealed blocks are never empty, and the released one leaves as soon as it is.
-        while out.len < want {
+        while out.len() < want {
             let block = self.sealed.front_mut().expect("a released block");
             let callback = block
                 .callbacks
@@ -530,7 +353,7 @@ pub(crate) struct LocalRetires {
     seen_ops: AtomicU64,
     /// Set while a stealer works on this list: serializes stealers (only the shard's worker
     /// steals, so it is never contended). A flag rather than a mutex, so that a steal cut short
-    /// by `fork()` can be undone in the child (see [`fork`](crate::fork)).
+    /// by `fork()` can be undone in the child (see [`fork`](crate::docs::internal::domain::fork)).
     stealing: AtomicBool,
     list: UnsafeCell<LocalList>,
 }
@@ -659,9 +482,9 @@ impl LocalRetires {
         taken
     }
 
-    /// After `fork()` (see [`fork`](crate::fork)): a steal that the vanished worker had under
-    /// way is forgotten, and whatever the list holds is taken out (without waiting for drops
-    /// the owner may be running) for the caller to abandon.
+    /// After `fork()` (see [`fork`](crate::docs::internal::domain::fork)): a steal that the
+    /// vanished worker had under way is forgotten, and whatever the list holds is taken out
+    /// (without waiting for drops the owner may be running) for the caller to abandon.
     pub(crate) fn take_after_fork(&self, fence: FenceKind) -> Taken {
         self.stealing.store(false, Relaxed);
         self.steal.store(false, Relaxed);

@@ -1,95 +1,24 @@
-//! Deferred work: `call`, `retire` and `barrier`, released by whichever grace period ends first.
-//!
-//! # The pieces
-//!
-//! * [`callback`]: the type-erased unit of work.
-//! * [`segcblist`]: the segmented list each worker keeps (pure data structure).
-//! * [`port`]: the grace-period port, the only way callbacks see their domain (stamps, the
-//!   release rule, grace-period requests, wake-ups). Read it first.
-//! * [`shard`]: a lock-free intake queue, its worker's counters and the handshake that wakes
-//!   the worker. A producer thread always uses the same shard, so its closures run in the
-//!   order it queued them, each after every object it retired before it. Retired objects are
-//!   dropped when their own grace period has ended, possibly before a closure queued ahead of
-//!   them has run (the kernel's `kfree_rcu` batches are not ordered against `call_rcu`
-//!   callbacks either).
-//! * `producers` (the registry of the threads that queue to a shard, and their counters),
-//!   `slots` (each thread's per-domain producer state) and `push` (where a new callback goes).
-//! * [`worker`]: one thread per shard (the kernel's offloaded "NOCB" kthreads) that moves
-//!   callbacks from the intake into its list, stamps them, requests grace periods, advances
-//!   and runs what is ready in bounded batches.
-//! * [`local`]: by default `retire` keeps objects in the retiring thread's own list, stamped in
-//!   blocks, and that thread drops them once their grace period has ended (the kernel's
-//!   non-offloaded callbacks); the worker steals lists left behind and, for `barrier()`, all
-//!   of them.
-//! * [`ready`]: batches of ready `retire` drops that the worker hands back to the threads that
-//!   are retiring, so that memory is freed by the thread that allocated it (for drop-only
-//!   callbacks that reach the worker: lists it stole, and a thread's objects flushed ahead of
-//!   its closures).
-//! * `drops` (producers running ready blocks and batches) and [`invoke`] (running user code
-//!   under `catch_unwind`, panic reports, and the rules on where user code runs).
-//!
-//! # [Seed 004](crate::docs::seeds) in one function
-//!
-//! A stamp is a full [`GpCookie`](crate::GpCookie): the normal *and* expedited targets.
-//! Stamping requests only a normal grace period, but the worker is woken at the end of *every*
-//! grace period of either kind and polls both halves, so an expedited grace period that some
-//! other thread ran for its own reasons releases the callbacks early. With
-//! `expedited_callbacks(false)` the poll looks at the normal half only: the pre-seed-004
-//! behaviour, on the same build, for A/B measurements. The one function is the domain's
-//! `GpPort::released`; the switch is stored once, in the domain.
-//!
-//! # Backlog control
-//!
-//! A worker whose list holds more than `backlog_callbacks` callbacks waiting for a grace
-//! period, or more than `backlog_bytes` bytes of them (estimated from the mean size of the
-//! shard's pending callbacks), and has nothing ready that only it will run, runs an expedited
-//! grace period itself covering its newest stamp (the kernel's "hurry"), instead of waiting
-//! for the slow normal one. Callbacks already released do not count: no grace period would
-//! release them. Running it in the worker (not on the domain's expedited helper thread) saves a
-//! thread hand-off per grace period, which under a flood on a small machine is the difference
-//! between keeping the backlog near the threshold and letting it run away. While it waits in
-//! that grace period for a long reader the worker takes no new callbacks, but none of its
-//! callbacks could be released anyway. `call` itself never waits, so a flood of `call` that
-//! outruns even back-to-back expedited grace periods grows the backlog without bound: memory is
-//! the only limit, as with the kernel's `call_rcu`. A flood of `retire` is paced by its own
-//! drops: the retiring thread keeps its objects in its own list (see [`local`]), tries an
-//! expedited grace period itself every `producer_backlog_*` objects or bytes (the helper
-//! thread finishes one a reader holds up), and drops ready objects a few at a time, up to
-//! twice as fast as it retires. Producers that can outrun reclamation should apply their own
-//! back-pressure, for example by calling [`Rcu::synchronize`](crate::Rcu::synchronize) or
-//! [`Rcu::barrier`](crate::Rcu::barrier) every so many callbacks, or by watching
-//! [`Stats::pending_bytes`](crate::Stats::pending_bytes).
-//!
-//! # Barrier
-//!
-//! `barrier()` pushes a marker into every shard's intake behind everything queued so far and
-//! waits for all markers. A worker *entrains* a marker behind the last non-empty segment of its
-//! list, so the marker waits for exactly the callbacks queued before it and for no extra grace
-//! period; on an empty list it completes at once. Callbacks queued later, including ones that
-//! earlier callbacks queue (chains), are not waited for: loop on `barrier()` while
-//! [`Stats::callbacks_pending`](crate::Stats::callbacks_pending) is non-zero to drain chains.
+#![doc = include_str!("README.md")]
 
-pub mod callback;
-mod drops;
-pub mod intake;
-pub mod invoke;
-pub mod local;
-pub mod port;
-mod producers;
-mod push;
-pub mod ready;
-pub mod segcblist;
-pub mod shard;
-#[cfg(not(rcukit_loom))]
-mod slots;
-pub mod worker;
+pub(crate) mod callback;
+pub(crate) mod hand_back;
+pub(crate) mod intake;
+pub(crate) mod invoke;
+pub(crate) mod local;
+pub(crate) mod port;
+pub(crate) mod producer;
+pub(crate) mod segcblist;
+pub(crate) mod shard;
+pub(crate) mod worker;
+
+#[cfg(all(test, rcukit_loom))]
+mod loom;
 
 use crate::barrier::FenceKind;
-use crate::fork;
 use crate::report::Reporter;
 use callback::{BarrierCount, Work};
 #[cfg(rcukit_loom)]
-use producers::ProducerShared;
+use shard::ProducerShared;
 use shard::Shard;
 use std::cell::Cell;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -98,14 +27,14 @@ use std::sync::Arc;
 
 /// Settings of the callback machinery (validated by the domain builder). Whether expedited
 /// grace periods release callbacks is not here: it is the domain's, asked through the
-/// [`port`] (stored once).
+/// [`port`](crate::docs::internal::callbacks::port) (stored once).
 #[derive(Clone, Debug)]
 pub(crate) struct CallbackConfig {
     pub(crate) workers: usize,
     pub(crate) backlog_callbacks: u64,
     pub(crate) backlog_bytes: u64,
     /// Objects and bytes a producer retires into its own list between two expedited grace
-    /// periods it tries itself (see [`local`]).
+    /// periods it tries itself (see [`local`](crate::docs::internal::callbacks::local)).
     pub(crate) producer_backlog_callbacks: u64,
     pub(crate) producer_backlog_bytes: u64,
     pub(crate) batch: usize,
@@ -135,8 +64,9 @@ pub(crate) struct Callbacks {
     pub(crate) released_by_normal: AtomicU64,
     pub(crate) released_by_expedited: AtomicU64,
     pub(crate) panics: AtomicU64,
-    /// Callbacks run by producer threads from [`ready`] batches (those they ran from their own
-    /// lists are counted in their producer counters).
+    /// Callbacks run by producer threads from
+    /// [`hand_back`](crate::docs::internal::callbacks::hand_back) batches (those they ran from
+    /// their own lists are counted in their producer counters).
     pub(crate) run_by_producers: AtomicU64,
     shutdown: AtomicBool,
     /// The domain is being dropped: workers expedite everything (see `Rcu::drop`).
@@ -258,7 +188,8 @@ impl Callbacks {
     }
 
     /// Hold every shard's locks across `fork()`.
-    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         for shard in self.shards.iter() {
             let shard: &'static Shard = shard;
             shard.hold_for_fork(held);

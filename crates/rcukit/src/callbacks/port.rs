@@ -1,27 +1,4 @@
-//! The grace-period port: everything the callback machinery needs from its domain, and nothing
-//! more.
-//!
-//! # Why a port
-//!
-//! Callbacks need a handful of grace-period services: a stamp to put on a block of callbacks,
-//! whether a stamp has been released (and by which kind of grace period, for the statistics),
-//! a way to ask for a normal or an expedited grace period, and a wake-up when one ends. The
-//! domain ([`Rcu`](crate::Rcu)) implements this trait; the callback machinery sees the domain
-//! only through it. So:
-//!
-//! 1. nothing under `callbacks/` imports the domain (the domain owns the callbacks, not the
-//!    other way round: no module cycle);
-//! 2. the release rule ("a stamp is released once the normal counter has passed it, or the
-//!    expedited one when expedited grace periods release callbacks", [seed
-//!    004](crate::docs::seeds)) is written once, in the domain's implementation of
-//!    `GpPort::released`, next to the one place the switch is stored;
-//! 3. the loom models drive the real worker and producers against a small fake port that runs
-//!    expedited grace periods over a real reader registry, instead of building a whole domain
-//!    by hand.
-//!
-//! The port is a generic parameter (not `dyn`): `retire` asks it for a stamp and polls it on
-//! its fast path, and those calls inline exactly as they did when callbacks reached into the
-//! domain directly.
+#![doc = include_str!("port.md")]
 
 use crate::seq::GpCookie;
 use std::thread::Thread;
@@ -70,7 +47,7 @@ pub(crate) trait GpPort {
     fn subscribe(&self, thread: Thread, wants: Box<dyn Fn() -> bool + Send + Sync>);
 
     /// Repair the domain if the process has forked since it last ran (see
-    /// [`fork`](crate::fork)).
+    /// [`fork`](crate::docs::internal::domain::fork)).
     fn check_fork(&self);
 
     /// Is the calling thread inside a read-side critical section of the domain (QSBR: online)?

@@ -1,45 +1,4 @@
-//! The segmented callback list: a pure, single-threaded data structure.
-//!
-//! Callbacks wait in one FIFO divided into four segments (the kernel's `rcu_segcblist`):
-//!
-//! ```text
-//!   front                                                        back
-//!   [ DONE        | WAIT          | NEXT_READY    | NEXT          ]
-//!     ready to run  waiting for     waiting for     not yet
-//!                   cookie gp[W]    cookie gp[NR]   stamped
-//! ```
-//!
-//! * `enqueue` appends to NEXT.
-//! * `accelerate` stamps NEXT with a fresh cookie: it merges NEXT
-//!   into the newest segment whose cookie asks for the same grace periods (the same normal
-//!   one, and when expedited grace periods release callbacks, the same expedited one), or
-//!   into the first free one. The caller then requests that grace period.
-//! * `advance` moves WAIT, then NEXT_READY, to DONE while their cookies
-//!   poll complete (normal *or* expedited half, as the caller's poll function decides), and
-//!   stops at the first that does not.
-//! * `pop_done` hands out DONE callbacks in FIFO order.
-//! * `entrain` (for barriers) appends behind the last non-empty segment so
-//!   the entry waits for everything queued before it, and for no extra grace period.
-//!
-//! # Why it is correct
-//!
-//! *Nothing runs early.* A callback reaches DONE only through `advance`, and only when the
-//! cookie of its segment polls complete. Its cookie was stamped by `accelerate` *after* it was
-//! enqueued, and a cookie is a snapshot taken after the stamp was requested, so a grace period
-//! that completes it started after the callback was queued. Merging never weakens a stamp: a
-//! segment is only re-stamped with a newer cookie (a later target in both halves).
-//!
-//! *FIFO.* Segments are contiguous and ordered; `advance` only ever moves a prefix of the
-//! WAIT/NEXT_READY segments, because it stops at the first incomplete one. Stamps are monotonic
-//! from WAIT to NEXT_READY in both halves (later snapshots are never smaller), so if NEXT_READY
-//! is complete then WAIT is too, under either counter.
-//!
-//! *Everything runs eventually.* Every non-empty NEXT is stamped by the next `accelerate` that
-//! finds a free segment, and a segment frees up whenever `advance` releases WAIT; the caller
-//! requests a grace period for every stamp it makes, and grace periods complete.
-//!
-//! Keeping this module free of threads and atomics lets the property tests and the loom model
-//! exercise it exhaustively.
+#![doc = include_str!("segcblist.md")]
 
 use super::port::ReleasedBy;
 use crate::seq::{self, GpCookie};

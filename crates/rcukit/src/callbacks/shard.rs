@@ -1,32 +1,11 @@
-//! A shard: one lock-free intake, its worker's counters and the handshake that wakes it.
-//!
-//! # The wake handshake
-//!
-//! A worker with nothing to do parks; producers must then wake it, but a producer must not pay
-//! for a wake-up (nor even for a sequentially consistent access) on every callback. The
-//! handshake is the same asymmetric pair as readers and grace periods:
-//!
-//! 1. A producer publishes its entry in the intake, issues the light barrier (a compiler fence
-//!    under membarrier) and loads the worker's `Wake` state.
-//! 2. A worker going `Wake::Idle` stores that state, issues the heavy barrier (membarrier)
-//!    and looks at the intake once more before it parks.
-//! 3. The heavy barrier orders the worker's store before its look as seen from every producer:
-//!    either the producer sees `Idle` (and unparks the worker), or the worker sees the entry
-//!    (and does not park). So the per-callback cost stays a plain store (a sequentially
-//!    consistent store here cost 13% of `retire` under a flood, waiting for the slot's cache
-//!    misses).
-//! 4. A worker parking while it waits for a grace period (`Wake::WaitingForGp`) issues only a
-//!    full fence: producers nudge it only once per 1,024 callbacks, a nudge lost to that race
-//!    is repeated 1,024 callbacks later, and the end of the grace period wakes the worker
-//!    anyway.
-//!
-//! The state lives in the crate's `sync` shim, so the loom models see it.
+#![doc = include_str!("shard.md")]
 
+use super::hand_back::{self, HandBack};
 use super::intake::Intake;
-use super::producers::{difference, ProducerRegistry, ProducerShared};
-use super::ready::{self, Ready};
+use super::local::LocalRetires;
+use super::port::ReleasedBy;
 use crate::barrier::{self, FenceKind};
-use crate::fork;
+use crate::sync::fork::Owner;
 use crate::sync::{lock, AtomicU8};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
@@ -99,14 +78,14 @@ impl WorkerSide {
     }
 
     /// Is it time to look for producers' local lists left behind (at most once per
-    /// [`PATIENCE`](ready::PATIENCE))? Under loom, always.
+    /// [`PATIENCE`](hand_back::PATIENCE))? Under loom, always.
     pub(crate) fn scan_due(&self) -> bool {
         if cfg!(rcukit_loom) {
             return true;
         }
         let mut last = lock(&self.last_scan);
         let now = Instant::now();
-        if last.is_some_and(|t| now.duration_since(t) < ready::PATIENCE) {
+        if last.is_some_and(|t| now.duration_since(t) < hand_back::PATIENCE) {
             return false;
         }
         *last = Some(now);
@@ -147,12 +126,193 @@ pub(crate) fn bump(counter: &AtomicU64, by: u64) {
     counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
 }
 
+/// What one producer thread shares with others for one shard.
+pub(crate) struct ProducerShared {
+    queued: AtomicU64,
+    queued_bytes: AtomicU64,
+    /// Callbacks this thread ran from its own list.
+    invoked: AtomicU64,
+    invoked_bytes: AtomicU64,
+    /// Of those, released by a normal and by an expedited grace period.
+    released: [AtomicU64; 2],
+    pub(crate) local: LocalRetires,
+    /// The producer thread, for the repair after `fork()`.
+    owner: Owner,
+}
+
+impl ProducerShared {
+    pub(crate) fn new() -> ProducerShared {
+        ProducerShared {
+            queued: AtomicU64::new(0),
+            queued_bytes: AtomicU64::new(0),
+            invoked: AtomicU64::new(0),
+            invoked_bytes: AtomicU64::new(0),
+            released: [AtomicU64::new(0), AtomicU64::new(0)],
+            local: LocalRetires::new(),
+            owner: Owner::current(),
+        }
+    }
+
+    // Counters wrap (never panic) and are only ever compared by difference, which wrapping
+    // keeps exact: the library's counters never overflow-check into a half-updated state.
+    /// Count one callback queued (owner only; before it is published).
+    #[inline]
+    pub(crate) fn add(&self, bytes: u64) {
+        bump(&self.queued, 1);
+        bump(&self.queued_bytes, bytes);
+    }
+
+    /// Count `n` callbacks of its own list, released by a grace period of kind `by`, that this
+    /// thread takes to drop (owner only).
+    #[inline]
+    pub(crate) fn add_released(&self, by: ReleasedBy, n: u64) {
+        bump(&self.released[by as usize], n);
+    }
+
+    /// Count callbacks this thread ran from its own list (owner only).
+    #[inline]
+    pub(crate) fn add_invoked(&self, invoked: u64, bytes: u64) {
+        bump(&self.invoked, invoked);
+        bump(&self.invoked_bytes, bytes);
+    }
+}
+
+/// `a - b` for counters that wrap, where `a` is never truly below `b`; 0 if it looks negative
+/// (a counter read out of order, for estimates).
+pub(crate) fn difference(a: u64, b: u64) -> u64 {
+    let d = a.wrapping_sub(b);
+    if d > u64::MAX / 2 {
+        0
+    } else {
+        d
+    }
+}
+
+/// Counters of every producer that ever queued to a shard.
+#[derive(Default)]
+pub(crate) struct ProducerRegistry {
+    pub(crate) live: Vec<Arc<ProducerShared>>,
+    /// Totals of producers whose threads have exited (and of callbacks queued without a
+    /// thread-local slot).
+    exited_queued: u64,
+    exited_bytes: u64,
+    exited_invoked: u64,
+    exited_invoked_bytes: u64,
+    exited_released: [u64; 2],
+    /// Callbacks (and their bytes) abandoned by `fork()`: queued before it, never to run in
+    /// this process (see [`fork`](crate::docs::internal::domain::fork)).
+    abandoned: u64,
+    abandoned_bytes: u64,
+}
+
+/// The registry's share of a shard's counters (see [`ProducerRegistry::totals`]).
+pub(crate) struct ProducerTotals {
+    pub(crate) queued: u64,
+    pub(crate) queued_bytes: u64,
+    /// Run by producers, plus abandoned (which will never run).
+    pub(crate) invoked: u64,
+    /// Run by producers from their own lists.
+    pub(crate) run_by_producers: u64,
+    /// Of those, released by a normal and by an expedited grace period.
+    pub(crate) released: [u64; 2],
+    pub(crate) invoked_bytes: u64,
+    pub(crate) abandoned: u64,
+}
+
+impl ProducerRegistry {
+    /// Add a producer (its thread's first callback for this shard).
+    pub(crate) fn register(&mut self) -> Arc<ProducerShared> {
+        let producer = Arc::new(ProducerShared::new());
+        self.live.push(producer.clone());
+        producer
+    }
+
+    /// A producer leaves (its thread exits): fold its counters into the totals.
+    pub(crate) fn leave(&mut self, p: &Arc<ProducerShared>) {
+        self.add_exited(p);
+        self.live.retain(|q| !Arc::ptr_eq(q, p));
+    }
+
+    /// Count a callback queued without a producer slot (from a thread-local destructor).
+    pub(crate) fn add_unregistered(&mut self, bytes: u64) {
+        self.exited_queued = self.exited_queued.wrapping_add(1);
+        self.exited_bytes = self.exited_bytes.wrapping_add(bytes);
+    }
+
+    /// Fold the counters of a producer that leaves into the totals.
+    fn add_exited(&mut self, p: &ProducerShared) {
+        self.exited_queued = self.exited_queued.wrapping_add(p.queued.load(Relaxed));
+        self.exited_bytes = self.exited_bytes.wrapping_add(p.queued_bytes.load(Relaxed));
+        self.exited_invoked = self.exited_invoked.wrapping_add(p.invoked.load(Relaxed));
+        self.exited_invoked_bytes = self
+            .exited_invoked_bytes
+            .wrapping_add(p.invoked_bytes.load(Relaxed));
+        for (total, n) in self.exited_released.iter_mut().zip(&p.released) {
+            *total = total.wrapping_add(n.load(Relaxed));
+        }
+    }
+
+    /// Sum the counters: what producers ran first (`Acquire`), then what they queued, so that
+    /// the queued totals are never below what ran (producers count before they publish).
+    pub(crate) fn totals(&self) -> ProducerTotals {
+        let mut invoked = self.exited_invoked;
+        let mut invoked_bytes = self.exited_invoked_bytes;
+        for p in &self.live {
+            invoked = invoked.wrapping_add(p.invoked.load(Acquire));
+            invoked_bytes = invoked_bytes.wrapping_add(p.invoked_bytes.load(Acquire));
+        }
+        let mut queued = self.exited_queued;
+        let mut queued_bytes = self.exited_bytes;
+        for p in &self.live {
+            queued = queued.wrapping_add(p.queued.load(Relaxed));
+            queued_bytes = queued_bytes.wrapping_add(p.queued_bytes.load(Relaxed));
+        }
+        let mut released = self.exited_released;
+        for p in &self.live {
+            for (total, n) in released.iter_mut().zip(&p.released) {
+                *total = total.wrapping_add(n.load(Relaxed));
+            }
+        }
+        ProducerTotals {
+            queued,
+            queued_bytes,
+            run_by_producers: invoked,
+            released,
+            invoked: invoked.wrapping_add(self.abandoned),
+            invoked_bytes: invoked_bytes.wrapping_add(self.abandoned_bytes),
+            abandoned: self.abandoned,
+        }
+    }
+
+    /// After `fork()`: forget the producers whose threads are gone (folding their counters),
+    /// and empty the lists of the others (their objects are the child's copies of the
+    /// parent's: never dropped here).
+    pub(crate) fn forget_after_fork(&mut self, fence: FenceKind) {
+        let (alive, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut self.live)
+            .into_iter()
+            .partition(|p| p.owner.is_alive());
+        for p in &gone {
+            self.add_exited(p);
+        }
+        for p in &alive {
+            std::mem::forget(p.local.take_after_fork(fence));
+        }
+        self.live = alive;
+    }
+
+    /// After `fork()`: count what was pending as abandoned.
+    pub(crate) fn abandon(&mut self, callbacks: u64, bytes: u64) {
+        self.abandoned = self.abandoned.wrapping_add(callbacks);
+        self.abandoned_bytes = self.abandoned_bytes.wrapping_add(bytes);
+    }
+}
+
 /// One intake and its worker's state.
 pub(crate) struct Shard {
     pub(crate) intake: Intake,
     pub(crate) producers: Mutex<ProducerRegistry>,
     pub(crate) worker: CachePadded<WorkerSide>,
-    pub(crate) ready: CachePadded<Ready>,
+    pub(crate) hand_back: CachePadded<HandBack>,
 }
 
 impl Shard {
@@ -161,7 +321,7 @@ impl Shard {
             intake: Intake::new(),
             producers: Mutex::new(ProducerRegistry::default()),
             worker: CachePadded::new(WorkerSide::new()),
-            ready: CachePadded::new(Ready::new()),
+            hand_back: CachePadded::new(HandBack::new()),
         }
     }
 
@@ -191,12 +351,12 @@ impl Shard {
         lock(&self.producers).live.clone()
     }
 
-    /// After `fork()` (see [`fork`](crate::fork)): everything queued before the fork is
-    /// abandoned (the intake's chunks, the worker's list, ready batches, the producers'
+    /// After `fork()` (see [`fork`](crate::docs::internal::domain::fork)): everything queued before
+    /// the fork is abandoned (the intake's chunks, the worker's list, ready batches, the producers'
     /// lists), the producers whose threads are gone are forgotten, and the counters say so.
     pub(crate) fn after_fork(&self, fence: FenceKind) {
         self.intake.forget_chunks();
-        self.ready.forget_batches();
+        self.hand_back.forget_batches();
         *lock(&self.worker.thread) = None;
         self.worker.sleeping.store(Wake::Awake);
         lock(&self.producers).forget_after_fork(fence);
@@ -210,12 +370,13 @@ impl Shard {
     }
 
     /// Hold the shard's locks across `fork()`, in one fixed order.
-    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.producers);
         held.hold(&self.worker.thread);
         held.hold(&self.worker.last_scan);
         self.intake.hold_for_fork(held);
-        self.ready.hold_for_fork(held);
+        self.hand_back.hold_for_fork(held);
     }
 
     pub(crate) fn counts(&self) -> ShardCounts {

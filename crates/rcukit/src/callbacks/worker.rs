@@ -1,43 +1,10 @@
-//! The callback worker: one thread per shard, the user-space image of the kernel's offloaded
-//! ("NOCB") callback kthreads.
-//!
-//! Each pass of the loop:
-//!
-//! 1. moves up to 16 × `batch` entries from the shard's lock-free intake into its segmented list
-//!    (callbacks to NEXT, barrier markers entrained behind the last non-empty segment); on a
-//!    barrier marker, first steals every producer's local list of retired objects (see
-//!    [`local`](super::local)), and at most once per millisecond steals the lists of
-//!    producers that have gone quiet;
-//! 2. *accelerates*: stamps NEXT with a fresh full cookie and requests the normal grace period
-//!    it needs;
-//! 3. *advances*: moves every leading segment whose cookie polls complete, by the normal or,
-//!    with `expedited_callbacks` on, the expedited counter, to DONE, counting which released it;
-//! 4. runs up to `batch` DONE callbacks, each under `catch_unwind`; while producers are
-//!    queuing, it first hands DONE `retire` drops back to them in batches (see
-//!    [`ready`](super::ready)), runs drops itself only when four batches already wait, and
-//!    runs what producers leave for longer than 1 ms;
-//! 5. runs an expedited grace period if more callbacks than a threshold wait for a grace
-//!    period and nothing is ready that only the worker will run (see
-//!    [the backlog control](super#backlog-control));
-//! 6. parks when there is nothing to do.
-//!
-//! The worker is subscribed to the domain's grace-period event, so the end of a grace period of
-//! *either* kind unparks it ([seed 004](crate::docs::seeds)'s first notification gap), unless it
-//! is parked with an empty list (`Idle`), which no grace period could shorten. Producers unpark it when it
-//! parked with nothing pending; while it waits for a grace period it asked for, new callbacks
-//! wait to be taken when that grace period ends, and a producer nudges it only once per 1,024
-//! callbacks (one wake-up per grace period instead of one per callback, while a flood is still
-//! seen quickly). A periodic tick is only a safety net.
-//!
-//! On shutdown (the domain is being dropped) the worker keeps going until its intake and list
-//! are empty, running expedited grace periods itself for whatever is still waiting, so nothing
-//! queued is ever lost.
+#![doc = include_str!("worker.md")]
 
 use super::callback::{BarrierCount, Callback, Work};
+use super::hand_back::{MAX_BATCHES, PATIENCE};
 use super::intake::Consumer;
 use super::local::LocalRetires;
 use super::port::{GpPort, ReleasedBy};
-use super::ready::{MAX_BATCHES, PATIENCE};
 use super::segcblist::{SegCbList, NEXT, NEXT_READY, WAIT};
 use super::shard::{Shard, Wake};
 use super::{Callbacks, SHARD_HINT, WORKER_OF};
@@ -160,7 +127,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
             Step::Idle
         } else if list.is_empty()
             && consumer.is_drained(&self.shard.intake)
-            && self.shard.ready.is_quiet()
+            && self.shard.hand_back.is_quiet()
         {
             Step::Exit
         } else {
@@ -171,7 +138,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// Move published entries from the intake into the list: callbacks to NEXT, barrier
     /// markers entrained behind everything taken so far. A marker is entrained only after a
     /// full pass that started after it was seen, so every callback queued before its barrier
-    /// call is ahead of it (see [`intake`](super::intake)).
+    /// call is ahead of it (see [`intake`](crate::docs::internal::callbacks::intake)).
     ///
     /// Returns how many entries it took, and whether a marker now waits behind callbacks.
     fn take_intake(&self, consumer: &mut Consumer, list: &mut SegCbList<Work>) -> (usize, bool) {
@@ -217,7 +184,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
                     // Nothing queued before it is still in the list; batches handed back to
                     // producers may still be waiting or running: finish them, then complete the
                     // marker.
-                    self.shard.ready.finish(|b| {
+                    self.shard.hand_back.finish(|b| {
                         self.callbacks.run_batch(self.shard, b);
                     });
                     count.arrive();
@@ -228,9 +195,9 @@ impl<'a, P: GpPort> Worker<'a, P> {
         waits
     }
 
-    /// Take producers' local lists of retired objects (see [`local`](super::local)) into this
-    /// worker: blocks whose grace period has already ended run now, the rest join NEXT.
-    /// Returns how many callbacks were taken.
+    /// Take producers' local lists of retired objects (see
+    /// [`local`](crate::docs::internal::callbacks::local)) into this worker: blocks whose grace
+    /// period has already ended run now, the rest join NEXT. Returns how many callbacks were taken.
     fn steal_locals(&self, list: &mut SegCbList<Work>, which: Which) -> usize {
         let producers = self.shard.producers();
         let locals: Vec<&LocalRetires> = producers
@@ -290,9 +257,9 @@ impl<'a, P: GpPort> Worker<'a, P> {
         callbacks.count_released_by(Some(ReleasedBy::Expedited), released.by_expedited);
     }
 
-    /// Run up to `batch` DONE entries, or with `hand_back` give ready `retire` drops to
-    /// producers (see [`ready`](super::ready)). Returns how many entries (callbacks and
-    /// markers) it ran or handed back.
+    /// Run up to `batch` DONE entries, or with `hand_back` give ready `retire` drops to producers
+    /// (see [`hand_back`](crate::docs::internal::callbacks::hand_back)). Returns how many entries
+    /// (callbacks and markers) it ran or handed back.
     fn run_done(&self, list: &mut SegCbList<Work>, hand_back: bool) -> usize {
         let mut taken = self.finish_ready_batches(hand_back);
         if hand_back {
@@ -319,7 +286,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// have left waiting too long; without, all of them (producers are gone, or we are
     /// shutting down). Returns how many callbacks ran.
     fn finish_ready_batches(&self, hand_back: bool) -> usize {
-        let ready = &self.shard.ready;
+        let ready = &self.shard.hand_back;
         let mut taken = 0usize;
         let mut run = |b: &mut Vec<_>| taken += self.callbacks.run_batch(self.shard, b) as usize;
         if hand_back {
@@ -336,7 +303,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
     /// Hand leading DONE drops back to producers in batches, while fewer than `MAX_BATCHES`
     /// wait. Returns how many it handed back.
     fn hand_back_drops(&self, list: &mut SegCbList<Work>) -> usize {
-        let (ready, batch) = (&self.shard.ready, self.callbacks.config.batch);
+        let (ready, batch) = (&self.shard.hand_back, self.callbacks.config.batch);
         let mut taken = 0;
         while ready.queued() < MAX_BATCHES && front_is_drop(list) {
             let mut b = ready.empty_batch(batch);
@@ -418,7 +385,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
             return;
         };
         // Batches handed back to producers must not wait much longer than `PATIENCE`.
-        let nap = if self.shard.ready.queued() > 0 {
+        let nap = if self.shard.hand_back.queued() > 0 {
             PATIENCE
         } else {
             TICK
@@ -431,10 +398,10 @@ impl<'a, P: GpPort> Worker<'a, P> {
         }
     }
 
-    /// The worker's side of the wake handshake (step 2 of the [`shard`](super::shard) docs):
-    /// announce how it is about to park, then look at the intake once more. Returns how it
-    /// may park, or `None` if it must not (an entry arrived, or shutdown), with its state
-    /// back to `Awake`.
+    /// The worker's side of the wake handshake (step 2 of the
+    /// [`shard`](crate::docs::internal::callbacks::shard) docs): announce how it is about to park,
+    /// then look at the intake once more. Returns how it may park, or `None` if it must not (an
+    /// entry arrived, or shutdown), with its state back to `Awake`.
     pub(crate) fn announce_park(
         &self,
         consumer: &Consumer,
@@ -503,7 +470,7 @@ impl<P: GpPort> RunDone<'_, '_, P> {
     /// `hand_back`) the front is a drop the next pass can hand back while there is room.
     fn run(&mut self, list: &mut SegCbList<Work>) {
         let batch = self.worker.callbacks.config.batch;
-        let ready = &self.worker.shard.ready;
+        let ready = &self.worker.shard.hand_back;
         while self.taken < batch {
             if self.hand_back && front_is_drop(list) && ready.queued() < MAX_BATCHES {
                 // Left for the next pass to hand back.
@@ -539,7 +506,7 @@ impl<P: GpPort> RunDone<'_, '_, P> {
         let (callbacks, shard) = (self.worker.callbacks, self.worker.shard);
         let taken = &mut self.taken;
         shard
-            .ready
+            .hand_back
             .finish(|b| *taken += callbacks.run_batch(shard, b) as usize);
     }
 

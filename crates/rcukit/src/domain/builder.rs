@@ -1,14 +1,14 @@
 //! [`RcuBuilder`]: a domain's settings, their limits, and the build that starts its threads.
 
-use super::{next_domain_id, Inner, Rcu, GLOBAL, GLOBAL_NAME};
+use super::{Inner, Rcu, GLOBAL, GLOBAL_NAME};
 use crate::barrier::{self, FenceKind};
 use crate::callbacks::{CallbackConfig, Callbacks};
 use crate::error::Error;
-use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{Flavor, GpCore, GpEvent};
 use crate::report::{Report, Reporter};
+use crate::sync::fork;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -76,9 +76,9 @@ impl RcuBuilder {
         self
     }
 
-    /// How long a grace period may wait for one reader before a stall report is printed to
-    /// stderr and counted in [`Stats::stalls`](crate::Stats::stalls) (default 10 s; at least 1 ms). The grace period
-    /// keeps waiting after the report.
+    /// How long a grace period may wait for one reader before a stall report is printed to stderr
+    /// and counted in [`Stats::stalls`](crate::Stats::stalls) (default 10 s; at least 1 ms). The
+    /// grace period keeps waiting after the report.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = timeout;
         self
@@ -168,13 +168,12 @@ impl RcuBuilder {
     /// thread's list goes to the worker before a closure it queues with [`call`](Rcu::call)
     /// (closures always run on a worker) and when the thread exits.
     ///
-    /// A `retire` call (and so an `RcuCell` write or an `RcuList` removal) may therefore run
-    /// `Drop` of *other*, earlier retired objects (never one still waiting for its grace
-    /// period) on the calling thread, as crossbeam-epoch and seize do: such a `Drop` should not
-    /// take a lock the retiring thread may hold. rcukit itself never does that under a lock of
-    /// its own, inside a read-side critical section of the domain, or inside another such
-    /// drop; see [where user code runs](crate::callbacks::invoke) for the rule and why it is
-    /// the default.
+    /// A `retire` call (and so an `RcuCell` write or an `RcuList` removal) may therefore run `Drop`
+    /// of *other*, earlier retired objects (never one still waiting for its grace period) on the
+    /// calling thread, as crossbeam-epoch and seize do: such a `Drop` should not take a lock the
+    /// retiring thread may hold. rcukit itself never does that under a lock of its own, inside a
+    /// read-side critical section of the domain, or inside another such drop; see [where user code
+    /// runs](crate::docs::internal::callbacks::invoke) for the rule and why it is the default.
     ///
     /// With `false`, every retired object is dropped on a callback worker thread, like every
     /// `call` closure, and no rcukit call runs user code on the calling thread (the kernel's
@@ -207,7 +206,7 @@ impl RcuBuilder {
     /// assert!(seen.lock().unwrap()[0].contains("oops"));
     /// ```
     pub fn on_report(mut self, hook: impl Fn(&Report) + Send + Sync + 'static) -> Self {
-        self.reporter = Reporter::new(Some(Arc::new(hook)));
+        self.reporter = Reporter::new(Some(crate::report::hook(hook)));
         self
     }
 
@@ -330,9 +329,10 @@ impl RcuBuilder {
     pub fn build(self) -> Result<Rcu, Error> {
         // First: a fork from now on must find every process-wide lock of rcukit held by the
         // handlers (the barrier's detection and the read-side pages take theirs below).
-        fork::install_handlers();
+        #[cfg(unix)]
+        super::fork::install();
         let fence = self.validate()?;
-        let id = next_domain_id();
+        let id = crate::per_thread::DomainKey::fresh().id();
         let name = self.name.clone().unwrap_or_else(|| format!("rcu#{id}"));
         let inner = Arc::new_cyclic(|me| Inner {
             name: name.clone(),
@@ -367,9 +367,10 @@ impl RcuBuilder {
             fork_repair: Mutex::new(()),
             threads: Mutex::new(Vec::new()),
             me: me.clone(),
-            parking: crate::owned::Parking::new(),
+            parking: super::owned::Parking::new(),
         });
-        fork::register(&inner);
+        #[cfg(unix)]
+        super::fork::register(&inner);
         let read_side = inner.core.read_side.share();
         let rcu = Rcu { inner, read_side };
         // On an error, dropping `rcu` stops the threads already started.

@@ -1,27 +1,8 @@
-//! The slot of the process-wide domain ([`Rcu::global`]): built once, on first use or by
-//! [`RcuBuilder::build_global`](crate::RcuBuilder::build_global), and never dropped.
-//!
-//! # Why not a `OnceLock`
-//!
-//! `fork()` copies memory but only the forking thread. A `OnceLock` whose initialiser was
-//! running on another thread at that moment stays "being initialised" forever in the child,
-//! and every `Rcu::global()` there (and every `RcuCell::new`, `RcuList::new`,
-//! `RcuHashMap::new`) waits for a thread the child does not have: about 1 child in 10 when
-//! the fork came within a fraction of a millisecond of the first use.
-//!
-//! So the slot records *who* builds: the fork generation ([`fork::generation`]) of the
-//! process its builder runs in. A caller that finds a build under way in its own generation
-//! waits for it; one that finds a build of an earlier generation is in a child forked while
-//! its parent was building, where that builder does not exist, and takes the build over
-//! (an atomic swap, so one thread of the child wins). What the vanished builder had made so
-//! far stays unreachable in the child's memory copy: a leak, never a use.
-//!
-//! The generation is only a reliable witness if every fork after the claim counts itself, so
-//! the fork handlers are installed before a build is claimed.
+#![doc = include_str!("global.md")]
 
 use super::Rcu;
 use crate::error::Error;
-use crate::fork;
+use crate::sync::fork;
 use crate::sync::Backoff;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
@@ -64,7 +45,8 @@ impl GlobalSlot {
         &self,
         build: impl FnOnce() -> Result<Rcu, Error>,
     ) -> Result<(&'static Rcu, bool), Error> {
-        fork::install_handlers();
+        #[cfg(unix)]
+        super::fork::install();
         let mut backoff = Backoff::new();
         loop {
             if let Some(domain) = self.get() {

@@ -1,48 +1,32 @@
-//! [`Rcu`]: a domain that ties readers, both grace-period engines and callbacks together.
-//!
-//! A domain owns:
-//!
-//! * a reader registry and epoch (`reader`, `gp`);
-//! * the normal grace-period engine and its thread ([`gp::normal`](crate::gp::normal));
-//! * the expedited engine and its helper thread for polled requests
-//!   ([`gp::expedited`](crate::gp::expedited));
-//! * the callback shards and their workers (`callbacks`).
-//!
-//! Domains are independent: a grace period of one domain never waits for readers of another,
-//! and a guard of one domain protects nothing in another.
-//!
-//! # Lifetime
-//!
-//! Threads are started when the domain is built. Dropping a domain (other than the global one,
-//! which lives until the process exits) runs every pending callback, including chains of
-//! callbacks queued by callbacks, then stops and joins its threads (see [`shutdown`] for when
-//! owned guards are still open). The global domain's pending callbacks are *not* run at
-//! process exit, exactly like memory that is still allocated when a process exits; call
-//! `Rcu::global().barrier()` before exiting if their side effects matter.
+#![doc = include_str!("README.md")]
 
 mod builder;
+pub(crate) mod fork;
+mod futures;
 mod global;
+mod guard;
+pub(crate) mod owned;
 mod port;
-pub mod shutdown;
+pub(crate) mod shutdown;
 mod stats;
 
 pub use builder::RcuBuilder;
+pub use futures::{BarrierFuture, GpFuture};
+pub use guard::{Guard, NotSendUseReadOwned};
+pub use owned::OwnedGuard;
 pub use stats::Stats;
 
 use crate::barrier::FenceKind;
 use crate::callbacks::callback::Callback;
 use crate::callbacks::{self, Callbacks};
 use crate::error::Error;
-use crate::fork;
 use crate::gp::expedited::ExpeditedGp;
 use crate::gp::normal::NormalGp;
 use crate::gp::{GpCore, GpEvent, ReadSidePtr};
-use crate::owned::OwnedGuard;
-use crate::reader::{self, Guard};
+use crate::reader;
 use crate::seq::GpCookie;
 use crate::sync::lock;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Everything a domain's threads share.
@@ -54,9 +38,11 @@ pub(crate) struct Inner {
     pub(crate) event: GpEvent,
     pub(crate) callbacks: Callbacks,
     /// Whether expedited grace periods release callbacks and `synchronize()` callers ([seed
-    /// 004](crate::docs::seeds)): the one place the switch is stored (see [`port`]).
+    /// 004](crate::docs::seeds)): the one place the switch is stored (see
+    /// [`port`](crate::docs::internal::domain::port)).
     pub(crate) expedited_callbacks: bool,
-    /// The fork generation this domain's threads and state belong to (see [`fork`]).
+    /// The fork generation this domain's threads and state belong to (see
+    /// [`fork`](crate::docs::internal::domain::fork)).
     pub(crate) fork_generation: AtomicU64,
     /// Serializes the repair after a fork.
     pub(crate) fork_repair: Mutex<()>,
@@ -64,10 +50,12 @@ pub(crate) struct Inner {
     pub(crate) threads: Mutex<Vec<crate::threads::Thread>>,
     /// This domain, for the threads it starts.
     pub(crate) me: Weak<Inner>,
-    /// Keeps the state alive for owned guards that outlive the handle (see [`owned`](crate::owned)).
-    pub(crate) parking: crate::owned::Parking,
+    /// Keeps the state alive for owned guards that outlive the handle (see
+    /// [`owned`](crate::docs::internal::domain::owned)).
+    pub(crate) parking: owned::Parking,
 }
 
+#[cfg(unix)]
 impl Drop for Inner {
     fn drop(&mut self) {
         fork::unregister(self as *const Inner);
@@ -75,7 +63,7 @@ impl Drop for Inner {
 }
 
 impl Inner {
-    /// The domain's id (kept with what readers read, see [`ReadSide`](crate::gp::ReadSide)).
+    /// The domain's id (kept with what readers read, see `ReadSide`).
     #[inline]
     pub(crate) fn id(&self) -> u64 {
         self.key().id()
@@ -128,57 +116,6 @@ impl Inner {
         Ok(())
     }
 
-    /// Repair the domain if the process has forked since it last ran (see [`fork`]). Every
-    /// entry point that needs the domain's threads, or that scans its per-thread state, calls
-    /// this first.
-    #[inline]
-    pub(crate) fn check_fork(&self) {
-        if self.fork_generation.load(Acquire) != fork::generation() {
-            self.repair_after_fork();
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn repair_after_fork(&self) {
-        let _repair = lock(&self.fork_repair);
-        let generation = fork::generation();
-        if self.fork_generation.load(Relaxed) == generation {
-            return; // another thread did it
-        }
-        // Every entry point waits here, so nothing of this domain runs in this process but
-        // readers and this repair; every internal lock is free (the fork handlers held them
-        // across the fork).
-        self.exp.after_fork();
-        self.core.owned.after_fork();
-        self.core.registry.retain(|record| record.owner.is_alive());
-        self.callbacks.after_fork();
-        self.event.forget_listeners();
-        // Those threads do not exist here.
-        for thread in std::mem::take(&mut *lock(&self.threads)) {
-            thread.forget();
-        }
-        if let Err(e) = self.start_threads() {
-            panic!(
-                "rcukit: cannot restart the threads of domain '{}' after fork(): {e}",
-                self.name
-            );
-        }
-        self.fork_generation.store(generation, Release);
-    }
-
-    /// Hold the domain's internal locks across `fork()`, in one fixed order (see [`fork`]).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {
-        held.hold(&self.fork_repair);
-        held.hold(&self.threads);
-        self.normal.hold_for_fork(held);
-        self.exp.hold_for_fork(held);
-        self.event.hold_for_fork(held);
-        self.core.owned.hold_for_fork(held);
-        self.core.registry.hold_for_fork(held);
-        self.callbacks.hold_for_fork(held);
-    }
-
     fn check_cookie(&self, cookie: &GpCookie) {
         assert!(
             cookie.domain == self.id() || cookie.domain == 0,
@@ -190,21 +127,12 @@ impl Inner {
         );
     }
 
-    /// Has a grace period covered `cookie`, by the domain's release rule (see [`port`]), or,
-    /// with `any_kind`, by either kind?
+    /// Has a grace period covered `cookie`, by the domain's release rule (see
+    /// [`port`](crate::docs::internal::domain::port)), or, with `any_kind`, by either kind?
     pub(crate) fn poll(&self, cookie: &GpCookie, any_kind: bool) -> bool {
         self.check_cookie(cookie);
         self.released_by(cookie, any_kind).is_some()
     }
-}
-
-static NEXT_DOMAIN_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A fresh identifier from the sequence domains use. Everything that keys per-thread reader
-/// records by identifier (domains, [`Qsbr`](crate::Qsbr), [`RecSeq`](crate::RecSeq)) takes
-/// its identifier from here, so that the keys never collide.
-pub(crate) fn next_domain_id() -> u64 {
-    NEXT_DOMAIN_ID.fetch_add(1, Relaxed)
 }
 
 use global::GLOBAL;
@@ -217,8 +145,8 @@ pub(super) const GLOBAL_NAME: &str = "rcu-global";
 /// readers of another, or to run with different settings.
 pub struct Rcu {
     pub(super) inner: Arc<Inner>,
-    /// `inner`'s read side (see [`read_side`](crate::gp::read_side)): `read()` goes from the
-    /// handle straight to it. Valid while `inner` is held.
+    /// `inner`'s read side (see [`read_side`](crate::docs::internal::gp::read_side)): `read()` goes
+    /// from the handle straight to it. Valid while `inner` is held.
     pub(super) read_side: ReadSidePtr,
 }
 
@@ -313,9 +241,9 @@ impl Rcu {
     /// sleep, and move to and end on another thread (the kernel's SRCU; see [`OwnedGuard`]).
     ///
     /// Costs about what [`read`](Rcu::read) costs, plus one load of the domain's phase; no
-    /// reference count is taken (a dropped handle's state is *parked* until its last owned
-    /// guard closes; see "Lifetime" in [`owned`](crate::owned)). Owned sections do not nest
-    /// with guards or each other: each is counted on its own.
+    /// reference count is taken (a dropped handle's state is *parked* until its last owned guard
+    /// closes; see "Lifetime" in [`owned`](crate::docs::internal::domain::owned)). Owned sections
+    /// do not nest with guards or each other: each is counted on its own.
     #[inline]
     pub fn read_owned(&self) -> OwnedGuard {
         OwnedGuard::enter(&self.inner, self.is_global())

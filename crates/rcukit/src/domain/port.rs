@@ -1,23 +1,4 @@
-//! The domain's side of the grace-period port (see [`port`](crate::callbacks::port)), and the
-//! release rule.
-//!
-//! # The release rule ([seed 004](crate::docs::seeds))
-//!
-//! A cookie (a callback's stamp, or a `synchronize()` caller's snapshot) is released:
-//!
-//! 1. once the normal counter has passed its normal half: a normal grace period that started
-//!    after the snapshot has completed;
-//! 2. or, when expedited grace periods release callbacks (`expedited_callbacks`, on by
-//!    default; stored once, in [`Inner::expedited_callbacks`]), once the expedited counter has
-//!    passed its expedited half;
-//! 3. or, for callers that accept either kind regardless of the switch (`Rcu::poll`, a domain
-//!    being dropped), by rule 2 without the switch.
-//!
-//! Either kind of grace period waits for every reader that was in a critical section when the
-//! snapshot was taken (the snapshot includes a full fence), so either one is enough; the switch
-//! only exists to measure the behaviour before seed 004 on the same build.
-//! [`Inner::released_by`] is the one place the rule is written; `synchronize`, `poll` and
-//! every callback path go through it.
+#![doc = include_str!("port.md")]
 
 use super::Inner;
 use crate::callbacks::port::{GpPort, ReleasedBy};
@@ -54,7 +35,7 @@ impl Inner {
     pub(crate) fn is_reading_here(&self) -> bool {
         match self.core.flavor() {
             Flavor::Guards => crate::reader::is_reading(self.key(), &self.core.registry),
-            Flavor::Qsbr => crate::qsbr::online_here(self.id(), &self.core.registry),
+            Flavor::Qsbr => crate::reader::qsbr::online_here(self.id(), &self.core.registry),
         }
     }
 }

@@ -1,28 +1,4 @@
-//! How a domain ends when its [`Rcu`] handle is dropped: every pending callback runs (chains
-//! included), the domain's threads stop and are joined, and the shared state is freed, at
-//! once or, while owned guards are still open, when the last of them closes.
-//!
-//! # Open owned sections
-//!
-//! Running what is pending takes grace periods (a retired object's, a polled cookie's, the
-//! one a dropped `synchronize_async()` future asked for), and every grace period waits for the
-//! owned sections that are open ([`OwnedGuard`](crate::OwnedGuard)). An owned guard may
-//! outlive the handle, and it may be held by the very thread or task that drops the handle (a
-//! single-threaded executor holding a guard across `.await` while another task drops the
-//! domain): ending the domain in the drop would then wait for itself forever.
-//!
-//! So a drop that finds owned sections open hands the ending to a *finisher* thread of the
-//! domain and returns at once. The finisher waits, without taking part in any grace period,
-//! until no owned section is open (none can open any more: that needs the handle), then ends
-//! the domain exactly as the drop would have. Pending callbacks therefore still all run, only
-//! later; a program that needs them done by a certain point calls `barrier()` before it drops
-//! the handle (and not while holding an owned guard of the domain). If the finisher thread
-//! cannot be started, the domain's threads and state are left running, and a line on
-//! standard error says so: a leak, never a hang.
-//!
-//! A drop that finds no owned section open ends the domain itself, as before; a section
-//! opened on another thread just before the drop looked is waited for by the grace periods
-//! (it was counted before the handle's borrow ended).
+#![doc = include_str!("shutdown.md")]
 
 use super::{Inner, Rcu};
 use crate::sync::lock;
@@ -73,7 +49,7 @@ fn owned_sections_open(inner: &Inner) -> bool {
 }
 
 /// Run what is pending, stop and join the threads, and free the state (or park it for the
-/// owned guards that may still close; see [`owned`](crate::owned)).
+/// owned guards that may still close; see [`owned`](crate::docs::internal::domain::owned)).
 fn finish(inner: &Arc<Inner>) {
     if !inner.callbacks.in_callback_context() {
         drain_callbacks(inner);
@@ -90,7 +66,7 @@ fn finish(inner: &Arc<Inner>) {
         } // else: dropped from one of its own threads, which detaches itself
     }
     // Owned guards may outlive this handle: the state then waits for the last of them.
-    crate::owned::Parking::park(inner);
+    super::owned::Parking::park(inner);
 }
 
 /// Run every pending callback, chains included: rounds of `barrier()` until one round saw no

@@ -1,7 +1,7 @@
 //! [`Stats`]: the counters a domain reports.
 
-/// Statistics of a domain, from [`Rcu::stats`](crate::Rcu::stats). A snapshot: fields are read one by one while
-/// the domain runs, so they may be mutually off by a few events.
+/// Statistics of a domain, from [`Rcu::stats`](crate::Rcu::stats). A snapshot: fields are read one
+/// by one while the domain runs, so they may be mutually off by a few events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Normal grace periods completed.
@@ -47,10 +47,11 @@ pub struct Stats {
     /// Callbacks that panicked (caught; the others still ran).
     pub callback_panics: u64,
     /// Retired objects dropped by threads calling `retire` rather than by a worker (see
-    /// [`RcuBuilder::retire_on_producers`](crate::RcuBuilder::retire_on_producers)); included in `callbacks_invoked`.
+    /// [`RcuBuilder::retire_on_producers`](crate::RcuBuilder::retire_on_producers)); included in
+    /// `callbacks_invoked`.
     pub callbacks_run_by_producers: u64,
-    /// Callbacks that will never run in this process: queued before a `fork()` that this
-    /// process is the child of (they run in the parent; see [`fork`](mod@crate::fork)). Not
-    /// counted in `callbacks_pending` or `callbacks_invoked`.
+    /// Callbacks that will never run in this process: queued before a `fork()` that this process is
+    /// the child of (they run in the parent; see [`fork`](crate::docs::internal::domain::fork)).
+    /// Not counted in `callbacks_pending` or `callbacks_invoked`.
     pub callbacks_abandoned: u64,
 }

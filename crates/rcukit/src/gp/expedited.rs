@@ -1,53 +1,4 @@
-//! Expedited grace periods: run by the caller, shared by concurrent callers.
-//!
-//! `synchronize_expedited()` snapshots the expedited counter, then takes the *turn* to run an
-//! expedited grace period. Holding it, it checks the snapshot once more: if another caller's
-//! grace period ran while this one waited, and that grace period *started after the snapshot*,
-//! the work is done and the caller returns without running one (it piggybacks). Otherwise it
-//! runs the grace period itself with the IPI-ing heavy barrier
-//! (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`). A caller that finds the turn taken sleeps on a
-//! condition variable until it is given back, and looks again.
-//!
-//! # Why piggybacking is safe
-//!
-//! The snapshot is the value the counter takes at the end of the first grace period that starts
-//! after the snapshot was read (see `seq`); a counter at or past it proves that such
-//! a grace period has completed, which is all the caller needs. A storm of N callers therefore
-//! costs about two grace periods: the one running when they arrive (too early for them) and one
-//! more that they all share.
-//!
-//! # Why a turn and not a mutex held for the whole grace period
-//!
-//! The turn is a `bool` under a mutex that is only ever held for a few instructions (to take
-//! or give back the turn), with a condition variable to wait on. That mutex can be held across
-//! `fork()` by the fork handlers, and a turn whose holder does not exist in the child is given
-//! back by the repair (see [`fork`](crate::fork)); a mutex held for a whole grace period could
-//! be neither. The grace period the vanished holder had started is finished by the next
-//! caller, which finds the counter's state bits set while it holds the turn (as after a tried
-//! grace period that gave up, below).
-//!
-//! # Tried grace periods
-//!
-//! A thread that retires objects faster than normal grace periods free them runs expedited
-//! grace periods itself (see `callbacks::local`), but `retire` must never wait for a reader.
-//! So it *tries* (`ExpeditedGp::try_run`): if the turn is free it takes it, starts a grace
-//! period and scans the readers, waiting for none longer than a few microseconds. If every
-//! reader has moved on, the grace period ends there; if not, the caller gives the turn back
-//! with the grace period *left started* and asks the helper thread (below) for it. Whoever
-//! takes the turn next finds the counter's state bits set and finishes that grace period
-//! instead of starting one (a full scan after the start, so nothing is assumed of the tried
-//! one): a grace period that has started only completes later, which is always safe. But a
-//! snapshot taken while it was under way asks for the *next* grace period as well (see `seq`),
-//! so the holder then checks its snapshot again and runs another one if needed; returning
-//! after the first was a bug the torture caught (one cookie in 1.6 million, in 30 minutes).
-//! The same rule finishes a grace period whose runner did not survive `fork()`.
-//!
-//! # Polled expedited requests
-//!
-//! [`Rcu::start_poll_expedited`](crate::Rcu::start_poll_expedited) must not block the caller,
-//! so it hands its snapshot to a per-domain
-//! helper thread (`ExpeditedGp::run_helper`) that runs expedited grace periods until the
-//! highest requested snapshot is reached (the kernel queues work for this on a workqueue).
+#![doc = include_str!("expedited.md")]
 
 use super::{GpCore, GpEvent, GpKind};
 use crate::seq::{self, SeqCounter};
@@ -157,13 +108,14 @@ impl ExpeditedGp {
     }
 
     /// After `fork()`: the turn's holder, if any, does not exist in this process (see
-    /// [`fork`](crate::fork)).
+    /// [`fork`](crate::docs::internal::domain::fork)).
     pub(crate) fn after_fork(&self) {
         self.turn.after_fork();
     }
 
-    /// Hold this engine's lock across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold this engine's lock across `fork()` (see [`fork`](crate::docs::internal::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.helper);
         self.turn.hold_for_fork(held);
     }

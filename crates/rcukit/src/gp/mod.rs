@@ -1,38 +1,23 @@
-//! Grace periods: the reader scan both kinds share, and the completion event everybody waits on.
-//!
-//! A grace period of either kind is the same three steps (see [`reader`](crate::reader) for why
-//! they are enough): the heavy barrier, one increment of the reader epoch, and a scan of the
-//! registered reader records that waits until each is idle or has moved to the new epoch. The
-//! two engines differ only in who runs those steps and how requests are batched:
-//!
-//! * [`normal`]: one background thread per domain runs grace periods on demand, batching every
-//!   request that arrives before it starts, with the IPI-free heavy barrier.
-//! * [`expedited`]: the caller runs the grace period itself, with the IPI-ing heavy barrier;
-//!   concurrent callers piggyback on each other.
-//!
-//! Both end by bumping their sequence counter and firing `GpEvent`, which wakes *everything* that
-//! waits for a grace period of either kind: `synchronize` callers, cookie waiters and the callback
-//! workers. Waking on either kind is what lets a callback or a `synchronize()` finish on whichever
-//! grace period ends first ([seed 004](crate::docs::seeds)'s three "notification gaps" closed by
-//! construction).
+#![doc = include_str!("README.md")]
 
-pub mod expedited;
-pub mod normal;
-pub mod read_side;
+mod event;
+pub(crate) mod expedited;
+pub(crate) mod normal;
+pub(crate) mod read_side;
 
+#[cfg(all(test, rcukit_loom))]
+mod loom;
+
+pub(crate) use event::GpEvent;
 pub(crate) use read_side::{ReadSide, ReadSideLine, ReadSidePtr};
 
 use crate::barrier::{self, FenceKind, Heavy};
-use crate::owned::{self, Drain, OwnedReaders};
+use crate::reader::owned::{self, Drain, OwnedReaders};
 use crate::reader::{ReaderRecord, Registry};
-use crate::report::{Report, Reporter, Stall, WakerPanic};
-use crate::sync::lock;
-use crate::sync::AtomicU64;
-use crate::waiting::Wakers;
+use crate::report::{Report, Reporter, Stall};
+use crate::sync::{AtomicU64, Brief};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
-use std::sync::{Condvar, Mutex};
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// Which kind of grace period is running (for stall reports and statistics).
@@ -66,7 +51,7 @@ pub(crate) enum Flavor {
 pub(crate) struct GpCore {
     pub(crate) read_side: ReadSideLine,
     pub(crate) registry: Arc<Registry>,
-    /// The phase and turn of owned sections (see [`owned`](crate::owned)).
+    /// The phase and turn of owned sections (see [`owned`](crate::docs::internal::reader::owned)).
     pub(crate) owned: OwnedReaders,
     stall_timeout: Duration,
     stalls: std::sync::atomic::AtomicU64,
@@ -128,7 +113,7 @@ impl GpCore {
     }
 
     /// Wait until every reader that was in a critical section when this call started has left
-    /// it (G1-G3 in the [`reader`](crate::reader) docs).
+    /// it (G1-G3 in the [`reader`](crate::docs::internal::reader) docs).
     pub(crate) fn wait_for_readers(&self, kind: GpKind) {
         let mut stall = self.wait_for_guards(kind);
         self.wait_for_owned(kind, Drain::Both, &mut stall);
@@ -156,7 +141,7 @@ impl GpCore {
     }
 
     /// Sleep until every one of `inside` has left the section it was in when the grace period
-    /// began (S1-S5 of [`wake`](crate::wake)): one announcement and heavy barrier for all of
+    /// began (S1-S5 of [`wake`](crate::docs::internal::reader::wake)): one announcement and heavy barrier for all of
     /// them, then a sleep on each reader that is still inside, until it wakes the waiter as it
     /// leaves. An expedited grace period on a kernel with `membarrier` relies on that alone. A
     /// normal one must not interrupt other CPUs, and without `membarrier` there is no barrier
@@ -191,7 +176,7 @@ impl GpCore {
         kind: GpKind,
         stall: &mut StallWatch,
     ) {
-        let strict = kind == GpKind::Expedited && crate::wake::available();
+        let strict = kind == GpKind::Expedited && crate::reader::wake::available();
         let left = |record: &ReaderRecord| {
             let v = record.ctr.load(Acquire);
             (v == 0 || v >= target, v)
@@ -206,7 +191,7 @@ impl GpCore {
             // S1 for every reader still inside, one S2 for all of them, then S3.
             let seen: Vec<u32> = pending.iter().map(|r| r.wake.ask()).collect();
             if strict {
-                crate::wake::barrier();
+                crate::reader::wake::barrier();
             }
             let Some(at) = pending.iter().position(|r| !left(r).0) else {
                 return;
@@ -224,12 +209,13 @@ impl GpCore {
         }
     }
 
-    /// G1-G3 and the owned sections as [`wait_for_readers`](Self::wait_for_readers) does for
-    /// an expedited grace period, but waiting for no reader longer than `patience` (spinning,
-    /// never yielding or sleeping, and not waiting for a lock): true if every reader that was in a critical section when this call
-    /// started has left it, false if one still had not within `patience`. A `false` leaves
-    /// nothing half done that matters: the epoch has moved on and the owned phase may have
-    /// flipped, as in any grace period, and the next grace period drains both owned phases.
+    /// G1-G3 and the owned sections as [`wait_for_readers`](Self::wait_for_readers) does for an
+    /// expedited grace period, but waiting for no reader longer than `patience` (spinning, never
+    /// yielding or sleeping, and not waiting for a lock): true if every reader that was in a
+    /// critical section when this call started has left it, false if one still had not within
+    /// `patience`. A `false` leaves nothing half done that matters: the epoch has moved on and the
+    /// owned phase may have flipped, as in any grace period, and the next grace period drains both
+    /// owned phases.
     pub(crate) fn try_wait_for_readers(&self, patience: Duration) -> bool {
         barrier::heavy(self.fence(), Heavy::Expedited);
         let target = self.read_side.epoch.fetch_add(1, AcqRel) + 1;
@@ -247,14 +233,15 @@ impl GpCore {
     }
 
     /// Wait for the guards' read sections only (G1-G3, not the owned sections), with the
-    /// expedited barrier, in the caller: for [`owned`](crate::owned)'s parking, where the
+    /// expedited barrier, in the caller: for the owned guards' parking (`domain::owned`), where the
     /// domain's threads are already stopped.
     pub(crate) fn wait_for_sections(&self) {
         self.wait_for_guards(GpKind::Expedited);
     }
 
-    /// The owned-section part of a grace period (W1-W3 in the [`owned`](crate::owned) docs),
-    /// after G1. `drain` is `Drain::Both` but in the loom model's busted variant.
+    /// The owned-section part of a grace period (W1-W3 in the
+    /// [`owned`](crate::docs::internal::reader::owned) docs), after G1. `drain` is `Drain::Both`
+    /// but in the loom model's busted variant.
     pub(crate) fn wait_for_owned(&self, kind: GpKind, drain: Drain, stall: &mut StallWatch) {
         let mut stalled = |open: u64| {
             if let Some(held) = stall.check() {
@@ -386,155 +373,6 @@ impl StallWatch {
         } else {
             None
         }
-    }
-}
-
-/// A bounded wait: spin until a condition holds, for at most a given time, never yielding
-/// and never sleeping. A yield gives the core away for as long as the scheduler likes (a whole
-/// time slice, milliseconds, when more threads are runnable than there are cores), so a wait
-/// that must end within microseconds only spins, and reads the clock every few spins (the
-/// first read only once the condition has failed a few times, so a wait that ends at once
-/// costs no clock read).
-pub(crate) struct Brief {
-    patience: Duration,
-    deadline: Option<Instant>,
-    tries: u32,
-}
-
-impl Brief {
-    /// Spins between two looks at the clock.
-    const SPINS_PER_CLOCK: u32 = 8;
-
-    pub(crate) fn new(patience: Duration) -> Brief {
-        Brief {
-            patience,
-            deadline: None,
-            tries: 0,
-        }
-    }
-
-    /// Wait until `done()` is true (then true) or the patience, shared by every call on this
-    /// `Brief`, has run out (then false).
-    pub(crate) fn wait(&mut self, mut done: impl FnMut() -> bool) -> bool {
-        loop {
-            if done() {
-                return true;
-            }
-            self.tries += 1;
-            if self.tries % Self::SPINS_PER_CLOCK == 0 {
-                let now = Instant::now();
-                if now >= *self.deadline.get_or_insert(now + self.patience) {
-                    return false;
-                }
-            }
-            #[cfg(rcukit_loom)]
-            loom::thread::yield_now();
-            #[cfg(not(rcukit_loom))]
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// "A grace period of some kind just ended": a generation counter, a condition variable for
-/// blocked waiters and a list of worker threads to unpark.
-/// A thread subscribed to the end of grace periods.
-struct Listener {
-    thread: Thread,
-    /// Does it want to be unparked now?
-    wants: Box<dyn Fn() -> bool + Send + Sync>,
-}
-
-pub(crate) struct GpEvent {
-    /// Grace periods announced so far, and threads blocked in [`wait_until`](Self::wait_until)
-    /// (so that an end nobody waits for costs no notification, which is a system call).
-    state: Mutex<EventState>,
-    cond: Condvar,
-    listeners: Mutex<Vec<Listener>>,
-    /// Futures waiting for a grace period (see [`waiting`](crate::waiting)).
-    pub(crate) wakers: Wakers,
-    /// Where a panicking waker is reported, and the domain's name for it.
-    reporter: Reporter,
-    name: String,
-}
-
-struct EventState {
-    generation: u64,
-    blocked: u32,
-}
-
-impl GpEvent {
-    pub(crate) fn new(name: String, reporter: Reporter) -> GpEvent {
-        GpEvent {
-            state: Mutex::new(EventState {
-                generation: 0,
-                blocked: 0,
-            }),
-            cond: Condvar::new(),
-            listeners: Mutex::new(Vec::new()),
-            wakers: Wakers::default(),
-            reporter,
-            name,
-        }
-    }
-
-    /// Add a thread to unpark whenever a grace period ends while `wants()` says so (a callback
-    /// worker parked with an empty list has nothing a grace period could release: waking it
-    /// would only cost it a trip through the scheduler).
-    pub(crate) fn subscribe(&self, thread: Thread, wants: Box<dyn Fn() -> bool + Send + Sync>) {
-        lock(&self.listeners).push(Listener { thread, wants });
-    }
-
-    /// Announce the end of a grace period. Call after the sequence counter has been ended, so a
-    /// waiter that checks its condition under the lock cannot miss the change.
-    pub(crate) fn notify(&self) {
-        let blocked = {
-            let mut state = lock(&self.state);
-            state.generation = state.generation.wrapping_add(1);
-            state.blocked
-        };
-        if blocked != 0 {
-            self.cond.notify_all();
-        }
-        for listener in lock(&self.listeners).iter() {
-            if (listener.wants)() {
-                listener.thread.unpark();
-            }
-        }
-        self.wakers.wake_all(|message| {
-            self.reporter.report(Report::WakerPanic(WakerPanic {
-                domain: self.name.clone(),
-                message,
-            }))
-        });
-    }
-
-    /// Block until `done()` is true; `done` is re-evaluated after every grace period.
-    pub(crate) fn wait_until(&self, mut done: impl FnMut() -> bool) {
-        if done() {
-            return;
-        }
-        let mut state = lock(&self.state);
-        while !done() {
-            state.blocked += 1;
-            state = self.cond.wait(state).unwrap_or_else(|e| e.into_inner());
-            state.blocked -= 1;
-        }
-    }
-
-    /// Forget every subscribed thread (after `fork()`, the workers that subscribed are gone;
-    /// their replacements subscribe again), and every registered waker (they belong to the
-    /// parent's executors; a future polled again in the child registers again).
-    pub(crate) fn forget_listeners(&self) {
-        lock(&self.state).blocked = 0; // the blocked threads were the parent's
-        lock(&self.listeners).clear();
-        self.wakers.forget_all();
-    }
-
-    /// Hold this event's locks across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
-        held.hold(&self.state);
-        held.hold(&self.listeners);
-        self.wakers.hold_for_fork(held);
     }
 }
 

@@ -1,26 +1,4 @@
-//! Normal grace periods: one background thread per domain, batching every request.
-//!
-//! This is the user-space image of the kernel's grace-period kthread. A caller that needs a
-//! normal grace period computes a snapshot of the normal counter (see `seq`) and
-//! *requests* it: the request raises `needed` to that snapshot and wakes the thread. The thread
-//! sleeps until `needed` is ahead of the counter, waits a short batching window
-//! (`normal_gp_delay`), then runs one grace period.
-//!
-//! # Why one grace period serves every earlier request
-//!
-//! A request's snapshot was taken before it was recorded. If the counter was idle at snapshot
-//! time (value `s`), the snapshot is `s + 4`, and the next grace period ends the counter at
-//! exactly `s + 4`: it serves every request recorded before it started, however many there
-//! are. A snapshot taken while a grace period is running asks for the *following* one, and the
-//! thread, finding `needed` still ahead of the counter after it ends, runs it. So 1,000
-//! concurrent `synchronize()` callers cost one or two grace periods, not 1,000.
-//!
-//! # Why it costs readers nothing
-//!
-//! The heavy barrier of a normal grace period is `MEMBARRIER_CMD_GLOBAL` where available: the
-//! kernel implements it by waiting for its own (normal, IPI-free) RCU grace period, so reader
-//! CPUs are never interrupted. It takes around ten milliseconds, which together with the batching
-//! window gives normal grace periods the kernel's latency and batching behaviour.
+#![doc = include_str!("normal.md")]
 
 use super::{GpCore, GpEvent, GpKind};
 use crate::seq::{self, SeqCounter};
@@ -121,8 +99,9 @@ impl NormalGp {
         }
     }
 
-    /// Hold this engine's lock across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold this engine's lock across `fork()` (see [`fork`](crate::docs::internal::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         held.hold(&self.requests);
     }
 

@@ -1,33 +1,4 @@
-//! What readers read of a domain (its epoch, fence kind and key), on a line of its own, and
-//! where those lines live: packed together, 32 to a page.
-//!
-//! # Why packed
-//!
-//! A read-side critical section touches three things: the domain's read side (this line), the
-//! thread's reader record and, when the thread last read another domain, one slot of its table
-//! ([`per_thread`](crate::per_thread)). Lines are cheap; pages are not. A domain's state is
-//! allocated among its threads' stacks and queues, so each domain's state sits on a page of
-//! its own, and a thread that reads 100 domains in turn would touch 100 pages for their read
-//! sides alone, more than the processor's first-level TLB holds (64 entries on the machines we
-//! measured): the cost per section jumped between 60 and 80 domains read in turn, with every
-//! line still in L1. Packing the lines puts 100 domains' read sides on 4 pages, and the
-//! [`Rcu`](crate::Rcu) handle points at its line directly, so that `read()` does not reach the
-//! domain's state at all.
-//!
-//! # Why it is sound
-//!
-//! Each line is owned by one `ReadSideLine`, held by the domain's grace-period core
-//! (`GpCore`) and given back when the core drops; pages are never returned to
-//! the allocator, so a line's memory stays valid for the life of the process, and a line is
-//! only reused after its owner dropped it. A `ReadSidePtr` (the handle's copy of the pointer)
-//! is only read while the `Arc` of the domain's state that owns the line is held: the handle
-//! holds it. A line reused by a later domain carries that domain's id, never an earlier one
-//! (ids are never reused), so a thread's cache keyed by id cannot mistake it for the old one.
-//!
-//! The free list is one lock, taken once per domain built or dropped; `fork()` holds it (see
-//! [`fork`](crate::fork)) so that a child never finds it taken by a thread that is gone. Under
-//! loom every line is a box of its own: loom's atomics belong to one execution and must not
-//! outlive it in a shared page.
+#![doc = include_str!("read_side.md")]
 
 use crate::barrier::FenceKind;
 use crate::per_thread::DomainKey;
@@ -40,7 +11,7 @@ pub(crate) struct ReadSide {
     pub(crate) epoch: AtomicU64,
     pub(crate) fence: FenceKind,
     /// The domain's id, unique for the life of the process (0 for cores of no domain), with
-    /// its hash for the thread's table (see [`per_thread`](crate::per_thread)).
+    /// its hash for the thread's table (see [`per_thread`](crate::docs::internal::per_thread)).
     pub(crate) domain: DomainKey,
 }
 
@@ -189,8 +160,9 @@ mod pages {
     }
 }
 
-/// Hold the free list's lock across `fork()` (see [`fork`](crate::fork)).
-pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+/// Hold the free list's lock across `fork()` (see [`fork`](crate::docs::internal::domain::fork)).
+#[cfg(unix)]
+pub(crate) fn hold_for_fork(held: &mut crate::sync::fork::Held) {
     #[cfg(not(rcukit_loom))]
     held.hold(&pages::PAGES);
     #[cfg(rcukit_loom)]

@@ -1,96 +1,4 @@
-//! [`RecSeq<T>`]: a value readers use without locks and a writer replaces by waiting for every
-//! reader's sequence counter, after netfilter's `xt_recseq` ([seed 000](crate::docs::seeds)).
-//!
-//! ```
-//! use rcukit::RecSeq;
-//!
-//! let rules = RecSeq::new(vec![1, 2, 3]);
-//! {
-//!     let table = rules.read(); // Deref<Target = Vec<i32>>, tied to the guard
-//!     assert_eq!(table.len(), 3);
-//! }
-//! // Returns once no reader can hold the old table, and hands it back.
-//! let old = rules.replace(vec![1, 2, 3, 4]);
-//! assert_eq!(old, vec![1, 2, 3]);
-//! assert_eq!(rules.read().len(), 4);
-//! ```
-//!
-//! # The protocol
-//!
-//! Each (thread, `RecSeq`) pair has a 64-bit *sequence counter* (a core
-//! [`ReaderRecord`](crate::reader)'s `ctr` word, registered on the thread's first read and
-//! released at thread exit), even while the thread is outside a read-side section and odd
-//! while it is inside one:
-//!
-//! ```text
-//! read():   R1  s = ctr (own word);  R2  ctr.store(s + 1, Release)   (now odd)
-//!           R3  light barrier (fence(SeqCst), or a compiler fence with membarrier)
-//!           R4  p = ptr.load(Acquire); ... use *p ...
-//! drop:     R5  ctr.store(s + 2, Release)                           (even again)
-//!
-//! replace(new):
-//!           W1  old = ptr.swap(new, AcqRel)
-//!           W2  heavy barrier (fence(SeqCst), or membarrier)
-//!           W3  for each registered counter: v = ctr.load(Acquire);
-//!               if v is odd, wait until ctr.load(Acquire) != v
-//!           W4  hand `old` back to the caller
-//! ```
-//!
-//! There is no global epoch and no grace-period machinery: the writer compares every odd
-//! counter with *itself*. Any change proves that the section which was running at W3 has
-//! ended, because a counter only ever grows and only its own thread writes it.
-//!
-//! # Why it is correct
-//!
-//! Claim: no reader uses `old` after W3 finishes, and every use happens-before W4.
-//!
-//! Take any read section and its barrier R3. The barrier pair (see
-//! [`barrier`]) orders R3 and W2 one way or the other:
-//!
-//! 1. **W2 first.** W1 is visible to R4, which reads `new` (or a later pointer): the section
-//!    never sees `old`.
-//! 2. **R3 first.** W3's first load reads R2's odd value or a later one. If odd `v`, W3 waits
-//!    until it reads a different value; whatever store wrote it is sequenced after R5 (or *is*
-//!    R5), and since every store to the counter is `Release`, the `Acquire` load synchronizes
-//!    with it: the whole section happens-before W4. If W3 reads a later even value, the same
-//!    argument applies at once.
-//!
-//! A counter missing from the writer's snapshot was registered after it, under the registry
-//! lock the snapshot also takes, so that thread's first read comes after W1 (case 1).
-//!
-//! Writers need no mutual exclusion: each swap returns a distinct `old`, and each writer's
-//! wait covers the readers of its own `old`.
-//!
-//! # Nesting and re-entry
-//!
-//! The kernel's `xt_write_recseq_begin` treats an already odd counter as "nested: do nothing".
-//! Rust guards may drop in any order, so a thread-private nesting count decides instead: only
-//! the outermost guard of a thread makes the counter odd, and the counter turns even when the
-//! *last* of the thread's guards drops, whichever it is. A nested guard loads the pointer
-//! afresh and may see a newer value than its outer guard; both stay valid, since every writer
-//! waits for the thread's counter to change and it cannot change before the last guard drops.
-//!
-//! Calling [`replace`](RecSeq::replace) while the same thread holds a guard of the same
-//! `RecSeq` would wait for itself: it panics instead.
-//!
-//! # When it beats RCU, and when it loses
-//!
-//! **It wins** when an update must *finish* quickly and alone: a writer waits only for the
-//! read sections running at its swap, with no epoch increment, no grace-period thread, no
-//! batching window and (with the default [`FenceKind::SeqCst`]) no IPI to anybody. Netfilter
-//! replaces a table in one scan while RCU's `synchronize_rcu` cost ten times as long (the
-//! 1.16 s vs 11.59 s for 200 `iptables` calls reported in the 2021 revert). It owns no
-//! threads and allocates nothing per update, and the writer gets the old value back at once,
-//! to read the counters readers left in it or to reuse its memory.
-//!
-//! **It loses** on the read side and on update throughput. A reader pays a full fence per
-//! outermost section (tens of cycles) where [`Rcu::read`](crate::Rcu::read) pays none with
-//! membarrier and [`Qsbr`](crate::Qsbr) pays nothing at all; choosing
-//! [`FenceKind::Membarrier`] removes the fence but makes every replacement interrupt the CPUs
-//! running this process, which is exactly an expedited grace period. The writer always blocks
-//! (no `call`/`retire`), so N updates cost N scans where RCU's callbacks share one grace
-//! period among thousands. And a reader that stays long inside a section holds the writer,
-//! like any grace period (a stall report says which thread).
+#![doc = include_str!("recseq.md")]
 
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::error::Error;
@@ -143,7 +51,7 @@ impl RecSeqBuilder {
     /// Where stall reports go (default: one line on standard error, write errors ignored), as
     /// [`RcuBuilder::on_report`](crate::RcuBuilder::on_report).
     pub fn on_report(mut self, hook: impl Fn(&Report) + Send + Sync + 'static) -> Self {
-        self.reporter = Reporter::new(Some(std::sync::Arc::new(hook)));
+        self.reporter = Reporter::new(Some(crate::report::hook(hook)));
         self
     }
 
@@ -173,7 +81,8 @@ impl RecSeqBuilder {
 }
 
 /// A value that readers use without locks and a writer replaces by waiting for every reader's
-/// sequence counter (netfilter's `xt_recseq`). See the [module documentation](self).
+/// sequence counter (netfilter's `xt_recseq`). See the [module
+/// documentation](crate::docs::internal::locks::recseq).
 ///
 /// # Thread exit
 ///
@@ -223,7 +132,7 @@ impl<T> RecSeq<T> {
     ) -> RecSeq<T> {
         RecSeq {
             ptr: AtomicPtr::new(Box::into_raw(value)),
-            key: DomainKey::new(crate::domain::next_domain_id()),
+            key: DomainKey::fresh(),
             registry: Arc::new(Registry::new()),
             fence,
             stall_timeout,

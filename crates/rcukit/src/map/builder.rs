@@ -35,7 +35,8 @@ impl MapBuilder {
 }
 
 impl<S, D> MapBuilder<S, D> {
-    /// Room for `capacity` entries before the first resize; the map never shrinks below it.
+    /// Room for `capacity` entries before the first resize; the map does not shrink below it
+    /// (until [`shrink_to_fit`](RcuHashMap::shrink_to_fit)).
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
         self
@@ -129,9 +130,9 @@ impl<S, D> MapBuilder<S, D> {
             policy: Policy {
                 max_load: self.max_load,
                 min_load: self.min_load,
-                min_buckets: buckets,
                 busted_drop_values_at_once: self.busted,
             },
+            min_buckets: AtomicUsize::new(buckets),
             _owns: PhantomData,
         })
     }

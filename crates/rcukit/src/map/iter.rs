@@ -102,7 +102,7 @@ impl Range {
 }
 
 /// Iterator over the entries of an [`RcuHashMap`](super::RcuHashMap) under a guard; see
-/// [`RcuHashMap::iter`](super::RcuHashMap::iter).
+/// [`RcuHashMap::iter`](super::RcuHashMap::iter), which says what it yields.
 pub struct Iter<'g, K, V> {
     root: &'g AtomicPtr<Table<K, V>>,
     /// Where the next step starts in the bit-reversed hash space; `None` once done.
@@ -178,7 +178,7 @@ impl<'g, K, V> Iter<'g, K, V> {
         {
             self.walks += 1;
         }
-        let mut p = table.heads[b].load(Acquire);
+        let mut p = table.head(b).load(Acquire);
         while !p.is_null() {
             // SAFETY: published node (Acquire), alive for 'g (constructor's contract).
             let node: &'g Node<K, V> = unsafe { &*p };
@@ -211,13 +211,43 @@ impl<'g, K, V> Iterator for Iter<'g, K, V> {
 
 impl<K, V> FusedIterator for Iter<'_, K, V> {}
 
-impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for Iter<'_, K, V> {
+impl<K, V> fmt::Debug for Iter<'_, K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Iter")
             .field("cursor", &self.cursor)
             .finish()
     }
 }
+
+/// The keys of an [`RcuHashMap`](super::RcuHashMap) under a guard; see
+/// [`RcuHashMap::keys`](super::RcuHashMap::keys).
+#[derive(Debug)]
+pub struct Keys<'g, K, V>(pub(crate) Iter<'g, K, V>);
+
+impl<'g, K, V> Iterator for Keys<'g, K, V> {
+    type Item = &'g K;
+
+    fn next(&mut self) -> Option<&'g K> {
+        self.0.next_node().map(|node| &node.key)
+    }
+}
+
+impl<K, V> FusedIterator for Keys<'_, K, V> {}
+
+/// The values of an [`RcuHashMap`](super::RcuHashMap) under a guard; see
+/// [`RcuHashMap::values`](super::RcuHashMap::values).
+#[derive(Debug)]
+pub struct Values<'g, K, V>(pub(crate) Iter<'g, K, V>);
+
+impl<'g, K, V> Iterator for Values<'g, K, V> {
+    type Item = &'g V;
+
+    fn next(&mut self) -> Option<&'g V> {
+        self.0.next_node().map(|node| &node.value)
+    }
+}
+
+impl<K, V> FusedIterator for Values<'_, K, V> {}
 
 /// Mutable iterator over an [`RcuHashMap`](super::RcuHashMap); see
 /// [`RcuHashMap::iter_mut`](super::RcuHashMap::iter_mut).
@@ -298,7 +328,7 @@ mod tests {
         let rcu = Rcu::new();
         let map = RcuHashMap::with_domain(&rcu);
         for k in 0..1000u64 {
-            map.insert(k, k);
+            map.pin().insert(k, k);
         }
         let g = rcu.read();
         let mut it = map.iter(&g);
@@ -309,15 +339,15 @@ mod tests {
                     let start = map.capacity();
                     let mut k = 1 << 32;
                     while map.capacity() < 16 * start {
-                        map.insert(k, 0);
+                        map.pin().insert(k, 0);
                         k += 1;
                     }
                     for j in 1 << 32..k {
-                        map.remove(&j);
+                        map.pin().remove(&j);
                     }
                     for j in 0..256 {
-                        map.insert(j + (1 << 40), 0);
-                        map.remove(&(j + (1 << 40)));
+                        map.pin().insert(j + (1 << 40), 0);
+                        map.pin().remove(&(j + (1 << 40)));
                     }
                 }
             });

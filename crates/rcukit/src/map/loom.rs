@@ -196,3 +196,39 @@ fn loom_map_iteration_racing_a_grow_and_a_shrink() {
 fn loom_map_busted_iteration_without_merging_is_caught() {
     iteration_racing_a_grow_and_a_shrink(true);
 }
+
+/// An insert into an empty bucket racing the mover that marks that bucket moved without its
+/// lock (one compare-exchange, claim 5): key 2 (hash 2: bucket 0 of 2, bucket 2 of 4) must
+/// be in the map once both are done, and a reader that looks it up after the insert returned
+/// must find it.
+#[test]
+fn loom_map_insert_racing_the_move_of_an_empty_bucket() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(|| {
+        let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(2))));
+        let new = Box::into_raw(Table::new(4));
+        current(&root)
+            .next
+            .store(new, std::sync::atomic::Ordering::Release);
+        let writer = {
+            let root = root.clone();
+            thread::spawn(move || {
+                assert!(insert(&root, 2, 2, 20).is_none());
+                assert_eq!(lookup(&root, 2, 2), Some(20), "an inserted key missed");
+            })
+        };
+        let old = root.load(Acquire);
+        // SAFETY: nothing is freed before the model ends; `old` came from the root.
+        let finished = match unsafe { table::help_move(&root, old, 2, false) } {
+            Moved::Finished(old) => old,
+            _ => unreachable!("two buckets, budget two: this thread finishes"),
+        };
+        writer.join().unwrap();
+        assert_eq!(lookup(&root, 2, 2), Some(20), "the insert was lost");
+        // SAFETY: the model is over: nobody else uses the map.
+        drop(unsafe { table::take_all(root.load(Acquire)) });
+        // SAFETY: the old table, no longer the root; its nodes (if any) moved on.
+        drop(unsafe { Box::from_raw(finished) });
+    });
+}

@@ -11,7 +11,7 @@
 //!
 //! // A flow table, keyed by (source, destination, port), on the global domain.
 //! let flows: Arc<RcuHashMap<(u32, u32, u16), Flow>> = Arc::new(RcuHashMap::new());
-//! flows.insert((1, 2, 443), Flow { packets: 0, verdict: "accept" });
+//! flows.pin().insert((1, 2, 443), Flow { packets: 0, verdict: "accept" });
 //!
 //! // Packet threads: one guard per packet, no lock, nothing written.
 //! let packet_thread = {
@@ -28,9 +28,11 @@
 //!
 //! // The control plane: create, change and expire flows while packets are looked up.
 //! for port in 0..1000 {
+//!     let flows = flows.pin(); // the map and a guard of its domain in one handle
 //!     flows.insert((9, 9, port), Flow { packets: 0, verdict: "drop" }); // the table grows
 //! }
-//! flows.update(&(1, 2, 443), |f| Flow { packets: f.packets + 1, ..f.clone() });
+//! // Atomic read-modify-write of one flow; the closure may run again if the flow changes.
+//! flows.pin().update(&(1, 2, 443), |f| Flow { packets: f.packets + 1, ..f.clone() });
 //! flows.retain(|&(src, _, _), _| src != 9); // and shrinks again
 //! packet_thread.join().unwrap();
 //! assert_eq!(flows.len(), 1);
@@ -39,11 +41,15 @@
 //! # Structure
 //!
 //! A bucket table of `2^k` chains of immutable nodes (`hash`, `next`, key, value), as in
-//! `rhashtable`. The chain heads are an array of pointers on their own (a lookup touches 8
-//! bytes of table per probe); each bucket's lock and state word sit in a second array. While
-//! the table is resized, the old table points at the new one (`next`), and buckets move from
-//! the old to the new one at a time. Nodes carry their full hash, so moving a node never runs
-//! the user's `Hash`.
+//! `rhashtable`. Each bucket is a 16-byte slot (`map/slot.rs`): the chain head beside a state word
+//! that holds the bucket's bit lock and its sequence count, so that a lookup touches one cache
+//! line per probe and a writer finds the head, the lock and the count in that same line (an
+//! earlier layout kept the locks and counts in a second array: two misses per write, 24 bytes
+//! per bucket). Tables of 4 MiB and more are advised to use transparent huge pages, so that a
+//! probe into a table of millions of buckets does not also miss in the TLB. While the table is
+//! resized, the old table points at the new one (`next`), and buckets move from the old to
+//! the new one at a time. Nodes carry their full hash, so moving a node never runs the user's
+//! `Hash`.
 //!
 //! **Writers lock one bucket at a time, never the map.** Inserts, removals and updates of keys
 //! in different buckets run in parallel. A writer first walks the bucket *without* the lock,
@@ -62,10 +68,14 @@
 //! lock-free list. Relocation keeps each chain short and each walk direct, and it is simple to
 //! argue (below). A resize is started by the write that crosses the load factor (grow above
 //! `max_load_factor`, 0.75 by default; shrink below `min_load_factor`, 0.3 by default, never
-//! below the capacity the map was made with), and then *every* write helps it by moving up to
+//! below a floor: the capacity the map was made with or asked for by
+//! [`reserve`](RcuHashMap::reserve), until [`shrink_to_fit`](RcuHashMap::shrink_to_fit)), and then *every* write helps it by moving up to
 //! 8 buckets, so the work is spread over the writes that follow and no write ever rehashes the
-//! whole table. If writes stop in the middle of a resize, the map stays correct; lookups of
-//! absent keys then look in two tables.
+//! whole table. Movers claim buckets a run at a time (one atomic add to claim the run and one
+//! to count it finished, not two per bucket) and ask for the first nodes of the buckets ahead
+//! while they move one, so that the cache misses of a run overlap; an empty bucket is marked
+//! moved with a single compare-exchange (claim 5). If writes stop in the middle of a resize,
+//! the map stays correct; lookups of absent keys then look in two tables.
 //!
 //! # Why it is correct
 //!
@@ -94,14 +104,15 @@
 //!    on, before, to a newer table: by induction down the chain of tables, which ends at the
 //!    current table). Hence a key present throughout a lookup is never missed; the loom model
 //!    with the busted order (unlink first) finds a lookup that misses it.
-//! 4. **A walk that began and ended on the same even state saw the chain as it is.** Each
+//! 4. **A walk that began and ended on the same settled state saw the chain as it is.** Each
 //!    bucket has a sequence count: under its lock a writer sets `CHANGING` before it changes
 //!    the bucket's links and, after them, clears it and bumps the version with a `Release`
 //!    store. A writer's walk reads the state first (`Acquire`) and, if `CHANGING` is set,
-//!    waits for the lock holder and reads again. If the state it read is even, every earlier
-//!    change is visible to it (the `Release` bump); if the walk then observed a later change
-//!    (an `Acquire` load of a link stored with `Release` after `CHANGING` was set), a second
-//!    read of the state sees `CHANGING` or a newer version. So a removal may conclude
+//!    waits until the lock holder clears it and reads again (the lock bit shares the word and
+//!    is masked off in every comparison: taking and releasing the lock changes no link). If
+//!    the state it read has `CHANGING` clear, every earlier change is visible to it (the
+//!    `Release` bump); if the walk then observed a later change (an `Acquire` load of a link
+//!    stored with `Release` after `CHANGING` was set), a second read of the state sees `CHANGING` or a newer version. So a removal may conclude
 //!    "absent" without the lock when the state did not move, and a writer that locks the
 //!    bucket and finds the state it started from may use the link its unlocked walk found.
 //!    (Bumping only *before* the change is not enough: a walker could read the new version
@@ -111,10 +122,14 @@
 //! 5. **Each key has one owning bucket.** A mover moves a whole bucket inside *one* change
 //!    of the old bucket (claim 4): `CHANGING` is set before the first node leaves and the
 //!    store that clears it also sets `MOVED`, after `next` was installed. A writer that reads
-//!    `CHANGING` waits for the lock; one that reads `MOVED` follows `next`. So whenever a
+//!    `CHANGING` waits until it clears; one that reads `MOVED` follows `next`. So whenever a
 //!    writer reads a settled, unmoved state, every node with the bucket's hash is in its
 //!    chain (a writer only inserts where the key's bucket is not `MOVED`), and two writers of
-//!    one key serialize on one lock. (Marking the bucket only after the last node left is
+//!    one key serialize on one lock. An *empty* bucket is marked without the lock: the mover
+//!    reads a settled, unlocked state, then a null head, then swaps that state for the next
+//!    version with `MOVED` (`Release`, after `next` was installed). Any insert in between
+//!    takes the lock and bumps the version, so the exchange fails and the mover falls back to
+//!    the locked move; if it succeeds, the chain was empty when the bucket became `MOVED`. (Marking the bucket only after the last node left is
 //!    not enough: a removal walking the half-moved chain under a settled version concluded
 //!    "absent" for a key that was in the new table. The loom model found that.)
 //! 6. **The old table is retired only once nothing needs it.** The mover of the last bucket
@@ -127,15 +142,43 @@
 //! Progress: a lookup is wait-free (a bounded walk over at most two or three tables; nothing
 //! to retry). Writers retry only when another write changed the same bucket in between.
 //!
+//! # The API, and what is atomic
+//!
+//! Reads ([`get`](RcuHashMap::get), [`iter`](RcuHashMap::iter), ...) and keyed writes
+//! ([`insert`](RcuHashMap::insert), [`remove`](RcuHashMap::remove), ...) take a guard of the
+//! map's domain, and what they return (the value found, the value replaced or removed) is
+//! valid for that guard, as papaya's are for its pin. [`pin`](RcuHashMap::pin) bundles the
+//! map and a guard in a [`MapRef`]; [`get_cloned`](RcuHashMap::get_cloned) reads a `Clone`
+//! value without one. Every keyed write is one atomic step with respect to every other write
+//! of the same key (it changes one bucket under its lock, after checking that the bucket did
+//! not change since its walk: claim 4): [`insert`](RcuHashMap::insert) returns the value it
+//! replaced, [`try_insert`](RcuHashMap::try_insert) inserts only an absent key,
+//! [`get_or_insert_with`](RcuHashMap::get_or_insert_with) makes a value at most once,
+//! [`remove_if`](RcuHashMap::remove_if) removes the entry its condition approved, and
+//! [`compute`](RcuHashMap::compute) (with [`update`](RcuHashMap::update) and
+//! [`update_or_insert_with`](RcuHashMap::update_or_insert_with)) reads and replaces, inserts
+//! or removes in one step. The bulk writes ([`retain`](RcuHashMap::retain),
+//! [`clear`](RcuHashMap::clear), [`Extend`]) are atomic per entry, not as a whole; a reader
+//! sees each entry old or new, never a mix.
+//!
 //! # Where user code runs
 //!
 //! `Hash` and `Eq` run in the calling thread, with no lock of the map held, inside a read-side
-//! critical section that the map opens (so they must not wait for a grace period of the map's
-//! domain; a `synchronize` there panics, as always inside a guard). The closures of
-//! [`update`](RcuHashMap::update) and [`retain`](RcuHashMap::retain) run the same way;
-//! `update`'s may run more than once when another writer changes the bucket in between (like
-//! `AtomicU64::fetch_update`). Removed and replaced entries are retired after the map's
-//! critical section ends, so their `Drop` runs where [retired objects run](crate::callbacks::invoke).
+//! critical section (the caller's guard, or one the map opens; so they must not wait for a
+//! grace period of the map's domain: a `synchronize` there panics, as always inside a
+//! guard). The closures of the writers run the same way; those of
+//! [`update`](RcuHashMap::update), [`compute`](RcuHashMap::compute) and
+//! [`remove_if`](RcuHashMap::remove_if) may run more than once when another writer changes the
+//! bucket in between (like `AtomicU64::fetch_update`); the makers of
+//! [`get_or_insert_with`](RcuHashMap::get_or_insert_with) and
+//! [`update_or_insert_with`](RcuHashMap::update_or_insert_with) run at most once. Values made
+//! by discarded attempts are dropped in the calling thread when the call returns (not while it
+//! retries, so that a value whose `Drop` writes to the key's bucket cannot keep the call
+//! retrying). Removed and replaced entries are
+//! retired (by a guard-taking writer at once, by a [`MapRef`] when it drops, by the bulk
+//! writers after their critical section ends), so their `Drop` runs where
+//! [retired objects run](crate::docs::internal::callbacks::invoke); a retired entry drops its key and its value
+//! apart, so that a panic in one still drops the other.
 //!
 //! # `Send` and `Sync`
 //!
@@ -147,23 +190,32 @@
 //!
 //! The map keeps no per-thread state. Its bucket locks are held only for a few pointer
 //! stores; a child forked while another thread held one would wait on it forever, as with any
-//! mutex: do not fork while other threads write the map.
+//! lock: do not fork while other threads write the map.
 //!
 //! [`RcuList`]: crate::RcuList
 
 mod builder;
+mod bulk;
+mod compute;
 mod iter;
 #[cfg(all(test, rcukit_loom))]
 mod loom;
+mod node;
+mod pin;
+mod slot;
 pub(crate) mod table;
+mod traits;
 mod write;
 
 pub use builder::MapBuilder;
-pub use iter::{IntoIter, Iter, IterMut};
+pub use compute::{Compute, Operation};
+pub use iter::{IntoIter, Iter, IterMut, Keys, Values};
+pub use pin::MapRef;
+pub use write::OccupiedError;
 
 use crate::domain_ref::{self, DomainRef};
 use crate::sync::AtomicPtr;
-use crate::{Guard, Rcu, ReadSection};
+use crate::{Rcu, ReadSection};
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -171,8 +223,8 @@ use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-use table::{Moved, Node, Table};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use table::{Node, Table};
 
 /// Buckets each write moves while a resize is under way.
 const HELP_BUDGET: usize = 8;
@@ -188,6 +240,9 @@ pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
     hasher: S,
     domain: D,
     policy: Policy,
+    /// The table never shrinks below this many buckets (the capacity asked for at
+    /// construction or by `reserve`; `shrink_to_fit` lowers it).
+    min_buckets: AtomicUsize,
     _owns: PhantomData<Box<Node<K, V>>>,
 }
 
@@ -196,7 +251,6 @@ pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
 struct Policy {
     max_load: f32,
     min_load: f32,
-    min_buckets: usize,
     busted_drop_values_at_once: bool,
 }
 
@@ -218,7 +272,7 @@ impl<K, V> RcuHashMap<K, V> {
     }
 
     /// An empty map on the global domain with room for `capacity` entries before it grows; it
-    /// never shrinks below that room.
+    /// does not shrink below that room (until [`shrink_to_fit`](Self::shrink_to_fit)).
     pub fn with_capacity(capacity: usize) -> Self {
         Self::with_capacity_and_hasher(capacity, RandomState::new())
     }
@@ -394,67 +448,44 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         }
     }
 
-    fn help_resize(&self, guard: &Guard<'_>) -> Option<*mut Table<K, V>> {
-        debug_assert!(ptr::eq(guard.domain(), self.domain()));
-        // SAFETY: the guard (of this domain: every caller took it with `self.domain()`)
-        // protects the current table and what it reaches.
-        match unsafe { table::help_move(&self.root, self.root.load(Acquire), HELP_BUDGET, false) } {
-            Moved::Finished(old) => Some(old),
-            Moved::Some | Moved::Nothing => None,
-        }
+    /// Help the resize under way (if any) by up to [`HELP_BUDGET`] buckets; the table it
+    /// finished, to be retired.
+    fn help_resize<G: ReadSection>(&self, guard: &G) -> Option<*mut Table<K, V>> {
+        self.help_resize_by(guard, HELP_BUDGET)
     }
 
-    /// After a bulk change (`retain`, `clear`): start the resize the load factor asks for and
-    /// help until no bucket is left to move, returning the tables to retire.
-    fn resize_now(&self, guard: &Guard<'_>) -> Vec<*mut Table<K, V>> {
-        debug_assert!(ptr::eq(guard.domain(), self.domain()));
-        let mut finished = Vec::new();
-        loop {
-            let table = self.root.load(Acquire);
-            // SAFETY: protected by the guard (of this domain: see `table`).
-            self.maybe_start_resize(unsafe { &*table });
-            // SAFETY: as in `help_resize`.
-            match unsafe { table::help_move(&self.root, table, usize::MAX, false) } {
-                Moved::Finished(old) => finished.push(old),
-                Moved::Some | Moved::Nothing => return finished,
-            }
-        }
+    /// The hasher.
+    pub fn hasher(&self) -> &S {
+        &self.hasher
     }
 
-    /// Start a resize if the load factor says so and none is under way.
-    fn maybe_start_resize(&self, table: &Table<K, V>) {
-        if !table.next.load(Acquire).is_null() {
-            return;
-        }
-        let len = self.len();
-        let buckets = table.len();
-        let Policy {
-            max_load, min_load, ..
-        } = self.policy;
-        let target = if len as f64 > buckets as f64 * max_load as f64 && buckets < MAX_BUCKETS {
-            buckets * 2
-        } else if (len as f64) < buckets as f64 * min_load as f64
-            && buckets > self.policy.min_buckets
-        {
-            let mid = (max_load + min_load) as f64 / 2.0;
-            let wanted = ((len as f64 / mid) as usize).next_power_of_two();
-            wanted.clamp(self.policy.min_buckets, buckets / 2)
-        } else {
-            return;
-        };
-        let new = Box::into_raw(Table::new(target));
-        if table
-            .next
-            .compare_exchange(ptr::null_mut(), new, AcqRel, Acquire)
-            .is_err()
-        {
-            // SAFETY: ours, never published.
-            drop(unsafe { Box::from_raw(new) });
-        }
+    /// The keys, in no particular order, as [`iter`](Self::iter) yields them.
+    #[track_caller]
+    pub fn keys<'g, G: ReadSection>(&'g self, guard: &'g G) -> Keys<'g, K, V> {
+        Keys(self.iter(guard))
+    }
+
+    /// The values, in no particular order, as [`iter`](Self::iter) yields them.
+    #[track_caller]
+    pub fn values<'g, G: ReadSection>(&'g self, guard: &'g G) -> Values<'g, K, V> {
+        Values(self.iter(guard))
+    }
+
+    /// A clone of the value of `key`, read under a guard the map takes and drops: for callers
+    /// who do not want to hold a guard. The clone is of one version of the entry.
+    pub fn get_cloned<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        S: BuildHasher,
+        V: Clone,
+    {
+        let guard = self.domain().read();
+        self.get(key, &guard).cloned()
     }
 
     /// Retire what a write unlinked, after its critical section ended.
-    fn retire(
+    pub(crate) fn retire(
         &self,
         nodes: impl IntoIterator<Item = *mut Node<K, V>>,
         table: Option<*mut Table<K, V>>,
@@ -466,11 +497,11 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         for node in nodes {
             if self.policy.busted_drop_values_at_once {
                 // SAFETY: unlinked and owned (the busted knob's contract covers readers).
-                unsafe { rcu.retire_raw(table::drop_value_now(node)) };
+                unsafe { rcu.retire_raw(node::drop_value_now(node)) };
             } else {
                 // SAFETY: `node` was unlinked under its bucket's lock, so new readers cannot
-                // reach it, and is retired exactly once.
-                unsafe { rcu.retire_raw(node) };
+                // reach it, and is retired exactly once (in its drop-apart form, same box).
+                unsafe { rcu.retire_raw(node::Retired::of(node)) };
             }
         }
         if let Some(old) = table {
@@ -524,20 +555,5 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let guard = self.domain().read();
         f.debug_map().entries(self.iter(&guard)).finish()
-    }
-}
-
-impl<K, V, S> FromIterator<(K, V)> for RcuHashMap<K, V, S>
-where
-    K: Hash + Eq + Send + 'static,
-    V: Send + 'static,
-    S: BuildHasher + Default,
-{
-    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        let map = RcuHashMap::with_hasher(S::default());
-        for (k, v) in iter {
-            map.insert(k, v);
-        }
-        map
     }
 }

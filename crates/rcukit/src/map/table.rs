@@ -9,94 +9,16 @@
 //! the end of the model), and the caller takes ownership of every node or table a function
 //! hands back as unlinked (the map retires them).
 
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex};
-use std::mem::ManuallyDrop;
+pub(crate) use super::node::Node;
+use super::slot::{self, Slot, SlotLock, CHANGING, MOVED};
+use crate::sync::{AtomicPtr, AtomicUsize};
 use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-
-/// One entry. Immutable once published except for `next`, which only the holder of the lock
-/// of the bucket whose chain contains the node changes (claim 1 of the essay).
-#[repr(C)]
-pub(crate) struct Node<K, V> {
-    pub(crate) hash: u64,
-    pub(crate) next: AtomicPtr<Node<K, V>>,
-    pub(crate) key: K,
-    pub(crate) value: V,
-}
-
-/// [`Node`] with its value already dropped: what the busted testing knob retires. Same
-/// layout (`repr(C)`, and `ManuallyDrop<V>` is `repr(transparent)`).
-#[repr(C)]
-pub(crate) struct Shell<K, V> {
-    hash: u64,
-    next: AtomicPtr<Node<K, V>>,
-    key: K,
-    value: ManuallyDrop<V>,
-}
-
-impl<K, V> Node<K, V> {
-    pub(crate) fn new(hash: u64, key: K, value: V) -> *mut Node<K, V> {
-        Box::into_raw(Box::new(Node {
-            hash,
-            next: AtomicPtr::new(ptr::null_mut()),
-            key,
-            value,
-        }))
-    }
-}
-
-/// Bit of [`Bucket::state`]: every node of this bucket now lives in the next table.
-const MOVED: u64 = 1;
-/// Bit of [`Bucket::state`]: the lock holder is changing the bucket's links.
-const CHANGING: u64 = 2;
-/// The version lives above the two flag bits.
-const VERSION: u64 = 4;
-
-/// A bucket's writer side: its lock and its state word (version and `MOVED`). The chain head
-/// lives apart, in [`Table::heads`], so that lookups touch 8 bytes per bucket.
-pub(crate) struct Bucket {
-    /// `version * 4 | CHANGING | MOVED`, a sequence count: under the lock, `CHANGING` is set
-    /// before the bucket's links change and cleared, with the version bumped, after (claim 4).
-    state: AtomicU64,
-    lock: Mutex<()>,
-}
-
-impl Bucket {
-    fn new() -> Self {
-        Bucket {
-            state: AtomicU64::new(0),
-            lock: Mutex::new(()),
-        }
-    }
-
-    /// Change this bucket's links in `change`, announced in the state word (claim 4). Caller
-    /// holds the lock. The `Relaxed` store of `CHANGING` is ordered before the changes by
-    /// their own `Release` stores; the version bump is a `Release` store after them.
-    fn change<R>(&self, change: impl FnOnce() -> R) -> R {
-        self.change_marking(0, change)
-    }
-
-    /// [`change`](Self::change), setting `flags` (`MOVED`) in the same store that ends it.
-    fn change_marking<R>(&self, flags: u64, change: impl FnOnce() -> R) -> R {
-        let state = self.state.load(Relaxed);
-        self.state.store(state | CHANGING, Relaxed);
-        let result = change();
-        let next = (state & !CHANGING).wrapping_add(VERSION) | flags;
-        self.state.store(next, Release);
-        result
-    }
-
-    /// Wait until the lock holder finished changing the bucket.
-    fn wait_for_change(&self) {
-        drop(self.lock.lock());
-    }
-}
 
 /// One bucket array, and, while a resize is under way, the link to its successor.
 pub(crate) struct Table<K, V> {
     mask: usize,
-    pub(crate) heads: Box<[AtomicPtr<Node<K, V>>]>,
-    buckets: Box<[Bucket]>,
+    slots: Box<[Slot<Node<K, V>>]>,
     /// The table this one is being moved into (null when no resize is under way). Set once,
     /// before any bucket is moved (claim 3).
     pub(crate) next: AtomicPtr<Table<K, V>>,
@@ -112,10 +34,7 @@ impl<K, V> Table<K, V> {
         debug_assert!(buckets.is_power_of_two());
         Box::new(Table {
             mask: buckets - 1,
-            heads: (0..buckets)
-                .map(|_| AtomicPtr::new(ptr::null_mut()))
-                .collect(),
-            buckets: (0..buckets).map(|_| Bucket::new()).collect(),
+            slots: slot::slots(buckets),
             next: AtomicPtr::new(ptr::null_mut()),
             claimed: AtomicUsize::new(0),
             finished: AtomicUsize::new(0),
@@ -134,6 +53,12 @@ impl<K, V> Table<K, V> {
     #[inline(always)]
     pub(crate) fn index(&self, hash: u64) -> usize {
         hash as usize & self.mask
+    }
+
+    /// The head of bucket `index`'s chain.
+    #[inline(always)]
+    pub(crate) fn head(&self, index: usize) -> &AtomicPtr<Node<K, V>> {
+        &self.slots[index].head
     }
 }
 
@@ -167,7 +92,7 @@ pub(crate) unsafe fn find_raw<K, V>(
     mut matches: impl FnMut(&K) -> bool,
 ) -> *mut Node<K, V> {
     loop {
-        let mut p = table.heads[table.index(hash)].load(Acquire);
+        let mut p = table.head(table.index(hash)).load(Acquire);
         while !p.is_null() {
             // SAFETY: non-null links point at published nodes (Acquire load, claim 2), alive
             // by the caller's contract.
@@ -197,40 +122,29 @@ pub(crate) struct Spot<K, V> {
 }
 
 impl<K, V> Spot<K, V> {
-    fn bucket(&self) -> &Bucket {
+    fn slot(&self) -> &Slot<Node<K, V>> {
         // SAFETY: `table` was reached by `locate`, whose caller keeps it alive while the spot
         // is used (same contract).
-        unsafe { &(&*self.table).buckets[self.index] }
-    }
-
-    fn head(&self) -> &AtomicPtr<Node<K, V>> {
-        // SAFETY: as in `bucket`.
-        unsafe { &(&*self.table).heads[self.index] }
+        unsafe { &(&*self.table).slots[self.index] }
     }
 
     /// Whether the bucket is unchanged since the walk began: then the walk saw its chain as it
     /// still is, and a key it did not find is absent (claim 4). No lock needed.
     pub(crate) fn unchanged(&self) -> bool {
-        self.bucket().state.load(Acquire) == self.state
+        self.slot().seq() == self.state
+    }
+
+    /// Lock the bucket and check nothing changed since the walk; `None` means walk again.
+    pub(crate) fn lock(&self) -> Option<Locked<'_, K, V>> {
+        let lock = self.slot().lock();
+        (lock.seq() == self.state).then_some(Locked { spot: self, lock })
     }
 }
 
 /// The locked bucket of a [`Spot`] that was validated: its chain is exactly what the walk saw.
 pub(crate) struct Locked<'s, K, V> {
     spot: &'s Spot<K, V>,
-    _lock: crate::sync::MutexGuard<'s, ()>,
-}
-
-impl<K, V> Spot<K, V> {
-    /// Lock the bucket and check nothing changed since the walk; `None` means walk again.
-    pub(crate) fn lock(&self) -> Option<Locked<'_, K, V>> {
-        let bucket = self.bucket();
-        let lock = bucket.lock.lock();
-        (bucket.state.load(Relaxed) == self.state).then_some(Locked {
-            spot: self,
-            _lock: lock,
-        })
-    }
+    lock: SlotLock<'s, Node<K, V>>,
 }
 
 impl<K, V> Locked<'_, K, V> {
@@ -240,8 +154,8 @@ impl<K, V> Locked<'_, K, V> {
     ///
     /// `node` is an unpublished node from [`Node::new`] with the bucket's hash.
     pub(crate) unsafe fn link_first(&self, node: *mut Node<K, V>) {
-        let head = self.spot.head();
-        self.spot.bucket().change(|| {
+        let head = &self.spot.slot().head;
+        self.lock.change(|| {
             // SAFETY: `node` is not yet published, so this thread has it to itself.
             unsafe { (*node).next.store(head.load(Relaxed), Relaxed) };
             head.store(node, Release);
@@ -255,7 +169,7 @@ impl<K, V> Locked<'_, K, V> {
     /// As for [`link_first`](Self::link_first), and the spot found a node.
     pub(crate) unsafe fn replace(&self, node: *mut Node<K, V>) -> *mut Node<K, V> {
         let old = self.spot.found;
-        self.spot.bucket().change(|| {
+        self.lock.change(|| {
             // SAFETY: the bucket is locked and validated, so `old` is still in its chain and
             // its `next` changes only under this lock (claim 1); `node` is ours alone.
             unsafe { (*node).next.store((*old).next.load(Relaxed), Relaxed) };
@@ -273,8 +187,7 @@ impl<K, V> Locked<'_, K, V> {
     pub(crate) unsafe fn unlink(&self) -> *mut Node<K, V> {
         let old = self.spot.found;
         // SAFETY: as in `replace`.
-        self.spot
-            .bucket()
+        self.lock
             .change(|| unsafe { (*self.spot.link).store((*old).next.load(Relaxed), Release) });
         old
     }
@@ -295,9 +208,10 @@ pub(crate) unsafe fn locate<K, V>(
     let mut table = current;
     loop {
         let index = table.index(hash);
-        let state = table.buckets[index].state.load(Acquire);
+        let slot = &table.slots[index];
+        let state = slot.seq();
         if state & CHANGING != 0 {
-            table.buckets[index].wait_for_change();
+            slot.wait_for_change();
             continue;
         }
         if state & MOVED != 0 {
@@ -308,7 +222,7 @@ pub(crate) unsafe fn locate<K, V>(
             table = unsafe { &*next };
             continue;
         }
-        let mut link: *const AtomicPtr<Node<K, V>> = &table.heads[index];
+        let mut link: *const AtomicPtr<Node<K, V>> = &slot.head;
         loop {
             // SAFETY: `link` is a head of a live table or the `next` of a live node.
             let p = unsafe { (*link).load(Acquire) };
@@ -351,15 +265,15 @@ pub(crate) unsafe fn unlink_exact<K, V>(
     let mut table = current;
     loop {
         let index = table.index(hash);
-        let bucket = &table.buckets[index];
-        let lock = bucket.lock.lock();
-        if bucket.state.load(Relaxed) & MOVED != 0 {
+        let slot = &table.slots[index];
+        let lock = slot.lock();
+        if lock.seq() & MOVED != 0 {
             drop(lock);
             // SAFETY: as in `locate`.
             table = unsafe { &*table.next.load(Acquire) };
             continue;
         }
-        let mut link = &table.heads[index];
+        let mut link = &slot.head;
         loop {
             let p = link.load(Relaxed);
             if p.is_null() {
@@ -368,7 +282,7 @@ pub(crate) unsafe fn unlink_exact<K, V>(
             // SAFETY: under the lock the chain is this bucket's own (claim 1), and alive.
             let node = unsafe { &*p };
             if ptr::eq(p, target) {
-                bucket.change(|| link.store(node.next.load(Relaxed), Release));
+                lock.change(|| link.store(node.next.load(Relaxed), Release));
                 return Some(p);
             }
             link = &node.next;
@@ -382,17 +296,17 @@ pub(crate) unsafe fn unlink_exact<K, V>(
 ///
 /// As for [`find`].
 pub(crate) unsafe fn detach_all<K, V>(table: &Table<K, V>, out: &mut Vec<*mut Node<K, V>>) {
-    for (index, bucket) in table.buckets.iter().enumerate() {
-        let _lock = bucket.lock.lock();
-        if bucket.state.load(Relaxed) & MOVED != 0 {
+    for slot in table.slots.iter() {
+        let lock = slot.lock();
+        if lock.seq() & MOVED != 0 {
             continue;
         }
-        let head = &table.heads[index];
+        let head = &slot.head;
         let mut p = head.load(Relaxed);
         if p.is_null() {
             continue;
         }
-        bucket.change(|| head.store(ptr::null_mut(), Release));
+        lock.change(|| head.store(ptr::null_mut(), Release));
         while !p.is_null() {
             out.push(p);
             // SAFETY: detached under the lock: the chain is ours to walk (readers only read).
@@ -436,17 +350,34 @@ pub(crate) unsafe fn help_move<K, V>(
     // SAFETY: installed and alive (caller's contract).
     let new = unsafe { &*next };
     let mut moved_any = false;
-    for _ in 0..budget {
-        let index = old.claimed.fetch_add(1, Relaxed);
-        if index >= old.len() {
+    let mut left = budget;
+    while left > 0 {
+        // Buckets are claimed and counted as finished a run at a time: two atomic
+        // read-modify-writes per run instead of two per bucket.
+        let run = left.min(MAX_RUN);
+        left -= run;
+        let first = old.claimed.fetch_add(run, Relaxed);
+        if first >= old.len() {
             break;
         }
-        // SAFETY: forwarded; `index` was claimed by this thread alone.
-        unsafe { move_bucket(old, new, index, busted_unlink_first) };
+        let end = old.len().min(first + run);
+        for index in first..end {
+            // Moving a bucket waits for a cache miss on its first node; asking for the nodes
+            // of the buckets ahead now lets those misses overlap.
+            if let Some(ahead) = old
+                .slots
+                .get(index + PREFETCH_AHEAD)
+                .filter(|_| index + PREFETCH_AHEAD < end)
+            {
+                prefetch(ahead.head.load(Relaxed));
+            }
+            // SAFETY: forwarded; `index` was claimed by this thread alone.
+            unsafe { move_bucket(old, new, index, busted_unlink_first) };
+        }
         moved_any = true;
         // AcqRel: the finisher's root store must carry every mover's links (all the
         // increments form one release sequence that the last one acquires).
-        if old.finished.fetch_add(1, AcqRel) + 1 == old.len() {
+        if old.finished.fetch_add(end - first, AcqRel) + (end - first) == old.len() {
             // Every bucket is `MOVED`: `new` holds every node. Walkers that start from `new`
             // need nothing from `old` (claim 6).
             root.store(next, Release);
@@ -458,6 +389,25 @@ pub(crate) unsafe fn help_move<K, V>(
     } else {
         Moved::Nothing
     }
+}
+
+/// The most buckets one claim takes.
+const MAX_RUN: usize = 64;
+
+/// How many buckets ahead a mover asks for the first node.
+const PREFETCH_AHEAD: usize = 4;
+
+/// A hint to bring `p`'s cache line in; never faults, whatever `p` is.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch only hints the cache: it reads nothing the program can observe and
+    // does not fault on any address (null, freed or unmapped).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = p;
 }
 
 /// Relocate every node of bucket `index` of `old` into `new`, tail first: each node is linked
@@ -473,13 +423,16 @@ unsafe fn move_bucket<K, V>(
     index: usize,
     busted_unlink_first: bool,
 ) {
-    let bucket = &old.buckets[index];
-    let _lock = bucket.lock.lock();
+    let slot = &old.slots[index];
+    if !busted_unlink_first && slot.mark_moved_if_empty() {
+        return;
+    }
+    let lock = slot.lock();
     // One change of the old bucket for the whole move, ending with `MOVED` in the same
     // store: a writer never sees a half-moved chain with a settled state (claims 4 and 5).
-    bucket.change_marking(MOVED, || loop {
+    lock.change_marking(MOVED, || loop {
         // The tail and the link that points at it.
-        let mut link = &old.heads[index];
+        let mut link = &slot.head;
         let mut p = link.load(Relaxed);
         if p.is_null() {
             return;
@@ -492,18 +445,18 @@ unsafe fn move_bucket<K, V>(
         // SAFETY: `p` is in the old chain (locked): alive.
         let node = unsafe { &*p };
         let target = new.index(node.hash);
-        let new_bucket = &new.buckets[target];
+        let new_slot = &new.slots[target];
         // Lock order: an old table's bucket before a newer table's (writers hold one lock).
-        let _new_lock = new_bucket.lock.lock();
-        new_bucket.change(|| {
+        let new_lock = new_slot.lock();
+        new_lock.change(|| {
             if busted_unlink_first {
                 link.store(ptr::null_mut(), Release);
             }
             // `p`'s successor becomes the new chain: a reader standing on `p` walks on into
             // the new bucket, whose nodes are all published (Release), and finds nothing it
             // would miss.
-            node.next.store(new.heads[target].load(Relaxed), Release);
-            new.heads[target].store(p, Release);
+            node.next.store(new_slot.head.load(Relaxed), Release);
+            new_slot.head.store(p, Release);
             if !busted_unlink_first {
                 link.store(ptr::null_mut(), Release);
             }
@@ -523,8 +476,8 @@ pub(crate) unsafe fn exclusive_nodes<K, V>(current: *mut Table<K, V>) -> Vec<*mu
     while !table.is_null() {
         // SAFETY: tables reachable from the root are alive while the map is.
         let t = unsafe { &*table };
-        for head in t.heads.iter() {
-            let mut p = head.load(Relaxed);
+        for slot in t.slots.iter() {
+            let mut p = slot.head.load(Relaxed);
             while !p.is_null() {
                 nodes.push(p);
                 // SAFETY: a chain of a table with no mover: the bucket's own nodes, alive.
@@ -558,18 +511,4 @@ pub(crate) unsafe fn take_all<K, V>(current: *mut Table<K, V>) -> Vec<Box<Node<K
         // pointer comes from its link.
         .map(|node| unsafe { Box::from_raw(node) })
         .collect()
-}
-
-/// Drop `node`'s value now and return the shell (same allocation) for a later free: the
-/// busted testing knob.
-///
-/// # Safety
-///
-/// `node` is unlinked and owned; nobody reads its value afterwards in a correct program (the
-/// knob exists to show that the torture notices when somebody does).
-pub(crate) unsafe fn drop_value_now<K, V>(node: *mut Node<K, V>) -> *mut Shell<K, V> {
-    // SAFETY: owned node; its value is dropped exactly once here, and the shell's
-    // `ManuallyDrop` keeps the later free from dropping it again.
-    unsafe { ptr::drop_in_place(&mut (*node).value) };
-    node.cast()
 }

@@ -1,13 +1,57 @@
-//! The writers of [`RcuHashMap`]: insert, remove, update and the bulk writes, each locking
-//! one bucket at a time (claims 1 to 5 of the [module docs](super)); and the guards that
-//! free or retire what a write holds if it unwinds.
+//! The keyed writers of [`RcuHashMap`]: insert, insert-if-absent, get-or-insert, remove,
+//! remove-if and update, each locking one bucket (claims 1 to 5 of the [module docs](super)).
+//!
+//! Every writer runs inside a read-side critical section the caller holds (a guard of the
+//! map's domain), so that what it returns (the entry it replaced or removed, the entry it
+//! found) stays valid for that guard. What a writer unlinks goes to a [`Sink`]: the map
+//! itself retires it at once (it is freed after the caller's guard, and every other reader,
+//! has left), and a [`MapRef`](super::MapRef) keeps it until it drops its own guard.
+//!
+//! # Atomicity
+//!
+//! Each writer changes one bucket under its lock, after checking that the bucket did not
+//! change since its unlocked walk (claim 4); otherwise it walks again. A conclusion drawn
+//! without the lock ("absent", "present with this value, so nothing to do") holds only if the
+//! bucket's state did not move between the walk and that check, which is the moment the
+//! writer linearizes at. So each operation is atomic with respect to every other write of the
+//! same key; closures that decide (`remove_if`'s condition, `update`'s function) may run more
+//! than once, each time with the newest entry.
 
-use super::table::{self, Node, Table};
+use super::node::Node;
+use super::table::{self, Table};
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
+use crate::ReadSection;
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Where a write puts what it unlinked: a node, and a table whose resize it finished.
+pub(crate) trait Sink<K, V> {
+    fn take(&self, node: Option<*mut Node<K, V>>, table: Option<*mut Table<K, V>>);
+}
+
+impl<K, V, S, D> Sink<K, V> for RcuHashMap<K, V, S, D>
+where
+    K: Send + 'static,
+    V: Send + 'static,
+    D: DomainRef,
+{
+    fn take(&self, node: Option<*mut Node<K, V>>, table: Option<*mut Table<K, V>>) {
+        self.retire(node, table);
+    }
+}
+
+/// What [`RcuHashMap::put`] did.
+pub(crate) enum Put<'g, K, V> {
+    /// The key was absent; this node now holds it.
+    Inserted(&'g Node<K, V>),
+    /// The key was present; `old` (unlinked, handed to the sink) was replaced.
+    Replaced { old: &'g Node<K, V> },
+    /// The key was present and `put` was asked not to replace: the current entry, and the
+    /// value that was not inserted (the key is dropped).
+    Occupied { current: &'g Node<K, V>, value: V },
+}
 
 impl<K, V, S, D> RcuHashMap<K, V, S, D>
 where
@@ -16,97 +60,134 @@ where
     S: BuildHasher,
     D: DomainRef,
 {
-    /// Insert `value` for `key`. Returns `true` when it replaced a value. The entry is replaced
-    /// whole (readers see the old pair or the new one): the new key is kept, and the old key
-    /// and value are retired (dropped after a grace period).
-    pub fn insert(&self, key: K, value: V) -> bool {
-        let hash = self.hasher.hash_one(&key);
+    /// Insert `key` (whose hash is `hash`) with `value`, replacing a present entry if
+    /// `replace`, under the caller's `guard`; what is unlinked goes to `sink`.
+    pub(crate) fn put<'g, G: ReadSection>(
+        &'g self,
+        hash: u64,
+        key: K,
+        value: V,
+        replace: bool,
+        guard: &'g G,
+        sink: &impl Sink<K, V>,
+    ) -> Put<'g, K, V> {
         let node = OwnedNode(Node::new(hash, key, value));
-        let (replaced, finished) = {
-            let guard = self.domain().read();
-            let mut table = self.table(&guard);
-            let replaced = loop {
-                // SAFETY: the node is ours until linked.
-                let key = unsafe { &(*node.0).key };
-                // SAFETY: nodes and tables are protected by the guard.
-                let spot = unsafe { table::locate(table, hash, &mut |k| k == key) };
-                let Some(locked) = spot.lock() else {
-                    table = self.table(&guard);
-                    continue;
-                };
-                let node = node.publish();
-                if spot.found.is_null() {
-                    // SAFETY: validated lock; `node` is unpublished with this hash.
-                    unsafe { locked.link_first(node) };
-                    self.len.fetch_add(1, Relaxed);
-                    break None;
+        let mut table = self.table(guard);
+        let mut unlinked = None;
+        let put = loop {
+            // SAFETY: the node is ours until linked.
+            let key = unsafe { &(*node.0).key };
+            // SAFETY: nodes and tables are protected by the guard.
+            let spot = unsafe { table::locate(table, hash, &mut |k| k == key) };
+            if !replace && !spot.found.is_null() {
+                if !spot.unchanged() {
+                    table = self.table(guard);
+                    continue; // the found node may have left the map meanwhile
                 }
-                // SAFETY: as above, and the spot found the old node.
-                break Some(unsafe { locked.replace(node) });
-            };
-            if replaced.is_none() {
-                self.maybe_start_resize(table);
+                let (_, value) = node.into_parts();
+                // SAFETY: found in the chain as it still is: a published node, alive for 'g.
+                let current = unsafe { &*spot.found };
+                break Put::Occupied { current, value };
             }
-            (replaced, self.help_resize(&guard))
+            let Some(locked) = spot.lock() else {
+                table = self.table(guard);
+                continue;
+            };
+            let new = node.publish();
+            // SAFETY (both branches): validated lock; `new` is unpublished with this hash;
+            // linked nodes live for 'g (the guard).
+            if spot.found.is_null() {
+                unsafe { locked.link_first(new) };
+                self.len.fetch_add(1, Relaxed);
+                break Put::Inserted(unsafe { &*new });
+            }
+            // SAFETY: as above, and the spot found the old node.
+            let old = unsafe { locked.replace(new) };
+            unlinked = Some(old);
+            break Put::Replaced {
+                // SAFETY: unlinked, retired no earlier than below: alive for 'g.
+                old: unsafe { &*old },
+            };
         };
-        let was_replace = replaced.is_some();
-        self.retire(replaced, finished);
-        was_replace
+        if let Put::Inserted(_) = put {
+            self.maybe_start_resize(table);
+        }
+        sink.take(unlinked, self.help_resize(guard));
+        put
     }
 
-    /// Remove `key`. Returns `true` when it was present; the entry is retired.
-    pub fn remove<Q>(&self, key: &Q) -> bool
+    /// Remove `key`'s entry if `condition` holds for it; returns the removed entry. The
+    /// condition may run more than once (each time with the newest entry).
+    pub(crate) fn remove_where<'g, Q, G, F>(
+        &'g self,
+        key: &Q,
+        mut condition: F,
+        guard: &'g G,
+        sink: &impl Sink<K, V>,
+    ) -> Option<&'g Node<K, V>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+        F: FnMut(&K, &V) -> bool,
     {
         let hash = self.hasher.hash_one(key);
-        let (removed, finished) = {
-            let guard = self.domain().read();
-            let removed = loop {
-                let table = self.table(&guard);
-                // SAFETY: protected by the guard.
-                let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
-                if spot.found.is_null() {
-                    if spot.unchanged() {
-                        break None; // claim 4: absent
-                    }
-                    continue;
-                }
-                let Some(locked) = spot.lock() else { continue };
-                // SAFETY: validated lock, and the spot found a node.
-                break Some(unsafe { locked.unlink() });
-            };
-            if removed.is_none() {
-                return false;
-            }
-            self.len.fetch_sub(1, Relaxed);
-            self.maybe_start_resize(self.table(&guard));
-            (removed, self.help_resize(&guard))
-        };
-        self.retire(removed, finished);
-        true
-    }
-
-    /// Copy-update the value of `key`: publish `f(&old)` in its place and retire the old
-    /// entry. Returns `false` (and does not call `f`) when the key is absent. `f` runs with no
-    /// lock held and may run more than once if another writer changes the key's bucket in
-    /// between, with the newest value each time.
-    pub fn update<Q, F>(&self, key: &Q, mut f: F) -> bool
-    where
-        K: Borrow<Q> + Clone,
-        Q: Hash + Eq + ?Sized,
-        F: FnMut(&V) -> V,
-    {
-        let hash = self.hasher.hash_one(key);
-        loop {
-            let guard = self.domain().read();
-            let table = self.table(&guard);
+        let removed = loop {
+            let table = self.table(guard);
             // SAFETY: protected by the guard.
             let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
             if spot.found.is_null() {
                 if spot.unchanged() {
-                    return false;
+                    return None; // claim 4: absent
+                }
+                continue;
+            }
+            // SAFETY: a published node, alive for 'g.
+            let found = unsafe { &*spot.found };
+            if !condition(&found.key, &found.value) {
+                if spot.unchanged() {
+                    return None; // the entry as it still is does not qualify
+                }
+                continue;
+            }
+            let Some(locked) = spot.lock() else { continue };
+            // SAFETY: validated lock, and the spot found a node.
+            break unsafe { locked.unlink() };
+        };
+        self.len.fetch_sub(1, Relaxed);
+        self.maybe_start_resize(self.table(guard));
+        sink.take(Some(removed), self.help_resize(guard));
+        // SAFETY: unlinked but retired no earlier than now: alive for 'g.
+        Some(unsafe { &*removed })
+    }
+
+    /// Replace `key`'s value by `f(&value)`; returns the new entry, `None` (without calling
+    /// `f`) if the key is absent. `f` may run more than once.
+    pub(crate) fn update_where<'g, Q, G, F>(
+        &'g self,
+        key: &Q,
+        mut f: F,
+        guard: &'g G,
+        sink: &impl Sink<K, V>,
+    ) -> Option<&'g Node<K, V>>
+    where
+        K: Borrow<Q> + Clone,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+        F: FnMut(&V) -> V,
+    {
+        let hash = self.hasher.hash_one(key);
+        // Values of attempts that had to be retried: dropped when the call returns, not while
+        // it retries (a value whose `Drop` writes to the key's bucket would otherwise make
+        // every attempt stale).
+        let mut discarded = Vec::new();
+        let (old, new) = loop {
+            let table = self.table(guard);
+            // SAFETY: protected by the guard.
+            let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
+            if spot.found.is_null() {
+                if spot.unchanged() {
+                    return None;
                 }
                 continue;
             }
@@ -114,107 +195,61 @@ where
             let old = unsafe { &*spot.found };
             let node = OwnedNode(Node::new(hash, old.key.clone(), f(&old.value)));
             let Some(locked) = spot.lock() else {
-                drop(guard);
-                drop(node); // outside the lock and the critical section
+                discarded.push(node);
                 continue;
             };
+            let new = node.publish();
             // SAFETY: validated lock; the spot found the old node; ours is unpublished.
-            let replaced = unsafe { locked.replace(node.publish()) };
-            drop(locked);
-            let finished = self.help_resize(&guard);
-            drop(guard);
-            self.retire([replaced], finished);
-            return true;
-        }
+            break (unsafe { locked.replace(new) }, new);
+        };
+        sink.take(Some(old), self.help_resize(guard));
+        drop(discarded);
+        // SAFETY: linked (or replaced later, then retired after the guard): alive for 'g.
+        Some(unsafe { &*new })
     }
 
-    /// Remove every entry for which `keep` returns `false`; returns how many were removed.
-    /// `keep` runs with no lock held; entries inserted meanwhile may or may not be visited.
-    pub fn retain<F>(&self, mut keep: F) -> usize
+    /// The entry of `key`, inserting `make()` first if the key is absent: `make` runs at most
+    /// once, and not at all if the key is present.
+    pub(crate) fn get_or_put<'g, G, F>(
+        &'g self,
+        key: K,
+        make: F,
+        guard: &'g G,
+        sink: &impl Sink<K, V>,
+    ) -> &'g Node<K, V>
     where
-        F: FnMut(&K, &V) -> bool,
+        G: ReadSection,
+        F: FnOnce() -> V,
     {
-        // Declared before the guard, so it retires after the critical section ends, also
-        // when `keep` panics: what was unlinked by then is retired, not leaked.
-        let mut unlinked = Unlinked {
-            map: self,
-            nodes: Vec::new(),
-            tables: Vec::new(),
-        };
-        let guard = self.domain().read();
-        let mut iter = self.iter(&guard);
-        while let Some(node) = iter.next_node() {
-            if keep(&node.key, &node.value) {
-                continue;
-            }
-            // SAFETY: protected by the guard; `node.hash` is the node's own hash.
-            if let Some(n) = unsafe { table::unlink_exact(self.table(&guard), node.hash, node) } {
-                unlinked.nodes.push(n);
-                self.len.fetch_sub(1, Relaxed);
-            }
+        let hash = self.hasher.hash_one(&key);
+        // SAFETY: protected by the guard.
+        if let Some(node) = unsafe { table::find(self.table(guard), hash, |k| *k == key) } {
+            return node;
         }
-        unlinked.tables = self.resize_now(&guard);
-        drop(guard);
-        unlinked.nodes.len()
-    }
-
-    /// Remove every entry (each is retired).
-    pub fn clear(&self) {
-        // Declared before the guard, as in `retain`: retired after the critical section.
-        let mut unlinked = Unlinked {
-            map: self,
-            nodes: Vec::new(),
-            tables: Vec::new(),
-        };
-        let guard = self.domain().read();
-        let mut table: *const Table<K, V> = self.table(&guard);
-        while !table.is_null() {
-            // SAFETY: protected by the guard.
-            let t = unsafe { &*table };
-            // SAFETY: as above.
-            unsafe { table::detach_all(t, &mut unlinked.nodes) };
-            table = t.next.load(Acquire);
-        }
-        self.len.fetch_sub(unlinked.nodes.len(), Relaxed);
-        unlinked.tables = self.resize_now(&guard);
-    }
-}
-
-/// What a bulk write unlinked, retired when this drops (after the write's guard, which is
-/// declared later), also on unwind.
-struct Unlinked<'m, K, V, S, D>
-where
-    K: Send + 'static,
-    V: Send + 'static,
-    D: DomainRef,
-{
-    map: &'m RcuHashMap<K, V, S, D>,
-    nodes: Vec<*mut Node<K, V>>,
-    tables: Vec<*mut Table<K, V>>,
-}
-
-impl<K, V, S, D> Drop for Unlinked<'_, K, V, S, D>
-where
-    K: Send + 'static,
-    V: Send + 'static,
-    D: DomainRef,
-{
-    fn drop(&mut self) {
-        self.map.retire(self.nodes.drain(..), None);
-        for old in self.tables.drain(..) {
-            self.map.retire([], Some(old));
+        match self.put(hash, key, make(), false, guard, sink) {
+            Put::Inserted(node) => node,
+            // Inserted by another thread meanwhile: theirs stands, ours is dropped.
+            Put::Occupied { current, .. } => current,
+            Put::Replaced { .. } => unreachable!("put without replace never replaces"),
         }
     }
 }
 
 /// A node that is ours until published; freed if we unwind first.
-struct OwnedNode<K, V>(*mut Node<K, V>);
+pub(crate) struct OwnedNode<K, V>(pub(crate) *mut Node<K, V>);
 
 impl<K, V> OwnedNode<K, V> {
-    fn publish(self) -> *mut Node<K, V> {
+    pub(crate) fn publish(self) -> *mut Node<K, V> {
         let node = self.0;
         std::mem::forget(self);
         node
+    }
+
+    /// Take the unpublished node apart again.
+    pub(crate) fn into_parts(self) -> (K, V) {
+        let node = self.publish();
+        // SAFETY: never published, so ours alone.
+        unsafe { Node::into_parts(node) }
     }
 }
 
@@ -222,5 +257,151 @@ impl<K, V> Drop for OwnedNode<K, V> {
     fn drop(&mut self) {
         // SAFETY: never published (publish forgets the guard), so ours alone.
         drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+/// A key that was already present: what [`RcuHashMap::try_insert`] hands back.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OccupiedError<'g, V> {
+    /// The value in the map (valid for the guard).
+    pub current: &'g V,
+    /// The value that was not inserted.
+    pub not_inserted: V,
+}
+
+impl<V: std::fmt::Debug> std::fmt::Display for OccupiedError<'_, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the key is already present (with {:?}); {:?} was not inserted",
+            self.current, self.not_inserted
+        )
+    }
+}
+
+impl<V: std::fmt::Debug> std::error::Error for OccupiedError<'_, V> {}
+
+/// The keyed writers, under the caller's guard. Each panics if `guard` belongs to another
+/// domain than the map's.
+impl<K, V, S, D> RcuHashMap<K, V, S, D>
+where
+    K: Hash + Eq + Send + 'static,
+    V: Send + 'static,
+    S: BuildHasher,
+    D: DomainRef,
+{
+    /// Insert `value` for `key`; returns the value it replaced, valid for `guard` (as papaya
+    /// does). The entry is replaced whole (readers see the old pair or the new one, never a
+    /// mix): the new key is kept, and the old key and value are retired. Atomic with respect
+    /// to every other write of the key.
+    #[track_caller]
+    pub fn insert<'g, G: ReadSection>(&'g self, key: K, value: V, guard: &'g G) -> Option<&'g V> {
+        let hash = self.hasher.hash_one(&key);
+        match self.put(hash, key, value, true, guard, self) {
+            Put::Replaced { old, .. } => Some(&old.value),
+            Put::Inserted(_) | Put::Occupied { .. } => None,
+        }
+    }
+
+    /// Insert `value` for `key` only if the key is absent (one atomic step); returns the
+    /// inserted value, or, if the key was present, the present value and the one not
+    /// inserted (the key passed in is dropped).
+    #[track_caller]
+    pub fn try_insert<'g, G: ReadSection>(
+        &'g self,
+        key: K,
+        value: V,
+        guard: &'g G,
+    ) -> Result<&'g V, OccupiedError<'g, V>> {
+        let hash = self.hasher.hash_one(&key);
+        match self.put(hash, key, value, false, guard, self) {
+            Put::Inserted(node) => Ok(&node.value),
+            Put::Occupied { current, value, .. } => Err(OccupiedError {
+                current: &current.value,
+                not_inserted: value,
+            }),
+            Put::Replaced { .. } => unreachable!("put without replace never replaces"),
+        }
+    }
+
+    /// The value of `key`, inserting `make()` first if the key is absent. `make` runs at most
+    /// once, and not at all when the key is present; if another thread inserts the key
+    /// between the lookup and the insert, its value is returned and `make`'s is dropped. So
+    /// concurrent callers all get the one value that made it into the map (a cache computes
+    /// each entry at most once per caller, and all callers agree on the result).
+    #[track_caller]
+    pub fn get_or_insert_with<'g, G, F>(&'g self, key: K, make: F, guard: &'g G) -> &'g V
+    where
+        G: ReadSection,
+        F: FnOnce() -> V,
+    {
+        &self.get_or_put(key, make, guard, self).value
+    }
+
+    /// [`get_or_insert_with`](Self::get_or_insert_with) with a value made in advance.
+    #[track_caller]
+    pub fn get_or_insert<'g, G: ReadSection>(&'g self, key: K, value: V, guard: &'g G) -> &'g V {
+        self.get_or_insert_with(key, || value, guard)
+    }
+
+    /// Remove `key`; returns its value, valid for `guard` (the entry is retired).
+    #[track_caller]
+    pub fn remove<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<&'g V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+    {
+        self.remove_where(key, |_, _| true, guard, self)
+            .map(|n| &n.value)
+    }
+
+    /// Remove `key` and return its entry, valid for `guard`.
+    #[track_caller]
+    pub fn remove_entry<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<(&'g K, &'g V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+    {
+        self.remove_where(key, |_, _| true, guard, self)
+            .map(|n| (&n.key, &n.value))
+    }
+
+    /// Remove `key`'s entry if `condition` holds for it, in one atomic step: the entry
+    /// removed is the one the condition approved. Returns the removed entry; `None` if the
+    /// key is absent or the condition refused. The condition runs with no lock held and may
+    /// run more than once (each time with the newest entry).
+    #[track_caller]
+    pub fn remove_if<'g, Q, G, F>(
+        &'g self,
+        key: &Q,
+        condition: F,
+        guard: &'g G,
+    ) -> Option<(&'g K, &'g V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+        F: FnMut(&K, &V) -> bool,
+    {
+        self.remove_where(key, condition, guard, self)
+            .map(|n| (&n.key, &n.value))
+    }
+
+    /// Copy-update the value of `key`: publish `f(&old)` in its place (the old entry is
+    /// retired) in one atomic step with respect to other writes of the key. Returns the new
+    /// value; `None`, without calling `f`, if the key is absent. `f` runs with no lock held
+    /// and may run more than once if another writer changes the key's bucket in between
+    /// (like `AtomicU64::fetch_update`), with the newest value each time.
+    #[track_caller]
+    pub fn update<'g, Q, G, F>(&'g self, key: &Q, f: F, guard: &'g G) -> Option<&'g V>
+    where
+        K: Borrow<Q> + Clone,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+        F: FnMut(&V) -> V,
+    {
+        self.update_where(key, f, guard, self).map(|n| &n.value)
     }
 }

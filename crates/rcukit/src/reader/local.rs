@@ -1,12 +1,4 @@
-//! A thread's own reader records: the table that owns them (one per domain the thread has
-//! read) and the three caches that find them on every read: `LAST` (the domain read last),
-//! `CACHE` (direct-mapped by the domain's hash) and `INDEX` (a view of the table's hash index),
-//! all thread-locals without destructors (see [`per_thread`](crate::per_thread) for the table
-//! and the cache, and why their entries never name a record that is gone).
-//!
-//! When the thread exits, its table's destructor clears the caches, unregisters the records
-//! and hands any record that a guard still holds over to that guard (see "Registration" in
-//! the [parent module](super)); reads made after that get orphaned records of their own.
+#![doc = include_str!("local.md")]
 
 use super::{release_orphan, ReaderRecord, Registry, ThreadInfo, ORPHAN};
 use crate::barrier::FenceKind;
@@ -48,8 +40,8 @@ impl LocalEntry {
 }
 
 /// The calling thread's reader records, one per domain it has read (see
-/// [`per_thread`](crate::per_thread): the same domain again costs a compare, any other one a
-/// hash probe).
+/// [`per_thread`](crate::docs::internal::per_thread): the same domain again costs a compare, any
+/// other one a hash probe).
 struct LocalRecords(PerDomain<LocalEntry>);
 
 impl Drop for LocalRecords {
@@ -230,11 +222,11 @@ fn orphan_record(registry: &Arc<Registry>) -> *const ReaderRecord {
 /// Is the calling thread inside a read-side critical section of `domain`, whose records are in
 /// `registry`?
 ///
-/// Normally one look at the thread's table (O(1), see [`per_thread`](crate::per_thread)). In
-/// a thread-local destructor that runs after the table is gone, the thread's open sections live
-/// in orphaned records (handed to their guards, or made for reads in such destructors): those
-/// are found in the registry by owner, so that waiting for a grace period there still panics
-/// instead of waiting for itself.
+/// Normally one look at the thread's table (O(1), see
+/// [`per_thread`](crate::docs::internal::per_thread)). In a thread-local destructor that runs after
+/// the table is gone, the thread's open sections live in orphaned records (handed to their guards,
+/// or made for reads in such destructors): those are found in the registry by owner, so that
+/// waiting for a grace period there still panics instead of waiting for itself.
 #[inline]
 pub(crate) fn is_reading(domain: DomainKey, registry: &Registry) -> bool {
     LOCAL

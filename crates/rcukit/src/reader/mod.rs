@@ -1,104 +1,21 @@
-//! Read-side critical sections: per-thread reader records, the registry grace periods scan, and
-//! [`Guard`].
-//!
-//! # The protocol
-//!
-//! Every domain has a 64-bit *reader epoch* that every grace period increments, and every
-//! (thread, domain) pair has a *reader record* whose `ctr` word is 0 while the thread is outside
-//! a read-side critical section. The outermost [`Rcu::read`](crate::Rcu::read) does
-//!
-//! ```text
-//! R1  e = epoch.load(Acquire)
-//! R2  record.ctr.store(e, Release)
-//! R3  light barrier (compiler fence with membarrier, fence(SeqCst) otherwise)
-//!     ... the critical section: loads of RCU-protected pointers ...
-//! R4  record.ctr.store(0, Release)            (when the outermost guard drops)
-//! R5  if a grace period sleeps on this record: wake it   (a load, see `wake`)
-//! ```
-//!
-//! Nested reads only bump a thread-private nesting count. There is no atomic read-modify-write
-//! and, with membarrier, no fence instruction on this path. R5 is how a grace period that went
-//! to sleep waiting for this reader learns that it left: a load of a word on the record's own
-//! line, written only by grace periods that sleep ([`wake`](crate::wake) argues why no
-//! wake-up is lost). It does not take part in the argument below.
-//!
-//! A grace period (see [`gp`](crate::gp)) does
-//!
-//! ```text
-//! G1  heavy barrier (membarrier, or fence(SeqCst))
-//! G2  t = epoch.fetch_add(1, AcqRel) + 1
-//! G3  for every registered record: wait until record.ctr.load(Acquire) is 0 or >= t
-//! ```
-//!
-//! # Why it is correct
-//!
-//! The claim: when G3 finishes, every reader that could have obtained a pointer to data the
-//! updater removed *before G1* has left its critical section, and that critical section
-//! happens-before everything the updater does after G3 (so it may free the data).
-//!
-//! Take any outermost critical section of any thread and let `B` be its barrier R3. The barrier
-//! pair (see `barrier`) orders `B` and G1 one way or the other:
-//!
-//! 1. **G1 first.** Everything the updater did before G1, including the removal, is visible to
-//!    the reader's accesses after `B`: the critical section cannot find the removed data. The
-//!    grace period need not wait for it, and whether G3 waits or not only affects latency.
-//! 2. **`B` first.** The reader's store R2 is visible to the scan G3, which therefore reads R2's
-//!    value, or a later value of the same word: 0 from this section's R4, or the R2 or R4 of a
-//!    later section of the same thread. Each of those later stores is a `Release` store
-//!    sequenced after this section's end, so the `Acquire` load that reads it synchronizes with
-//!    it, and the whole critical section happens-before the rest of the grace period. This is
-//!    why R2 is a `Release` store: since C++20 (whose model Rust uses) a later non-RMW store by
-//!    the same thread no longer continues the release sequence headed by R4, so a scan that
-//!    read a *`Relaxed`* R2 of a later section would prove nothing about this one (the loom
-//!    model `announce_store_must_release` finds that race). On x86 a `Release` store is the
-//!    same `mov` as a `Relaxed` one; on ARMv8 it is an `stlr`. If G3 reads R2's value
-//!    `e`, then `e < t`: R1 happens before `B`, which comes before G1, which is sequenced before
-//!    G2, so R1 cannot have read G2's increment or any later one (with `Acquire`/`AcqRel` on
-//!    the epoch, reading it would make G1 happen-before `B`, contradicting this case). So G3
-//!    keeps waiting until the reader stores 0 (R4), and again the critical section
-//!    happens-before the end of the grace period.
-//!
-//! A reader G3 sees with `ctr >= t` read the epoch after G2; then G1 happens-before its
-//! critical section (the `Acquire` load of the epoch synchronizes with G2's `AcqRel` increment,
-//! or with the release sequence that continues it), which is case 1. A reader that read an old
-//! epoch and stored it late (preempted between R1 and R2) is either case 1 or makes G3 wait:
-//! both safe, at worst slower.
-//!
-//! One scan suffices because the epoch is 64 bits wide and never wraps in practice (2^64 grace
-//! periods). Counter-flipping schemes with narrow counters (classic liburcu) need two phases
-//! so that a reader which loaded a stale phase cannot be confused with a current one.
-//!
-//! Concurrent grace periods (normal and expedited, or several expedited callers) each take
-//! their own `t` and each argument above holds for each of them independently.
-//!
-//! # Registration
-//!
-//! A thread's record for a domain is created on its first read and added to the domain's
-//! registry under the registry lock; grace periods scan a snapshot of the registry taken under
-//! that lock *after* G2. A record missing from the snapshot was registered after the snapshot,
-//! so its thread's first R1 happens after G1 and G2 (through the lock): case 1. When the thread
-//! exits, a thread-local destructor removes its records (10,000 short-lived threads leave
-//! nothing behind). If a guard outlives the thread-local storage (a guard kept in another
-//! thread-local), the record is *orphaned* instead: it stays registered until that guard drops.
-//! Reads made after the table is gone get an orphaned record of their own. Orphaned records
-//! carry their owner's token (a thread-local without a destructor, readable to the end), so
-//! that `is_reading()` finds the thread's open sections in the registry once its table is gone;
-//! stall reports say whether the owner has exited since (a leaked guard).
+#![doc = include_str!("README.md")]
 
 mod local;
+pub(crate) mod owned;
+pub(crate) mod qsbr;
+pub(crate) mod wake;
 
 pub(crate) use local::{
     in_section, is_reading, local_record, orphan_of_this_thread, with_local_record,
 };
 
 use crate::barrier::{self, FenceKind};
-use crate::owned::{OwnedCounts, Side};
 use crate::sync::{AtomicU64, Mutex};
-use crate::wake::WakeWord;
-use std::marker::PhantomData;
+use owned::{OwnedCounts, Side};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 use std::sync::{Arc, Weak};
+use wake::WakeWord;
 
 /// Nesting bit set on a record whose owning thread's thread-local storage is gone while a guard
 /// still references it; the last guard to drop unregisters it.
@@ -192,14 +109,15 @@ pub(crate) struct ReaderRecord {
     /// with relaxed loads and stores (no read-modify-write) is enough and loom need not see it.
     nesting: AtomicU32,
     /// What an expedited grace period that waits for this reader sleeps on, and what the
-    /// reader looks at after leaving (see [`wake`](crate::wake)): on the line the reader
+    /// reader looks at after leaving (see [`wake`](crate::docs::internal::reader::wake)): on the line the reader
     /// writes anyway, so that looking costs it no cache miss.
     pub(crate) wake: WakeWord,
     /// The rest of the first line: nothing else shares the line every read writes.
     _hot_line: [u8; HOT_PAD],
     pub(crate) thread: ThreadInfo,
-    /// The thread that owns it, for the repair after `fork()` (see [`fork`](crate::fork)).
-    pub(crate) owner: crate::fork::Owner,
+    /// The thread that owns it, for the repair after `fork()` (see
+    /// [`fork`](crate::docs::internal::domain::fork)).
+    pub(crate) owner: crate::sync::fork::Owner,
     registry: Weak<Registry>,
     /// The `ctr` value of the critical section a stall was last reported for, so that one
     /// stalled section yields one report even when several grace periods wait for it.
@@ -207,7 +125,8 @@ pub(crate) struct ReaderRecord {
     /// The owning thread's thread-local table is gone while a critical section (or, for QSBR,
     /// a registration) is still open: the record is kept alive by that section alone.
     orphaned: std::sync::atomic::AtomicBool,
-    /// Owned sections this thread opened and closed (see [`owned`](crate::owned)).
+    /// Owned sections this thread opened and closed (see
+    /// [`owned`](crate::docs::internal::reader::owned)).
     pub(crate) owned: OwnedCounts,
 }
 
@@ -219,7 +138,7 @@ impl ReaderRecord {
             wake: WakeWord::new(),
             _hot_line: [0; HOT_PAD],
             thread,
-            owner: crate::fork::Owner::current(),
+            owner: crate::sync::fork::Owner::current(),
             registry,
             stall_reported: std::sync::atomic::AtomicU64::new(0),
             orphaned: std::sync::atomic::AtomicBool::new(false),
@@ -344,8 +263,8 @@ pub(crate) struct Unnest {
 /// waits for a grace period to register or exit.
 pub(crate) struct Registry {
     records: Mutex<Arc<Vec<Arc<ReaderRecord>>>>,
-    /// Owned-section counts of records that left the registry, and of sections opened or
-    /// closed by threads whose table was already gone (see [`owned`](crate::owned)).
+    /// Owned-section counts of records that left the registry, and of sections opened or closed by
+    /// threads whose table was already gone (see [`owned`](crate::docs::internal::reader::owned)).
     pub(crate) owned_residue: OwnedCounts,
 }
 
@@ -423,8 +342,10 @@ impl Registry {
         *records = Arc::new(next);
     }
 
-    /// Hold the registry's lock across `fork()` (see [`fork`](crate::fork)).
-    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::fork::Held) {
+    /// Hold the registry's lock across `fork()` (see
+    /// [`fork`](crate::docs::internal::domain::fork)).
+    #[cfg(unix)]
+    pub(crate) fn hold_for_fork(&'static self, held: &mut crate::sync::fork::Held) {
         self.records.hold_for_fork(held);
     }
 
@@ -466,77 +387,15 @@ pub(crate) unsafe fn release_orphan(record: *const ReaderRecord) {
     }
 }
 
-/// A read-side critical section of an [`Rcu`](crate::Rcu) domain.
-///
-/// While a `Guard` lives, no grace period of its domain that starts after the guard was taken
-/// can complete, so data read from RCU-protected pointers stays valid. Guards nest: only the
-/// outermost one costs anything, and the critical section ends when the outermost guard drops.
-///
-/// A guard is tied to its thread (`!Send`, `!Sync`): the thread's reader record is what grace
-/// periods watch. Data borrowed under a guard (for example through
-/// [`RcuCell::load`](crate::RcuCell::load)) carries the guard's lifetime, so the borrow checker
-/// refuses to let it escape the critical section.
-///
-/// ```compile_fail
-/// let guard = rcukit::Rcu::global().read();
-/// std::thread::spawn(move || drop(guard)); // a guard cannot move to another thread
-/// ```
-///
-/// # Thread exit
-///
-/// A guard kept in a thread-local protects its thread's reads until that thread-local is
-/// destroyed, whatever the order in which the thread's thread-locals are torn down: if
-/// rcukit's own table goes first, the guard's record is handed to the guard (*orphaned*) and
-/// stays registered until the guard drops. Reads, `is_reading()` and the "waiting inside a
-/// read-side critical section" panics keep working in thread-local destructors. A guard leaked
-/// with `mem::forget` keeps its section open forever: every later grace period of the domain
-/// waits for it, the stall report says that its thread has exited, and
-/// [`Stats::orphaned_readers`](crate::Stats::orphaned_readers) counts it.
-#[must_use = "the read-side critical section ends when the guard is dropped"]
-pub struct Guard<'a> {
-    pub(crate) domain: &'a crate::Rcu,
-    record: *const ReaderRecord,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl<'a> Guard<'a> {
-    /// # Safety
-    ///
-    /// `record` must be the calling thread's record for `domain`, already entered.
-    #[inline]
-    pub(crate) unsafe fn new(domain: &'a crate::Rcu, record: *const ReaderRecord) -> Guard<'a> {
-        Guard {
-            domain,
-            record,
-            _not_send: PhantomData,
-        }
-    }
-
-    /// The domain this critical section belongs to.
-    pub fn domain(&self) -> &'a crate::Rcu {
-        self.domain
-    }
-}
-
-impl Drop for Guard<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the record outlives every guard on it: the thread-local table keeps it alive
-        // until the thread exits, and an orphaned record is kept alive until this very exit
-        // reports that its last guard is gone.
-        let last_orphan_guard = unsafe { (*self.record).exit() };
-        if last_orphan_guard {
-            // SAFETY: `exit` returned true exactly once, for the last guard of an orphaned
-            // record, whose owning Arc was leaked when it was orphaned.
-            unsafe { release_orphan(self.record) };
-        }
-    }
-}
-
-impl std::fmt::Debug for Guard<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Guard")
-            .field("domain", &self.domain.id())
-            .finish()
-    }
+/// A record named `name`, registered with `registry`, for the loom models (which drive its
+/// owner's side by hand).
+#[cfg(all(test, rcukit_loom))]
+pub(crate) fn model_record(registry: &Arc<Registry>, name: &str) -> Arc<ReaderRecord> {
+    let thread = ThreadInfo {
+        name: name.into(),
+        tid: 0,
+    };
+    let record = Arc::new(ReaderRecord::new(thread, Arc::downgrade(registry)));
+    registry.register(record.clone());
+    record
 }

@@ -4,7 +4,7 @@ use rcukit::{Rcu, RcuHashMap};
 
 fn main() {
     let map: RcuHashMap<u32, String> = RcuHashMap::new();
-    map.insert(1, String::from("v1"));
+    map.pin().insert(1, String::from("v1"));
     let guard = Rcu::global().read_owned();
     let value = map.get(&1, &guard).unwrap();
     std::thread::spawn(move || drop(guard));

@@ -171,16 +171,16 @@ pub struct Args {
     #[arg(long)]
     pub churn_batch: Option<usize>,
     /// (a) Pause after each batch, e.g. 200us [default: 200us]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub churn_pause: Option<Duration>,
     /// (a) Threads running expedited grace periods [default: 1]
     #[arg(long)]
     pub exp_threads: Option<usize>,
     /// (a) Sleeps between expedited grace periods, comma-separated, e.g. 0ms,1ms,10ms
-    #[arg(long, value_delimiter = ',', value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::parse_duration)]
     pub delays: Vec<Duration>,
     /// (a) Measuring time per point [default: 500ms quick, 2s full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub point: Option<Duration>,
     /// (b) Threads timing synchronize() [default: one per core]
     #[arg(long)]
@@ -192,7 +192,7 @@ pub struct Args {
     #[arg(long)]
     pub sync_exp_threads: Option<usize>,
     /// (b) Pauses between their expedited grace periods, comma-separated [default: 1ms]
-    #[arg(long, value_delimiter = ',', value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::parse_duration)]
     pub exp_intervals: Vec<Duration>,
 }
 

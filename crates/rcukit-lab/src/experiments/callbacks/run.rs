@@ -4,6 +4,7 @@ use crate::env::Environment;
 use crate::measure::{self, ratio, Counter, StopFlag, Summary};
 use crate::progress::{Progress, Task};
 use anyhow::Result;
+use rcukit::Rcu;
 use serde::Serialize;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -68,19 +69,9 @@ fn pending_point(cfg: &Config, on: bool, delay: Duration) -> Result<PendingPoint
         let mut handles = Vec::new();
         for (t, count) in retired.iter().enumerate() {
             let (rcu, stop, freed) = (&rcu, &stop, &freed);
-            handles.push(spawn_scoped(s, &format!("cb-churn{t}"), move || {
-                let mut n = 0;
-                while !stop.stopped() {
-                    for _ in 0..cfg.churn_batch {
-                        rcu.retire(Box::new(Sock {
-                            _payload: [0; OBJECT_BYTES - std::mem::size_of::<Arc<AtomicU64>>()],
-                            freed: freed.clone(),
-                        }));
-                    }
-                    n += cfg.churn_batch as u64;
-                    count.publish(n);
-                    std::thread::sleep(cfg.churn_pause);
-                }
+            let name = format!("cb-churn{t}");
+            handles.push(spawn_scoped(s, &name, move || {
+                churn(cfg, rcu, stop, freed, count)
             })?);
         }
         for t in 0..cfg.exp_threads {
@@ -94,27 +85,12 @@ fn pending_point(cfg: &Config, on: bool, delay: Duration) -> Result<PendingPoint
                 }
             })?);
         }
-        // Let the pipeline fill before sampling.
-        std::thread::sleep(Duration::from_millis(50));
-        let before = rcu.stats();
-        let start = Instant::now();
-        let mut next = start;
-        while start.elapsed() < cfg.point {
-            samples.push(rcu.stats().pending_bytes);
-            next += cfg.sample;
-            measure::sleep_until(next);
-        }
-        let elapsed = start.elapsed();
-        let after = rcu.stats();
+        let measured = sample_pending(cfg, &rcu, &mut samples);
         stop.stop();
         for h in handles {
             join(h)?;
         }
-        Ok((
-            elapsed,
-            after.expedited_gps - before.expedited_gps,
-            after.normal_gps - before.normal_gps,
-        ))
+        Ok(measured)
     })?;
     drain(&rcu);
     let stats = rcu.stats();
@@ -132,6 +108,43 @@ fn pending_point(cfg: &Config, on: bool, delay: Duration) -> Result<PendingPoint
         released_by_normal: stats.released_by_normal,
         released_by_expedited: stats.released_by_expedited,
     })
+}
+
+/// A churn thread of part (a): retire sockets in batches, with a pause between batches.
+fn churn(cfg: &Config, rcu: &Rcu, stop: &StopFlag, freed: &Arc<AtomicU64>, count: &Counter) {
+    let mut n = 0;
+    while !stop.stopped() {
+        for _ in 0..cfg.churn_batch {
+            rcu.retire(Box::new(Sock {
+                _payload: [0; OBJECT_BYTES - std::mem::size_of::<Arc<AtomicU64>>()],
+                freed: freed.clone(),
+            }));
+        }
+        n += cfg.churn_batch as u64;
+        count.publish(n);
+        std::thread::sleep(cfg.churn_pause);
+    }
+}
+
+/// Once the pipeline has filled, sample the pending bytes every `cfg.sample` for `cfg.point`;
+/// returns the time it took and the expedited and normal grace periods completed meanwhile.
+fn sample_pending(cfg: &Config, rcu: &Rcu, samples: &mut Vec<u64>) -> (Duration, u64, u64) {
+    std::thread::sleep(Duration::from_millis(50));
+    let before = rcu.stats();
+    let start = Instant::now();
+    let mut next = start;
+    while start.elapsed() < cfg.point {
+        samples.push(rcu.stats().pending_bytes);
+        next += cfg.sample;
+        measure::sleep_until(next);
+    }
+    let elapsed = start.elapsed();
+    let after = rcu.stats();
+    (
+        elapsed,
+        after.expedited_gps - before.expedited_gps,
+        after.normal_gps - before.normal_gps,
+    )
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -68,8 +68,8 @@ use std::time::Duration;
 /// File stem and subcommand name.
 pub const NAME: &str = "capture";
 
-/// Schemes the experiment knows but this build cannot run yet (none: every scheme of the
-/// issue runs).
+/// Schemes the experiment knows but this build cannot run yet (none: every scheme it
+/// compares runs).
 pub const UNAVAILABLE: &[Unavailable] = &[];
 
 /// Settings.
@@ -150,10 +150,10 @@ pub struct Args {
     #[arg(long)]
     pub filter_len: Option<usize>,
     /// How often tcpdump attaches or detaches, e.g. 1ms [default: 1ms]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub interval: Option<Duration>,
     /// Measuring time of each (scheme, rate) point [default: 400ms quick, 1500ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub point: Option<Duration>,
     /// Rounds the points are split over, interleaving the schemes [default: 4 quick, 8 full]
     #[arg(long)]

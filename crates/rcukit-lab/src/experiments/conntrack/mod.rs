@@ -56,6 +56,10 @@
 //! | `dashmap` | `dashmap::DashMap` (default shards) | the shard's read lock |
 //! | `papaya` | `papaya::HashMap` | `pin()` (a seize guard) |
 //! | `flurry` | `flurry::HashMap` (its own seize collector) | `guard()` |
+//! | `pl-rwlock-hashbrown` | `parking_lot::RwLock<hashbrown::HashMap>` | `read()` lock |
+//! | `scc-hashmap` | `scc::HashMap` | `read()` (a shared bucket lock) |
+//! | `scc-hashindex` | `scc::HashIndex` (records behind an `Arc`: it needs `Clone`) | `peek_with()` (lock-free) |
+//! | `evmap` | evmap (left-right; records boxed, the one writer behind a mutex, publishing after every write) | the packet thread's own read handle |
 //! | `rculfhash` (feature `c-peers`) | liburcu's `cds_lfht`, memb flavor, auto-resize | `urcu_memb_read_lock()` (in C, one FFI call per lookup) |
 //!
 //! Every Rust map hashes with [`FlowBuild`] and is created with room for `flows`; the C table
@@ -63,6 +67,7 @@
 
 mod clock;
 mod flow;
+mod point;
 mod render;
 mod run;
 mod schemes;
@@ -184,7 +189,7 @@ pub struct Args {
     #[arg(long)]
     pub churn_rate: Option<u64>,
     /// Measuring time per (map, thread count) and round [default: 150ms quick, 400ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub point: Option<Duration>,
     /// Rounds, the maps interleaved in each [default: 2 quick, 6 full]
     #[arg(long)]
@@ -193,7 +198,8 @@ pub struct Args {
     #[arg(long)]
     pub sample_every: Option<u32>,
     /// Maps to measure, comma-separated (rwlock-hashmap, rcu-hashmap, dashmap, papaya,
-    /// flurry, and with the c-peers feature rculfhash) [default: all]
+    /// flurry, pl-rwlock-hashbrown, scc-hashmap, scc-hashindex, evmap, and with the c-peers
+    /// feature rculfhash) [default: all]
     #[arg(long, value_delimiter = ',', value_parser = parse_map)]
     pub maps: Vec<MapId>,
 }

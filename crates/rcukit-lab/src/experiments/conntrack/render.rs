@@ -51,7 +51,7 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
     }
     md.push_str(&notes(r));
     md.push('\n');
-    md.push_str("### The issue's claims\n\n");
+    md.push_str("### rcukit's claims\n\n");
     md.push_str(&claims_table(r));
     md.push_str("\n### Checks\n\n");
     md.push_str(&checks(r));
@@ -149,7 +149,7 @@ fn notes(r: &Report) -> String {
     md
 }
 
-/// The issue's claims, checked.
+/// rcukit's claims for `RcuHashMap`, checked.
 fn claims_table(r: &Report) -> String {
     let mut t = Table::new(&[
         "claim",
@@ -190,6 +190,9 @@ fn checks(r: &Report) -> String {
     let mut t = Table::new(&[
         "map",
         "fill ms",
+        "fill bytes/flow",
+        "drain ms",
+        "drain misses",
         "wrong records",
         "lost flows",
         "expiries that missed",
@@ -201,6 +204,10 @@ fn checks(r: &Report) -> String {
         t.row(vec![
             format!("`{}`", m.map.id()),
             format!("{:.1}", m.fill_ms),
+            m.fill_rss_bytes_per_flow
+                .map_or("-".into(), |b| format!("{b:.0}")),
+            format!("{:.1}", m.drain_ms),
+            m.drain_misses.to_string(),
             sum(|p| p.wrong_records).to_string(),
             sum(|p| p.lost_flows).to_string(),
             sum(|p| p.writer.expire_misses).to_string(),
@@ -210,9 +217,11 @@ fn checks(r: &Report) -> String {
     }
     md.push_str(&t.to_markdown());
     md.push_str(
-        "\nEvery column but `fill ms` must read 0, or equal counts: a wrong record, a lost \
-         flow (live before and after its lookup, not found) or an expiry that found nothing is a \
-         bug in the map; so is a record never freed.\n",
+        "\nOne thread inserts the flows into the empty map (`fill ms`; `fill bytes/flow`: the \
+         resident set's growth meanwhile) and, after the last round, removes every live flow \
+         one at a time (`drain ms`). Every other column must read 0, or equal counts: a wrong \
+         record, a lost flow (live before and after its lookup, not found), an expiry or a \
+         drain removal that found nothing is a bug in the map; so is a record never freed.\n",
     );
     if let Some(load) = r.load_average_1m_end {
         md.push_str(&format!(

@@ -1,31 +1,21 @@
-//! The packet threads, the writer, the measured points, and the figures.
+//! The run: the maps filled once, their points measured round by round (see `point`), and
+//! the figures.
 
 use super::clock::{Clock, TimerFacts};
-use super::flow::{FlowKey, FlowRecord, HASHER_DESCRIPTION};
-use super::schemes::{with_map, AnyMap, FlowTable, MapId};
+use super::flow::HASHER_DESCRIPTION;
+use super::point::{drain, fill, len_of, measure_point, resident_bytes, Acc, Window};
+use super::schemes::{with_map, AnyMap, MapId};
 use super::{Config, Conntrack, Report, BASELINE, NAME, UNAVAILABLE};
 use crate::env::Environment;
-use crate::experiments::{join, spawn_scoped, Envelope, Unavailable};
-use crate::measure::{self, per_sec, ratio, Counter, Summary};
+use crate::experiments::{Envelope, Unavailable};
+use crate::measure::{self, per_sec, ratio, Summary};
 use crate::progress::{Progress, Task};
 use anyhow::Result;
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
-use std::hint::black_box;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU64, AtomicU8};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
-
-/// The live flows: ids in `tail..head`. The writer stores `head + 1` after inserting flow
-/// `head`, and `tail + 1` before removing flow `tail`.
-struct Window {
-    head: CachePadded<AtomicU64>,
-    tail: CachePadded<AtomicU64>,
-}
 
 /// One map's state across its points.
 struct MapState {
@@ -35,290 +25,7 @@ struct MapState {
     dropped: &'static AtomicU64,
     created: u64,
     fill_ms: f64,
-}
-
-/// What one packet thread measured (only while the phase was `MEASURE`).
-#[derive(Default)]
-struct PacketOut {
-    lookups: u64,
-    hits: u64,
-    misses: u64,
-    stale_misses: u64,
-    wrong: u64,
-    lost: u64,
-    samples: Vec<u64>,
-}
-
-#[derive(Default)]
-struct WriterOut {
-    /// Pairs done while measuring.
-    pairs: u64,
-    /// Pairs done in the whole point.
-    pairs_total: u64,
-    /// Expiries that found no flow (must be 0).
-    expire_misses: u64,
-    /// Pairs skipped because the writer was more than 10 ms behind its schedule.
-    skipped: u64,
-}
-
-#[inline]
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
-#[allow(clippy::too_many_arguments)]
-fn packet_loop<M: FlowTable>(
-    map: &M,
-    window: &Window,
-    phase: &AtomicU8,
-    progress: &Counter,
-    clock: Clock,
-    seed: u64,
-    miss_percent: u32,
-    sample_every: u32,
-) -> PacketOut {
-    let reg = map.register();
-    let mut out = PacketOut {
-        samples: Vec::with_capacity(1 << 16),
-        ..PacketOut::default()
-    };
-    let miss_below = u64::from(miss_percent) * 65_536 / 100;
-    let mut rng = seed | 1;
-    let mut acc = 0u64;
-    let mut done = 0u64;
-    loop {
-        let ph = phase.load(Acquire);
-        if ph == STOP {
-            break;
-        }
-        let measuring = ph == MEASURE;
-        let tail = window.tail.load(Acquire);
-        let head = window.head.load(Acquire);
-        let span = head.saturating_sub(tail).max(1);
-        let (mut hits, mut misses, mut stale, mut wrong, mut lost) = (0u64, 0u64, 0, 0, 0);
-        for i in 0..sample_every {
-            let r = xorshift(&mut rng);
-            let id = tail + (((r >> 32) * span) >> 32);
-            let absent = (r & 0xFFFF) < miss_below;
-            let key = if absent {
-                FlowKey::absent(id)
-            } else {
-                FlowKey::of(id)
-            };
-            let found = if i == 0 {
-                let t0 = clock.ticks();
-                let found = map.lookup(&reg, &key);
-                let t1 = clock.ticks();
-                if measuring {
-                    out.samples.push(t1.wrapping_sub(t0));
-                }
-                found
-            } else {
-                map.lookup(&reg, &key)
-            };
-            match found {
-                Some((got, expires)) => {
-                    hits += 1;
-                    acc = acc.wrapping_add(expires);
-                    if absent || got != id {
-                        wrong += 1;
-                    }
-                }
-                None => {
-                    misses += 1;
-                    if !absent {
-                        // Live before the lookup (`tail <= id < head`); still live after it?
-                        if id >= window.tail.load(Acquire) {
-                            lost += 1;
-                        } else {
-                            stale += 1;
-                        }
-                    }
-                }
-            }
-        }
-        done += u64::from(sample_every);
-        progress.publish(done);
-        if measuring {
-            out.lookups += u64::from(sample_every);
-            out.hits += hits;
-            out.misses += misses;
-            out.stale_misses += stale;
-            out.wrong += wrong;
-            out.lost += lost;
-        }
-    }
-    black_box(acc);
-    out
-}
-
-fn writer_loop<M: FlowTable>(
-    map: &M,
-    window: &Window,
-    phase: &AtomicU8,
-    rate: u64,
-    flows: u64,
-    dropped: &'static AtomicU64,
-) -> WriterOut {
-    let reg = map.register();
-    let mut out = WriterOut::default();
-    let start = Instant::now();
-    let max_backlog = (rate / 100).max(1);
-    let mut scheduled = 0u64;
-    loop {
-        let ph = phase.load(Acquire);
-        if ph == STOP {
-            break;
-        }
-        let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
-        if due > scheduled + max_backlog {
-            out.skipped += due - max_backlog - scheduled;
-            scheduled = due - max_backlog;
-        }
-        if scheduled >= due {
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
-        }
-        let n = (due - scheduled).min(64);
-        for _ in 0..n {
-            let head = window.head.load(Relaxed);
-            map.insert(
-                &reg,
-                FlowKey::of(head),
-                FlowRecord::new(head, flows, dropped),
-            );
-            window.head.store(head + 1, Release);
-            let tail = window.tail.load(Relaxed);
-            window.tail.store(tail + 1, Release);
-            if !map.remove(&reg, &FlowKey::of(tail)) {
-                out.expire_misses += 1;
-            }
-        }
-        scheduled += n;
-        out.pairs_total += n;
-        if ph == MEASURE {
-            out.pairs += n;
-        }
-    }
-    out
-}
-
-/// Insert flows `0..flows` from the calling thread.
-fn fill<M: FlowTable>(map: &M, flows: u64, dropped: &'static AtomicU64) {
-    let reg = map.register();
-    for i in 0..flows {
-        map.insert(&reg, FlowKey::of(i), FlowRecord::new(i, flows, dropped));
-    }
-}
-
-/// The map's `len()`, from the calling thread.
-fn len_of<M: FlowTable>(map: &M) -> u64 {
-    let reg = map.register();
-    map.len(&reg)
-}
-
-/// One (map, thread count) point, accumulated over the rounds.
-#[derive(Default)]
-struct Acc {
-    seconds: f64,
-    lookups: u64,
-    per_thread: Vec<u64>,
-    hits: u64,
-    misses: u64,
-    stale: u64,
-    wrong: u64,
-    lost: u64,
-    samples: Vec<u64>,
-    writer_pairs: u64,
-    expire_misses: u64,
-    skipped: u64,
-    /// Lookups/s of each round.
-    rounds: Vec<f64>,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn measure_point<M: FlowTable>(
-    map: &M,
-    window: &Window,
-    threads: usize,
-    cfg: &Config,
-    clock: Clock,
-    seed: u64,
-    dropped: &'static AtomicU64,
-    acc: &mut Acc,
-) -> Result<u64> {
-    let phase = AtomicU8::new(WARMUP);
-    let counters: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
-    std::thread::scope(|s| -> Result<u64> {
-        let phase = &phase;
-        let writer = if cfg.churn_rate > 0 {
-            Some(spawn_scoped(s, "conntrack-writer", move || {
-                writer_loop(map, window, phase, cfg.churn_rate, cfg.flows, dropped)
-            })?)
-        } else {
-            None
-        };
-        let mut packets = Vec::new();
-        for (t, counter) in counters.iter().enumerate() {
-            let seed = seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            packets.push(spawn_scoped(s, &format!("conntrack-p{t}"), move || {
-                packet_loop(
-                    map,
-                    window,
-                    phase,
-                    counter,
-                    clock,
-                    seed,
-                    cfg.miss_percent,
-                    cfg.sample_every,
-                )
-            })?);
-        }
-        // Warm up until every packet thread has made a pass (a thread may start late on a
-        // loaded machine); a deadline bounds the wait.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        std::thread::sleep(Duration::from_millis(20));
-        while counters.iter().any(|c| c.get() == 0) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        phase.store(MEASURE, Release);
-        let (c0, t0) = (measure::sum(&counters), Instant::now());
-        std::thread::sleep(cfg.point);
-        while measure::sum(&counters) == c0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let t1 = Instant::now();
-        phase.store(STOP, Release);
-        let mut outs = Vec::new();
-        for h in packets {
-            outs.push(join(h)?);
-        }
-        let w = match writer {
-            Some(h) => join(h)?,
-            None => WriterOut::default(),
-        };
-        acc.seconds += (t1 - t0).as_secs_f64();
-        acc.per_thread.resize(threads, 0);
-        acc.rounds
-            .push(per_sec(outs.iter().map(|o| o.lookups).sum(), t1 - t0));
-        for (i, o) in outs.into_iter().enumerate() {
-            acc.lookups += o.lookups;
-            acc.per_thread[i] += o.lookups;
-            acc.hits += o.hits;
-            acc.misses += o.misses;
-            acc.stale += o.stale_misses;
-            acc.wrong += o.wrong;
-            acc.lost += o.lost;
-            acc.samples.extend(o.samples);
-        }
-        acc.writer_pairs += w.pairs;
-        acc.expire_misses += w.expire_misses;
-        acc.skipped += w.skipped;
-        Ok(w.pairs_total)
-    })
+    fill_rss_per_flow: Option<f64>,
 }
 
 /// The writer's figures at one point.
@@ -393,6 +100,14 @@ pub struct MapResult {
     pub description: &'static str,
     /// Time to insert the initial flows from one thread, milliseconds.
     pub fill_ms: f64,
+    /// Resident-set growth while the initial flows were inserted, bytes per flow (Linux; the
+    /// maps are filled one after the other and all kept, so no map reuses another's memory).
+    pub fill_rss_bytes_per_flow: Option<f64>,
+    /// Time to remove every live flow, one at a time from one thread, after the last round,
+    /// milliseconds.
+    pub drain_ms: f64,
+    /// Removals of live flows in the drain that found nothing (must be 0).
+    pub drain_misses: u64,
     /// One point per packet-thread count.
     pub points: Vec<Point>,
     /// Flows in the map at the end (`len()`).
@@ -406,7 +121,7 @@ pub struct MapResult {
     pub records_freed: u64,
 }
 
-/// The claim, checked in this run.
+/// One of the claims rcukit makes for `RcuHashMap`, checked in this run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Claim {
     /// What is claimed.
@@ -442,7 +157,8 @@ pub struct Body {
     pub timer: TimerFacts,
     /// Every map run.
     pub maps: Vec<MapResult>,
-    /// The claims, checked at the most packet threads with the writer running.
+    /// rcukit's claims for `RcuHashMap`, checked at the most packet threads with the writer
+    /// running.
     pub claims: Vec<Claim>,
     /// Maps not in this build.
     pub not_available: Vec<Unavailable>,
@@ -512,10 +228,14 @@ fn fill_maps(cfg: &Config, task: &Task) -> Result<Vec<MapState>> {
         // Every record of this map counts its drop here; a counter of its own (8 bytes,
         // leaked so that records can hold a plain `&'static`) keeps runs and maps apart.
         let dropped: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+        let rss_before = resident_bytes();
         let map = AnyMap::build(id, cfg.flows as usize)?;
         let t = Instant::now();
         with_map!(&map, m => fill(m, cfg.flows, dropped));
         let fill_ms = measure::ms(t.elapsed());
+        let fill_rss_per_flow = rss_before
+            .zip(resident_bytes())
+            .map(|(before, after)| (after as f64 - before as f64) / cfg.flows as f64);
         states.push(MapState {
             id,
             map,
@@ -526,6 +246,7 @@ fn fill_maps(cfg: &Config, task: &Task) -> Result<Vec<MapState>> {
             dropped,
             created: cfg.flows,
             fill_ms,
+            fill_rss_per_flow,
         });
         task.inc();
     }
@@ -588,11 +309,18 @@ fn map_results(
             .collect();
         let flows_expected = st.window.head.load(Relaxed) - st.window.tail.load(Relaxed);
         let flows_at_end = with_map!(&st.map, m => len_of(m));
+        let (tail, head) = (st.window.tail.load(Relaxed), st.window.head.load(Relaxed));
+        let t = Instant::now();
+        let drain_misses = with_map!(&st.map, m => drain(m, tail, head));
+        let drain_ms = measure::ms(t.elapsed());
         let records_freed = st.map.teardown(st.dropped);
         maps.push(MapResult {
             map: st.id,
             description: st.id.describe(),
             fill_ms: st.fill_ms,
+            fill_rss_bytes_per_flow: st.fill_rss_per_flow,
+            drain_ms,
+            drain_misses,
             points,
             flows_at_end,
             flows_expected,
@@ -685,8 +413,8 @@ fn fill_ratios(maps: &mut [MapResult]) {
     }
 }
 
-/// The claims: at the most packet threads, with the writer running, rcu-hashmap's
-/// lookups/s are at least 2x dashmap's, 1.5x papaya's and 1x rculfhash's.
+/// rcukit's claims for `RcuHashMap`: at the most packet threads, with the writer running,
+/// rcu-hashmap's lookups/s are at least 2x dashmap's, 1.5x papaya's and 1x rculfhash's.
 fn claims(r: &Report) -> Vec<Claim> {
     let threads = r.max_threads();
     let rcu = r.point(MapId::RcuHashmap, threads);

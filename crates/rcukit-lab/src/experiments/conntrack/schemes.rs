@@ -23,6 +23,14 @@ pub enum MapId {
     Papaya,
     /// `flurry::HashMap`.
     Flurry,
+    /// `parking_lot::RwLock<hashbrown::HashMap>`.
+    PlRwlockHashbrown,
+    /// `scc::HashMap`.
+    SccHashmap,
+    /// `scc::HashIndex`.
+    SccHashindex,
+    /// evmap (left-right).
+    Evmap,
     /// liburcu's rculfhash (C).
     #[cfg(feature = "c-peers")]
     Rculfhash,
@@ -44,6 +52,10 @@ impl MapId {
             MapId::Dashmap,
             MapId::Papaya,
             MapId::Flurry,
+            MapId::PlRwlockHashbrown,
+            MapId::SccHashmap,
+            MapId::SccHashindex,
+            MapId::Evmap,
         ];
         #[cfg(feature = "c-peers")]
         v.push(MapId::Rculfhash);
@@ -58,6 +70,10 @@ impl MapId {
             MapId::Dashmap => "dashmap",
             MapId::Papaya => "papaya",
             MapId::Flurry => "flurry",
+            MapId::PlRwlockHashbrown => "pl-rwlock-hashbrown",
+            MapId::SccHashmap => "scc-hashmap",
+            MapId::SccHashindex => "scc-hashindex",
+            MapId::Evmap => "evmap",
             #[cfg(feature = "c-peers")]
             MapId::Rculfhash => "rculfhash",
         }
@@ -73,6 +89,15 @@ impl MapId {
             MapId::Dashmap => "dashmap::DashMap 6 (default shards): shard read lock per lookup",
             MapId::Papaya => "papaya::HashMap 0.2: pin() per lookup",
             MapId::Flurry => "flurry::HashMap 0.5 (own collector): guard() per lookup",
+            MapId::PlRwlockHashbrown => {
+                "parking_lot::RwLock<hashbrown::HashMap> 0.17: read lock per lookup"
+            }
+            MapId::SccHashmap => "scc::HashMap 2: read() per lookup (a shared bucket lock)",
+            MapId::SccHashindex => "scc::HashIndex 2: peek_with() per lookup (lock-free)",
+            MapId::Evmap => {
+                "evmap 10 (left-right): a read handle per packet thread; one writer behind a \
+                 mutex, publishing after every write"
+            }
             #[cfg(feature = "c-peers")]
             MapId::Rculfhash => {
                 "liburcu rculfhash (memb flavor, auto-resize): urcu_memb_read_lock() per lookup, \
@@ -106,10 +131,10 @@ impl FlowTable for RcuMap {
         self.get(key, &guard).map(FlowRecord::seen)
     }
     fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
-        RcuHashMap::insert(self, key, rec);
+        self.pin().insert(key, rec);
     }
     fn remove(&self, _: &(), key: &FlowKey) -> bool {
-        RcuHashMap::remove(self, key)
+        self.pin().remove(key).is_some()
     }
     fn len(&self, _: &()) -> u64 {
         RcuHashMap::len(self) as u64
@@ -213,6 +238,142 @@ impl FlowTable for FlurryFlows {
     }
 }
 
+pub(super) type PlFlows = parking_lot::RwLock<hashbrown::HashMap<FlowKey, FlowRecord, FlowBuild>>;
+
+impl FlowTable for PlFlows {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        self.read().get(key).map(FlowRecord::seen)
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        let old = self.write().insert(key, rec);
+        drop(old); // outside the lock
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        let old = self.write().remove(key);
+        old.is_some()
+    }
+    fn len(&self, _: &()) -> u64 {
+        self.read().len() as u64
+    }
+}
+
+pub(super) type SccFlows = scc::HashMap<FlowKey, FlowRecord, FlowBuild>;
+
+impl FlowTable for SccFlows {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        self.read(key, |_, r| r.seen())
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        self.upsert(key, rec);
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        scc::HashMap::remove(self, key).is_some()
+    }
+    fn len(&self, _: &()) -> u64 {
+        scc::HashMap::len(self) as u64
+    }
+}
+
+/// `scc::HashIndex` needs `Clone` values: records are shared behind an `Arc` (dropped, and
+/// counted, once).
+pub(super) type SccIndexFlows = scc::HashIndex<FlowKey, Arc<FlowRecord>, FlowBuild>;
+
+impl FlowTable for SccIndexFlows {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        self.peek_with(key, |_, r| r.seen())
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        if let Err((key, rec)) = scc::HashIndex::insert(self, key, Arc::new(rec)) {
+            scc::HashIndex::remove(self, &key);
+            let _ = scc::HashIndex::insert(self, key, rec);
+        }
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        scc::HashIndex::remove(self, key)
+    }
+    fn len(&self, _: &()) -> u64 {
+        scc::HashIndex::len(self) as u64
+    }
+}
+
+/// evmap stores values in bags and needs them `Eq + Hash + ShallowCopy`: the flows' records
+/// are kept boxed behind this handle, compared by address.
+pub(super) struct EvRecord(Box<FlowRecord>);
+
+impl PartialEq for EvRecord {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(&*self.0, &*other.0)
+    }
+}
+
+impl Eq for EvRecord {}
+
+impl std::hash::Hash for EvRecord {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(&*self.0, state)
+    }
+}
+
+impl evmap::ShallowCopy for EvRecord {
+    unsafe fn shallow_copy(&self) -> std::mem::ManuallyDrop<Self> {
+        // SAFETY: forwarded to evmap's contract: the copy aliases the box and is never
+        // dropped as an owner (evmap drops exactly one of the two copies).
+        let copy = unsafe { self.0.shallow_copy() };
+        std::mem::ManuallyDrop::new(EvRecord(std::mem::ManuallyDrop::into_inner(copy)))
+    }
+}
+
+/// evmap: the read side of every packet thread is a handle of its own (its `Reg`).
+pub(super) struct EvFlows {
+    factory: evmap::ReadHandleFactory<FlowKey, EvRecord, (), FlowBuild>,
+    writer: std::sync::Mutex<evmap::WriteHandle<FlowKey, EvRecord, (), FlowBuild>>,
+}
+
+impl EvFlows {
+    fn new() -> EvFlows {
+        let (read, write) = evmap::Options::default().with_hasher(FlowBuild).construct();
+        EvFlows {
+            factory: read.factory(),
+            writer: std::sync::Mutex::new(write),
+        }
+    }
+}
+
+impl FlowTable for EvFlows {
+    type Reg = evmap::ReadHandle<FlowKey, EvRecord, (), FlowBuild>;
+    fn register(&self) -> Self::Reg {
+        self.factory.handle()
+    }
+    #[inline]
+    fn lookup(&self, reg: &Self::Reg, key: &FlowKey) -> Option<(u64, u64)> {
+        reg.get_one(key).map(|r| r.0.seen())
+    }
+    fn insert(&self, _: &Self::Reg, key: FlowKey, rec: FlowRecord) {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        w.update(key, EvRecord(Box::new(rec)));
+        w.refresh();
+    }
+    fn remove(&self, reg: &Self::Reg, key: &FlowKey) -> bool {
+        let present = reg.contains_key(key);
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        w.empty(*key);
+        w.refresh();
+        present
+    }
+    fn len(&self, reg: &Self::Reg) -> u64 {
+        reg.len() as u64
+    }
+}
+
 /// liburcu's rculfhash. The C table keeps its own copy of the record's fields; the Rust record
 /// is dropped on insertion (and counted there), the C node is counted when its grace period
 /// has freed it.
@@ -258,6 +419,10 @@ pub(super) enum AnyMap {
     Dash(DashFlows),
     Papaya(PapayaFlows),
     Flurry(FlurryFlows),
+    Pl(PlFlows),
+    Scc(SccFlows),
+    SccIndex(SccIndexFlows),
+    Ev(EvFlows),
     #[cfg(feature = "c-peers")]
     Lfht(crate::c_peers::Lfht),
 }
@@ -272,6 +437,10 @@ macro_rules! with_map {
             AnyMap::Dash($t) => $body,
             AnyMap::Papaya($t) => $body,
             AnyMap::Flurry($t) => $body,
+            AnyMap::Pl($t) => $body,
+            AnyMap::Scc($t) => $body,
+            AnyMap::SccIndex($t) => $body,
+            AnyMap::Ev($t) => $body,
             #[cfg(feature = "c-peers")]
             AnyMap::Lfht($t) => $body,
         }
@@ -306,6 +475,16 @@ impl AnyMap {
             MapId::Flurry => AnyMap::Flurry(flurry::HashMap::with_capacity_and_hasher(
                 capacity, FlowBuild,
             )),
+            MapId::PlRwlockHashbrown => AnyMap::Pl(parking_lot::RwLock::new(
+                hashbrown::HashMap::with_capacity_and_hasher(capacity, FlowBuild),
+            )),
+            MapId::SccHashmap => {
+                AnyMap::Scc(scc::HashMap::with_capacity_and_hasher(capacity, FlowBuild))
+            }
+            MapId::SccHashindex => AnyMap::SccIndex(scc::HashIndex::with_capacity_and_hasher(
+                capacity, FlowBuild,
+            )),
+            MapId::Evmap => AnyMap::Ev(EvFlows::new()),
             #[cfg(feature = "c-peers")]
             MapId::Rculfhash => AnyMap::Lfht(
                 crate::c_peers::Lfht::new(capacity as u64)
@@ -323,6 +502,24 @@ impl AnyMap {
                 let deadline = Instant::now() + Duration::from_secs(10);
                 while rcu.stats().callbacks_pending > 0 && Instant::now() < deadline {
                     rcu.barrier();
+                }
+                dropped.load(Relaxed)
+            }
+            AnyMap::SccIndex(map) => {
+                // scc reclaims removed entries through its own epoch collector (sdd): let it
+                // advance until no more records are freed.
+                drop(map);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                let mut last = (dropped.load(Relaxed), Instant::now());
+                while Instant::now() < deadline && last.1.elapsed() < Duration::from_millis(200) {
+                    let guard = scc::ebr::Guard::new();
+                    guard.accelerate();
+                    drop(guard);
+                    std::thread::sleep(Duration::from_millis(1));
+                    let now = dropped.load(Relaxed);
+                    if now != last.0 {
+                        last = (now, Instant::now());
+                    }
                 }
                 dropped.load(Relaxed)
             }

@@ -84,8 +84,8 @@ use std::time::Duration;
 /// File stem and subcommand name.
 pub const NAME: &str = "netfilter";
 
-/// Schemes the experiment knows but this build cannot run yet (none: every scheme of the
-/// issue runs).
+/// Schemes the experiment knows but this build cannot run yet (none: every scheme it
+/// compares runs).
 pub const UNAVAILABLE: &[Unavailable] = &[];
 
 /// Settings.
@@ -149,7 +149,7 @@ pub struct Args {
     pub readers: Option<usize>,
     /// Length of the sustained-update and reader-only phases, e.g. 500ms or 2s
     /// [default: 300ms quick, 2s full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub phase: Option<Duration>,
     /// Interleaved rounds of the per-addition timing (every scheme but rcu-sync)
     /// [default: 5 quick, 7 full]

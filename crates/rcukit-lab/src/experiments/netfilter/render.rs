@@ -41,30 +41,55 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
 /// The seed's figures beside ours.
 fn seed_table(r: &Report) -> String {
     let seed = &r.seed;
-    let base = r.baseline.id();
-    let get = |id| r.scheme(id);
-    let ours = |id: SchemeId| {
-        get(id)
-            .map(|s| {
-                format!(
-                    "{} / {base} = {} / {} ms = {}",
-                    id.id(),
-                    report::num(s.update_ms_total),
-                    report::num(get(r.baseline).map_or(f64::NAN, |b| b.update_ms_total)),
-                    report::ratio(s.vs_baseline.update_time)
-                )
-            })
-            .unwrap_or_else(|| "not run".into())
-    };
     let mut side = Table::new(&["comparison", "seed (kernel)", "ours (this run)"]);
+    side.row(current_row(r));
     side.row(vec![
+        "synchronize / current".into(),
+        format!(
+            "{:.0} / {:.0} ms = {:.2}x",
+            seed.synchronize_rcu_ms, seed.current_ms, seed.synchronize_ratio
+        ),
+        ours_vs_baseline(r, SchemeId::RcuSync),
+    ]);
+    side.row(vec![
+        "expedited / current".into(),
+        format!(
+            "{:.0} / {:.0} ms = {:.2}x",
+            seed.expedited_ms, seed.current_ms, seed.expedited_ratio
+        ),
+        ours_vs_baseline(r, SchemeId::RcuExpedited),
+    ]);
+    side.row(vec![
+        "time synchronize adds to each addition".into(),
+        format!(
+            "{:+.2} ms per addition",
+            (seed.synchronize_rcu_ms - seed.current_ms) / f64::from(SEED_ADDITIONS)
+        ),
+        added_per_addition(r, SchemeId::RcuSync),
+    ]);
+    side.row(vec![
+        "time expedited adds to each addition".into(),
+        format!(
+            "{:+.3} ms per addition",
+            (seed.expedited_ms - seed.current_ms) / f64::from(SEED_ADDITIONS)
+        ),
+        added_per_addition(r, SchemeId::RcuExpedited),
+    ]);
+    side.row(history_row(r));
+    side.to_markdown()
+}
+
+/// The seed table's first row: the current scheme's update time, the seed's and ours.
+fn current_row(r: &Report) -> Vec<String> {
+    let (seed, base) = (&r.seed, r.baseline.id());
+    vec![
         format!("current, {} additions", r.config.additions),
         format!(
             "xt_recseq: {:.0} ms for {SEED_ADDITIONS} ({:.2} ms each, mostly starting `iptables`)",
             seed.current_ms,
             seed.current_ms / f64::from(SEED_ADDITIONS)
         ),
-        get(r.baseline)
+        r.scheme(r.baseline)
             .map(|b| {
                 format!(
                     "{base}: {} ms ({} µs each, p50 {} µs)",
@@ -74,54 +99,47 @@ fn seed_table(r: &Report) -> String {
                 )
             })
             .unwrap_or_else(|| "not run".into()),
-    ]);
-    side.row(vec![
-        "synchronize / current".into(),
-        format!(
-            "{:.0} / {:.0} ms = {:.2}x",
-            seed.synchronize_rcu_ms, seed.current_ms, seed.synchronize_ratio
-        ),
-        ours(SchemeId::RcuSync),
-    ]);
-    side.row(vec![
-        "expedited / current".into(),
-        format!(
-            "{:.0} / {:.0} ms = {:.2}x",
-            seed.expedited_ms, seed.current_ms, seed.expedited_ratio
-        ),
-        ours(SchemeId::RcuExpedited),
-    ]);
-    let extra = |id: SchemeId| match (get(id), get(r.baseline)) {
+    ]
+}
+
+/// Our figure for `id` against the baseline: both update times and their ratio.
+fn ours_vs_baseline(r: &Report, id: SchemeId) -> String {
+    let base = r.baseline.id();
+    r.scheme(id)
+        .map(|s| {
+            format!(
+                "{} / {base} = {} / {} ms = {}",
+                id.id(),
+                report::num(s.update_ms_total),
+                report::num(r.scheme(r.baseline).map_or(f64::NAN, |b| b.update_ms_total)),
+                report::ratio(s.vs_baseline.update_time)
+            )
+        })
+        .unwrap_or_else(|| "not run".into())
+}
+
+/// The time `id` adds to each addition, over the baseline.
+fn added_per_addition(r: &Report, id: SchemeId) -> String {
+    match (r.scheme(id), r.scheme(r.baseline)) {
         (Some(s), Some(b)) => format!(
-            "{:+.3} ms per addition ({} − {base})",
+            "{:+.3} ms per addition ({} − {})",
             (s.update_ms_total - b.update_ms_total) / r.config.additions as f64,
-            id.id()
+            id.id(),
+            r.baseline.id()
         ),
         _ => "not run".into(),
-    };
-    side.row(vec![
-        "time synchronize adds to each addition".into(),
-        format!(
-            "{:+.2} ms per addition",
-            (seed.synchronize_rcu_ms - seed.current_ms) / f64::from(SEED_ADDITIONS)
-        ),
-        extra(SchemeId::RcuSync),
-    ]);
-    side.row(vec![
-        "time expedited adds to each addition".into(),
-        format!(
-            "{:+.3} ms per addition",
-            (seed.expedited_ms - seed.current_ms) / f64::from(SEED_ADDITIONS)
-        ),
-        extra(SchemeId::RcuExpedited),
-    ]);
-    side.row(vec![
+    }
+}
+
+/// The seed table's last row: RCU against the rwlock, in the kernel's history and here.
+fn history_row(r: &Report) -> Vec<String> {
+    vec![
         "RCU (2.6.30-rc1) / rwlock (2.6.29)".into(),
         format!(
             "{HISTORY_RCU_S:.1} / {HISTORY_RWLOCK_S:.1} s = {:.0}x",
-            seed.history_rcu_vs_rwlock_ratio
+            r.seed.history_rcu_vs_rwlock_ratio
         ),
-        match (get(SchemeId::RcuSync), get(SchemeId::RwlockCopy)) {
+        match (r.scheme(SchemeId::RcuSync), r.scheme(SchemeId::RwlockCopy)) {
             (Some(s), Some(c)) => format!(
                 "rcu-sync / rwlock-copy = {} / {} ms = {}",
                 report::num(s.update_ms_total),
@@ -130,8 +148,7 @@ fn seed_table(r: &Report) -> String {
             ),
             _ => "not run".into(),
         },
-    ]);
-    side.to_markdown()
+    ]
 }
 
 /// Where the seed's figures come from, and how ours compare.

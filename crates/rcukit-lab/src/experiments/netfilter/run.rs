@@ -246,35 +246,18 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
             })?);
         }
         std::thread::sleep(cfg.warmup);
-        // Phase 1: the seed's timed additions.
-        let (c0, t0) = (measure::sum(&counters), Instant::now());
-        for i in 0..cfg.additions {
-            let start = Instant::now();
-            table.update(Op::Append(Rule::added(i + 1)));
-            update_times.push(measure::us(start.elapsed()));
-        }
-        let (c1, t1) = (measure::sum(&counters), Instant::now());
-        // Phase 2: sustained updates, an addition and a removal at a time, as fast as the
-        // scheme lets the writer go.
-        let extra = Rule::added(cfg.additions + 1);
-        while t1.elapsed() < cfg.phase || sustained_updates % 2 == 1 {
-            let op = if sustained_updates % 2 == 0 {
-                Op::Append(extra)
-            } else {
-                Op::RemoveLast
-            };
-            table.update(op);
-            sustained_updates += 1;
-        }
-        let (c2, t2) = (measure::sum(&counters), Instant::now());
-        // Phase 3: readers alone.
-        std::thread::sleep(cfg.phase);
-        let (c3, t3) = (measure::sum(&counters), Instant::now());
+        let phases = writer_phases(
+            cfg,
+            table,
+            &counters,
+            &mut update_times,
+            &mut sustained_updates,
+        );
         stop.stop();
         for h in handles {
             join(h)?;
         }
-        Ok([(c1 - c0, t1 - t0), (c2 - c1, t2 - t1), (c3 - c2, t3 - t2)])
+        Ok(phases)
     })?;
     let final_rules = table.finish();
     let [(additions, window), (sustained, sustained_len), (alone, alone_len)] = phases;
@@ -300,6 +283,40 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
         final_rules,
         wrong_verdicts: wrong.load(Relaxed),
     })
+}
+
+/// The writer's three phases while the readers run: the seed's timed additions (their times
+/// into `update_times`), sustained updates (an addition and a removal at a time, as fast as
+/// the scheme lets the writer go; counted in `sustained_updates`), then the readers alone.
+/// Returns each phase's lookups and length.
+fn writer_phases(
+    cfg: &Config,
+    table: &dyn RuleTable,
+    counters: &[Counter],
+    update_times: &mut Vec<f64>,
+    sustained_updates: &mut u64,
+) -> [(u64, Duration); 3] {
+    let (c0, t0) = (measure::sum(counters), Instant::now());
+    for i in 0..cfg.additions {
+        let start = Instant::now();
+        table.update(Op::Append(Rule::added(i + 1)));
+        update_times.push(measure::us(start.elapsed()));
+    }
+    let (c1, t1) = (measure::sum(counters), Instant::now());
+    let extra = Rule::added(cfg.additions + 1);
+    while t1.elapsed() < cfg.phase || *sustained_updates % 2 == 1 {
+        let op = if *sustained_updates % 2 == 0 {
+            Op::Append(extra)
+        } else {
+            Op::RemoveLast
+        };
+        table.update(op);
+        *sustained_updates += 1;
+    }
+    let (c2, t2) = (measure::sum(counters), Instant::now());
+    std::thread::sleep(cfg.phase);
+    let (c3, t3) = (measure::sum(counters), Instant::now());
+    [(c1 - c0, t1 - t0), (c2 - c1, t2 - t1), (c3 - c2, t3 - t2)]
 }
 
 fn reader(

@@ -110,16 +110,16 @@ pub struct Args {
     #[arg(long)]
     pub creators: Option<usize>,
     /// Work per iteration outside the lock, e.g. 1500us [default: 1500us]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub process: Option<Duration>,
     /// Work under the lock when creating, e.g. 300us [default: 300us]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub setup: Option<Duration>,
     /// Work per namespace in teardown, e.g. 100us [default: 100us]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub exit: Option<Duration>,
     /// Measuring time per scheme [default: 1s quick, 4s full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub duration: Option<Duration>,
 }
 

@@ -63,7 +63,7 @@ use std::time::Duration;
 /// File stem and subcommand name.
 pub const NAME: &str = "peers";
 
-/// Schemes the experiment knows but this build cannot run yet (none: every peer of the issue
+/// Schemes the experiment knows but this build cannot run yet (none: every peer it compares
 /// runs).
 pub const UNAVAILABLE: &[Unavailable] = &[];
 
@@ -165,10 +165,10 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub read_threads: Vec<usize>,
     /// Measuring time per read-side point and round [default: 30ms quick, 200ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub read_time: Option<Duration>,
     /// Measuring time per grace-period peer and round [default: 80ms quick, 400ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub gp_time: Option<Duration>,
     /// Objects queued per retire-throughput peer and round [default: 200000 quick, 1000000 full]
     #[arg(long)]
@@ -177,7 +177,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub shape_readers: Vec<usize>,
     /// Measuring time per shape point and round [default: 150ms quick, 600ms full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub shape_time: Option<Duration>,
     /// Interleaved rounds per figure; medians and min-max are reported [default: 5 quick, 7 full]
     #[arg(long)]

@@ -235,19 +235,42 @@ impl ReadState {
 
     /// `iters` read-side sections of `peer`; a tight, monomorphic loop per peer.
     pub(super) fn chunk(&self, peer: ReadPeer, iters: u64, local: &mut ReadLocal<'_>) -> u64 {
-        let mut sum = 0u64;
         match peer {
             ReadPeer::PlainLoad => {
+                let mut sum = 0u64;
                 for _ in 0..iters {
                     // SAFETY: the pointee lives as long as `self` and is never written.
                     sum += unsafe { *black_box(&self.plain).load(Acquire) };
                 }
+                sum
             }
+            ReadPeer::RcukitQsbr => self.qsbr_chunk(iters, local),
+            ReadPeer::RcukitOwned | ReadPeer::ArcSwapFull | ReadPeer::SeizeOwned => {
+                self.owned_chunk(peer, iters)
+            }
+            ReadPeer::RcukitGlobal
+            | ReadPeer::RcukitDomain
+            | ReadPeer::RcukitRcucell
+            | ReadPeer::RcukitRecseq
+            | ReadPeer::RcukitPercpuRwlock => self.rcukit_chunk(peer, iters),
+            #[cfg(feature = "c-peers")]
+            ReadPeer::UrcuMemb | ReadPeer::UrcuQsbr | ReadPeer::CkEpoch => {
+                self.c_chunk(peer, iters)
+            }
+            _ => self.peer_chunk(peer, iters),
+        }
+    }
+
+    /// [`chunk`](Self::chunk) for rcukit's guards of a domain, its cell, and its locks.
+    fn rcukit_chunk(&self, peer: ReadPeer, iters: u64) -> u64 {
+        let mut sum = 0u64;
+        match peer {
             ReadPeer::RcukitGlobal => {
                 for _ in 0..iters {
                     // As the README writes it: the global domain looked up in every section.
                     let _g = Rcu::global().read();
-                    // SAFETY: as above (the pointer is never replaced during the run).
+                    // SAFETY: the pointee lives as long as `self`, is never written, and the
+                    // pointer is never replaced during the run.
                     sum += unsafe { *black_box(&self.plain).load(Acquire) };
                 }
             }
@@ -265,10 +288,6 @@ impl ReadState {
                     sum += *black_box(cell).load(&g);
                 }
             }
-            ReadPeer::RcukitQsbr => sum = self.qsbr_chunk(iters, local),
-            ReadPeer::RcukitOwned | ReadPeer::ArcSwapFull | ReadPeer::SeizeOwned => {
-                sum = self.owned_chunk(peer, iters);
-            }
             ReadPeer::RcukitRecseq => {
                 for _ in 0..iters {
                     sum += *black_box(&self.recseq).read();
@@ -279,6 +298,16 @@ impl ReadState {
                     sum += *black_box(&self.percpu).read();
                 }
             }
+            _ => unreachable!("not an rcukit peer with guards: {peer:?}"),
+        }
+        sum
+    }
+
+    /// [`chunk`](Self::chunk) for the peers outside rcukit: crossbeam-epoch, arc-swap, seize
+    /// and the two locks.
+    fn peer_chunk(&self, peer: ReadPeer, iters: u64) -> u64 {
+        let mut sum = 0u64;
+        match peer {
             ReadPeer::CrossbeamEpoch => {
                 for _ in 0..iters {
                     let g = epoch::pin();
@@ -313,10 +342,7 @@ impl ReadState {
                     };
                 }
             }
-            #[cfg(feature = "c-peers")]
-            ReadPeer::UrcuMemb | ReadPeer::UrcuQsbr | ReadPeer::CkEpoch => {
-                sum = self.c_chunk(peer, iters);
-            }
+            _ => unreachable!("not a peer outside rcukit: {peer:?}"),
         }
         sum
     }

@@ -24,6 +24,23 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
             "not in this build (`--features c-peers`)"
         }
     ));
+    md.push_str(&parts_markdown(r));
+    md.push_str(&unavailable_note(&r.not_available));
+    Ok(Rendered {
+        markdown: md,
+        // The plot shows the first three parts; a run of the shape alone has none.
+        svg: if r.read.is_empty() && r.grace_period.is_empty() && r.retire.is_empty() {
+            None
+        } else {
+            Some(svg(r)?)
+        },
+        headlines: headlines(r),
+    })
+}
+
+/// The section of every part that ran: title, table, notes.
+fn parts_markdown(r: &Report) -> String {
+    let mut md = String::new();
     if !r.read.is_empty() {
         md.push_str("### Read-side cost (ns per section: enter, load, read, leave)\n\n");
         md.push_str(&read_table(r));
@@ -41,10 +58,9 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
         md.push_str(&gp_table(r));
         md.push_str(
             "\nA QSBR reader is inside a read-side section whenever it is online, so a QSBR \
-             grace period also waits while the scheduler has preempted the busy reader \
-             (`rcukit::qsbr`, \"Preemption\"); an `Rcu` grace period waits only for a reader \
-             preempted inside its short section. On a busy machine the QSBR rows therefore \
-             include scheduler time slices.\n",
+             grace period also waits while the scheduler has preempted the busy reader; an \
+             `Rcu` grace period waits only for a reader preempted inside its short section. On \
+             a busy machine the QSBR rows therefore include scheduler time slices.\n",
         );
     }
     if !r.retire.is_empty() {
@@ -56,31 +72,27 @@ pub(super) fn render(r: &Report) -> Result<Rendered> {
         md.push_str(&retire_table(r));
     }
     if !r.shapes.is_empty() {
-        md.push_str(&format!(
-            "\n### liburcu's benchmark shape: N readers + 1 writer ({} per point and round)\n\n",
-            report::num(r.config.shape_time.as_secs_f64() * 1e3) + " ms"
-        ));
-        md.push_str(&shapes_table(r));
-        md.push_str(
-            "\nReaders run back-to-back sections that dereference a shared pointer and check \
-             the value (QSBR readers: a quiescent state every 1,024 sections); the writer loops \
-             publish → wait → poison and free. `vs liburcu` divides by the liburcu flavor's \
-             figure of the same round (memb for `Rcu` and `RcuCell`, qsbr for `Qsbr`); `worst` \
-             is the smallest of those round ratios. Writer CPU is `getrusage(RUSAGE_THREAD)` \
-             per grace period: a writer that spins while its reader waits for a core shows it.\n",
-        );
+        md.push_str(&shapes_section(r));
     }
-    md.push_str(&unavailable_note(&r.not_available));
-    Ok(Rendered {
-        markdown: md,
-        // The plot shows the first three parts; a run of the shape alone has none.
-        svg: if r.read.is_empty() && r.grace_period.is_empty() && r.retire.is_empty() {
-            None
-        } else {
-            Some(svg(r)?)
-        },
-        headlines: headlines(r),
-    })
+    md
+}
+
+/// liburcu's benchmark shape: title, table, notes.
+fn shapes_section(r: &Report) -> String {
+    let mut md = format!(
+        "\n### liburcu's benchmark shape: N readers + 1 writer ({} ms per point and round)\n\n",
+        report::num(r.config.shape_time.as_secs_f64() * 1e3)
+    );
+    md.push_str(&shapes_table(r));
+    md.push_str(
+        "\nReaders run back-to-back sections that dereference a shared pointer and check the \
+         value (QSBR readers: a quiescent state every 1,024 sections); the writer loops publish \
+         → wait → poison and free. `vs liburcu` divides by the liburcu flavor's figure of the \
+         same round (memb for `Rcu` and `RcuCell`, qsbr for `Qsbr`); `worst` is the smallest of \
+         those round ratios. Writer CPU is `getrusage(RUSAGE_THREAD)` per grace period: a writer \
+         that spins while its reader waits for a core shows it.\n",
+    );
+    md
 }
 
 /// Read-side cost per peer and thread count.

@@ -99,25 +99,31 @@ impl Drop for Obj {
     }
 }
 
+/// Retire `n` objects into a domain of its own and wait until every one is dropped. The domain
+/// is started before the clock and stopped after it: starting and stopping a domain's threads
+/// is not retiring (crossbeam's and seize's collectors have no threads; ck's and liburcu's
+/// state is the process's).
+fn retire_rcukit(n: u64) -> Result<Duration> {
+    let rcu = Rcu::builder().name("lab-peers-retire").build()?;
+    let start = Instant::now();
+    for i in 0..n {
+        rcu.retire(Box::new(Obj::new(i)));
+    }
+    while rcu.stats().callbacks_pending > 0 {
+        rcu.barrier();
+    }
+    let elapsed = start.elapsed();
+    drop(rcu);
+    Ok(elapsed)
+}
+
 pub(super) fn measure_retire(n: u64, peer: RetirePeer) -> Result<(u64, Duration)> {
     let freed_before = FREED.load(Relaxed);
     let freed = || FREED.load(Relaxed) - freed_before;
     let start = Instant::now();
     match peer {
         RetirePeer::Rcukit => {
-            // A domain of its own per round, started before the clock and stopped after it:
-            // starting and stopping a domain's threads is not retiring (crossbeam's and seize's
-            // collectors have no threads; ck's and liburcu's state is the process's).
-            let rcu = Rcu::builder().name("lab-peers-retire").build()?;
-            let start = Instant::now();
-            for i in 0..n {
-                rcu.retire(Box::new(Obj::new(i)));
-            }
-            while rcu.stats().callbacks_pending > 0 {
-                rcu.barrier();
-            }
-            let elapsed = start.elapsed();
-            drop(rcu);
+            let elapsed = retire_rcukit(n)?;
             return Ok((freed(), elapsed));
         }
         RetirePeer::CrossbeamEpoch => {

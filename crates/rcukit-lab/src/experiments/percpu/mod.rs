@@ -47,8 +47,8 @@ use std::time::Duration;
 /// File stem and subcommand name.
 pub const NAME: &str = "percpu";
 
-/// Schemes the experiment knows but this build cannot run yet (none: every scheme of the
-/// issue runs).
+/// Schemes the experiment knows but this build cannot run yet (none: every scheme it
+/// compares runs).
 pub const UNAVAILABLE: &[Unavailable] = &[];
 
 /// Settings.
@@ -100,7 +100,7 @@ pub struct Args {
     #[arg(long)]
     pub work: Option<usize>,
     /// Measuring time per (scheme, thread count) [default: 250ms quick, 1s full]
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::args::parse_duration)]
     pub point: Option<Duration>,
 }
 

@@ -1,115 +1,4 @@
-//! [`PerCpuRwLock<T>`]: a reader-writer lock with one reader lock per slot, after the per-CPU
-//! locks Eric Dumazet gave ip_tables in 2005 ([seed 002](crate::docs::seeds)).
-//!
-//! ```
-//! use rcukit::PerCpuRwLock;
-//!
-//! let table = PerCpuRwLock::new(vec![0u64; 4]);
-//! {
-//!     let rules = table.read(); // touches only this thread's slot
-//!     assert_eq!(rules.len(), 4);
-//! }
-//! table.write().push(5); // takes every slot
-//! assert_eq!(table.read().len(), 5);
-//! ```
-//!
-//! # Why per slot
-//!
-//! A central reader-writer lock costs every reader an atomic read-modify-write on *one* cache line,
-//! which then bounces between every CPU that reads: with two readers the lock word ping-pongs on
-//! every acquisition and release, and that transfer, not the atomic itself, dominates
-//! ([seed 002](crate::docs::seeds): "the cache line containing rwlock still must be taken
-//! exclusively by each CPU"). Here each slot has its own cache-line-padded lock word. A reader uses
-//! only its thread's slot, so readers on different slots never share a line; a writer, which is
-//! rare, takes every slot in turn.
-//!
-//! # Slots and threads
-//!
-//! The kernel indexes by CPU with preemption disabled. A user thread can migrate between
-//! `lock` and `unlock`, and `lock_api`'s `unlock_shared` takes no argument, so a CPU number
-//! read at lock time could not be found again at unlock time. Instead every thread gets a
-//! *thread index* on its first lock operation. The index lives in a thread-local that has no
-//! destructor, so it is readable (and unchanged) until the thread is gone; read guards are
-//! `!Send` (`GuardNoSend`), so a guard is released on the thread that took it.
-//!
-//! Indices are dense: a thread takes the smallest index an exited thread gave back, else a new
-//! one, so the live threads hold the smallest indices. A thread whose index is below the slot
-//! count *owns* slot `index`: no other live thread uses that index, so the slot's `owned`
-//! counter has a single writer and needs no read-modify-write (the kernel's `this_cpu_inc`).
-//! Threads with larger indices (more live threads than slots) share slot `index % slots`
-//! through its `shared` counter, with atomic read-modify-writes.
-//!
-//! An index is given back at thread exit only when the thread holds no read guard on the
-//! owner path (a guard may live on in a later thread-local destructor); from then on the
-//! exiting thread itself uses the shared path. So two threads never use one `owned` counter.
-//!
-//! The slot count is fixed per lock: by default `4 × available_parallelism` rounded up to a
-//! power of two (at least 4, at most 1024), chosen on first use; or exactly what
-//! [`RawPerCpuRwLock::with_slots`] asks for. More slots means fewer threads on the shared path
-//! and a longer walk for writers.
-//!
-//! # The protocol
-//!
-//! Each slot is one cache line holding `writer` (a flag), `owned` (readers of the owning
-//! thread) and `shared` (readers of threads without a slot of their own). `light` and `heavy`
-//! are rcukit's barrier pair ([`barrier`]): a compiler fence and
-//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` where the kernel has it, `fence(SeqCst)` on
-//! both sides otherwise.
-//!
-//! ```text
-//! lock_shared (owner):   n = owned; if n > 0 { owned = n + 1; done }      (nested)
-//!                        R1 owned = 1; R2 light; R3 if writer { owned = 0; wait !writer; retry }
-//! lock_shared (shared):  R1 shared.fetch_add(1); R2 light; R3 if writer { fetch_sub; wait; retry }
-//! unlock_shared:         owned = n - 1 (Release) / shared.fetch_sub(1, Release)
-//! lock_exclusive:        W1 for each slot in order: CAS writer false -> true (waits for writers)
-//!                        W2 heavy
-//!                        W3 for each slot: wait until owned == 0 and shared == 0 (Acquire)
-//! unlock_exclusive:      for each slot: writer = false (Release)
-//! ```
-//!
-//! # Why it is correct
-//!
-//! *Exclusion.* For a reader's R1-R3 and a writer's W1-W3 on the same slot, the barrier pair
-//! orders R2 and W2 one way or the other (the store-buffering argument of
-//! [`reader`](crate::reader)). If W2 comes first, R3 sees `writer` set and the reader backs
-//! off before touching the data. If R2 comes first, W3 sees R1's count (or a later value), so
-//! the writer waits until the reader's `Release` decrement, which then happens-before the
-//! writer's critical section. Either way the two never overlap. Writers serialize on the
-//! `writer` flags, taken in slot order (so two writers cannot deadlock).
-//!
-//! *Ordering.* The writer's `Release` clear of `writer` is read by a reader's wait (`Acquire`)
-//! before its retry, and the reader's `Release` decrement by the writer's W3: each critical
-//! section happens-before the next conflicting one.
-//!
-//! *Writers get in among busy readers.* Once `writer` is set, new readers of that slot back
-//! off, so the counts can only fall; each reader section is finite.
-//!
-//! *Readers get in among busy writers.* A reader that backed off counts itself in the slot's
-//! `waiting`; a writer yields (a bounded number of times) while any reader waits before it
-//! takes the flags, so a writer that unlocks and locks again in a loop does not shut readers
-//! out for good.
-//!
-//! *Cost.* An outermost read is a store, a compiler fence and a load, all on the reader's own
-//! cache line, and the unlock is one store: no atomic read-modify-write, no fence instruction
-//! (with membarrier). A writer pays one membarrier, a few microseconds: the asymmetry of the
-//! kernel's `percpu_rw_semaphore`, whose readers skip the barrier unless a writer is pending.
-//!
-//! *Recursion.* A thread may take a read guard of a lock while it holds one of the same lock,
-//! on either path, even while a writer waits: a nested read never looks at the writer flag,
-//! since the outer read already keeps every writer out of its critical section (the writer
-//! waits for the outer read's count anyway). On the owner path the slot's `owned` counter
-//! shows the nesting (only this thread writes it). On the shared path the counter is shared, so
-//! each thread keeps its own tally of the shared-path read guards it holds, per lock, in a
-//! thread-local table (`SharedHolds`): a lookup among the few locks the thread holds right
-//! now. Without that, a writer arriving between the two acquisitions would wait for the first
-//! while the second waited for the writer, on the shared path only: code that passed its
-//! tests on threads that own their slots would deadlock in production with more threads. A
-//! write while holding a read guard of the same lock deadlocks, as with every reader-writer
-//! lock.
-//!
-//! A writer waiting for readers spins, then yields, then sleeps in growing naps of at most one
-//! millisecond. A reader waiting out a writer only spins and yields: writer sections are short,
-//! and a sleeping reader would miss the gaps between back-to-back writers.
+#![doc = include_str!("README.md")]
 
 mod threads;
 
@@ -124,7 +13,7 @@ use threads::thread_index;
 pub(crate) use threads::Path;
 
 /// Most slots a lock may have.
-pub const MAX_SLOTS: usize = 1024;
+pub(crate) const MAX_SLOTS: usize = 1024;
 
 /// How many times a writer yields to readers that are waiting to retry before it takes the
 /// slots anyway.
@@ -147,7 +36,7 @@ struct SlotState {
 type Slot = CachePadded<SlotState>;
 
 /// The default slot count: `4 × available_parallelism`, a power of two in `4..=MAX_SLOTS`.
-pub fn default_slots() -> usize {
+pub(crate) fn default_slots() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cpus.saturating_mul(4))
         .next_power_of_two()
@@ -547,8 +436,9 @@ unsafe impl lock_api::RawRwLockDowngrade for RawPerCpuRwLock {
     }
 }
 
-/// A reader-writer lock with one reader lock per slot: readers touch only their thread's
-/// slot, writers take every slot. See the [module documentation](self).
+/// A reader-writer lock with one reader lock per slot: readers touch only their thread's slot,
+/// writers take every slot. See the [module
+/// documentation](crate::docs::internal::locks::percpu_rwlock).
 ///
 /// This is `lock_api::RwLock`, so it has the usual guards, `read`, `write`, `try_read`,
 /// `try_write`, `get_mut`, `into_inner` and (through

@@ -1,6 +1,7 @@
-//! The thread side of [`PerCpuRwLock`](crate::PerCpuRwLock): each thread's index (which slot
-//! it reads through, and on which path), and its tally of the read guards it holds (see *Slots
-//! and threads* and *Recursion* in the [lock's documentation](super)).
+//! The thread side of [`PerCpuRwLock`](crate::PerCpuRwLock): each thread's index (which slot it
+//! reads through, and on which path), and its tally of the read guards it holds (see *Slots and
+//! threads* and *Recursion* in the [lock's
+//! documentation](crate::docs::internal::locks::percpu_rwlock)).
 //!
 //! An index is dense and recycled: a thread takes the smallest index an exited thread gave
 //! back, else a new one. It is given back at thread exit only when the thread holds no read

@@ -1,0 +1,137 @@
+/*
+ * The grace-period guarantee, as liburcu's test_urcu checks it: readers assert that the
+ * object they read has not been poisoned; the writer replaces it, waits for a grace period
+ * (or queues a callback), then poisons and frees the old one.
+ *
+ *   grace_period WAIT DOMAIN
+ *   WAIT:   sync | expedited | cond | poll | call | owned
+ *   DOMAIN: global | own
+ */
+#include "check.h"
+#include <rcukit/rcukit.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+
+enum { LIVE = 0x600d, POISON = 0xdead, READERS = 2 };
+
+struct obj {
+    int value;
+    rcukit_head head;
+};
+
+static rcukit_domain *domain;
+static _Atomic(struct obj *) current;
+static atomic_bool stop;
+static atomic_long reads;
+static atomic_long freed;
+static int owned_readers;
+
+static void poison_and_free(rcukit_head *head) {
+    struct obj *obj = (struct obj *)((char *)head - offsetof(struct obj, head));
+    CHECK_EQ(obj->value, LIVE);
+    obj->value = POISON;
+    free(obj);
+    atomic_fetch_add(&freed, 1);
+}
+
+static void read_once(void) {
+    struct obj *obj = atomic_load_explicit(&current, memory_order_acquire);
+    CHECK_EQ(obj->value, LIVE);
+    atomic_fetch_add_explicit(&reads, 1, memory_order_relaxed);
+}
+
+static void *reader(void *arg) {
+    (void)arg;
+    /* At least one pass, however late the scheduler runs this thread. */
+    do {
+        if (owned_readers) {
+            rcukit_owned_guard section = rcukit_read_owned_begin(domain);
+            read_once();
+            rcukit_read_owned_end(&section);
+        } else {
+            rcukit_guard outer = rcukit_read_lock(domain);
+            CHECK(rcukit_is_reading(domain));
+            read_once();
+            rcukit_guard inner = rcukit_read_lock(domain); /* nesting */
+            read_once();
+            rcukit_read_unlock(&outer); /* out of order: the section ends with the last one */
+            CHECK(rcukit_is_reading(domain));
+            read_once();
+            rcukit_read_unlock(&inner);
+            CHECK(!rcukit_is_reading(domain));
+        }
+    } while (!atomic_load_explicit(&stop, memory_order_relaxed));
+    return NULL;
+}
+
+static struct obj *fresh(void) {
+    struct obj *obj = malloc(sizeof *obj);
+    CHECK(obj != NULL);
+    obj->value = LIVE;
+    return obj;
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 3);
+    const char *wait = argv[1];
+    if (strcmp(argv[2], "global") == 0) {
+        domain = rcukit_global();
+    } else {
+        rcukit_config *config = rcukit_config_new();
+        CHECK(rcukit_config_set_name(config, "grace-period-test") == RCUKIT_OK);
+        domain = rcukit_domain_new(config);
+        rcukit_config_free(config);
+        CHECK(domain != NULL);
+    }
+    owned_readers = strcmp(wait, "owned") == 0;
+    atomic_store(&current, fresh());
+
+    pthread_t threads[READERS];
+    for (int i = 0; i < READERS; i++) threads[i] = spawn(reader, NULL);
+
+    long updates = 2000; /* expedited, owned */
+    if (strcmp(wait, "sync") == 0) updates = 200;
+    if (strcmp(wait, "cond") == 0 || strcmp(wait, "poll") == 0) updates = 400;
+    if (strcmp(wait, "call") == 0) updates = 20000;
+    for (long i = 0; i < updates; i++) {
+        struct obj *old = atomic_exchange(&current, fresh());
+        if (strcmp(wait, "call") == 0) {
+            rcukit_call(domain, &old->head, poison_and_free);
+            continue;
+        }
+        if (strcmp(wait, "sync") == 0) {
+            rcukit_synchronize(domain);
+        } else if (strcmp(wait, "expedited") == 0 || strcmp(wait, "owned") == 0) {
+            rcukit_synchronize_expedited(domain);
+        } else if (strcmp(wait, "cond") == 0) {
+            rcukit_cookie cookie = rcukit_get_state(domain);
+            if (i % 2) rcukit_cond_synchronize_expedited(domain, cookie);
+            else rcukit_cond_synchronize(domain, cookie);
+            CHECK(rcukit_poll(domain, cookie));
+        } else if (strcmp(wait, "poll") == 0) {
+            rcukit_cookie cookie =
+                i % 2 ? rcukit_start_poll_expedited(domain) : rcukit_start_poll(domain);
+            while (!rcukit_poll(domain, cookie)) sleep_ms(0);
+        } else {
+            fprintf(stderr, "unknown wait '%s'\n", wait);
+            return 2;
+        }
+        poison_and_free(&old->head);
+    }
+    if (strcmp(wait, "call") == 0) {
+        rcukit_barrier(domain);
+        CHECK_EQ(atomic_load(&freed), updates);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < READERS; i++) pthread_join(threads[i], NULL);
+    CHECK(atomic_load(&reads) > 0);
+
+    rcukit_stats stats;
+    rcukit_domain_stats(domain, &stats);
+    CHECK(stats.normal_gps + stats.expedited_gps > 0);
+    if (strcmp(wait, "call") == 0) CHECK(stats.callbacks_invoked >= (uint64_t)updates);
+    if (domain != rcukit_global()) rcukit_domain_free(domain);
+    printf("ok: %ld updates, %ld reads\n", updates, atomic_load(&reads));
+    return 0;
+}

@@ -1,0 +1,309 @@
+//! The C API from C: programs in `tests/c/`, compiled by the system C compiler against the
+//! installed header and library (see `rcukit-c-harness`), each run in a child process.
+//!
+//! They check the grace-period guarantee (readers assert that what they read was not freed,
+//! as liburcu's `test_urcu` does), callback chains and barriers, owned sections crossing
+//! threads, QSBR, cookies, `fork()`, thread exit, configuration errors, and misuse aborting
+//! with its message. Every program is bounded (a few seconds) and killed if it hangs.
+
+use rcukit_c_harness::{self as harness, Ran};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A hung program is killed after this long (they take a second or two; a loaded machine and
+/// debug builds of the libraries make some much slower).
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// `tests/c/NAME.c`, compiled once against the shared library (`static`: against
+/// `librcukit.a`).
+fn program(name: &str, linking: Linking) -> PathBuf {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let key = format!("{name}-{linking:?}");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = built.get_or_insert_with(HashMap::new).get(&key) {
+        return path.clone();
+    }
+    let staged = harness::staged();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let args = match linking {
+        Linking::Shared => staged.rcukit_shared_args(),
+        Linking::Static => staged.rcukit_static_args(),
+    };
+    let path = harness::compile(&key, &[source], &args);
+    built
+        .get_or_insert_with(HashMap::new)
+        .insert(key, path.clone());
+    path
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Linking {
+    Shared,
+    Static,
+}
+
+fn run(name: &str, args: &[&str]) -> Ran {
+    harness::run(&program(name, Linking::Shared), args, &[], LIMIT)
+}
+
+#[track_caller]
+fn passes(name: &str, args: &[&str]) {
+    run(name, args).assert_success(&format!("{name} {}", args.join(" ")));
+}
+
+/// Run a misuse case and check that it aborted (SIGABRT) with every one of `messages` on
+/// standard error.
+#[track_caller]
+fn aborts(case: &str, messages: &[&str]) {
+    let ran = run("misuse", &[case]);
+    assert_eq!(
+        ran.signal(),
+        Some(libc_sigabrt()),
+        "misuse {case}: expected an abort, got {:?}\n--- stdout\n{}--- stderr\n{}",
+        ran.status,
+        ran.stdout,
+        ran.stderr
+    );
+    for message in messages {
+        assert!(
+            ran.stderr.contains(message),
+            "misuse {case}: standard error lacks {message:?}:\n{}",
+            ran.stderr
+        );
+    }
+}
+
+fn libc_sigabrt() -> i32 {
+    6
+}
+
+#[test]
+fn grace_periods_protect_readers_normal() {
+    passes("grace_period", &["sync", "own"]);
+}
+
+#[test]
+fn grace_periods_protect_readers_expedited_global_domain() {
+    passes("grace_period", &["expedited", "global"]);
+}
+
+#[test]
+fn grace_periods_protect_readers_cond_synchronize() {
+    passes("grace_period", &["cond", "own"]);
+}
+
+#[test]
+fn grace_periods_protect_readers_polled_cookies() {
+    passes("grace_period", &["poll", "own"]);
+}
+
+#[test]
+fn callbacks_free_only_after_readers_are_done() {
+    passes("grace_period", &["call", "own"]);
+}
+
+#[test]
+fn grace_periods_wait_for_owned_sections() {
+    passes("grace_period", &["owned", "own"]);
+}
+
+#[test]
+fn the_static_library_works_too() {
+    let program = program("grace_period", Linking::Static);
+    harness::run(&program, &["expedited", "own"], &[], LIMIT)
+        .assert_success("grace_period (static) expedited own");
+}
+
+#[test]
+fn callback_chains_need_several_barriers() {
+    passes("callbacks", &["chain"]);
+}
+
+#[test]
+fn a_barrier_waits_for_every_producer() {
+    passes("callbacks", &["producers"]);
+}
+
+#[test]
+fn callbacks_of_one_thread_run_in_order() {
+    passes("callbacks", &["order"]);
+}
+
+#[test]
+fn callbacks_may_call_back_into_the_api() {
+    passes("callbacks", &["reentry"]);
+}
+
+#[test]
+fn a_callback_may_free_its_own_domain() {
+    passes("callbacks", &["free-from-callback"]);
+}
+
+#[test]
+fn owned_sections_end_on_another_thread() {
+    passes("owned", &["cross-thread"]);
+}
+
+#[test]
+fn owned_sections_outlive_their_domain_handle() {
+    passes("owned", &["outlive-domain"]);
+}
+
+#[test]
+fn qsbr_readers_are_protected_normal() {
+    passes("qsbr", &["sync"]);
+}
+
+#[test]
+fn qsbr_readers_are_protected_expedited() {
+    passes("qsbr", &["expedited"]);
+}
+
+#[test]
+fn qsbr_callbacks_wait_for_quiescent_states() {
+    passes("qsbr", &["call"]);
+}
+
+#[test]
+fn qsbr_cookies() {
+    passes("qsbr", &["poll"]);
+}
+
+#[test]
+fn a_qsbr_thread_that_exits_offline_holds_nothing() {
+    passes("qsbr", &["exit-offline"]);
+}
+
+#[test]
+fn cookies_are_values() {
+    passes("cookies", &[]);
+}
+
+#[test]
+fn forked_children_have_working_domains() {
+    passes("fork", &[]);
+}
+
+#[test]
+fn short_lived_threads_leave_nothing_behind() {
+    passes("thread_exit", &["churn"]);
+}
+
+#[test]
+fn a_thread_exiting_inside_a_section_is_reported() {
+    passes("thread_exit", &["exit-reading"]);
+}
+
+#[test]
+fn a_qsbr_thread_exiting_online_is_reported() {
+    passes("thread_exit", &["exit-online"]);
+}
+
+#[test]
+fn configuration_errors_are_status_codes() {
+    passes("config", &[]);
+}
+
+#[test]
+fn misuse_synchronize_inside_a_read_section() {
+    aborts(
+        "synchronize-in-read",
+        &[
+            "rcukit: fatal error in rcukit_synchronize(), aborting: synchronize() called",
+            "synchronize() called inside a read-side critical section of the same domain",
+        ],
+    );
+}
+
+#[test]
+fn misuse_expedited_inside_a_read_section() {
+    aborts(
+        "expedited-in-read",
+        &["synchronize_expedited() called inside a read-side critical section"],
+    );
+}
+
+#[test]
+fn misuse_barrier_inside_a_read_section() {
+    aborts(
+        "barrier-in-read",
+        &["barrier() called inside a read-side critical section"],
+    );
+}
+
+#[test]
+fn misuse_cond_synchronize_inside_a_read_section() {
+    aborts(
+        "cond-in-read",
+        &["cond_synchronize() called inside a read-side critical section"],
+    );
+}
+
+#[test]
+fn misuse_unlock_twice() {
+    aborts(
+        "unlock-twice",
+        &["rcukit_read_unlock()", "this guard is not locked"],
+    );
+}
+
+#[test]
+fn misuse_unlock_without_lock() {
+    aborts("unlock-zeroed", &["this guard is not locked"]);
+}
+
+#[test]
+fn misuse_unlock_on_another_thread() {
+    aborts("unlock-other-thread", &["locked by another thread"]);
+}
+
+#[test]
+fn misuse_owned_end_twice() {
+    aborts("owned-end-twice", &["this owned guard is not open"]);
+}
+
+#[test]
+fn misuse_foreign_cookie() {
+    aborts(
+        "foreign-cookie",
+        &["cookies are only meaningful for the domain that produced them"],
+    );
+}
+
+#[test]
+fn misuse_barrier_from_a_callback() {
+    aborts("barrier-from-callback", &["rcukit_barrier()"]);
+}
+
+#[test]
+fn misuse_free_the_global_domain() {
+    aborts("free-global", &["the global domain is never freed"]);
+}
+
+#[test]
+fn misuse_null_domain() {
+    aborts("null-domain", &["rcukit_synchronize()", "`domain` is NULL"]);
+}
+
+#[test]
+fn misuse_qsbr_synchronize_while_online() {
+    aborts(
+        "qsbr-synchronize-online",
+        &["which is online in QSBR domain", "Go offline first"],
+    );
+}
+
+#[test]
+fn misuse_qsbr_register_twice() {
+    aborts(
+        "qsbr-register-twice",
+        &["is already registered with QSBR domain"],
+    );
+}
+
+#[test]
+fn misuse_qsbr_free_with_registered_threads() {
+    aborts("qsbr-free-registered", &["still registered"]);
+}

@@ -1,0 +1,201 @@
+//! liburcu against rcukit's liburcu ABI, in the same run: `cargo run --release -p rcukit-urcu
+//! --example abi_bench [-- ROUNDS MILLISECONDS]` (default 7 rounds of 1000 ms per run). Needs
+//! Debian's liburcu-dev (`sudo scripts/install-c-peers.sh`).
+//!
+//! `examples/c/urcu_shape.c` is shaped like liburcu's `test_urcu`: N readers, M writers, a
+//! duration; it counts read-side critical sections and grace periods (`synchronize_rcu()`
+//! calls by the writers). It is compiled once per flavor against liburcu's headers without
+//! `_LGPL_SOURCE` and linked against Debian's liburcu; the *same binary* then runs on
+//! liburcu and, with `LD_LIBRARY_PATH` pointing at the installed `liburcu-rcukit`, on rcukit.
+//! Every round runs every (flavor, shape) on both libraries back to back, in an order that
+//! alternates between rounds; each pair gives a ratio rcukit/liburcu for reads/s and grace
+//! periods/s, and the table shows the medians over the rounds with their spread.
+
+use rcukit_c_harness as harness;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Flavor {
+    Memb,
+    Qsbr,
+}
+
+/// One run's rates.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rates {
+    reads: f64,
+    grace_periods: f64,
+}
+
+/// One (flavor, shape) measured on both libraries, round by round.
+struct Series {
+    flavor: Flavor,
+    shape: (u32, u32),
+    liburcu: Vec<Rates>,
+    rcukit: Vec<Rates>,
+}
+
+fn build(flavor: Flavor) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c/urcu_shape.c");
+    let (name, args) = match flavor {
+        Flavor::Memb => ("urcu_shape-memb", vec!["-lurcu".to_string()]),
+        Flavor::Qsbr => (
+            "urcu_shape-qsbr",
+            vec!["-DQSBR".to_string(), "-lurcu-qsbr".to_string()],
+        ),
+    };
+    harness::compile(name, &[source], &args)
+}
+
+fn run(program: &Path, readers: u32, writers: u32, millis: u64, on_rcukit: bool) -> Rates {
+    let env: Vec<(&str, String)> = if on_rcukit {
+        vec![(
+            "LD_LIBRARY_PATH",
+            harness::staged().urcu_dir().display().to_string(),
+        )]
+    } else {
+        Vec::new()
+    };
+    let args = [readers.to_string(), writers.to_string(), millis.to_string()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = harness::run(program, &args, &env, Duration::from_secs(60 + millis / 100));
+    ran.assert_success("urcu_shape");
+    let field = |name: &str| -> f64 {
+        ran.stdout
+            .split_whitespace()
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in: {}", ran.stdout))
+    };
+    let seconds = field("seconds");
+    Rates {
+        reads: field("reads") / seconds,
+        grace_periods: field("grace_periods") / seconds,
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+fn ratio_cell(ratios: &[f64]) -> String {
+    let (lo, hi) = ratios
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    format!("**{:.2}x** ({lo:.2}-{hi:.2})", median(ratios))
+}
+
+fn human(rate: f64) -> String {
+    if rate >= 1e6 {
+        format!("{:.1} M", rate / 1e6)
+    } else if rate >= 1e3 {
+        format!("{:.1} k", rate / 1e3)
+    } else {
+        format!("{rate:.0}")
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let rounds: usize = args.next().map_or(7, |a| a.parse().expect("ROUNDS"));
+    let millis: u64 = args
+        .next()
+        .map_or(1000, |a| a.parse().expect("MILLISECONDS"));
+    if !harness::has_header("urcu.h") || !harness::has_header("urcu-qsbr.h") {
+        eprintln!(
+            "abi_bench: liburcu's headers are missing; install Debian's liburcu-dev with \
+             `sudo scripts/install-c-peers.sh`"
+        );
+        std::process::exit(1);
+    }
+    let programs = [
+        (Flavor::Memb, build(Flavor::Memb)),
+        (Flavor::Qsbr, build(Flavor::Qsbr)),
+    ];
+    let shapes = [(1u32, 1u32), (2, 1)];
+    let mut results: Vec<Series> = Vec::new();
+    for (flavor, _) in &programs {
+        for shape in shapes {
+            results.push(Series {
+                flavor: *flavor,
+                shape,
+                liburcu: Vec::new(),
+                rcukit: Vec::new(),
+            });
+        }
+    }
+    for round in 0..rounds {
+        for Series {
+            flavor,
+            shape,
+            liburcu,
+            rcukit,
+        } in results.iter_mut()
+        {
+            let program = &programs.iter().find(|(f, _)| f == flavor).expect("built").1;
+            let (readers, writers) = *shape;
+            let rcukit_first = round % 2 == 1;
+            let first = run(program, readers, writers, millis, rcukit_first);
+            let second = run(program, readers, writers, millis, !rcukit_first);
+            let (on_liburcu, on_rcukit) = if rcukit_first {
+                (second, first)
+            } else {
+                (first, second)
+            };
+            eprintln!(
+                "round {} {flavor:?} {readers}r+{writers}w: reads/s {} vs {}, grace periods/s {} vs {} (liburcu vs rcukit)",
+                round + 1,
+                human(on_liburcu.reads),
+                human(on_rcukit.reads),
+                human(on_liburcu.grace_periods),
+                human(on_rcukit.grace_periods)
+            );
+            liburcu.push(on_liburcu);
+            rcukit.push(on_rcukit);
+        }
+    }
+    println!(
+        "| flavor | readers + writers | reads/s liburcu | reads/s rcukit | reads/s rcukit/liburcu | grace periods/s liburcu | grace periods/s rcukit | grace periods/s rcukit/liburcu |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for Series {
+        flavor,
+        shape: (readers, writers),
+        liburcu,
+        rcukit,
+    } in &results
+    {
+        let reads = |v: &[Rates]| median(&v.iter().map(|r| r.reads).collect::<Vec<_>>());
+        let gps = |v: &[Rates]| median(&v.iter().map(|r| r.grace_periods).collect::<Vec<_>>());
+        let read_ratios: Vec<f64> = liburcu
+            .iter()
+            .zip(rcukit)
+            .map(|(l, r)| r.reads / l.reads)
+            .collect();
+        let gp_ratios: Vec<f64> = liburcu
+            .iter()
+            .zip(rcukit)
+            .map(|(l, r)| r.grace_periods / l.grace_periods)
+            .collect();
+        println!(
+            "| {} | {readers} + {writers} | {} | {} | {} | {} | {} | {} |",
+            match flavor {
+                Flavor::Memb => "memb",
+                Flavor::Qsbr => "qsbr",
+            },
+            human(reads(liburcu)),
+            human(reads(rcukit)),
+            ratio_cell(&read_ratios),
+            human(gps(liburcu)),
+            human(gps(rcukit)),
+            ratio_cell(&gp_ratios)
+        );
+    }
+}

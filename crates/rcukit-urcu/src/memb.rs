@@ -1,0 +1,212 @@
+//! The memb flavor's own functions: its domain, read-side critical sections without a token,
+//! thread registration, `synchronize_rcu`.
+//!
+//! # The domain
+//!
+//! liburcu's memb flavor is one process-wide domain; here it is one `rcukit::Rcu` (named
+//! `urcu-memb`), built on first use. Its readers are rcukit's: a load, a store to the thread's
+//! own record and a compiler fence, with `membarrier(2)` on the grace-period side, which is
+//! what liburcu-memb does too.
+//!
+//! # Read-side critical sections
+//!
+//! liburcu's `rcu_read_lock()`/`rcu_read_unlock()` take no argument, while rcukit's read
+//! section is a `Guard` value. Each thread keeps a nesting depth and, while the depth is not
+//! zero, the guard of its outermost section, in a thread-local without a destructor (so that
+//! reaching it is a plain thread-local access): the outermost lock stores a fresh guard, nested
+//! ones only count, and the outermost unlock drops the guard. An unlock at depth zero aborts
+//! (liburcu would corrupt its nesting counter). A thread that exits inside a section leaves it
+//! open forever, as in liburcu (there, and in rcukit's stall report, a bug to fix).
+//!
+//! # Registration
+//!
+//! rcukit readers need no registration, so `rcu_register_thread()` only records that the
+//! thread registered, for liburcu's assertions: registering twice, or inside a read-side
+//! critical section, and unregistering a thread that is not registered, abort as they do in
+//! liburcu. A thread's reader record is removed when the thread exits whether it unregistered
+//! or not.
+//!
+//! # `synchronize_rcu`
+//!
+//! liburcu-memb's `synchronize_rcu()` runs the grace period in the caller, with
+//! `membarrier(2)`: an expedited grace period in rcukit's terms, so it calls
+//! `Rcu::synchronize_expedited`. Called inside a read-side critical section it would wait
+//! forever; it aborts with rcukit's explanation.
+
+use crate::boundary::{guarded, guarded_fast, misuse};
+use rcukit::{Guard, Rcu};
+use std::cell::{Cell, UnsafeCell};
+use std::mem::MaybeUninit;
+use std::sync::OnceLock;
+
+static DOMAIN: OnceLock<Rcu> = OnceLock::new();
+
+/// The memb flavor's domain (built on first use).
+#[inline]
+pub(crate) fn domain() -> &'static Rcu {
+    match DOMAIN.get() {
+        Some(rcu) => rcu,
+        None => build(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn build() -> &'static Rcu {
+    DOMAIN.get_or_init(|| {
+        Rcu::builder()
+            .name("urcu-memb")
+            .build()
+            .unwrap_or_else(|e| panic!("cannot start the memb flavor's domain: {e}"))
+    })
+}
+
+/// A thread's read-side state for the memb flavor.
+struct Reader {
+    /// Nesting depth of `rcu_read_lock()`.
+    depth: Cell<usize>,
+    /// The outermost section's guard, while `depth > 0`.
+    guard: UnsafeCell<MaybeUninit<Guard<'static>>>,
+    /// `rcu_register_thread()` was called and `rcu_unregister_thread()` not since.
+    registered: Cell<bool>,
+}
+
+thread_local! {
+    static READER: Reader = const {
+        Reader {
+            depth: Cell::new(0),
+            guard: UnsafeCell::new(MaybeUninit::uninit()),
+            registered: Cell::new(false),
+        }
+    };
+}
+
+/// The calling thread's reader state. A pointer, so that the thread-local access is one
+/// small inlined closure and the work happens outside it (a large closure kept `with` out of
+/// line and cost a measurable part of a read-side critical section).
+#[inline(always)]
+fn reader() -> *const Reader {
+    READER.with(|reader| reader as *const Reader)
+}
+
+/// Is the calling thread inside a read-side critical section of the memb flavor?
+#[inline]
+pub(crate) fn is_reading() -> bool {
+    // SAFETY: the calling thread's own state, alive for the whole call.
+    unsafe { (*reader()).depth.get() > 0 }
+}
+
+/// Enter a read-side critical section (nestable). No registration is needed.
+#[no_mangle]
+pub extern "C" fn urcu_memb_read_lock() {
+    guarded_fast("urcu_memb_read_lock", || {
+        // SAFETY: the calling thread's own state, alive for the whole call and touched by no
+        // other thread.
+        let reader = unsafe { &*reader() };
+        let depth = reader.depth.get();
+        if depth == 0 {
+            let guard = domain().read();
+            // SAFETY: at depth 0 the slot holds no guard; only this thread touches it.
+            unsafe { (*reader.guard.get()).write(guard) };
+        }
+        reader.depth.set(depth + 1);
+    })
+}
+
+/// Leave a read-side critical section; aborts if the thread is not in one.
+#[no_mangle]
+pub extern "C" fn urcu_memb_read_unlock() {
+    guarded_fast("urcu_memb_read_unlock", || {
+        // SAFETY: the calling thread's own state, alive for the whole call.
+        let reader = unsafe { &*reader() };
+        let depth = reader.depth.get();
+        if depth == 0 {
+            unlock_without_lock();
+        }
+        reader.depth.set(depth - 1);
+        if depth == 1 {
+            // SAFETY: the outermost lock stored a guard in the slot, and nothing has taken it
+            // since; it is taken out once, here.
+            drop(unsafe { (*reader.guard.get()).assume_init_read() });
+        }
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn unlock_without_lock() -> ! {
+    misuse(
+        "urcu_memb_read_unlock",
+        "rcu_read_unlock() without a matching rcu_read_lock() on this thread",
+    )
+}
+
+/// Is the calling thread inside a read-side critical section? (Non-zero if so.)
+#[no_mangle]
+pub extern "C" fn urcu_memb_read_ongoing() -> i32 {
+    guarded("urcu_memb_read_ongoing", || i32::from(is_reading()))
+}
+
+/// Register the calling thread (not needed by rcukit; recorded for liburcu's assertions).
+#[no_mangle]
+pub extern "C" fn urcu_memb_register_thread() {
+    guarded("urcu_memb_register_thread", || {
+        READER.with(|reader| {
+            if reader.registered.get() {
+                misuse(
+                    "urcu_memb_register_thread",
+                    "the calling thread is already registered",
+                );
+            }
+            if reader.depth.get() > 0 {
+                misuse(
+                    "urcu_memb_register_thread",
+                    "called inside a read-side critical section",
+                );
+            }
+            reader.registered.set(true);
+        });
+        domain();
+    })
+}
+
+/// Unregister the calling thread; aborts if it is not registered.
+#[no_mangle]
+pub extern "C" fn urcu_memb_unregister_thread() {
+    guarded("urcu_memb_unregister_thread", || {
+        READER.with(|reader| {
+            if !reader.registered.replace(false) {
+                misuse(
+                    "urcu_memb_unregister_thread",
+                    "the calling thread is not registered",
+                );
+            }
+        })
+    })
+}
+
+/// Wait for a grace period (an expedited one, run in the caller, as liburcu-memb's). Aborts
+/// inside a read-side critical section.
+#[no_mangle]
+pub extern "C" fn urcu_memb_synchronize_rcu() {
+    guarded("urcu_memb_synchronize_rcu", || {
+        domain().synchronize_expedited()
+    })
+}
+
+/// Start the flavor early (liburcu's constructor-time initialization); optional.
+#[no_mangle]
+pub extern "C" fn urcu_memb_init() {
+    guarded("urcu_memb_init", || {
+        domain();
+    })
+}
+
+/// liburcu's destructor-time clean-up: nothing to do (the domain lives until the process
+/// exits, as liburcu's does).
+#[no_mangle]
+pub extern "C" fn urcu_memb_exit() {}
+
+/// The flavor table's quiescent-state and offline/online entries: no-ops for memb, as in
+/// liburcu (where they are inline functions of the header).
+pub(crate) extern "C" fn nothing() {}

@@ -1,0 +1,256 @@
+//! The qsbr flavor's own functions: its domain, thread registration, quiescent states,
+//! offline/online, `synchronize_rcu`.
+//!
+//! # The domain and registration
+//!
+//! liburcu-qsbr is one process-wide domain; here it is one `rcukit::Qsbr` (named
+//! `urcu-qsbr`). A thread's registration is a `QsbrThread` kept in a thread-local: made by
+//! `rcu_register_thread()` (online from then on, as in liburcu), dropped by
+//! `rcu_unregister_thread()`, and dropped by the thread-local's destructor if the thread exits
+//! registered (liburcu would keep a dangling registry entry; here the thread simply stops
+//! being waited for). Registering twice, or unregistering a thread that is not registered,
+//! aborts, as liburcu's assertions do.
+//!
+//! `rcu_read_lock()`/`rcu_read_unlock()` cost nothing in QSBR and do nothing here either;
+//! `rcu_read_ongoing()` says whether the thread is online. `rcu_quiescent_state()`,
+//! `rcu_thread_offline()` and `rcu_thread_online()` act on the registration, and do nothing
+//! on a thread that is not registered.
+//!
+//! # Waiting while online
+//!
+//! liburcu lets an online thread call `synchronize_rcu()` and `rcu_barrier()`: they go
+//! offline around the wait and come back online. `offline_while` does that; rcukit's own
+//! `Qsbr::synchronize*` would refuse an online caller (it would wait for itself).
+//! `synchronize_rcu()` runs the grace period in the caller (`Qsbr::synchronize_expedited`:
+//! no batching delay, and in QSBR an expedited grace period interrupts nobody), as liburcu's
+//! does.
+//!
+//! # Callbacks
+//!
+//! liburcu's call_rcu threads are registered QSBR readers and run callbacks *online*, so a
+//! callback may read RCU-protected data. rcukit's callback workers are not registered; so
+//! every callback of this flavor runs inside `online_while`, which registers the worker on
+//! its first callback and keeps it online for the callback's duration, offline otherwise.
+
+use crate::boundary::{guarded, guarded_fast, misuse};
+use rcukit::{Qsbr, QsbrThread};
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+static DOMAIN: OnceLock<Qsbr> = OnceLock::new();
+
+/// The qsbr flavor's domain (built on first use).
+#[inline]
+pub(crate) fn domain() -> &'static Qsbr {
+    match DOMAIN.get() {
+        Some(qsbr) => qsbr,
+        None => build(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn build() -> &'static Qsbr {
+    DOMAIN.get_or_init(|| {
+        Qsbr::builder()
+            .name("urcu-qsbr")
+            .build()
+            .unwrap_or_else(|e| panic!("cannot start the qsbr flavor's domain: {e}"))
+    })
+}
+
+thread_local! {
+    /// The calling thread's registration, if it registered.
+    static ME: RefCell<Option<QsbrThread<'static>>> = const { RefCell::new(None) };
+}
+
+/// Run `f` on the calling thread's registration, if it has one (in a thread-local destructor
+/// after the registration is gone, it has none).
+#[inline]
+fn with_me<R>(f: impl FnOnce(Option<&mut QsbrThread<'static>>) -> R) -> R {
+    let mut f = Some(f);
+    let outcome = ME.try_with(|me| match me.try_borrow_mut() {
+        Ok(mut me) => (f.take().expect("called once"))(me.as_mut()),
+        Err(_) => (f.take().expect("called once"))(None),
+    });
+    match outcome {
+        Ok(result) => result,
+        Err(_) => (f.take().expect("not called when the thread-local is gone"))(None),
+    }
+}
+
+/// Is the calling thread registered and online?
+pub(crate) fn is_online() -> bool {
+    with_me(|me| me.is_some_and(|me| me.is_online()))
+}
+
+/// Run `f` offline if the calling thread is online, then come back online (liburcu's
+/// behaviour around grace-period waits).
+pub(crate) fn offline_while<R>(f: impl FnOnce() -> R) -> R {
+    let was_online = with_me(|me| match me {
+        Some(me) if me.is_online() => {
+            me.offline();
+            true
+        }
+        _ => false,
+    });
+    struct BackOnline(bool);
+    impl Drop for BackOnline {
+        fn drop(&mut self) {
+            if self.0 {
+                with_me(|me| {
+                    if let Some(me) = me {
+                        me.online();
+                    }
+                });
+            }
+        }
+    }
+    let _back = BackOnline(was_online);
+    f()
+}
+
+/// Run `f` (a callback of this flavor) online: register the calling thread on first use, come
+/// online for `f`, and go offline again afterwards if it was offline before.
+pub(crate) fn online_while<R>(f: impl FnOnce() -> R) -> R {
+    // `Some(true)`: it was online; `Some(false)`: it came online here; `None`: unregistered.
+    let was_online = with_me(|me| {
+        me.map(|me| {
+            let online = me.is_online();
+            if !online {
+                me.online();
+            }
+            online
+        })
+    });
+    let came_online = match was_online {
+        Some(online) => !online,
+        None => register_if_not(),
+    };
+    struct BackOffline(bool);
+    impl Drop for BackOffline {
+        fn drop(&mut self) {
+            if self.0 {
+                with_me(|me| {
+                    if let Some(me) = me {
+                        me.offline();
+                    }
+                });
+            }
+        }
+    }
+    let _back = BackOffline(came_online);
+    f()
+}
+
+/// Register the calling thread if it is not registered; true if it did (it is online then).
+fn register_if_not() -> bool {
+    ME.try_with(|me| {
+        let mut me = me.borrow_mut();
+        if me.is_some() {
+            return false;
+        }
+        *me = Some(domain().register());
+        true
+    })
+    .unwrap_or(false)
+}
+
+/// Register the calling thread; it is online from now on. Aborts if it is already registered.
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_register_thread() {
+    guarded("urcu_qsbr_register_thread", || {
+        if !register_if_not() {
+            misuse(
+                "urcu_qsbr_register_thread",
+                "the calling thread is already registered",
+            );
+        }
+    })
+}
+
+/// Unregister the calling thread (it goes offline first). Aborts if it is not registered.
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_unregister_thread() {
+    guarded("urcu_qsbr_unregister_thread", || {
+        let registration = ME.try_with(|me| me.borrow_mut().take()).ok().flatten();
+        match registration {
+            Some(registration) => drop(registration),
+            None => misuse(
+                "urcu_qsbr_unregister_thread",
+                "the calling thread is not registered",
+            ),
+        }
+    })
+}
+
+/// Announce a quiescent state (nothing if the thread is offline or not registered).
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_quiescent_state() {
+    guarded_fast("urcu_qsbr_quiescent_state", || {
+        with_me(|me| {
+            if let Some(me) = me {
+                me.quiescent_state();
+            }
+        })
+    })
+}
+
+/// Go offline (nothing if not registered).
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_thread_offline() {
+    guarded("urcu_qsbr_thread_offline", || {
+        with_me(|me| {
+            if let Some(me) = me {
+                me.offline();
+            }
+        })
+    })
+}
+
+/// Come back online (nothing if not registered).
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_thread_online() {
+    guarded("urcu_qsbr_thread_online", || {
+        with_me(|me| {
+            if let Some(me) = me {
+                me.online();
+            }
+        })
+    })
+}
+
+/// Nothing: QSBR readers mark no section.
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_read_lock() {}
+
+/// Nothing: QSBR readers mark no section.
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_read_unlock() {}
+
+/// Non-zero if the calling thread is registered and online.
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_read_ongoing() -> i32 {
+    guarded("urcu_qsbr_read_ongoing", || i32::from(is_online()))
+}
+
+/// Wait for a grace period in the caller, going offline around the wait if the caller is
+/// online.
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_synchronize_rcu() {
+    guarded("urcu_qsbr_synchronize_rcu", || {
+        offline_while(|| domain().synchronize_expedited())
+    })
+}
+
+/// Start the flavor early; optional.
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_init() {
+    guarded("urcu_qsbr_init", || {
+        domain();
+    })
+}
+
+/// liburcu's destructor-time clean-up: nothing to do.
+#[no_mangle]
+pub extern "C" fn urcu_qsbr_exit() {}

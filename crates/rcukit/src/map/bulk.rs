@@ -1,0 +1,230 @@
+//! The writers of [`RcuHashMap`] that change many entries or the table itself: `retain`,
+//! `clear`, `reserve` and `shrink_to_fit`; and the resize policy they share with the keyed
+//! writers.
+
+use super::table::{self, Moved, Node, Table};
+use super::{Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
+use crate::domain_ref::DomainRef;
+use crate::ReadSection;
+use std::hash::{BuildHasher, Hash};
+use std::ptr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+
+impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
+    /// The table size the policy asks for now, if it differs from `buckets` (the current
+    /// table's): grow past the maximum load factor, shrink below the minimum (never below the
+    /// floor: the capacity asked for at construction or by `reserve`).
+    fn wanted_buckets(&self, buckets: usize) -> Option<usize> {
+        let len = self.len() as f64;
+        let floor = self.min_buckets.load(Relaxed);
+        let Policy {
+            max_load, min_load, ..
+        } = self.policy;
+        if buckets < floor {
+            Some(floor)
+        } else if len > buckets as f64 * max_load as f64 && buckets < MAX_BUCKETS {
+            Some(buckets * 2)
+        } else if len < buckets as f64 * min_load as f64 && buckets > floor {
+            let mid = (max_load + min_load) as f64 / 2.0;
+            let wanted = ((len / mid) as usize).next_power_of_two();
+            Some(wanted.clamp(floor, buckets / 2))
+        } else {
+            None
+        }
+    }
+
+    /// Start the resize the policy asks for, if none is under way.
+    pub(crate) fn maybe_start_resize(&self, table: &Table<K, V>) {
+        if !table.next.load(Acquire).is_null() {
+            return;
+        }
+        if let Some(target) = self.wanted_buckets(table.len()) {
+            start_resize(table, target);
+        }
+    }
+
+    /// Move up to `budget` buckets of the resize under way, if any; the table it finished, to
+    /// be retired.
+    pub(crate) fn help_resize_by<G: ReadSection>(
+        &self,
+        _guard: &G,
+        budget: usize,
+    ) -> Option<*mut Table<K, V>> {
+        // SAFETY: the guard (of this domain: every caller checked it or took it from
+        // `self.domain()`) protects the current table and what it reaches.
+        match unsafe { table::help_move(&self.root, self.root.load(Acquire), budget, false) } {
+            Moved::Finished(old) => Some(old),
+            Moved::Some | Moved::Nothing => None,
+        }
+    }
+
+    /// After a bulk change: start the resizes the policy asks for and help until none is
+    /// left, returning the tables to retire.
+    pub(crate) fn resize_now<G: ReadSection>(&self, guard: &G) -> Vec<*mut Table<K, V>> {
+        let mut finished = Vec::new();
+        loop {
+            let before = self.root.load(Acquire);
+            // SAFETY: protected by the guard (of this domain).
+            self.maybe_start_resize(unsafe { &*before });
+            match self.help_resize_by(guard, usize::MAX) {
+                Some(old) => finished.push(old),
+                None if ptr::eq(before, self.root.load(Acquire)) => return finished,
+                None => {} // another thread finished a resize meanwhile: look again
+            }
+        }
+    }
+
+    /// The smallest table size that holds `entries` without growing.
+    fn buckets_for(&self, entries: usize) -> usize {
+        let wanted = (entries as f64 / self.policy.max_load as f64).ceil() as usize;
+        wanted
+            .checked_next_power_of_two()
+            .unwrap_or(MAX_BUCKETS)
+            .clamp(MIN_BUCKETS, MAX_BUCKETS)
+    }
+}
+
+/// Install a table of `target` buckets as `table`'s successor, unless one already is.
+fn start_resize<K, V>(table: &Table<K, V>, target: usize) {
+    let new = Box::into_raw(Table::new(target));
+    if table
+        .next
+        .compare_exchange(ptr::null_mut(), new, AcqRel, Acquire)
+        .is_err()
+    {
+        // SAFETY: ours, never published.
+        drop(unsafe { Box::from_raw(new) });
+    }
+}
+
+impl<K, V, S, D> RcuHashMap<K, V, S, D>
+where
+    K: Hash + Eq + Send + 'static,
+    V: Send + 'static,
+    S: BuildHasher,
+    D: DomainRef,
+{
+    /// Remove every entry for which `keep` returns `false`; returns how many were removed.
+    /// `keep` runs with no lock held, inside a read-side critical section the map opens;
+    /// entries present throughout are visited once, entries inserted meanwhile may or may not
+    /// be. Each removal is atomic on its own (the entry visited is removed only if it is
+    /// still the key's entry); the whole is not a snapshot.
+    pub fn retain<F>(&self, mut keep: F) -> usize
+    where
+        F: FnMut(&K, &V) -> bool,
+    {
+        // Declared before the guard, so it retires after the critical section ends, also
+        // when `keep` panics: what was unlinked by then is retired, not leaked.
+        let mut unlinked = Unlinked::new(self);
+        let guard = self.domain().read();
+        let mut iter = self.iter(&guard);
+        while let Some(node) = iter.next_node() {
+            if keep(&node.key, &node.value) {
+                continue;
+            }
+            // SAFETY: protected by the guard; `node.hash` is the node's own hash.
+            if let Some(n) = unsafe { table::unlink_exact(self.table(&guard), node.hash, node) } {
+                unlinked.nodes.push(n);
+                self.len.fetch_sub(1, Relaxed);
+            }
+        }
+        unlinked.tables = self.resize_now(&guard);
+        drop(guard);
+        unlinked.nodes.len()
+    }
+
+    /// Remove every entry (each is retired). Entries inserted while it runs may stay.
+    pub fn clear(&self) {
+        // Declared before the guard, as in `retain`: retired after the critical section.
+        let mut unlinked = Unlinked::new(self);
+        let guard = self.domain().read();
+        let mut table: *const Table<K, V> = self.table(&guard);
+        while !table.is_null() {
+            // SAFETY: protected by the guard.
+            let t = unsafe { &*table };
+            // SAFETY: as above.
+            unsafe { table::detach_all(t, &mut unlinked.nodes) };
+            table = t.next.load(Acquire);
+        }
+        self.len.fetch_sub(unlinked.nodes.len(), Relaxed);
+        unlinked.tables = self.resize_now(&guard);
+    }
+
+    /// Make room for `additional` more entries than the map holds now: the table grows at
+    /// once (this call moves every bucket), and the map will not shrink below that room until
+    /// [`shrink_to_fit`](Self::shrink_to_fit). Concurrent reads and writes go on meanwhile.
+    pub fn reserve(&self, additional: usize) {
+        let wanted = self.buckets_for(self.len().saturating_add(additional));
+        self.min_buckets.fetch_max(wanted, Relaxed);
+        self.resize_now_retiring();
+    }
+
+    /// Shrink the table to the smallest that holds the entries present now, dropping the
+    /// floor set by the capacity asked for at construction or by [`reserve`](Self::reserve)
+    /// (the map then grows and shrinks by its load factors alone). Concurrent reads and
+    /// writes go on meanwhile.
+    pub fn shrink_to_fit(&self) {
+        self.min_buckets.store(MIN_BUCKETS, Relaxed);
+        let mut unlinked = Unlinked::new(self);
+        let guard = self.domain().read();
+        // Finish a resize under way, then resize to the tightest table if it is smaller.
+        unlinked.tables = self.resize_now(&guard);
+        let current = self.table(&guard);
+        let target = self.buckets_for(self.len());
+        if target < current.len() {
+            start_resize(current, target);
+            unlinked.tables.extend(self.resize_now(&guard));
+        }
+    }
+
+    /// [`resize_now`](Self::resize_now) under a guard of its own, retiring what it finished.
+    fn resize_now_retiring(&self) {
+        let mut unlinked = Unlinked::new(self);
+        let guard = self.domain().read();
+        unlinked.tables = self.resize_now(&guard);
+    }
+}
+
+/// What a bulk write unlinked, retired when this drops (after the write's guard, which is
+/// declared later), also on unwind.
+struct Unlinked<'m, K, V, S, D>
+where
+    K: Send + 'static,
+    V: Send + 'static,
+    D: DomainRef,
+{
+    map: &'m RcuHashMap<K, V, S, D>,
+    nodes: Vec<*mut Node<K, V>>,
+    tables: Vec<*mut Table<K, V>>,
+}
+
+impl<'m, K, V, S, D> Unlinked<'m, K, V, S, D>
+where
+    K: Send + 'static,
+    V: Send + 'static,
+    D: DomainRef,
+{
+    fn new(map: &'m RcuHashMap<K, V, S, D>) -> Self {
+        Unlinked {
+            map,
+            nodes: Vec::new(),
+            tables: Vec::new(),
+        }
+    }
+}
+
+impl<K, V, S, D> Drop for Unlinked<'_, K, V, S, D>
+where
+    K: Send + 'static,
+    V: Send + 'static,
+    D: DomainRef,
+{
+    fn drop(&mut self) {
+        for node in self.nodes.drain(..) {
+            self.map.retire(Some(node), None);
+        }
+        for old in self.tables.drain(..) {
+            self.map.retire(None, Some(old));
+        }
+    }
+}

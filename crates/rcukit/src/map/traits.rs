@@ -1,0 +1,165 @@
+//! The standard traits of [`RcuHashMap`] that build or compare whole maps: `FromIterator`,
+//! `Extend`, `Clone` and `PartialEq`.
+
+use super::node::{Node, Retired};
+use super::table::Table;
+use super::write::Sink;
+use super::RcuHashMap;
+use crate::domain_ref::DomainRef;
+use std::cell::RefCell;
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// What a write into a map that nobody else can see unlinked: freed as soon as the write
+/// returned (no reader can hold it), not retired into the domain.
+struct Private<K, V> {
+    nodes: RefCell<Vec<*mut Node<K, V>>>,
+    tables: RefCell<Vec<*mut Table<K, V>>>,
+}
+
+impl<K, V> Sink<K, V> for Private<K, V> {
+    fn take(&self, node: Option<*mut Node<K, V>>, table: Option<*mut Table<K, V>>) {
+        self.nodes.borrow_mut().extend(node);
+        self.tables.borrow_mut().extend(table);
+    }
+}
+
+impl<K, V> Private<K, V> {
+    /// Free what was collected.
+    ///
+    /// # Safety
+    ///
+    /// Nobody but the caller can reach the map the nodes and tables came from, and nothing
+    /// borrowed from them is alive.
+    unsafe fn free(&self) {
+        for node in self.nodes.borrow_mut().drain(..) {
+            // SAFETY: unlinked, owned, unreachable (caller's contract); dropped in the
+            // drop-apart form, as a retired node would be.
+            drop(unsafe { Box::from_raw(Retired::of(node)) });
+        }
+        for table in self.tables.borrow_mut().drain(..) {
+            // SAFETY: as above; a finished table owns only its arrays.
+            drop(unsafe { Box::from_raw(table) });
+        }
+    }
+}
+
+impl<K, V, S> FromIterator<(K, V)> for RcuHashMap<K, V, S>
+where
+    K: Hash + Eq + Send + 'static,
+    V: Send + 'static,
+    S: BuildHasher + Default,
+{
+    /// A map of the pairs; of pairs with equal keys, the last one stays (as with `insert`),
+    /// and the ones it replaced are dropped at once: nobody else can see the map yet.
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let map = RcuHashMap::with_hasher(S::default());
+        let private = Private {
+            nodes: RefCell::new(Vec::new()),
+            tables: RefCell::new(Vec::new()),
+        };
+        {
+            let guard = map.domain().read();
+            for (key, value) in iter {
+                let hash = map.hasher.hash_one(&key);
+                let put = map.put(hash, key, value, true, &guard, &private);
+                drop(put);
+                // SAFETY: the map is this function's alone, and `put` (what borrowed from
+                // the nodes) is gone.
+                unsafe { private.free() };
+            }
+        }
+        map
+    }
+}
+
+/// Inserts each pair (as [`insert`](RcuHashMap::insert)), under one guard per batch.
+impl<K, V, S, D> Extend<(K, V)> for &RcuHashMap<K, V, S, D>
+where
+    K: Hash + Eq + Send + 'static,
+    V: Send + 'static,
+    S: BuildHasher,
+    D: DomainRef,
+{
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
+        let mut iter = iter.into_iter().peekable();
+        while iter.peek().is_some() {
+            // A handle per batch: what the batch replaced is retired when it drops.
+            let pinned = self.pin();
+            for (key, value) in iter.by_ref().take(256) {
+                pinned.insert(key, value);
+            }
+        }
+    }
+}
+
+impl<K, V, S, D> Extend<(K, V)> for RcuHashMap<K, V, S, D>
+where
+    K: Hash + Eq + Send + 'static,
+    V: Send + 'static,
+    S: BuildHasher,
+    D: DomainRef,
+{
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
+        (&*self).extend(iter);
+    }
+}
+
+/// A map of the same entries (cloned under a guard: a clone taken while writers run has each
+/// entry present throughout, old or new versions of entries changed meanwhile), with a clone
+/// of the hasher, the same domain handle and the same settings.
+impl<K, V, S, D> Clone for RcuHashMap<K, V, S, D>
+where
+    K: Hash + Eq + Clone + Send + 'static,
+    V: Clone + Send + 'static,
+    S: BuildHasher + Clone,
+    D: DomainRef + Clone,
+{
+    fn clone(&self) -> Self {
+        let floor = self.min_buckets.load(Relaxed);
+        let copy = RcuHashMap {
+            root: crate::sync::AtomicPtr::new(Box::into_raw(Table::new(floor))),
+            len: AtomicUsize::new(0),
+            hasher: self.hasher.clone(),
+            domain: self.domain.clone(),
+            policy: self.policy,
+            min_buckets: AtomicUsize::new(floor),
+            _owns: PhantomData,
+        };
+        let guard = self.domain().read();
+        (&copy).extend(self.iter(&guard).map(|(k, v)| (k.clone(), v.clone())));
+        copy
+    }
+}
+
+/// Equal when both hold the same keys with equal values. Each map is read under a guard of
+/// its own domain; while writers run, the answer is about entries as each was read, not
+/// about one instant.
+impl<K, V, S, D> PartialEq for RcuHashMap<K, V, S, D>
+where
+    K: Hash + Eq,
+    V: PartialEq,
+    S: BuildHasher,
+    D: DomainRef,
+{
+    fn eq(&self, other: &Self) -> bool {
+        if self.len() != other.len() {
+            return false;
+        }
+        let mine = self.domain().read();
+        let theirs = other.domain().read();
+        self.iter(&mine)
+            .all(|(k, v)| other.get(k, &theirs) == Some(v))
+    }
+}
+
+impl<K, V, S, D> Eq for RcuHashMap<K, V, S, D>
+where
+    K: Hash + Eq,
+    V: Eq,
+    S: BuildHasher,
+    D: DomainRef,
+{
+}

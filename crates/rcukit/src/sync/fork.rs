@@ -1,0 +1,173 @@
+#![doc = include_str!("fork.md")]
+
+use std::cell::Cell;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+/// Forks this process descends from (0 in the original process), counted by the child handler.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The token of the thread that made the latest fork: the one thread that survived it.
+static SURVIVOR: AtomicU64 = AtomicU64::new(0);
+
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's token (0 until first needed).
+    static TOKEN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The current fork generation.
+#[inline]
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(Acquire)
+}
+
+/// The calling thread's token, 0 if its thread-local storage is gone.
+fn token() -> u64 {
+    TOKEN
+        .try_with(|t| {
+            if t.get() == 0 {
+                t.set(NEXT_TOKEN.fetch_add(1, Relaxed));
+            }
+            t.get()
+        })
+        .unwrap_or(0)
+}
+
+/// The thread (and fork generation) that created a per-thread object.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Owner {
+    token: u64,
+    generation: u64,
+}
+
+impl Owner {
+    /// The calling thread, now.
+    pub(crate) fn current() -> Owner {
+        Owner {
+            token: token(),
+            generation: generation(),
+        }
+    }
+
+    /// Is the owner the calling thread? (By token, which stays readable in thread-local
+    /// destructors.)
+    pub(crate) fn is_calling_thread(&self) -> bool {
+        self.token != 0 && self.token == token()
+    }
+
+    /// Does the owning thread exist in this process (see the module docs)? Always true in a
+    /// process that has not forked since the object was created.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.generation == generation() || (self.token != 0 && self.token == SURVIVOR.load(Acquire))
+    }
+}
+
+#[cfg(unix)]
+pub(crate) use handlers::{at_prepare, Held, Stage};
+
+#[cfg(unix)]
+mod handlers {
+    use super::{token, GENERATION, SURVIVOR};
+    use std::any::Any;
+    use std::cell::RefCell;
+    use std::sync::atomic::Ordering::Release;
+    use std::sync::{Mutex, MutexGuard};
+
+    /// Guards of internal locks held across a fork.
+    #[derive(Default)]
+    pub(crate) struct Held {
+        /// Released front to back.
+        guards: Vec<Box<dyn Any>>,
+    }
+
+    impl Held {
+        /// Take `mutex` and keep it until the parent or child handler releases everything.
+        pub(crate) fn hold<T: 'static>(&mut self, mutex: &'static Mutex<T>) {
+            self.keep(crate::sync::lock(mutex));
+        }
+
+        /// Keep a guard taken by the caller (released after every guard kept before it).
+        pub(crate) fn keep<G: 'static>(&mut self, guard: G) {
+            self.guards.push(Box::new(guard));
+        }
+    }
+
+    /// When a step of the prepare handler runs: every step of an earlier stage first.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) enum Stage {
+        /// Finish one-time set-up that another thread may be in the middle of: the child
+        /// cannot, as that thread is not copied.
+        SetUp = 0,
+        /// Take the locks that must not be copied held, keeping them in the `Held`.
+        Locks = 1,
+    }
+
+    type Step = fn(&mut Held);
+
+    /// The registered steps, one per stage. The prepare handler holds this lock across the
+    /// fork too (released last), so a child never finds it taken by a registering thread.
+    static STEPS: Mutex<[Option<Step>; 2]> = Mutex::new([None, None]);
+
+    /// Install the handlers (see `install`) and have the prepare handler run `step` at
+    /// `stage`. Each stage has one step, registered by the one layer that owns it (again on
+    /// every use: the same step each time).
+    ///
+    /// A step must not call `at_prepare`: the prepare handler holds the list of steps while
+    /// they run.
+    pub(crate) fn at_prepare(stage: Stage, step: Step) {
+        install();
+        crate::sync::lock(&STEPS)[stage as usize] = Some(step);
+    }
+
+    /// What the prepare handler holds until the parent or child handler: the steps' locks,
+    /// then the list of steps itself (released in that order).
+    type Holding = (Held, MutexGuard<'static, [Option<Step>; 2]>);
+
+    thread_local! {
+        static HOLDING: RefCell<Option<Holding>> = const { RefCell::new(None) };
+    }
+
+    extern "C" fn prepare() {
+        let steps = crate::sync::lock(&STEPS);
+        let mut held = Held::default();
+        for step in steps.iter().flatten() {
+            step(&mut held);
+        }
+        // (Without thread-local storage, a fork from a thread-local destructor, the locks are
+        // released at once: the child then only relies on the repair.)
+        let _ = HOLDING.try_with(|h| *h.borrow_mut() = Some((held, steps)));
+    }
+
+    fn release() {
+        let _ = HOLDING.try_with(|h| drop(h.borrow_mut().take()));
+    }
+
+    extern "C" fn parent() {
+        release();
+    }
+
+    extern "C" fn child() {
+        SURVIVOR.store(token(), Release);
+        GENERATION.fetch_add(1, Release);
+        release();
+    }
+
+    /// Install the fork handlers, once per process. A flag, not a `Once`: a child forked while
+    /// another thread was installing them must not wait for that thread, which it does not
+    /// have. (Not under loom or miri, which cannot fork.)
+    fn install() {
+        #[cfg(not(any(rcukit_loom, miri)))]
+        {
+            use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+            static INSTALLED: AtomicBool = AtomicBool::new(false);
+            if !INSTALLED.swap(true, Relaxed) {
+                // SAFETY: the handlers are `extern "C"` functions that live for the whole
+                // program.
+                let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+                assert_eq!(r, 0, "rcukit: pthread_atfork failed ({r})");
+            }
+        }
+    }
+}
