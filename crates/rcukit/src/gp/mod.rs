@@ -284,7 +284,7 @@ fn spin_until_left(record: &ReaderRecord, target: u64) -> bool {
             return true;
         }
         #[cfg(rcukit_loom)]
-        loom::thread::yield_now();
+        ::loom::thread::yield_now();
         #[cfg(not(rcukit_loom))]
         std::hint::spin_loop();
     }
