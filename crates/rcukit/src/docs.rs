@@ -540,6 +540,13 @@ pub mod limitations {
     //!   the `alternatives` bench with more busy threads than CPUs; see
     //!   `performance`). QSBR suits threads that own a CPU and go offline
     //!   around anything that blocks; with more runnable threads than CPUs, use [`Rcu`].
+    //! * A grace period waiting for a reader sleeps until the reader wakes it as it leaves.
+    //!   Expedited grace periods on a kernel with `membarrier` rely on that wake-up alone;
+    //!   normal grace periods (which must not interrupt other CPUs) and domains without
+    //!   `membarrier` may miss it in a narrow race and then notice the reader's exit on a
+    //!   timer, up to 1 ms late. Owned sections are still waited for with growing naps (up to
+    //!   1 ms), and a leaving reader that finds a grace period asked to be woken pays one
+    //!   `futex` wake-up system call, once per request.
     //! * A `RecSeq` writer always blocks: it has no `call` or `retire`.
     //! * An [`OwnedGuard`] is not tied to a thread, so waiting for a grace period while holding
     //!   one (from any thread or task, with the blocking or the async waits) cannot be refused
