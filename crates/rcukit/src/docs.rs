@@ -359,7 +359,7 @@ pub mod performance {
     //! ([`gp::read_side`](crate::docs::internal::gp::read_side)), so a hundred domains' lines take
     //! four pages. The first read of a thread in a domain allocates and registers the record, once.
     //!
-    //! In the lab's `peers` (7 interleaved rounds, median; 2026-11-25, seventh session), a
+    //! In the lab's `peers` (7 interleaved rounds, median; measured 2026-11-25), a
     //! section of `Rcu::global().read()` with the lookup of the global domain in the loop cost
     //! 1.22 ns at one thread and 1.25-1.29 ns at two, a domain handle's 1.14 and 1.16 ns,
     //! against liburcu's memb flavor at 1.56-1.57 and 1.59-1.60 ns and ck_epoch at 5.0 and
