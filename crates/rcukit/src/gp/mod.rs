@@ -128,12 +128,10 @@ impl GpCore {
         };
         let (target, records) = self.start_scan(heavy);
         let mut stall = StallWatch::new(self.stall_timeout);
-        // Spin briefly on each reader; then sleep on those still inside, woken as they leave.
-        let inside: Vec<&ReaderRecord> = records
-            .iter()
-            .map(|r| &**r)
-            .filter(|r| !spin_until_left(r, target))
-            .collect();
+        // Spin briefly on all readers at once; then sleep on those still inside, woken as they
+        // leave.
+        let mut inside: Vec<&ReaderRecord> = records.iter().map(|r| &**r).collect();
+        spin_until_left(&mut inside, target);
         if !inside.is_empty() {
             self.sleep_until_left(&inside, target, kind, &mut stall);
         }
@@ -159,8 +157,9 @@ impl GpCore {
         {
             // loom cannot model the barrier pair of the wake-up (see `wake`): poll.
             let _ = (kind, &stall);
-            for record in inside {
-                while !spin_until_left(record, target) {}
+            let mut rest = inside.to_vec();
+            while !rest.is_empty() {
+                spin_until_left(&mut rest, target);
             }
         }
         #[cfg(not(rcukit_loom))]
@@ -275,20 +274,27 @@ const NAP_LAST: std::time::Duration = std::time::Duration::from_millis(1);
 /// How long a sleeping waiter sleeps at most before it looks at the stall timeout.
 const STALL_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Spin until `record` has left the section it was in when a grace period with `target`
-/// began; false if it had not after [`SPINS`] looks.
-fn spin_until_left(record: &ReaderRecord, target: u64) -> bool {
-    for _ in 0..SPINS {
+/// Spin until every reader of `inside` has left the section it was in when a grace period
+/// with `target` began, dropping each from `inside` as it is seen outside; stops after
+/// [`SPINS`] passes over those still inside. One pass looks at every reader, so a reader that
+/// is not running costs the waiter no more spins than one that is (a spin per reader in turn
+/// would spend `SPINS` on each preempted reader, CPU that the readers need when threads
+/// outnumber cores).
+fn spin_until_left(inside: &mut Vec<&ReaderRecord>, target: u64) {
+    let left = |record: &&ReaderRecord| {
         let v = record.ctr.load(Acquire);
-        if v == 0 || v >= target {
-            return true;
+        v == 0 || v >= target
+    };
+    for _ in 0..SPINS {
+        inside.retain(|record| !left(record));
+        if inside.is_empty() {
+            return;
         }
         #[cfg(rcukit_loom)]
         ::loom::thread::yield_now();
         #[cfg(not(rcukit_loom))]
         std::hint::spin_loop();
     }
-    false
 }
 
 impl GpCore {
