@@ -123,11 +123,20 @@ impl OwnedReaders {
         // interleavings they look for; there every grace period drains.)
         #[cfg(not(rcukit_loom))]
         if !self.opened.load(Relaxed) {
-            self.opened.store(true, Relaxed);
+            self.note_opened();
         }
         self.current_phase()
     }
 
+    /// O0's store, once per domain: out of line, so that `phase` stays small enough for the
+    /// callers' read paths to inline it.
+    #[cold]
+    #[inline(never)]
+    fn note_opened(&self) {
+        self.opened.store(true, Relaxed);
+    }
+
+    #[inline(always)]
     fn current_phase(&self) -> usize {
         (self.phase.load(Acquire) & 1) as usize
     }
