@@ -5,8 +5,9 @@
 # Needs a nightly toolchain with rust-src (`rustup toolchain install nightly` and
 # `rustup +nightly component add rust-src`); nothing else in the project does.
 #
-#   scripts/asan.sh            the stress, hostile and callback tests, then 60 s of torture per
-#                              fence mode (about 10 minutes on 2 cores)
+#   scripts/asan.sh            the stress, hostile, callback, container, owned-section and fork
+#                              tests, then 60 s of torture per fence mode, of qsbr and of the
+#                              map per fence mode (about 15 minutes on 2 cores)
 #   TORTURE=5m scripts/asan.sh longer torture runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,11 +28,16 @@ export CARGO_TARGET_DIR=target/asan
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
 run() { echo "+ $*" >&2; "$@"; }
 run cargo +nightly test -Zbuild-std --target "$target" -p rcukit \
-    --test stress --test hostile --test callbacks --test cell --test list --test fork
+    --test stress --test hostile --test callbacks --test cell --test list --test map --test owned \
+    --test fork
 for fence in membarrier seqcst; do
     run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
         --duration "${TORTURE:-60s}" --fence "$fence"
 done
 run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
     --duration "${TORTURE:-60s}" --flavor qsbr
+for fence in membarrier seqcst; do
+    run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
+        --duration "${TORTURE:-60s}" --flavor map --fence "$fence"
+done
 echo "scripts/asan.sh: no error found by AddressSanitizer"
