@@ -84,7 +84,8 @@ pub unsafe extern "C" fn rcukit_domain_new(config: *const rcukit_config) -> *mut
 
 /// Free a domain (NULL is ignored): run every callback still pending (chains included), then
 /// stop its threads. Owned sections still open keep its state alive until they end. Freeing
-/// the global domain aborts.
+/// the global domain aborts, and so does freeing a domain whose readers (`rcukit_reader_new`)
+/// are not all freed.
 ///
 /// # Safety
 ///
@@ -103,6 +104,8 @@ pub unsafe extern "C" fn rcukit_domain_free(domain: *mut rcukit_domain) {
                 "the global domain is never freed (it lives until the process exits)",
             );
         }
+        // SAFETY: the caller passes a live handle.
+        crate::reader::check_no_readers(unsafe { rcu(domain, "rcukit_domain_free") });
         // SAFETY: the caller gives back a pointer made by `Box::into_raw` in
         // `rcukit_domain_new`, once.
         drop(unsafe { Box::from_raw(domain.cast::<Rcu>()) });

@@ -70,7 +70,7 @@ pub struct rcukit_owned_guard {
 /// `pthread_self` on each lock and unlock was a measurable part of a read-side critical
 /// section's cost through C.
 #[inline(always)]
-fn thread_marker() -> usize {
+pub(crate) fn thread_marker() -> usize {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         let pointer: usize;
