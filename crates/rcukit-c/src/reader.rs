@@ -54,7 +54,7 @@
 //! exited; with no section open, no grace period waits for it), and keeps its domain from being
 //! freed.
 
-use crate::boundary::{guarded, guarded_fast, misuse, non_null};
+use crate::boundary::FFI;
 use crate::domain::{rcu, rcukit_domain};
 use crate::read::thread_marker;
 use rcukit::{Guard, Rcu, ThreadReader};
@@ -103,7 +103,7 @@ pub(crate) fn check_no_readers(domain: &Rcu) {
         .and_then(|counts| counts.get(&domain.id()).copied())
         .unwrap_or(0);
     if count > 0 {
-        misuse(
+        FFI.misuse(
             "rcukit_domain_free",
             &format!(
                 "{count} reader(s) of this domain are still alive; free them with \
@@ -123,7 +123,7 @@ pub(crate) fn check_no_readers(domain: &Rcu) {
 /// `domain` is a live handle, and stays alive until the reader is freed.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_reader_new(domain: *const rcukit_domain) -> *mut rcukit_reader {
-    guarded("rcukit_reader_new", || {
+    FFI.guarded("rcukit_reader_new", || {
         // SAFETY: forwarded to the caller, who keeps the domain alive while the reader lives
         // (`rcukit_domain_free` aborts otherwise).
         let domain: &'static Rcu = unsafe { rcu(domain, "rcukit_reader_new") };
@@ -145,17 +145,14 @@ pub unsafe extern "C" fn rcukit_reader_new(domain: *const rcukit_domain) -> *mut
 /// `reader` is NULL or came from `rcukit_reader_new`, is freed once and not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_reader_free(reader: *mut rcukit_reader) {
-    guarded("rcukit_reader_free", || {
+    FFI.guarded("rcukit_reader_free", || {
         if reader.is_null() {
             return;
         }
-        // SAFETY: the caller passes a live reader.
-        let handle = unsafe { &*reader };
-        if handle.owner != thread_marker() {
-            wrong_thread("rcukit_reader_free");
-        }
+        // SAFETY: the caller passes a live reader (not NULL, checked above).
+        let handle = unsafe { mine(reader, "rcukit_reader_free") };
         if handle.depth != 0 {
-            misuse(
+            FFI.misuse(
                 "rcukit_reader_free",
                 "this reader is locked: unlock it (rcukit_reader_unlock) before freeing it",
             );
@@ -168,6 +165,24 @@ pub unsafe extern "C" fn rcukit_reader_free(reader: *mut rcukit_reader) {
     })
 }
 
+/// The calling thread's reader behind `reader`, or an abort from `what` if it is NULL or
+/// another thread's.
+///
+/// # Safety
+///
+/// `reader` is NULL or a live reader.
+#[inline(always)]
+unsafe fn mine<'a>(reader: *mut rcukit_reader, what: &'static str) -> &'a mut rcukit_reader {
+    let reader = FFI.non_null(reader, what, "reader").cast_mut();
+    // SAFETY: the caller passes a live reader; only its own thread touches it, which is checked
+    // before anything else is.
+    let reader = unsafe { &mut *reader };
+    if reader.owner != thread_marker() {
+        wrong_thread(what);
+    }
+    reader
+}
+
 /// Enter a read-side critical section through `reader` (nestable). The outermost lock is a
 /// load of the domain's epoch, a store to the thread's own record and a compiler fence (with
 /// membarrier); inner ones only count. Aborts on another thread than the reader's.
@@ -177,19 +192,17 @@ pub unsafe extern "C" fn rcukit_reader_free(reader: *mut rcukit_reader) {
 /// `reader` is a live reader of the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_reader_lock(reader: *mut rcukit_reader) {
-    guarded_fast("rcukit_reader_lock", || {
-        let reader = non_null(reader, "rcukit_reader_lock", "reader").cast_mut();
-        // SAFETY: the caller passes a live reader; only its own thread touches it (checked
-        // before anything else is).
-        let reader = unsafe { &mut *reader };
-        if reader.owner != thread_marker() {
-            wrong_thread("rcukit_reader_lock");
-        }
-        if reader.depth == 0 {
-            reader.guard.write(reader.reader.read());
-        }
-        reader.depth += 1;
-    })
+    FFI.guarded_fast(
+        || "rcukit_reader_lock",
+        || {
+            // SAFETY: forwarded to the caller.
+            let reader = unsafe { mine(reader, "rcukit_reader_lock") };
+            if reader.depth == 0 {
+                reader.guard.write(reader.reader.read());
+            }
+            reader.depth += 1;
+        },
+    )
 }
 
 /// Leave the read-side critical section of `reader` (the outermost unlock is one store and a
@@ -200,29 +213,28 @@ pub unsafe extern "C" fn rcukit_reader_lock(reader: *mut rcukit_reader) {
 /// `reader` is a live reader of the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_reader_unlock(reader: *mut rcukit_reader) {
-    guarded_fast("rcukit_reader_unlock", || {
-        let reader = non_null(reader, "rcukit_reader_unlock", "reader").cast_mut();
-        // SAFETY: as in `rcukit_reader_lock`.
-        let reader = unsafe { &mut *reader };
-        if reader.owner != thread_marker() {
-            wrong_thread("rcukit_reader_unlock");
-        }
-        match reader.depth {
-            0 => not_locked(),
-            1 => {
-                reader.depth = 0;
-                // SAFETY: at depth 1 the slot holds the outermost guard, moved out once here.
-                drop(unsafe { reader.guard.assume_init_read() });
+    FFI.guarded_fast(
+        || "rcukit_reader_unlock",
+        || {
+            // SAFETY: forwarded to the caller.
+            let reader = unsafe { mine(reader, "rcukit_reader_unlock") };
+            match reader.depth {
+                0 => not_locked(),
+                1 => {
+                    reader.depth = 0;
+                    // SAFETY: at depth 1 the slot holds the outermost guard, moved out once here.
+                    drop(unsafe { reader.guard.assume_init_read() });
+                }
+                depth => reader.depth = depth - 1,
             }
-            depth => reader.depth = depth - 1,
-        }
-    })
+        },
+    )
 }
 
 #[cold]
 #[inline(never)]
 fn wrong_thread(what: &'static str) -> ! {
-    misuse(
+    FFI.misuse(
         what,
         "this reader belongs to another thread: a reader is used, and freed, only by the \
          thread that made it (rcukit_reader_new() on each thread; rcukit_read_owned_begin() for \
@@ -233,7 +245,7 @@ fn wrong_thread(what: &'static str) -> ! {
 #[cold]
 #[inline(never)]
 fn not_locked() -> ! {
-    misuse(
+    FFI.misuse(
         "rcukit_reader_unlock",
         "this reader is not locked: rcukit_reader_unlock() without a matching \
          rcukit_reader_lock()",

@@ -58,26 +58,7 @@ fn passes(name: &str, args: &[&str]) {
 /// standard error.
 #[track_caller]
 fn aborts(case: &str, messages: &[&str]) {
-    let ran = run("misuse", &[case]);
-    assert_eq!(
-        ran.signal(),
-        Some(libc_sigabrt()),
-        "misuse {case}: expected an abort, got {:?}\n--- stdout\n{}--- stderr\n{}",
-        ran.status,
-        ran.stdout,
-        ran.stderr
-    );
-    for message in messages {
-        assert!(
-            ran.stderr.contains(message),
-            "misuse {case}: standard error lacks {message:?}:\n{}",
-            ran.stderr
-        );
-    }
-}
-
-fn libc_sigabrt() -> i32 {
-    6
+    run("misuse", &[case]).assert_aborted(&format!("misuse {case}"), messages);
 }
 
 #[test]

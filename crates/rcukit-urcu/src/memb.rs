@@ -33,7 +33,7 @@
 //! `Rcu::synchronize_expedited`. Called inside a read-side critical section it would wait
 //! forever; it aborts with rcukit's explanation.
 
-use crate::boundary::{guarded, guarded_fast, misuse};
+use crate::boundary::FFI;
 use rcukit::{Guard, Rcu};
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
@@ -99,43 +99,49 @@ pub(crate) fn is_reading() -> bool {
 /// Enter a read-side critical section (nestable). No registration is needed.
 #[no_mangle]
 pub extern "C" fn urcu_memb_read_lock() {
-    guarded_fast("urcu_memb_read_lock", || {
-        // SAFETY: the calling thread's own state, alive for the whole call and touched by no
-        // other thread.
-        let reader = unsafe { &*reader() };
-        let depth = reader.depth.get();
-        if depth == 0 {
-            let guard = domain().read();
-            // SAFETY: at depth 0 the slot holds no guard; only this thread touches it.
-            unsafe { (*reader.guard.get()).write(guard) };
-        }
-        reader.depth.set(depth + 1);
-    })
+    FFI.guarded_fast(
+        || "urcu_memb_read_lock",
+        || {
+            // SAFETY: the calling thread's own state, alive for the whole call and touched by no
+            // other thread.
+            let reader = unsafe { &*reader() };
+            let depth = reader.depth.get();
+            if depth == 0 {
+                let guard = domain().read();
+                // SAFETY: at depth 0 the slot holds no guard; only this thread touches it.
+                unsafe { (*reader.guard.get()).write(guard) };
+            }
+            reader.depth.set(depth + 1);
+        },
+    )
 }
 
 /// Leave a read-side critical section; aborts if the thread is not in one.
 #[no_mangle]
 pub extern "C" fn urcu_memb_read_unlock() {
-    guarded_fast("urcu_memb_read_unlock", || {
-        // SAFETY: the calling thread's own state, alive for the whole call.
-        let reader = unsafe { &*reader() };
-        let depth = reader.depth.get();
-        if depth == 0 {
-            unlock_without_lock();
-        }
-        reader.depth.set(depth - 1);
-        if depth == 1 {
-            // SAFETY: the outermost lock stored a guard in the slot, and nothing has taken it
-            // since; it is taken out once, here.
-            drop(unsafe { (*reader.guard.get()).assume_init_read() });
-        }
-    })
+    FFI.guarded_fast(
+        || "urcu_memb_read_unlock",
+        || {
+            // SAFETY: the calling thread's own state, alive for the whole call.
+            let reader = unsafe { &*reader() };
+            let depth = reader.depth.get();
+            if depth == 0 {
+                unlock_without_lock();
+            }
+            reader.depth.set(depth - 1);
+            if depth == 1 {
+                // SAFETY: the outermost lock stored a guard in the slot, and nothing has taken it
+                // since; it is taken out once, here.
+                drop(unsafe { (*reader.guard.get()).assume_init_read() });
+            }
+        },
+    )
 }
 
 #[cold]
 #[inline(never)]
 fn unlock_without_lock() -> ! {
-    misuse(
+    FFI.misuse(
         "urcu_memb_read_unlock",
         "rcu_read_unlock() without a matching rcu_read_lock() on this thread",
     )
@@ -144,22 +150,22 @@ fn unlock_without_lock() -> ! {
 /// Is the calling thread inside a read-side critical section? (Non-zero if so.)
 #[no_mangle]
 pub extern "C" fn urcu_memb_read_ongoing() -> i32 {
-    guarded("urcu_memb_read_ongoing", || i32::from(is_reading()))
+    FFI.guarded("urcu_memb_read_ongoing", || i32::from(is_reading()))
 }
 
 /// Register the calling thread (not needed by rcukit; recorded for liburcu's assertions).
 #[no_mangle]
 pub extern "C" fn urcu_memb_register_thread() {
-    guarded("urcu_memb_register_thread", || {
+    FFI.guarded("urcu_memb_register_thread", || {
         READER.with(|reader| {
             if reader.registered.get() {
-                misuse(
+                FFI.misuse(
                     "urcu_memb_register_thread",
                     "the calling thread is already registered",
                 );
             }
             if reader.depth.get() > 0 {
-                misuse(
+                FFI.misuse(
                     "urcu_memb_register_thread",
                     "called inside a read-side critical section",
                 );
@@ -173,10 +179,10 @@ pub extern "C" fn urcu_memb_register_thread() {
 /// Unregister the calling thread; aborts if it is not registered.
 #[no_mangle]
 pub extern "C" fn urcu_memb_unregister_thread() {
-    guarded("urcu_memb_unregister_thread", || {
+    FFI.guarded("urcu_memb_unregister_thread", || {
         READER.with(|reader| {
             if !reader.registered.replace(false) {
-                misuse(
+                FFI.misuse(
                     "urcu_memb_unregister_thread",
                     "the calling thread is not registered",
                 );
@@ -189,7 +195,7 @@ pub extern "C" fn urcu_memb_unregister_thread() {
 /// inside a read-side critical section.
 #[no_mangle]
 pub extern "C" fn urcu_memb_synchronize_rcu() {
-    guarded("urcu_memb_synchronize_rcu", || {
+    FFI.guarded("urcu_memb_synchronize_rcu", || {
         domain().synchronize_expedited()
     })
 }
@@ -197,7 +203,7 @@ pub extern "C" fn urcu_memb_synchronize_rcu() {
 /// Start the flavor early (liburcu's constructor-time initialization); optional.
 #[no_mangle]
 pub extern "C" fn urcu_memb_init() {
-    guarded("urcu_memb_init", || {
+    FFI.guarded("urcu_memb_init", || {
         domain();
     })
 }
