@@ -174,13 +174,14 @@ pub unsafe extern "C" fn rcukit_reader_free(reader: *mut rcukit_reader) {
 #[inline(always)]
 unsafe fn mine<'a>(reader: *mut rcukit_reader, what: &'static str) -> &'a mut rcukit_reader {
     let reader = FFI.non_null(reader, what, "reader").cast_mut();
-    // SAFETY: the caller passes a live reader; only its own thread touches it, which is checked
-    // before anything else is.
-    let reader = unsafe { &mut *reader };
-    if reader.owner != thread_marker() {
+    // SAFETY: the caller passes a live reader. `owner` is written once, before the pointer is
+    // handed out, and read here through the raw pointer: a handle passed to another thread by
+    // mistake is never borrowed there (its owner may hold `&mut` to it at the same moment).
+    if unsafe { (*reader).owner } != thread_marker() {
         wrong_thread(what);
     }
-    reader
+    // SAFETY: a live reader of the calling thread (checked above), touched by no other thread.
+    unsafe { &mut *reader }
 }
 
 /// Enter a read-side critical section through `reader` (nestable). The outermost lock is a
