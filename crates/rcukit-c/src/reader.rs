@@ -53,14 +53,22 @@
 //! freed stays registered for good (an orphaned reader in the statistics once its thread has
 //! exited; with no section open, no grace period waits for it), and keeps its domain from being
 //! freed.
+//!
+//! # fork
+//!
+//! A child makes, locks and frees handles of its own at once, even when another thread of the
+//! parent was making or freeing one at the moment of the fork (the table of live handles is
+//! held across it). The forking thread's handles keep working in the child. Handles of the
+//! parent's other threads are copied with memory but their threads are not: they stay counted
+//! as live in the child, so freeing their domain there aborts (as it would in the parent).
 
 use crate::boundary::FFI;
 use crate::domain::{rcu, rcukit_domain};
 use crate::read::thread_marker;
 use rcukit::{Guard, Rcu, ThreadReader};
+use rcukit_ffi::fork_lock::ForkLock;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::sync::Mutex;
 
 /// A thread's reader of one domain (opaque), from `rcukit_reader_new`: lock and unlock it on
 /// that thread only, free it there with `rcukit_reader_free`.
@@ -78,11 +86,13 @@ pub struct rcukit_reader {
 }
 
 /// Live handles per domain id, so that freeing a domain with live handles aborts instead of
-/// leaving them dangling (ids are never reused).
-static LIVE: Mutex<Option<HashMap<u64, usize>>> = Mutex::new(None);
+/// leaving them dangling (ids are never reused). Held across `fork()` by the forking thread
+/// (see [`ForkLock`]): a child forked while another thread makes or frees a handle finds it
+/// unlocked.
+static LIVE: ForkLock<Option<HashMap<u64, usize>>> = ForkLock::new(None);
 
 fn count_live(domain: u64, up: bool) {
-    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut live = LIVE.lock();
     let counts = live.get_or_insert_with(HashMap::new);
     let count = counts.entry(domain).or_insert(0);
     if up {
@@ -97,7 +107,7 @@ fn count_live(domain: u64, up: bool) {
 
 /// Abort from `rcukit_domain_free` if `domain` still has live handles.
 pub(crate) fn check_no_readers(domain: &Rcu) {
-    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let live = LIVE.lock();
     let count = live
         .as_ref()
         .and_then(|counts| counts.get(&domain.id()).copied())

@@ -178,6 +178,13 @@ fn forked_children_have_working_domains() {
     passes("fork", &[]);
 }
 
+/// A child forked while other threads make and free reader handles makes its own at once (the
+/// table of live handles is held across `fork()`, never copied locked).
+#[test]
+fn forked_children_make_reader_handles() {
+    passes("reader_fork", &[]);
+}
+
 #[test]
 fn short_lived_threads_leave_nothing_behind() {
     passes("thread_exit", &["churn"]);

@@ -55,6 +55,8 @@
 //! # assert_eq!(example_add(1, 2), 3);
 //! ```
 
+pub mod fork_lock;
+
 use std::any::Any;
 use std::io::Write;
 use std::marker::PhantomData;

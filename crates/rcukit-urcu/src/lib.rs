@@ -87,7 +87,7 @@ pub mod call_rcu;
 pub mod defer;
 pub mod exports;
 pub mod flavor;
-pub mod fork_lock;
+pub use rcukit_ffi::fork_lock;
 pub mod futex;
 pub mod memb;
 pub mod pointer;
