@@ -1,6 +1,10 @@
 //! Read-side critical sections through C: [`rcukit_guard`] (a thread's section, nestable) and
 //! [`rcukit_owned_guard`] (an owned section, which may end on another thread).
 //!
+//! A thread that reads often does better with a reader handle ([`reader`](crate::reader)):
+//! `rcukit_read_lock` finds the thread's reader record on every call, which in `librcukit.so`
+//! costs thread-local lookups through `__tls_get_addr`, and its token travels through memory.
+//!
 //! # Tokens
 //!
 //! C has no destructors, so the Rust guard itself travels through C as a *token*: a small
