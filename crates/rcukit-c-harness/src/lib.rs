@@ -17,7 +17,15 @@
 //!
 //! [`compile`] runs the system C compiler (`$CC`, else `cc`) and panics with the compiler's
 //! output when it fails. [`run`] runs a program with a time limit (a hung program is killed
-//! and reported as such, never left behind) and captures its output.
+//! and reported as such, never left behind) and captures its output; [`Ran::assert_aborted`]
+//! checks a misuse case's abort and message.
+//!
+//! # The test programs' helpers
+//!
+//! `include/check.h` in this crate ([`include_dir`]) holds what every C test program of both
+//! libraries uses: `CHECK`, `CHECK_EQ` (print what failed and exit 1), `now_ns`, `sleep_ms` and
+//! `spawn`. [`compile`] puts that directory on the include path, so a program says
+//! `#include "check.h"`.
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -149,6 +157,11 @@ pub fn staged() -> &'static Staged {
     })
 }
 
+/// This crate's `include/` directory, where the C test programs' `check.h` is.
+pub fn include_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
+}
+
 /// The C compiler: `$CC`, else `cc`.
 pub fn cc() -> String {
     std::env::var("CC")
@@ -158,8 +171,8 @@ pub fn cc() -> String {
 }
 
 /// Compile `sources` into the program `name` (in the scratch directory) with `args` after the
-/// usual flags (`-O2 -g -Wall -Wextra -Werror -pthread`); panics with the compiler's output
-/// if it fails. Returns the program's path.
+/// usual flags (`-O2 -g -Wall -Wextra -Werror -pthread`, and [`include_dir`] on the include
+/// path); panics with the compiler's output if it fails. Returns the program's path.
 pub fn compile(name: &str, sources: &[PathBuf], args: &[String]) -> PathBuf {
     let program = scratch_dir().join(name);
     let output = Command::new(cc())
@@ -172,6 +185,7 @@ pub fn compile(name: &str, sources: &[PathBuf], args: &[String]) -> PathBuf {
             "-Werror",
             "-pthread",
         ])
+        .arg(format!("-I{}", include_dir().display()))
         .args(sources)
         .arg("-o")
         .arg(&program)
@@ -225,6 +239,28 @@ impl Ran {
     /// The signal that ended it, if one did.
     pub fn signal(&self) -> Option<i32> {
         self.status.and_then(|s| s.signal())
+    }
+
+    /// Panic with its output unless it was killed by `SIGABRT` with every one of `messages` on
+    /// standard error (a misuse case, named `what` in the panic).
+    #[track_caller]
+    pub fn assert_aborted(&self, what: &str, messages: &[&str]) {
+        const SIGABRT: i32 = 6;
+        assert_eq!(
+            self.signal(),
+            Some(SIGABRT),
+            "{what}: expected an abort, got {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        for message in messages {
+            assert!(
+                self.stderr.contains(message),
+                "{what}: standard error lacks {message:?}:\n{}",
+                self.stderr
+            );
+        }
     }
 
     /// Panic with its output unless it exited with status 0.

@@ -13,7 +13,7 @@
 //! (`rcukit_call`, `rcukit_read_lock`, even `rcukit_synchronize`), except `rcukit_barrier` of
 //! its own domain, which would wait for itself: that aborts with the Rust API's message.
 
-use crate::boundary::{guarded, non_null};
+use crate::boundary::FFI;
 use crate::domain::{rcu, rcukit_domain};
 use std::mem::size_of;
 
@@ -54,9 +54,9 @@ pub(crate) unsafe fn prepare(
     head: *mut rcukit_head,
     func: rcukit_callback_fn,
 ) -> *mut () {
-    let head = non_null(head, what, "head").cast_mut();
+    let head = FFI.non_null(head, what, "head").cast_mut();
     if func.is_none() {
-        crate::boundary::misuse(what, "`func` is NULL");
+        FFI.misuse(what, "`func` is NULL");
     }
     // SAFETY: the caller passes a valid head that nothing else uses until `func` runs.
     unsafe { (*head).func = func };
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn rcukit_call_sized(
     func: rcukit_callback_fn,
     bytes: usize,
 ) {
-    guarded("rcukit_call", || {
+    FFI.guarded("rcukit_call", || {
         // SAFETY: forwarded to the caller.
         let rcu = unsafe { rcu(domain, "rcukit_call") };
         // SAFETY: forwarded to the caller: the head is valid and unused until `func` runs.

@@ -12,7 +12,7 @@
 //! sets an RCU-only setting fails with `RCUKIT_INVALID_SETTING` naming it, rather than
 //! silently ignoring the program's choice.
 
-use crate::boundary::guarded;
+use crate::boundary::FFI;
 use crate::report::{rcukit_report_fn, CHook};
 use crate::status::{fail, rcukit_status};
 use rcukit::{FenceKind, QsbrBuilder, RcuBuilder};
@@ -120,7 +120,7 @@ fn setter(
     config: Option<&mut rcukit_config>,
     set: impl FnOnce(&mut rcukit_config) -> rcukit_status,
 ) -> rcukit_status {
-    guarded(what, || match config {
+    FFI.guarded(what, || match config {
         Some(config) => set(config),
         None => fail(
             rcukit_status::RCUKIT_INVALID_ARGUMENT,
@@ -133,7 +133,7 @@ fn setter(
 /// `rcukit_config_free`; a domain built from it does not need it any more.
 #[no_mangle]
 pub extern "C" fn rcukit_config_new() -> *mut rcukit_config {
-    guarded("rcukit_config_new", || {
+    FFI.guarded("rcukit_config_new", || {
         Box::into_raw(Box::<rcukit_config>::default())
     })
 }
@@ -145,7 +145,7 @@ pub extern "C" fn rcukit_config_new() -> *mut rcukit_config {
 /// `config` is NULL or came from `rcukit_config_new` and is not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_config_free(config: *mut rcukit_config) {
-    guarded("rcukit_config_free", || {
+    FFI.guarded("rcukit_config_free", || {
         if !config.is_null() {
             // SAFETY: the caller gives back a pointer from `rcukit_config_new`, once.
             drop(unsafe { Box::from_raw(config) });

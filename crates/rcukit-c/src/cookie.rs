@@ -11,7 +11,7 @@
 //! Using a cookie with another domain than the one that made it is a programming error and
 //! aborts with the Rust API's message; `rcukit_cookie_completed()` works with every domain.
 
-use crate::boundary::guarded;
+use crate::boundary::FFI;
 use crate::domain::{rcu, rcukit_domain};
 use rcukit::GpCookie;
 use std::mem::size_of;
@@ -62,7 +62,7 @@ pub extern "C" fn rcukit_cookie_is_completed(cookie: rcukit_cookie) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_get_state(domain: *const rcukit_domain) -> rcukit_cookie {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_get_state", || {
+    FFI.guarded("rcukit_get_state", || {
         unsafe { rcu(domain, "rcukit_get_state") }
             .get_state()
             .into()
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn rcukit_get_state(domain: *const rcukit_domain) -> rcuki
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_start_poll(domain: *const rcukit_domain) -> rcukit_cookie {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_start_poll", || {
+    FFI.guarded("rcukit_start_poll", || {
         unsafe { rcu(domain, "rcukit_start_poll") }
             .start_poll()
             .into()
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn rcukit_start_poll(domain: *const rcukit_domain) -> rcuk
 pub unsafe extern "C" fn rcukit_start_poll_expedited(
     domain: *const rcukit_domain,
 ) -> rcukit_cookie {
-    guarded("rcukit_start_poll_expedited", || {
+    FFI.guarded("rcukit_start_poll_expedited", || {
         // SAFETY: forwarded to the caller.
         unsafe { rcu(domain, "rcukit_start_poll_expedited") }
             .start_poll_expedited()
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn rcukit_start_poll_expedited(
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_poll(domain: *const rcukit_domain, cookie: rcukit_cookie) -> bool {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_poll", || {
+    FFI.guarded("rcukit_poll", || {
         unsafe { rcu(domain, "rcukit_poll") }.poll(&cookie.into())
     })
 }
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn rcukit_cond_synchronize(
     domain: *const rcukit_domain,
     cookie: rcukit_cookie,
 ) {
-    guarded("rcukit_cond_synchronize", || {
+    FFI.guarded("rcukit_cond_synchronize", || {
         // SAFETY: forwarded to the caller.
         unsafe { rcu(domain, "rcukit_cond_synchronize") }.cond_synchronize(&cookie.into())
     })
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn rcukit_cond_synchronize_expedited(
     domain: *const rcukit_domain,
     cookie: rcukit_cookie,
 ) {
-    guarded("rcukit_cond_synchronize_expedited", || {
+    FFI.guarded("rcukit_cond_synchronize_expedited", || {
         // SAFETY: forwarded to the caller.
         unsafe { rcu(domain, "rcukit_cond_synchronize_expedited") }
             .cond_synchronize_expedited(&cookie.into())

@@ -8,7 +8,7 @@
 //! documentation and guarantees; misuse that makes the Rust method panic aborts the process
 //! with the same message (see [`boundary`](crate::boundary)).
 
-use crate::boundary::{guarded, misuse, non_null};
+use crate::boundary::FFI;
 use crate::config::{config_or_default, rcukit_config};
 use crate::stats::rcukit_stats;
 use crate::status::{from_error, rcukit_status};
@@ -26,7 +26,7 @@ pub struct rcukit_domain {
 /// `domain` is NULL or a live handle (from `rcukit_global` or `rcukit_domain_new`, not freed).
 #[inline(always)]
 pub(crate) unsafe fn rcu<'a>(domain: *const rcukit_domain, what: &'static str) -> &'a Rcu {
-    let domain = non_null(domain, what, "domain");
+    let domain = FFI.non_null(domain, what, "domain");
     // SAFETY: a live handle points to an `Rcu` (see the module docs); the caller keeps it
     // alive for as long as the returned reference is used.
     unsafe { &*domain.cast::<Rcu>() }
@@ -40,7 +40,7 @@ fn handle(rcu: &Rcu) -> *mut rcukit_domain {
 /// `rcukit_global_init`'s) and never freed. Aborts if the system refuses to start its threads.
 #[no_mangle]
 pub extern "C" fn rcukit_global() -> *mut rcukit_domain {
-    guarded("rcukit_global", || handle(Rcu::global()))
+    FFI.guarded("rcukit_global", || handle(Rcu::global()))
 }
 
 /// Build the global domain with `config` (NULL: defaults). Call it once, before anything uses
@@ -51,7 +51,7 @@ pub extern "C" fn rcukit_global() -> *mut rcukit_domain {
 /// `config` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_global_init(config: *const rcukit_config) -> rcukit_status {
-    guarded("rcukit_global_init", || {
+    FFI.guarded("rcukit_global_init", || {
         // SAFETY: forwarded to the caller.
         let config = unsafe { config_or_default(config) };
         match config.rcu_builder().build_global() {
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn rcukit_global_init(config: *const rcukit_config) -> rcu
 /// `config` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_domain_new(config: *const rcukit_config) -> *mut rcukit_domain {
-    guarded("rcukit_domain_new", || {
+    FFI.guarded("rcukit_domain_new", || {
         // SAFETY: forwarded to the caller.
         let config = unsafe { config_or_default(config) };
         match config.rcu_builder().build() {
@@ -84,7 +84,8 @@ pub unsafe extern "C" fn rcukit_domain_new(config: *const rcukit_config) -> *mut
 
 /// Free a domain (NULL is ignored): run every callback still pending (chains included), then
 /// stop its threads. Owned sections still open keep its state alive until they end. Freeing
-/// the global domain aborts.
+/// the global domain aborts, and so does freeing a domain whose readers (`rcukit_reader_new`)
+/// are not all freed.
 ///
 /// # Safety
 ///
@@ -93,16 +94,18 @@ pub unsafe extern "C" fn rcukit_domain_new(config: *const rcukit_config) -> *mut
 /// callbacks then run on that worker).
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_domain_free(domain: *mut rcukit_domain) {
-    guarded("rcukit_domain_free", || {
+    FFI.guarded("rcukit_domain_free", || {
         if domain.is_null() {
             return;
         }
         if std::ptr::eq(domain.cast::<Rcu>(), Rcu::global()) {
-            misuse(
+            FFI.misuse(
                 "rcukit_domain_free",
                 "the global domain is never freed (it lives until the process exits)",
             );
         }
+        // SAFETY: the caller passes a live handle.
+        crate::reader::check_no_readers(unsafe { rcu(domain, "rcukit_domain_free") });
         // SAFETY: the caller gives back a pointer made by `Box::into_raw` in
         // `rcukit_domain_new`, once.
         drop(unsafe { Box::from_raw(domain.cast::<Rcu>()) });
@@ -117,7 +120,7 @@ pub unsafe extern "C" fn rcukit_domain_free(domain: *mut rcukit_domain) {
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_domain_id(domain: *const rcukit_domain) -> u64 {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_domain_id", || {
+    FFI.guarded("rcukit_domain_id", || {
         unsafe { rcu(domain, "rcukit_domain_id") }.id()
     })
 }
@@ -130,7 +133,7 @@ pub unsafe extern "C" fn rcukit_domain_id(domain: *const rcukit_domain) -> u64 {
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_is_reading(domain: *const rcukit_domain) -> bool {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_is_reading", || {
+    FFI.guarded("rcukit_is_reading", || {
         unsafe { rcu(domain, "rcukit_is_reading") }.is_reading()
     })
 }
@@ -146,7 +149,7 @@ pub unsafe extern "C" fn rcukit_is_reading(domain: *const rcukit_domain) -> bool
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_synchronize(domain: *const rcukit_domain) {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_synchronize", || {
+    FFI.guarded("rcukit_synchronize", || {
         unsafe { rcu(domain, "rcukit_synchronize") }.synchronize()
     })
 }
@@ -160,7 +163,7 @@ pub unsafe extern "C" fn rcukit_synchronize(domain: *const rcukit_domain) {
 /// `domain` is a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_synchronize_expedited(domain: *const rcukit_domain) {
-    guarded("rcukit_synchronize_expedited", || {
+    FFI.guarded("rcukit_synchronize_expedited", || {
         // SAFETY: forwarded to the caller.
         unsafe { rcu(domain, "rcukit_synchronize_expedited") }.synchronize_expedited()
     })
@@ -175,7 +178,7 @@ pub unsafe extern "C" fn rcukit_synchronize_expedited(domain: *const rcukit_doma
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_barrier(domain: *const rcukit_domain) {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_barrier", || {
+    FFI.guarded("rcukit_barrier", || {
         unsafe { rcu(domain, "rcukit_barrier") }.barrier()
     })
 }
@@ -190,8 +193,10 @@ pub unsafe extern "C" fn rcukit_domain_stats(
     domain: *const rcukit_domain,
     stats: *mut rcukit_stats,
 ) {
-    guarded("rcukit_domain_stats", || {
-        let stats = non_null(stats, "rcukit_domain_stats", "stats").cast_mut();
+    FFI.guarded("rcukit_domain_stats", || {
+        let stats = FFI
+            .non_null(stats, "rcukit_domain_stats", "stats")
+            .cast_mut();
         // SAFETY: forwarded to the caller.
         let snapshot = unsafe { rcu(domain, "rcukit_domain_stats") }.stats();
         // SAFETY: the caller passes memory for one `rcukit_stats`.

@@ -44,6 +44,7 @@
 //! | `rcukit_config` + setters ([`config`]) | `RcuBuilder`, `QsbrBuilder` |
 //! | `rcukit_global`, `rcukit_global_init`, `rcukit_domain_new`/`_free` ([`domain`]) | `Rcu::global`, `build_global`, `build`, `Drop` |
 //! | `rcukit_read_lock`/`_unlock` → `rcukit_guard` ([`read`]) | `Rcu::read` → `Guard` |
+//! | `rcukit_reader_new`/`_free`, `rcukit_reader_lock`/`_unlock` ([`reader`]) | `Rcu::thread_reader` → `ThreadReader`, its `read` |
 //! | `rcukit_read_owned_begin`/`_end` → `rcukit_owned_guard` | `Rcu::read_owned` → `OwnedGuard` |
 //! | `rcukit_synchronize`, `_expedited`, `rcukit_barrier` | the methods of the same name |
 //! | `rcukit_cookie`, `rcukit_get_state`, `_start_poll`, `_start_poll_expedited`, `_poll`, `_cond_synchronize`, `_cond_synchronize_expedited` ([`cookie`]) | `GpCookie` and the methods of the same name |
@@ -69,10 +70,11 @@
 //! | a cookie used with another domain than the one that made it | abort, with the Rust API's message |
 //! | `rcukit_read_unlock` of a guard that is not locked (unlocked already, never locked, zeroed) or was locked by another thread | abort: "this guard is not locked ..." / "... locked by another thread ..." |
 //! | `rcukit_read_owned_end` of an owned guard that is not open | abort |
+//! | `rcukit_reader_unlock` of a reader with no section open; `rcukit_reader_lock`, `_unlock` or `_free` on another thread than the reader's; `rcukit_reader_free` with a section open; `rcukit_domain_free` of a domain with live readers | abort: "this reader is not locked ...", "... belongs to another thread ...", "this reader is locked ...", "... reader(s) of this domain are still alive ..." |
 //! | registering a thread twice with one QSBR domain | abort, with the Rust API's message |
 //! | `rcukit_qsbr_unregister` from another thread; `rcukit_qsbr_free` with live registered threads; `rcukit_domain_free` of the global domain | abort |
 //! | a NULL domain, guard, head, function or statistics pointer | abort naming the argument |
-//! | `rcukit_domain_free(NULL)`, `rcukit_qsbr_free(NULL)`, `rcukit_qsbr_unregister(NULL)`, `rcukit_config_free(NULL)` | nothing, like `free(NULL)` |
+//! | `rcukit_domain_free(NULL)`, `rcukit_qsbr_free(NULL)`, `rcukit_qsbr_unregister(NULL)`, `rcukit_reader_free(NULL)`, `rcukit_config_free(NULL)` | nothing, like `free(NULL)` |
 //!
 //! An abort writes `rcukit: fatal error in FUNCTION(), aborting: MESSAGE` to standard error
 //! (after the Rust panic line with the same message, where the Rust API panicked) and raises
@@ -106,6 +108,7 @@ pub mod cookie;
 pub mod domain;
 pub mod qsbr;
 pub mod read;
+pub mod reader;
 pub mod report;
 pub mod stats;
 pub mod status;

@@ -18,7 +18,7 @@
 //! calling thread is online in the same domain aborts with the Rust API's message; go offline
 //! first.
 
-use crate::boundary::{guarded, guarded_fast, misuse, non_null};
+use crate::boundary::FFI;
 use crate::callback::{prepare, rcukit_callback_fn, rcukit_head, run_head};
 use crate::config::{config_or_default, rcukit_config};
 use crate::cookie::rcukit_cookie;
@@ -43,7 +43,7 @@ pub struct rcukit_qsbr_thread {
 /// `qsbr` is NULL or a live handle, kept alive while the reference is used.
 #[inline(always)]
 unsafe fn domain<'a>(qsbr: *const rcukit_qsbr, what: &'static str) -> &'a Qsbr {
-    let qsbr = non_null(qsbr, what, "qsbr");
+    let qsbr = FFI.non_null(qsbr, what, "qsbr");
     // SAFETY: a live handle points to a `Qsbr` (see the module docs).
     unsafe { &*qsbr.cast::<Qsbr>() }
 }
@@ -56,7 +56,7 @@ unsafe fn registration<'a>(
     thread: *mut rcukit_qsbr_thread,
     what: &'static str,
 ) -> &'a mut rcukit_qsbr_thread {
-    let thread = non_null(thread, what, "thread").cast_mut();
+    let thread = FFI.non_null(thread, what, "thread").cast_mut();
     // SAFETY: a live registration, not used by another thread at the same time.
     unsafe { &mut *thread }
 }
@@ -71,7 +71,7 @@ unsafe fn registration<'a>(
 /// `config` is NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_new(config: *const rcukit_config) -> *mut rcukit_qsbr {
-    guarded("rcukit_qsbr_new", || {
+    FFI.guarded("rcukit_qsbr_new", || {
         // SAFETY: forwarded to the caller.
         let config = unsafe { config_or_default(config) };
         let built = match config.qsbr_builder() {
@@ -102,14 +102,14 @@ pub unsafe extern "C" fn rcukit_qsbr_new(config: *const rcukit_config) -> *mut r
 /// `qsbr` is NULL or came from `rcukit_qsbr_new`, is freed once and not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_free(qsbr: *mut rcukit_qsbr) {
-    guarded("rcukit_qsbr_free", || {
+    FFI.guarded("rcukit_qsbr_free", || {
         if qsbr.is_null() {
             return;
         }
         // SAFETY: the caller passes a live handle.
         let registered = unsafe { domain(qsbr, "rcukit_qsbr_free") }.stats().readers;
         if registered > 0 {
-            misuse(
+            FFI.misuse(
                 "rcukit_qsbr_free",
                 &format!(
                     "{registered} thread(s) are still registered with this QSBR domain; \
@@ -132,7 +132,7 @@ pub unsafe extern "C" fn rcukit_qsbr_free(qsbr: *mut rcukit_qsbr) {
 /// `qsbr` is a live handle that outlives the registration.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_register(qsbr: *const rcukit_qsbr) -> *mut rcukit_qsbr_thread {
-    guarded("rcukit_qsbr_register", || {
+    FFI.guarded("rcukit_qsbr_register", || {
         // SAFETY: forwarded to the caller, who keeps the domain alive while registered.
         let qsbr: &'static Qsbr = unsafe { domain(qsbr, "rcukit_qsbr_register") };
         let thread = qsbr.register();
@@ -150,7 +150,7 @@ pub unsafe extern "C" fn rcukit_qsbr_register(qsbr: *const rcukit_qsbr) -> *mut 
 /// `thread` is NULL or a live registration, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_unregister(thread: *mut rcukit_qsbr_thread) {
-    guarded("rcukit_qsbr_unregister", || {
+    FFI.guarded("rcukit_qsbr_unregister", || {
         if thread.is_null() {
             return;
         }
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn rcukit_qsbr_unregister(thread: *mut rcukit_qsbr_thread)
         let owner = unsafe { (*thread).owner };
         // SAFETY: `pthread_equal` and `pthread_self` have no preconditions.
         if unsafe { libc::pthread_equal(owner, libc::pthread_self()) } == 0 {
-            misuse(
+            FFI.misuse(
                 "rcukit_qsbr_unregister",
                 "a registration is dropped by the thread that registered",
             );
@@ -176,12 +176,15 @@ pub unsafe extern "C" fn rcukit_qsbr_unregister(thread: *mut rcukit_qsbr_thread)
 /// `thread` is a live registration of the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_quiescent_state(thread: *mut rcukit_qsbr_thread) {
-    guarded_fast("rcukit_qsbr_quiescent_state", || {
-        // SAFETY: forwarded to the caller.
-        unsafe { registration(thread, "rcukit_qsbr_quiescent_state") }
-            .thread
-            .quiescent_state()
-    })
+    FFI.guarded_fast(
+        || "rcukit_qsbr_quiescent_state",
+        || {
+            // SAFETY: forwarded to the caller.
+            unsafe { registration(thread, "rcukit_qsbr_quiescent_state") }
+                .thread
+                .quiescent_state()
+        },
+    )
 }
 
 /// Go offline (implies a quiescent state): grace periods stop waiting for this thread until
@@ -192,7 +195,7 @@ pub unsafe extern "C" fn rcukit_qsbr_quiescent_state(thread: *mut rcukit_qsbr_th
 /// `thread` is a live registration of the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_offline(thread: *mut rcukit_qsbr_thread) {
-    guarded("rcukit_qsbr_offline", || {
+    FFI.guarded("rcukit_qsbr_offline", || {
         // SAFETY: forwarded to the caller.
         unsafe { registration(thread, "rcukit_qsbr_offline") }
             .thread
@@ -207,7 +210,7 @@ pub unsafe extern "C" fn rcukit_qsbr_offline(thread: *mut rcukit_qsbr_thread) {
 /// `thread` is a live registration of the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_online(thread: *mut rcukit_qsbr_thread) {
-    guarded("rcukit_qsbr_online", || {
+    FFI.guarded("rcukit_qsbr_online", || {
         // SAFETY: forwarded to the caller.
         unsafe { registration(thread, "rcukit_qsbr_online") }
             .thread
@@ -223,7 +226,7 @@ pub unsafe extern "C" fn rcukit_qsbr_online(thread: *mut rcukit_qsbr_thread) {
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_is_online(qsbr: *const rcukit_qsbr) -> bool {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_qsbr_is_online", || {
+    FFI.guarded("rcukit_qsbr_is_online", || {
         unsafe { domain(qsbr, "rcukit_qsbr_is_online") }.is_online()
     })
 }
@@ -237,7 +240,7 @@ pub unsafe extern "C" fn rcukit_qsbr_is_online(qsbr: *const rcukit_qsbr) -> bool
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_synchronize(qsbr: *const rcukit_qsbr) {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_qsbr_synchronize", || {
+    FFI.guarded("rcukit_qsbr_synchronize", || {
         unsafe { domain(qsbr, "rcukit_qsbr_synchronize") }.synchronize()
     })
 }
@@ -250,7 +253,7 @@ pub unsafe extern "C" fn rcukit_qsbr_synchronize(qsbr: *const rcukit_qsbr) {
 /// `qsbr` is a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_synchronize_expedited(qsbr: *const rcukit_qsbr) {
-    guarded("rcukit_qsbr_synchronize_expedited", || {
+    FFI.guarded("rcukit_qsbr_synchronize_expedited", || {
         // SAFETY: forwarded to the caller.
         unsafe { domain(qsbr, "rcukit_qsbr_synchronize_expedited") }.synchronize_expedited()
     })
@@ -264,7 +267,7 @@ pub unsafe extern "C" fn rcukit_qsbr_synchronize_expedited(qsbr: *const rcukit_q
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_get_state(qsbr: *const rcukit_qsbr) -> rcukit_cookie {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_qsbr_get_state", || {
+    FFI.guarded("rcukit_qsbr_get_state", || {
         unsafe { domain(qsbr, "rcukit_qsbr_get_state") }
             .get_state()
             .into()
@@ -279,7 +282,7 @@ pub unsafe extern "C" fn rcukit_qsbr_get_state(qsbr: *const rcukit_qsbr) -> rcuk
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_start_poll(qsbr: *const rcukit_qsbr) -> rcukit_cookie {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_qsbr_start_poll", || {
+    FFI.guarded("rcukit_qsbr_start_poll", || {
         unsafe { domain(qsbr, "rcukit_qsbr_start_poll") }
             .start_poll()
             .into()
@@ -295,7 +298,7 @@ pub unsafe extern "C" fn rcukit_qsbr_start_poll(qsbr: *const rcukit_qsbr) -> rcu
 pub unsafe extern "C" fn rcukit_qsbr_start_poll_expedited(
     qsbr: *const rcukit_qsbr,
 ) -> rcukit_cookie {
-    guarded("rcukit_qsbr_start_poll_expedited", || {
+    FFI.guarded("rcukit_qsbr_start_poll_expedited", || {
         // SAFETY: forwarded to the caller.
         unsafe { domain(qsbr, "rcukit_qsbr_start_poll_expedited") }
             .start_poll_expedited()
@@ -312,7 +315,7 @@ pub unsafe extern "C" fn rcukit_qsbr_start_poll_expedited(
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_poll(qsbr: *const rcukit_qsbr, cookie: rcukit_cookie) -> bool {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_qsbr_poll", || {
+    FFI.guarded("rcukit_qsbr_poll", || {
         unsafe { domain(qsbr, "rcukit_qsbr_poll") }.poll(&cookie.into())
     })
 }
@@ -328,7 +331,7 @@ pub unsafe extern "C" fn rcukit_qsbr_cond_synchronize(
     qsbr: *const rcukit_qsbr,
     cookie: rcukit_cookie,
 ) {
-    guarded("rcukit_qsbr_cond_synchronize", || {
+    FFI.guarded("rcukit_qsbr_cond_synchronize", || {
         // SAFETY: forwarded to the caller.
         unsafe { domain(qsbr, "rcukit_qsbr_cond_synchronize") }.cond_synchronize(&cookie.into())
     })
@@ -345,7 +348,7 @@ pub unsafe extern "C" fn rcukit_qsbr_cond_synchronize_expedited(
     qsbr: *const rcukit_qsbr,
     cookie: rcukit_cookie,
 ) {
-    guarded("rcukit_qsbr_cond_synchronize_expedited", || {
+    FFI.guarded("rcukit_qsbr_cond_synchronize_expedited", || {
         // SAFETY: forwarded to the caller.
         unsafe { domain(qsbr, "rcukit_qsbr_cond_synchronize_expedited") }
             .cond_synchronize_expedited(&cookie.into())
@@ -364,7 +367,7 @@ pub unsafe extern "C" fn rcukit_qsbr_call(
     head: *mut rcukit_head,
     func: rcukit_callback_fn,
 ) {
-    guarded("rcukit_qsbr_call", || {
+    FFI.guarded("rcukit_qsbr_call", || {
         // SAFETY: forwarded to the caller.
         let qsbr = unsafe { domain(qsbr, "rcukit_qsbr_call") };
         // SAFETY: forwarded to the caller: the head is valid and unused until `func` runs.
@@ -384,7 +387,7 @@ pub unsafe extern "C" fn rcukit_qsbr_call(
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_barrier(qsbr: *const rcukit_qsbr) {
     // SAFETY: forwarded to the caller.
-    guarded("rcukit_qsbr_barrier", || {
+    FFI.guarded("rcukit_qsbr_barrier", || {
         unsafe { domain(qsbr, "rcukit_qsbr_barrier") }.barrier()
     })
 }
@@ -396,8 +399,8 @@ pub unsafe extern "C" fn rcukit_qsbr_barrier(qsbr: *const rcukit_qsbr) {
 /// `qsbr` is a live handle; `stats` points to writable memory for one `rcukit_stats`.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_qsbr_stats(qsbr: *const rcukit_qsbr, stats: *mut rcukit_stats) {
-    guarded("rcukit_qsbr_stats", || {
-        let stats = non_null(stats, "rcukit_qsbr_stats", "stats").cast_mut();
+    FFI.guarded("rcukit_qsbr_stats", || {
+        let stats = FFI.non_null(stats, "rcukit_qsbr_stats", "stats").cast_mut();
         // SAFETY: forwarded to the caller.
         let snapshot = unsafe { domain(qsbr, "rcukit_qsbr_stats") }.stats();
         // SAFETY: the caller passes memory for one `rcukit_stats`.

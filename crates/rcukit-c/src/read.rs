@@ -1,6 +1,10 @@
 //! Read-side critical sections through C: [`rcukit_guard`] (a thread's section, nestable) and
 //! [`rcukit_owned_guard`] (an owned section, which may end on another thread).
 //!
+//! A thread that reads often does better with a reader handle ([`reader`](crate::reader)):
+//! `rcukit_read_lock` finds the thread's reader record on every call, which in `librcukit.so`
+//! costs thread-local lookups through `__tls_get_addr`, and its token travels through memory.
+//!
 //! # Tokens
 //!
 //! C has no destructors, so the Rust guard itself travels through C as a *token*: a small
@@ -28,7 +32,7 @@
 //! Nesting works as in Rust: any number of guards of the same domain may be held at once and
 //! unlocked in any order; only the outermost pair costs anything.
 
-use crate::boundary::{guarded, guarded_fast, misuse, non_null};
+use crate::boundary::FFI;
 use crate::domain::{rcu, rcukit_domain};
 use rcukit::{Guard, OwnedGuard};
 use std::ffi::c_void;
@@ -70,7 +74,7 @@ pub struct rcukit_owned_guard {
 /// `pthread_self` on each lock and unlock was a measurable part of a read-side critical
 /// section's cost through C.
 #[inline(always)]
-fn thread_marker() -> usize {
+pub(crate) fn thread_marker() -> usize {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         let pointer: usize;
@@ -141,13 +145,13 @@ impl rcukit_guard {
 #[inline(never)]
 fn not_locked_here(what: &'static str, marker: usize) -> ! {
     if marker == 0 {
-        misuse(
+        FFI.misuse(
             what,
             "this guard is not locked: it was unlocked already or never locked (a guard is \
              unlocked once, by the thread that locked it)",
         )
     }
-    misuse(
+    FFI.misuse(
         what,
         "this guard was locked by another thread, or is not a guard: a read-side critical \
          section ends on the thread that began it (use rcukit_read_owned_begin() for sections \
@@ -164,10 +168,13 @@ fn not_locked_here(what: &'static str, marker: usize) -> ! {
 /// `domain` is a live handle, and stays alive until the guard is unlocked.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_read_lock(domain: *const rcukit_domain) -> rcukit_guard {
-    guarded_fast("rcukit_read_lock", || {
-        // SAFETY: forwarded to the caller.
-        rcukit_guard::new(unsafe { rcu(domain, "rcukit_read_lock") }.read())
-    })
+    FFI.guarded_fast(
+        || "rcukit_read_lock",
+        || {
+            // SAFETY: forwarded to the caller.
+            rcukit_guard::new(unsafe { rcu(domain, "rcukit_read_lock") }.read())
+        },
+    )
 }
 
 /// Leave the read-side critical section of `*guard` (the outermost unlock is one store), and
@@ -180,11 +187,16 @@ pub unsafe extern "C" fn rcukit_read_lock(domain: *const rcukit_domain) -> rcuki
 /// is still alive.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_read_unlock(guard: *mut rcukit_guard) {
-    guarded_fast("rcukit_read_unlock", || {
-        let guard = non_null(guard, "rcukit_read_unlock", "guard").cast_mut();
-        // SAFETY: the caller passes a token; its domain is alive.
-        drop(unsafe { (*guard).take("rcukit_read_unlock") });
-    })
+    FFI.guarded_fast(
+        || "rcukit_read_unlock",
+        || {
+            let guard = FFI
+                .non_null(guard, "rcukit_read_unlock", "guard")
+                .cast_mut();
+            // SAFETY: the caller passes a token; its domain is alive.
+            drop(unsafe { (*guard).take("rcukit_read_unlock") });
+        },
+    )
 }
 
 impl rcukit_owned_guard {
@@ -213,7 +225,7 @@ impl rcukit_owned_guard {
         // SAFETY: every token is initialized by `new` or by the C caller.
         let marker = unsafe { self._private[RCUKIT_OWNED_GUARD_WORDS - 1].assume_init() } as usize;
         if marker != OWNED_LOCKED {
-            misuse(
+            FFI.misuse(
                 "rcukit_read_owned_end",
                 "this owned guard is not open: it was ended already or never begun",
             );
@@ -238,7 +250,7 @@ impl rcukit_owned_guard {
 pub unsafe extern "C" fn rcukit_read_owned_begin(
     domain: *const rcukit_domain,
 ) -> rcukit_owned_guard {
-    guarded("rcukit_read_owned_begin", || {
+    FFI.guarded("rcukit_read_owned_begin", || {
         // SAFETY: forwarded to the caller.
         rcukit_owned_guard::new(unsafe { rcu(domain, "rcukit_read_owned_begin") }.read_owned())
     })
@@ -252,8 +264,10 @@ pub unsafe extern "C" fn rcukit_read_owned_begin(
 /// `guard` points to a token from `rcukit_read_owned_begin` (or a zero-initialized one).
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_read_owned_end(guard: *mut rcukit_owned_guard) {
-    guarded("rcukit_read_owned_end", || {
-        let guard = non_null(guard, "rcukit_read_owned_end", "guard").cast_mut();
+    FFI.guarded("rcukit_read_owned_end", || {
+        let guard = FFI
+            .non_null(guard, "rcukit_read_owned_end", "guard")
+            .cast_mut();
         // SAFETY: the caller passes a token.
         drop(unsafe { (*guard).take() });
     })

@@ -8,6 +8,7 @@
 //! Successful calls leave it alone. Everything else in the API cannot fail in a correct
 //! program and aborts on misuse (see [`boundary`](crate::boundary)).
 
+use crate::boundary::FFI;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};
 
@@ -57,7 +58,7 @@ pub(crate) fn from_error(error: &rcukit::Error) -> rcukit_status {
 /// string belongs to rcukit and stays valid until the next failing call on the same thread.
 #[no_mangle]
 pub extern "C" fn rcukit_last_error() -> *const c_char {
-    crate::boundary::guarded("rcukit_last_error", || {
+    FFI.guarded("rcukit_last_error", || {
         LAST_ERROR
             .try_with(|last| last.borrow().as_ptr())
             .unwrap_or(

@@ -2,9 +2,10 @@
 //! installed header and library (see `rcukit-c-harness`), each run in a child process.
 //!
 //! They check the grace-period guarantee (readers assert that what they read was not freed,
-//! as liburcu's `test_urcu` does), callback chains and barriers, owned sections crossing
-//! threads, QSBR, cookies, `fork()`, thread exit, configuration errors, and misuse aborting
-//! with its message. Every program is bounded (a few seconds) and killed if it hangs.
+//! as liburcu's `test_urcu` does; with guard tokens, owned sections and reader handles),
+//! callback chains and barriers, owned sections crossing threads, QSBR, cookies, `fork()`,
+//! thread exit (reader handles in pthread key destructors included), configuration errors, and
+//! misuse aborting with its message. Every program is bounded (a few seconds) and killed if it hangs.
 
 use rcukit_c_harness::{self as harness, Ran};
 use std::collections::HashMap;
@@ -57,26 +58,7 @@ fn passes(name: &str, args: &[&str]) {
 /// standard error.
 #[track_caller]
 fn aborts(case: &str, messages: &[&str]) {
-    let ran = run("misuse", &[case]);
-    assert_eq!(
-        ran.signal(),
-        Some(libc_sigabrt()),
-        "misuse {case}: expected an abort, got {:?}\n--- stdout\n{}--- stderr\n{}",
-        ran.status,
-        ran.stdout,
-        ran.stderr
-    );
-    for message in messages {
-        assert!(
-            ran.stderr.contains(message),
-            "misuse {case}: standard error lacks {message:?}:\n{}",
-            ran.stderr
-        );
-    }
-}
-
-fn libc_sigabrt() -> i32 {
-    6
+    run("misuse", &[case]).assert_aborted(&format!("misuse {case}"), messages);
 }
 
 #[test]
@@ -107,6 +89,16 @@ fn callbacks_free_only_after_readers_are_done() {
 #[test]
 fn grace_periods_wait_for_owned_sections() {
     passes("grace_period", &["owned", "own"]);
+}
+
+#[test]
+fn grace_periods_wait_for_reader_handles() {
+    passes("grace_period", &["reader", "own"]);
+}
+
+#[test]
+fn reader_handles_of_the_global_domain() {
+    passes("grace_period", &["reader", "global"]);
 }
 
 #[test]
@@ -186,6 +178,13 @@ fn forked_children_have_working_domains() {
     passes("fork", &[]);
 }
 
+/// A child forked while other threads make and free reader handles makes its own at once (the
+/// table of live handles is held across `fork()`, never copied locked).
+#[test]
+fn forked_children_make_reader_handles() {
+    passes("reader_fork", &[]);
+}
+
 #[test]
 fn short_lived_threads_leave_nothing_behind() {
     passes("thread_exit", &["churn"]);
@@ -194,6 +193,16 @@ fn short_lived_threads_leave_nothing_behind() {
 #[test]
 fn a_thread_exiting_inside_a_section_is_reported() {
     passes("thread_exit", &["exit-reading"]);
+}
+
+#[test]
+fn a_reader_handle_in_a_pthread_key_destructor_still_protects() {
+    passes("thread_exit", &["reader-key-destructor"]);
+}
+
+#[test]
+fn a_leaked_reader_handle_holds_no_grace_period() {
+    passes("thread_exit", &["reader-leaked"]);
 }
 
 #[test]
@@ -257,6 +266,82 @@ fn misuse_unlock_without_lock() {
 #[test]
 fn misuse_unlock_on_another_thread() {
     aborts("unlock-other-thread", &["locked by another thread"]);
+}
+
+#[test]
+fn misuse_reader_unlock_without_lock() {
+    aborts(
+        "reader-unlock-unlocked",
+        &[
+            "rcukit: fatal error in rcukit_reader_unlock(), aborting: this reader is not locked",
+            "without a matching rcukit_reader_lock()",
+        ],
+    );
+}
+
+#[test]
+fn misuse_reader_lock_on_another_thread() {
+    aborts(
+        "reader-lock-other-thread",
+        &[
+            "rcukit_reader_lock()",
+            "this reader belongs to another thread",
+        ],
+    );
+}
+
+#[test]
+fn misuse_reader_unlock_on_another_thread() {
+    aborts(
+        "reader-unlock-other-thread",
+        &[
+            "rcukit_reader_unlock()",
+            "this reader belongs to another thread",
+        ],
+    );
+}
+
+#[test]
+fn misuse_reader_free_on_another_thread() {
+    aborts(
+        "reader-free-other-thread",
+        &[
+            "rcukit_reader_free()",
+            "this reader belongs to another thread",
+        ],
+    );
+}
+
+#[test]
+fn misuse_reader_free_while_locked() {
+    aborts(
+        "reader-free-locked",
+        &["rcukit_reader_free()", "this reader is locked"],
+    );
+}
+
+#[test]
+fn misuse_null_reader() {
+    aborts("reader-null", &["rcukit_reader_lock()", "`reader` is NULL"]);
+}
+
+#[test]
+fn misuse_synchronize_inside_a_reader_section() {
+    aborts(
+        "synchronize-in-reader",
+        &["synchronize() called inside a read-side critical section of the same domain"],
+    );
+}
+
+#[test]
+fn misuse_free_a_domain_with_live_readers() {
+    aborts(
+        "free-domain-with-readers",
+        &[
+            "rcukit_domain_free()",
+            "1 reader(s) of this domain are still alive",
+        ],
+    );
 }
 
 #[test]

@@ -32,7 +32,7 @@
 //! a new worker in the child, rcukit abandons the child's copies (running them in both would
 //! free everything twice).
 
-use crate::boundary::{guarded, misuse};
+use crate::boundary::FFI;
 use crate::flavor::Flavor;
 use crate::fork_lock::ForkLock;
 use std::cell::Cell;
@@ -152,9 +152,9 @@ pub(crate) unsafe fn call_rcu<F: Flavor>(
     head: *mut rcu_head,
     func: Option<unsafe extern "C" fn(*mut rcu_head)>,
 ) {
-    guarded(what, || {
+    FFI.guarded(what, || {
         if head.is_null() || func.is_none() {
-            misuse(what, "the head or the function is NULL");
+            FFI.misuse(what, "the head or the function is NULL");
         }
         // SAFETY: the caller passes a valid head that nothing else uses until `func` runs.
         unsafe { (*head).func = func };
@@ -166,7 +166,7 @@ pub(crate) unsafe fn call_rcu<F: Flavor>(
 
 /// `rcu_barrier()`.
 pub(crate) fn barrier<F: Flavor>(what: &'static str) {
-    guarded(what, F::barrier)
+    FFI.guarded(what, F::barrier)
 }
 
 /// `create_call_rcu_data(flags, cpu_affinity)`: a new descriptor.

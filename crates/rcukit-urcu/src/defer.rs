@@ -11,7 +11,7 @@
 //! for the deferred work of all threads, or of the calling thread); unregistering waits for
 //! them too, as liburcu's flushes the thread's queue.
 
-use crate::boundary::{guarded, misuse};
+use crate::boundary::FFI;
 use crate::flavor::Flavor;
 use std::ffi::c_void;
 use std::mem::size_of;
@@ -45,9 +45,9 @@ pub(crate) unsafe fn defer<F: Flavor>(
     fct: Option<unsafe extern "C" fn(*mut c_void)>,
     p: *mut c_void,
 ) {
-    guarded(what, || {
+    FFI.guarded(what, || {
         let Some(fct) = fct else {
-            misuse(what, "the function is NULL");
+            FFI.misuse(what, "the function is NULL");
         };
         let data = Box::into_raw(Box::new(Deferred { fct, p }));
         // SAFETY: `run_deferred::<F>` frees the box and calls `fct(p)` once, which the caller
@@ -58,5 +58,5 @@ pub(crate) unsafe fn defer<F: Flavor>(
 
 /// `rcu_defer_barrier()`, `rcu_defer_barrier_thread()` and `rcu_defer_unregister_thread()`.
 pub(crate) fn barrier<F: Flavor>(what: &'static str) {
-    guarded(what, F::barrier)
+    FFI.guarded(what, F::barrier)
 }

@@ -99,7 +99,7 @@ macro_rules! flavor_exports {
         /// `create_call_rcu_data(flags, cpu_affinity)`: a new descriptor (see `call_rcu`).
         #[no_mangle]
         pub extern "C" fn $create(flags: c_ulong, cpu_affinity: c_int) -> *mut call_rcu_data {
-            crate::boundary::guarded(stringify!($create), || {
+            crate::boundary::FFI.guarded(stringify!($create), || {
                 call_rcu::create(flags, cpu_affinity)
             })
         }
@@ -112,55 +112,58 @@ macro_rules! flavor_exports {
         #[no_mangle]
         pub unsafe extern "C" fn $free(crdp: *mut call_rcu_data) {
             // SAFETY: forwarded to the caller.
-            crate::boundary::guarded(stringify!($free), || unsafe { call_rcu::free::<$F>(crdp) })
+            crate::boundary::FFI
+                .guarded(stringify!($free), || unsafe { call_rcu::free::<$F>(crdp) })
         }
 
         /// `get_default_call_rcu_data()`.
         #[no_mangle]
         pub extern "C" fn $default() -> *mut call_rcu_data {
-            crate::boundary::guarded(stringify!($default), call_rcu::default::<$F>)
+            crate::boundary::FFI.guarded(stringify!($default), call_rcu::default::<$F>)
         }
 
         /// `get_cpu_call_rcu_data(cpu)`.
         #[no_mangle]
         pub extern "C" fn $get_cpu(cpu: c_int) -> *mut call_rcu_data {
-            crate::boundary::guarded(stringify!($get_cpu), || call_rcu::cpu::<$F>(cpu))
+            crate::boundary::FFI.guarded(stringify!($get_cpu), || call_rcu::cpu::<$F>(cpu))
         }
 
         /// `set_cpu_call_rcu_data(cpu, crdp)`.
         #[no_mangle]
         pub extern "C" fn $set_cpu(cpu: c_int, crdp: *mut call_rcu_data) -> c_int {
-            crate::boundary::guarded(stringify!($set_cpu), || call_rcu::set_cpu::<$F>(cpu, crdp))
+            crate::boundary::FFI
+                .guarded(stringify!($set_cpu), || call_rcu::set_cpu::<$F>(cpu, crdp))
         }
 
         /// `get_thread_call_rcu_data()`.
         #[no_mangle]
         pub extern "C" fn $get_thread() -> *mut call_rcu_data {
-            crate::boundary::guarded(stringify!($get_thread), call_rcu::thread::<$F>)
+            crate::boundary::FFI.guarded(stringify!($get_thread), call_rcu::thread::<$F>)
         }
 
         /// `set_thread_call_rcu_data(crdp)`.
         #[no_mangle]
         pub extern "C" fn $set_thread(crdp: *mut call_rcu_data) {
-            crate::boundary::guarded(stringify!($set_thread), || call_rcu::set_thread::<$F>(crdp))
+            crate::boundary::FFI
+                .guarded(stringify!($set_thread), || call_rcu::set_thread::<$F>(crdp))
         }
 
         /// `get_call_rcu_data()`.
         #[no_mangle]
         pub extern "C" fn $current() -> *mut call_rcu_data {
-            crate::boundary::guarded(stringify!($current), call_rcu::current::<$F>)
+            crate::boundary::FFI.guarded(stringify!($current), call_rcu::current::<$F>)
         }
 
         /// `get_call_rcu_thread(crdp)`: a thread that runs this flavor's callbacks.
         #[no_mangle]
         pub extern "C" fn $worker(_crdp: *mut call_rcu_data) -> libc::pthread_t {
-            crate::boundary::guarded(stringify!($worker), call_rcu::worker_thread::<$F>)
+            crate::boundary::FFI.guarded(stringify!($worker), call_rcu::worker_thread::<$F>)
         }
 
         /// `create_all_cpu_call_rcu_data(flags)`.
         #[no_mangle]
         pub extern "C" fn $create_all(flags: c_ulong) -> c_int {
-            crate::boundary::guarded(stringify!($create_all), || {
+            crate::boundary::FFI.guarded(stringify!($create_all), || {
                 call_rcu::create_all_cpu::<$F>(flags)
             })
         }
@@ -168,13 +171,13 @@ macro_rules! flavor_exports {
         /// `free_all_cpu_call_rcu_data()`.
         #[no_mangle]
         pub extern "C" fn $free_all() {
-            crate::boundary::guarded(stringify!($free_all), call_rcu::free_all_cpu::<$F>)
+            crate::boundary::FFI.guarded(stringify!($free_all), call_rcu::free_all_cpu::<$F>)
         }
 
         /// `call_rcu_before_fork()`: runs rculfhash's hook (rcukit needs nothing).
         #[no_mangle]
         pub extern "C" fn $before() {
-            crate::boundary::guarded(stringify!($before), || {
+            crate::boundary::FFI.guarded(stringify!($before), || {
                 call_rcu::fork_hook::<$F>(ForkPhase::Before)
             })
         }
@@ -182,7 +185,7 @@ macro_rules! flavor_exports {
         /// `call_rcu_after_fork_parent()`: runs rculfhash's hook.
         #[no_mangle]
         pub extern "C" fn $parent() {
-            crate::boundary::guarded(stringify!($parent), || {
+            crate::boundary::FFI.guarded(stringify!($parent), || {
                 call_rcu::fork_hook::<$F>(ForkPhase::Parent)
             })
         }
@@ -190,7 +193,7 @@ macro_rules! flavor_exports {
         /// `call_rcu_after_fork_child()`: runs rculfhash's hook.
         #[no_mangle]
         pub extern "C" fn $child() {
-            crate::boundary::guarded(stringify!($child), || {
+            crate::boundary::FFI.guarded(stringify!($child), || {
                 call_rcu::fork_hook::<$F>(ForkPhase::Child)
             })
         }
@@ -198,7 +201,7 @@ macro_rules! flavor_exports {
         /// `urcu_register_rculfhash_atfork(atfork)`.
         #[no_mangle]
         pub extern "C" fn $register_atfork(atfork: *mut urcu_atfork) {
-            crate::boundary::guarded(stringify!($register_atfork), || {
+            crate::boundary::FFI.guarded(stringify!($register_atfork), || {
                 call_rcu::register_atfork::<$F>(atfork)
             })
         }
@@ -206,7 +209,7 @@ macro_rules! flavor_exports {
         /// `urcu_unregister_rculfhash_atfork(atfork)`.
         #[no_mangle]
         pub extern "C" fn $unregister_atfork(_atfork: *mut urcu_atfork) {
-            crate::boundary::guarded(
+            crate::boundary::FFI.guarded(
                 stringify!($unregister_atfork),
                 call_rcu::unregister_atfork::<$F>,
             )
@@ -257,13 +260,13 @@ macro_rules! flavor_exports {
         /// `start_poll_synchronize_rcu()`.
         #[no_mangle]
         pub extern "C" fn $start_poll() -> urcu_gp_poll_state {
-            crate::boundary::guarded(stringify!($start_poll), poll::start::<$F>)
+            crate::boundary::FFI.guarded(stringify!($start_poll), poll::start::<$F>)
         }
 
         /// `poll_state_synchronize_rcu(state)`.
         #[no_mangle]
         pub extern "C" fn $poll_state(state: urcu_gp_poll_state) -> bool {
-            crate::boundary::guarded(stringify!($poll_state), || poll::poll::<$F>(state))
+            crate::boundary::FFI.guarded(stringify!($poll_state), || poll::poll::<$F>(state))
         }
     };
 }

@@ -5,7 +5,7 @@
 //! symbol names; here that code is written once, generic over this trait, and the symbols of
 //! both flavors are generated from it in [`exports`](crate::exports).
 
-use crate::boundary::warn_once;
+use crate::boundary::FFI;
 use crate::{memb, qsbr};
 use rcukit::GpCookie;
 use std::sync::atomic::AtomicBool;
@@ -62,7 +62,7 @@ impl Flavor for Memb {
         // and returns at once; so does this (rcukit would abort).
         if memb::is_reading() {
             static WARNED: AtomicBool = AtomicBool::new(false);
-            warn_once(
+            FFI.warn_once(
                 &WARNED,
                 "rcu_barrier() called from within a read-side critical section; it returns \
                  without waiting, as liburcu's does",

@@ -37,7 +37,7 @@
 //!
 //! | liburcu | here |
 //! |---|---|
-//! | memb `rcu_read_lock`/`unlock`/`read_ongoing` | an `rcukit::Rcu` domain's guard, kept per thread ([`memb`]) |
+//! | memb `rcu_read_lock`/`unlock`/`read_ongoing` | an `rcukit::Rcu` domain's guard, kept per thread, taken through the thread's `ThreadReader` once it registers ([`memb`]) |
 //! | memb `synchronize_rcu` | `Rcu::synchronize_expedited` (liburcu-memb runs the grace period in the caller with `membarrier`: expedited, in rcukit's terms) |
 //! | qsbr registration, `quiescent_state`, `thread_offline`/`online` | an `rcukit::Qsbr` domain's `QsbrThread`, kept per thread ([`qsbr`]) |
 //! | qsbr `synchronize_rcu`, `rcu_barrier` | offline around the wait if online, as liburcu ([`qsbr`]) |
@@ -87,7 +87,7 @@ pub mod call_rcu;
 pub mod defer;
 pub mod exports;
 pub mod flavor;
-pub mod fork_lock;
+pub use rcukit_ffi::fork_lock;
 pub mod futex;
 pub mod memb;
 pub mod pointer;

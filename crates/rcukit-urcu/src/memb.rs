@@ -20,11 +20,17 @@
 //!
 //! # Registration
 //!
-//! rcukit readers need no registration, so `rcu_register_thread()` only records that the
-//! thread registered, for liburcu's assertions: registering twice, or inside a read-side
-//! critical section, and unregistering a thread that is not registered, abort as they do in
-//! liburcu. A thread's reader record is removed when the thread exits whether it unregistered
-//! or not.
+//! rcukit readers need no registration, but a registered thread reads faster:
+//! `rcu_register_thread()` takes the thread's `rcukit::ThreadReader` for the domain, and the
+//! outermost `rcu_read_lock()` of a registered thread enters its record through it instead of
+//! looking the record up (inside this shared library each lookup is a `__tls_get_addr` call).
+//! The handle is owned by a thread-local of its own, with a destructor, and dropped by
+//! `rcu_unregister_thread()` or when the thread exits registered; `READER` only points at it
+//! (cleared before it goes), so that the read path stays a plain thread-local access. A
+//! thread that never registered reads through `Rcu::read`. Registration is also recorded for
+//! liburcu's assertions: registering twice, or inside a read-side critical section, and
+//! unregistering a thread that is not registered, abort as they do in liburcu. A thread's
+//! reader record is removed when the thread exits whether it unregistered or not.
 //!
 //! # `synchronize_rcu`
 //!
@@ -33,8 +39,8 @@
 //! `Rcu::synchronize_expedited`. Called inside a read-side critical section it would wait
 //! forever; it aborts with rcukit's explanation.
 
-use crate::boundary::{guarded, guarded_fast, misuse};
-use rcukit::{Guard, Rcu};
+use crate::boundary::FFI;
+use rcukit::{Guard, Rcu, ThreadReader};
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
@@ -69,6 +75,28 @@ struct Reader {
     guard: UnsafeCell<MaybeUninit<Guard<'static>>>,
     /// `rcu_register_thread()` was called and `rcu_unregister_thread()` not since.
     registered: Cell<bool>,
+    /// The thread's `ThreadReader` while it is registered (null otherwise), owned by `HELD`,
+    /// which clears this before dropping it.
+    handle: Cell<*const ThreadReader<'static>>,
+}
+
+/// Owns a registered thread's `ThreadReader` (see "Registration" above).
+struct Held(Cell<Option<Box<ThreadReader<'static>>>>);
+
+impl Held {
+    /// Stop reading through the thread's handle, and drop it.
+    fn release(&self) {
+        // SAFETY: the calling thread's own state; `READER` has no destructor, so it is there
+        // in every thread-local destructor too.
+        unsafe { (*reader()).handle.set(std::ptr::null()) };
+        drop(self.0.take());
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 thread_local! {
@@ -77,8 +105,10 @@ thread_local! {
             depth: Cell::new(0),
             guard: UnsafeCell::new(MaybeUninit::uninit()),
             registered: Cell::new(false),
+            handle: Cell::new(std::ptr::null()),
         }
     };
+    static HELD: Held = const { Held(Cell::new(None)) };
 }
 
 /// The calling thread's reader state. A pointer, so that the thread-local access is one
@@ -99,43 +129,56 @@ pub(crate) fn is_reading() -> bool {
 /// Enter a read-side critical section (nestable). No registration is needed.
 #[no_mangle]
 pub extern "C" fn urcu_memb_read_lock() {
-    guarded_fast("urcu_memb_read_lock", || {
-        // SAFETY: the calling thread's own state, alive for the whole call and touched by no
-        // other thread.
-        let reader = unsafe { &*reader() };
-        let depth = reader.depth.get();
-        if depth == 0 {
-            let guard = domain().read();
-            // SAFETY: at depth 0 the slot holds no guard; only this thread touches it.
-            unsafe { (*reader.guard.get()).write(guard) };
-        }
-        reader.depth.set(depth + 1);
-    })
+    FFI.guarded_fast(
+        || "urcu_memb_read_lock",
+        || {
+            // SAFETY: the calling thread's own state, alive for the whole call and touched by no
+            // other thread.
+            let reader = unsafe { &*reader() };
+            let depth = reader.depth.get();
+            if depth == 0 {
+                let handle = reader.handle.get();
+                let guard = if handle.is_null() {
+                    domain().read()
+                } else {
+                    // SAFETY: a handle stays alive while `READER` points at it (`Held`
+                    // clears the pointer first), and it is this thread's.
+                    unsafe { (*handle).read() }
+                };
+                // SAFETY: at depth 0 the slot holds no guard; only this thread touches it.
+                unsafe { (*reader.guard.get()).write(guard) };
+            }
+            reader.depth.set(depth + 1);
+        },
+    )
 }
 
 /// Leave a read-side critical section; aborts if the thread is not in one.
 #[no_mangle]
 pub extern "C" fn urcu_memb_read_unlock() {
-    guarded_fast("urcu_memb_read_unlock", || {
-        // SAFETY: the calling thread's own state, alive for the whole call.
-        let reader = unsafe { &*reader() };
-        let depth = reader.depth.get();
-        if depth == 0 {
-            unlock_without_lock();
-        }
-        reader.depth.set(depth - 1);
-        if depth == 1 {
-            // SAFETY: the outermost lock stored a guard in the slot, and nothing has taken it
-            // since; it is taken out once, here.
-            drop(unsafe { (*reader.guard.get()).assume_init_read() });
-        }
-    })
+    FFI.guarded_fast(
+        || "urcu_memb_read_unlock",
+        || {
+            // SAFETY: the calling thread's own state, alive for the whole call.
+            let reader = unsafe { &*reader() };
+            let depth = reader.depth.get();
+            if depth == 0 {
+                unlock_without_lock();
+            }
+            reader.depth.set(depth - 1);
+            if depth == 1 {
+                // SAFETY: the outermost lock stored a guard in the slot, and nothing has taken it
+                // since; it is taken out once, here.
+                drop(unsafe { (*reader.guard.get()).assume_init_read() });
+            }
+        },
+    )
 }
 
 #[cold]
 #[inline(never)]
 fn unlock_without_lock() -> ! {
-    misuse(
+    FFI.misuse(
         "urcu_memb_read_unlock",
         "rcu_read_unlock() without a matching rcu_read_lock() on this thread",
     )
@@ -144,44 +187,52 @@ fn unlock_without_lock() -> ! {
 /// Is the calling thread inside a read-side critical section? (Non-zero if so.)
 #[no_mangle]
 pub extern "C" fn urcu_memb_read_ongoing() -> i32 {
-    guarded("urcu_memb_read_ongoing", || i32::from(is_reading()))
+    FFI.guarded("urcu_memb_read_ongoing", || i32::from(is_reading()))
 }
 
 /// Register the calling thread (not needed by rcukit; recorded for liburcu's assertions).
 #[no_mangle]
 pub extern "C" fn urcu_memb_register_thread() {
-    guarded("urcu_memb_register_thread", || {
+    FFI.guarded("urcu_memb_register_thread", || {
         READER.with(|reader| {
             if reader.registered.get() {
-                misuse(
+                FFI.misuse(
                     "urcu_memb_register_thread",
                     "the calling thread is already registered",
                 );
             }
             if reader.depth.get() > 0 {
-                misuse(
+                FFI.misuse(
                     "urcu_memb_register_thread",
                     "called inside a read-side critical section",
                 );
             }
             reader.registered.set(true);
+            let handle = Box::new(domain().thread_reader());
+            let pointer: *const ThreadReader<'static> = &*handle;
+            // In a thread-local destructor that runs after `HELD`'s, the handle would be
+            // dropped here and the thread reads through `Rcu::read`.
+            let _ = HELD.try_with(|held| {
+                held.0.set(Some(handle));
+                reader.handle.set(pointer);
+            });
         });
-        domain();
     })
 }
 
 /// Unregister the calling thread; aborts if it is not registered.
 #[no_mangle]
 pub extern "C" fn urcu_memb_unregister_thread() {
-    guarded("urcu_memb_unregister_thread", || {
+    FFI.guarded("urcu_memb_unregister_thread", || {
         READER.with(|reader| {
             if !reader.registered.replace(false) {
-                misuse(
+                FFI.misuse(
                     "urcu_memb_unregister_thread",
                     "the calling thread is not registered",
                 );
             }
-        })
+        });
+        let _ = HELD.try_with(Held::release);
     })
 }
 
@@ -189,7 +240,7 @@ pub extern "C" fn urcu_memb_unregister_thread() {
 /// inside a read-side critical section.
 #[no_mangle]
 pub extern "C" fn urcu_memb_synchronize_rcu() {
-    guarded("urcu_memb_synchronize_rcu", || {
+    FFI.guarded("urcu_memb_synchronize_rcu", || {
         domain().synchronize_expedited()
     })
 }
@@ -197,7 +248,7 @@ pub extern "C" fn urcu_memb_synchronize_rcu() {
 /// Start the flavor early (liburcu's constructor-time initialization); optional.
 #[no_mangle]
 pub extern "C" fn urcu_memb_init() {
-    guarded("urcu_memb_init", || {
+    FFI.guarded("urcu_memb_init", || {
         domain();
     })
 }
@@ -210,3 +261,51 @@ pub extern "C" fn urcu_memb_exit() {}
 /// The flavor table's quiescent-state and offline/online entries: no-ops for memb, as in
 /// liburcu (where they are inline functions of the header).
 pub(crate) extern "C" fn nothing() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Registered threads read through their handle; whether they unregister or exit
+    /// registered, their handles and records go with them, and a thread that registered in
+    /// between reads through `Rcu::read` again after unregistering.
+    #[test]
+    fn registered_readers_leave_no_record_behind() {
+        for unregister in [true, false] {
+            let threads: Vec<_> = (0..16)
+                .map(|_| {
+                    std::thread::spawn(move || {
+                        urcu_memb_register_thread();
+                        // SAFETY: this thread's own state.
+                        assert!(!unsafe { (*reader()).handle.get() }.is_null());
+                        for _ in 0..10 {
+                            urcu_memb_read_lock();
+                            urcu_memb_read_lock();
+                            assert!(is_reading());
+                            urcu_memb_read_unlock();
+                            urcu_memb_read_unlock();
+                        }
+                        assert!(!is_reading());
+                        if unregister {
+                            urcu_memb_unregister_thread();
+                            // SAFETY: as above.
+                            assert!(unsafe { (*reader()).handle.get() }.is_null());
+                            urcu_memb_read_lock();
+                            urcu_memb_read_unlock();
+                        }
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            urcu_memb_synchronize_rcu();
+            let stats = domain().stats();
+            assert_eq!(
+                (stats.readers, stats.orphaned_readers),
+                (0, 0),
+                "unregister {unregister}: {stats:?}"
+            );
+        }
+    }
+}

@@ -32,7 +32,7 @@
 //! every callback of this flavor runs inside `online_while`, which registers the worker on
 //! its first callback and keeps it online for the callback's duration, offline otherwise.
 
-use crate::boundary::{guarded, guarded_fast, misuse};
+use crate::boundary::FFI;
 use rcukit::{Qsbr, QsbrThread};
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -159,9 +159,9 @@ fn register_if_not() -> bool {
 /// Register the calling thread; it is online from now on. Aborts if it is already registered.
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_register_thread() {
-    guarded("urcu_qsbr_register_thread", || {
+    FFI.guarded("urcu_qsbr_register_thread", || {
         if !register_if_not() {
-            misuse(
+            FFI.misuse(
                 "urcu_qsbr_register_thread",
                 "the calling thread is already registered",
             );
@@ -172,11 +172,11 @@ pub extern "C" fn urcu_qsbr_register_thread() {
 /// Unregister the calling thread (it goes offline first). Aborts if it is not registered.
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_unregister_thread() {
-    guarded("urcu_qsbr_unregister_thread", || {
+    FFI.guarded("urcu_qsbr_unregister_thread", || {
         let registration = ME.try_with(|me| me.borrow_mut().take()).ok().flatten();
         match registration {
             Some(registration) => drop(registration),
-            None => misuse(
+            None => FFI.misuse(
                 "urcu_qsbr_unregister_thread",
                 "the calling thread is not registered",
             ),
@@ -187,19 +187,22 @@ pub extern "C" fn urcu_qsbr_unregister_thread() {
 /// Announce a quiescent state (nothing if the thread is offline or not registered).
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_quiescent_state() {
-    guarded_fast("urcu_qsbr_quiescent_state", || {
-        with_me(|me| {
-            if let Some(me) = me {
-                me.quiescent_state();
-            }
-        })
-    })
+    FFI.guarded_fast(
+        || "urcu_qsbr_quiescent_state",
+        || {
+            with_me(|me| {
+                if let Some(me) = me {
+                    me.quiescent_state();
+                }
+            })
+        },
+    )
 }
 
 /// Go offline (nothing if not registered).
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_thread_offline() {
-    guarded("urcu_qsbr_thread_offline", || {
+    FFI.guarded("urcu_qsbr_thread_offline", || {
         with_me(|me| {
             if let Some(me) = me {
                 me.offline();
@@ -211,7 +214,7 @@ pub extern "C" fn urcu_qsbr_thread_offline() {
 /// Come back online (nothing if not registered).
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_thread_online() {
-    guarded("urcu_qsbr_thread_online", || {
+    FFI.guarded("urcu_qsbr_thread_online", || {
         with_me(|me| {
             if let Some(me) = me {
                 me.online();
@@ -231,14 +234,14 @@ pub extern "C" fn urcu_qsbr_read_unlock() {}
 /// Non-zero if the calling thread is registered and online.
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_read_ongoing() -> i32 {
-    guarded("urcu_qsbr_read_ongoing", || i32::from(is_online()))
+    FFI.guarded("urcu_qsbr_read_ongoing", || i32::from(is_online()))
 }
 
 /// Wait for a grace period in the caller, going offline around the wait if the caller is
 /// online.
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_synchronize_rcu() {
-    guarded("urcu_qsbr_synchronize_rcu", || {
+    FFI.guarded("urcu_qsbr_synchronize_rcu", || {
         offline_while(|| domain().synchronize_expedited())
     })
 }
@@ -246,7 +249,7 @@ pub extern "C" fn urcu_qsbr_synchronize_rcu() {
 /// Start the flavor early; optional.
 #[no_mangle]
 pub extern "C" fn urcu_qsbr_init() {
-    guarded("urcu_qsbr_init", || {
+    FFI.guarded("urcu_qsbr_init", || {
         domain();
     })
 }

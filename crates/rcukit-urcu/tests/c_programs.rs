@@ -132,27 +132,13 @@ fn memb_barrier_inside_a_read_section_reports_and_returns() {
 
 #[track_caller]
 fn aborts(case: &str, messages: &[&str]) {
-    let ran = harness::run(
+    harness::run(
         &program("misuse", Flavor::Memb, Link::Rcukit, &["-lurcu-qsbr"]),
         &[case],
         &[],
         LIMIT,
-    );
-    assert_eq!(
-        ran.signal(),
-        Some(6),
-        "misuse {case}: expected an abort, got {:?}\n--- stdout\n{}--- stderr\n{}",
-        ran.status,
-        ran.stdout,
-        ran.stderr
-    );
-    for message in messages {
-        assert!(
-            ran.stderr.contains(message),
-            "misuse {case}: standard error lacks {message:?}:\n{}",
-            ran.stderr
-        );
-    }
+    )
+    .assert_aborted(&format!("misuse {case}"), messages);
 }
 
 #[test]

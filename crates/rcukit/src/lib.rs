@@ -118,7 +118,9 @@
 //!
 //! * **Readers** ([`Rcu::read`] → [`Guard`]) publish "reading since epoch *e*" in a per-thread
 //!   record: one load, one store and a compiler fence when the kernel has `membarrier`
-//!   ([`FenceKind::Membarrier`]), or a full fence otherwise ([`FenceKind::SeqCst`]).
+//!   ([`FenceKind::Membarrier`]), or a full fence otherwise ([`FenceKind::SeqCst`]). A
+//!   [`ThreadReader`] ([`Rcu::thread_reader`]) names the thread's record once, for code that
+//!   cannot afford finding it on every read (rcukit's C library, threads reading many domains).
 //! * **Normal grace periods** ([`Rcu::synchronize`]) run on a background thread that batches
 //!   every request arriving before it starts, with a heavy barrier that interrupts nobody
 //!   (`MEMBARRIER_CMD_GLOBAL`). Cheap for the system, milliseconds for the caller.
@@ -235,7 +237,7 @@ pub use barrier::FenceKind;
 pub use cell::{OwnedSnapshot, RcuCell, RcuRef, Reclaim, Snapshot, Unpublished};
 pub use domain::OwnedGuard;
 pub use domain::{BarrierFuture, GpFuture};
-pub use domain::{Guard, NotSendUseReadOwned, Rcu, RcuBuilder, Stats};
+pub use domain::{Guard, NotSendUseReadOwned, Rcu, RcuBuilder, Stats, ThreadReader};
 pub use domain_ref::DomainRef;
 pub use error::Error;
 pub use list::{Iter as ListIter, RcuList};

@@ -163,6 +163,101 @@ fn a_reader_of_a_dropped_domain_keeps_working_elsewhere() {
     long.synchronize_expedited();
 }
 
+/// A `ThreadReader` enters the thread's own record: its guards nest with `Rcu::read`'s (any
+/// order of drops), `is_reading` sees them, no second record is made, and a guard may outlive
+/// the handle it came from.
+#[test]
+fn a_thread_reader_reads_the_threads_own_record() {
+    let rcu = domain();
+    drop(rcu.read());
+    let reader = rcu.thread_reader();
+    assert_eq!(reader.domain().id(), rcu.id());
+    assert_eq!(
+        rcu.stats().readers,
+        1,
+        "the handle names the thread's one record"
+    );
+    assert!(!rcu.is_reading());
+    let g1 = reader.read();
+    assert!(rcu.is_reading());
+    let g2 = rcu.read();
+    let second = rcu.thread_reader();
+    let g3 = second.read();
+    drop(g1);
+    drop(second);
+    assert!(rcu.is_reading(), "g2 and g3 are still open");
+    drop(g2);
+    drop(reader);
+    assert!(rcu.is_reading(), "g3 outlives both handles");
+    drop(g3);
+    assert!(!rcu.is_reading());
+    assert_eq!(rcu.stats().readers, 1);
+    rcu.synchronize_expedited();
+    rcu.synchronize();
+}
+
+/// Grace periods wait for a section entered through a `ThreadReader`, of another thread.
+#[test]
+fn grace_periods_wait_for_a_thread_readers_sections() {
+    let rcu = Arc::new(domain());
+    for expedited in [false, true] {
+        let entered = Arc::new(Barrier::new(2));
+        let leaving = Arc::new(AtomicBool::new(false));
+        let t = {
+            let (rcu, entered, leaving) = (rcu.clone(), entered.clone(), leaving.clone());
+            std::thread::spawn(move || {
+                let reader = rcu.thread_reader();
+                let guard = reader.read();
+                entered.wait();
+                std::thread::sleep(Duration::from_millis(50));
+                leaving.store(true, Ordering::Release);
+                drop(guard);
+            })
+        };
+        entered.wait();
+        if expedited {
+            rcu.synchronize_expedited();
+        } else {
+            rcu.synchronize();
+        }
+        assert!(
+            leaving.load(Ordering::Acquire),
+            "expedited={expedited}: a grace period ended inside a thread reader's section"
+        );
+        t.join().unwrap();
+    }
+}
+
+/// Threads that take a handle, read through it and exit leave no record behind, and neither
+/// do threads that take a handle without ever reading.
+#[test]
+fn short_lived_threads_with_thread_readers_leave_no_records() {
+    let rcu = Arc::new(domain());
+    for i in 0..200 {
+        let rcu2 = rcu.clone();
+        std::thread::spawn(move || {
+            let reader = rcu2.thread_reader();
+            if i % 2 == 0 {
+                drop(reader.read());
+            }
+        })
+        .join()
+        .unwrap();
+    }
+    let stats = rcu.stats();
+    assert_eq!((stats.readers, stats.orphaned_readers), (0, 0), "{stats:?}");
+    rcu.synchronize_expedited();
+}
+
+#[test]
+#[should_panic(expected = "inside a read-side critical section")]
+fn synchronize_inside_a_thread_readers_section_panics() {
+    let rcu = domain();
+    let reader = rcu.thread_reader();
+    let _g = reader.read();
+    rcu.synchronize();
+}
+
 // --- misuse ---------------------------------------------------------------------------------
 
 /// One thread reads many domains in turn (each read misses the one-entry cache), nested and

@@ -128,6 +128,77 @@ fn an_rcu_guard_in_a_thread_local_holds_grace_periods_back_until_it_drops() {
     });
 }
 
+/// A `ThreadReader` kept in a thread-local: a section entered through it in the thread-local's
+/// destructor, which runs after rcukit's table is gone in `UserFirst` order, still holds grace
+/// periods back; the record is released once the handle and the guard have both dropped
+/// (either first), and so is the record of a handle made in the destructor itself.
+#[test]
+fn a_thread_reader_in_a_thread_local_protects_its_reads_until_it_drops() {
+    static DOMAIN: LazyLock<Rcu> =
+        LazyLock::new(|| Rcu::builder().name("exit-reader").build().unwrap());
+    both_orders(Duration::from_secs(60), |order| {
+        for handle_first in [false, true] {
+            let releasing: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+            let (entered, entered_rx) = channel::<()>();
+            let t = exiting_thread(
+                order,
+                || drop(DOMAIN.read()),
+                move || {
+                    let reader = DOMAIN.thread_reader();
+                    Box::new(move || {
+                        let guard = reader.read();
+                        entered.send(()).unwrap();
+                        std::thread::sleep(Duration::from_millis(100));
+                        releasing.store(true, Ordering::Release);
+                        if handle_first {
+                            drop(reader);
+                            drop(guard);
+                        } else {
+                            drop(guard);
+                            drop(reader);
+                        }
+                        let late = DOMAIN.thread_reader();
+                        drop(late.read());
+                    })
+                },
+            );
+            entered_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the destructor ran");
+            DOMAIN.synchronize();
+            assert!(
+                releasing.load(Ordering::Acquire),
+                "{order:?}: synchronize() returned inside a thread reader's section"
+            );
+            t.join().unwrap();
+            let stats = DOMAIN.stats();
+            assert_eq!(
+                (stats.readers, stats.orphaned_readers),
+                (0, 0),
+                "{order:?}, handle first {handle_first}: records left behind: {stats:?}"
+            );
+        }
+    });
+}
+
+/// A `ThreadReader` leaked by a thread that then exits keeps its record registered (an orphan),
+/// with no section open: grace periods do not wait for it.
+#[test]
+fn a_leaked_thread_reader_holds_no_grace_period() {
+    let rcu: &'static Rcu = Box::leak(Box::new(Rcu::builder().build().unwrap()));
+    std::thread::spawn(move || {
+        let reader = rcu.thread_reader();
+        drop(reader.read());
+        std::mem::forget(reader);
+    })
+    .join()
+    .unwrap();
+    let stats = rcu.stats();
+    assert_eq!((stats.readers, stats.orphaned_readers), (0, 1), "{stats:?}");
+    rcu.synchronize();
+    rcu.synchronize_expedited();
+}
+
 /// Defect 1 of the thread-exit review: rcukit's QSBR table, destroyed first, unregistered a
 /// handle that was still alive and online, and `synchronize()` returned while it still read.
 #[test]

@@ -3,34 +3,77 @@
  * unlock, on the global domain, in a loop, timed in the thread's CPU time (time spent
  * descheduled on a busy machine is not counted).
  *
- *   read_loop ITERATIONS
+ *   read_loop guard ITERATIONS    rcukit_read_lock() / rcukit_read_unlock(&guard)
+ *   read_loop reader ITERATIONS   rcukit_reader_lock(reader) / rcukit_reader_unlock(reader)
+ *   read_loop calls ITERATIONS    two calls to rcukit_version() and no section: what the two
+ *                                 calls alone cost, with this way of linking
  * prints: ns_per_section=X
  */
 #include <rcukit/rcukit.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
-int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s ITERATIONS\n", argv[0]);
-        return 2;
-    }
-    long iterations = atol(argv[1]);
-    rcukit_domain *domain = rcukit_global();
+static double thread_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static double guard_loop(rcukit_domain *domain, long iterations) {
     for (int i = 0; i < 1000; i++) { /* the thread's record, the caches */
         rcukit_guard guard = rcukit_read_lock(domain);
         rcukit_read_unlock(&guard);
     }
-    struct timespec start, end;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    double start = thread_ns();
     for (long i = 0; i < iterations; i++) {
         rcukit_guard guard = rcukit_read_lock(domain);
         __asm__ volatile("" ::: "memory");
         rcukit_read_unlock(&guard);
     }
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
-    double ns = (double)(end.tv_sec - start.tv_sec) * 1e9 + (double)(end.tv_nsec - start.tv_nsec);
+    return thread_ns() - start;
+}
+
+static double reader_loop(rcukit_domain *domain, long iterations) {
+    rcukit_reader *reader = rcukit_reader_new(domain);
+    for (int i = 0; i < 1000; i++) {
+        rcukit_reader_lock(reader);
+        rcukit_reader_unlock(reader);
+    }
+    double start = thread_ns();
+    for (long i = 0; i < iterations; i++) {
+        rcukit_reader_lock(reader);
+        __asm__ volatile("" ::: "memory");
+        rcukit_reader_unlock(reader);
+    }
+    double ns = thread_ns() - start;
+    rcukit_reader_free(reader);
+    return ns;
+}
+
+static double calls_loop(long iterations) {
+    double start = thread_ns();
+    for (long i = 0; i < iterations; i++) {
+        const char *a = rcukit_version();
+        __asm__ volatile("" : : "r"(a) : "memory");
+        const char *b = rcukit_version();
+        __asm__ volatile("" : : "r"(b) : "memory");
+    }
+    return thread_ns() - start;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 || (strcmp(argv[1], "guard") != 0 && strcmp(argv[1], "reader") != 0 &&
+                      strcmp(argv[1], "calls") != 0)) {
+        fprintf(stderr, "usage: %s guard|reader|calls ITERATIONS\n", argv[0]);
+        return 2;
+    }
+    long iterations = atol(argv[2]);
+    rcukit_domain *domain = rcukit_global();
+    double ns = strcmp(argv[1], "guard") == 0    ? guard_loop(domain, iterations)
+                : strcmp(argv[1], "reader") == 0 ? reader_loop(domain, iterations)
+                                                 : calls_loop(iterations);
     printf("ns_per_section=%.4f\n", ns / (double)iterations);
     return 0;
 }

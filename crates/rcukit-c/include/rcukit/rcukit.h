@@ -70,6 +70,11 @@ typedef struct rcukit_qsbr rcukit_qsbr;
 // A thread's registration with a QSBR domain (opaque).
 typedef struct rcukit_qsbr_thread rcukit_qsbr_thread;
 
+// A thread's reader of one domain (opaque), from `rcukit_reader_new`: lock and unlock it on
+// that thread only, free it there with `rcukit_reader_free`.
+// One cache line of its own: lock and unlock write it, and no other thread's data shares it.
+typedef struct rcukit_reader rcukit_reader;
+
 // A callback function: called once with the head it was queued with.
 typedef void (*rcukit_callback_fn)(struct rcukit_head *head);
 
@@ -347,7 +352,8 @@ struct rcukit_domain *rcukit_domain_new(const struct rcukit_config *config);
 
 // Free a domain (NULL is ignored): run every callback still pending (chains included), then
 // stop its threads. Owned sections still open keep its state alive until they end. Freeing
-// the global domain aborts.
+// the global domain aborts, and so does freeing a domain whose readers (`rcukit_reader_new`)
+// are not all freed.
 //
 // # Safety
 //
@@ -594,6 +600,41 @@ struct rcukit_owned_guard rcukit_read_owned_begin(const struct rcukit_domain *do
 //
 // `guard` points to a token from `rcukit_read_owned_begin` (or a zero-initialized one).
 void rcukit_read_owned_end(struct rcukit_owned_guard *guard);
+
+// The calling thread's reader of `domain`: lock and unlock it (on this thread) for read-side
+// critical sections that skip the lookup `rcukit_read_lock` makes each time. Free it with
+// `rcukit_reader_free`, on this thread, before the thread exits and before the domain is
+// freed.
+//
+// # Safety
+//
+// `domain` is a live handle, and stays alive until the reader is freed.
+struct rcukit_reader *rcukit_reader_new(const struct rcukit_domain *domain);
+
+// Free a reader (NULL is ignored), on the thread that made it. Aborts if a section is open on
+// it, or on another thread.
+//
+// # Safety
+//
+// `reader` is NULL or came from `rcukit_reader_new`, is freed once and not used afterwards.
+void rcukit_reader_free(struct rcukit_reader *reader);
+
+// Enter a read-side critical section through `reader` (nestable). The outermost lock is a
+// load of the domain's epoch, a store to the thread's own record and a compiler fence (with
+// membarrier); inner ones only count. Aborts on another thread than the reader's.
+//
+// # Safety
+//
+// `reader` is a live reader of the calling thread.
+void rcukit_reader_lock(struct rcukit_reader *reader);
+
+// Leave the read-side critical section of `reader` (the outermost unlock is one store and a
+// load). Aborts if no section is open on it, or on another thread than the reader's.
+//
+// # Safety
+//
+// `reader` is a live reader of the calling thread.
+void rcukit_reader_unlock(struct rcukit_reader *reader);
 
 // The message of the calling thread's last failed call ("no error" if none failed yet). The
 // string belongs to rcukit and stays valid until the next failing call on the same thread.

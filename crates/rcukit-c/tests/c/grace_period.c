@@ -4,8 +4,12 @@
  * (or queues a callback), then poisons and frees the old one.
  *
  *   grace_period WAIT DOMAIN
- *   WAIT:   sync | expedited | cond | poll | call | owned
+ *   WAIT:   sync | expedited | cond | poll | call | owned | reader
  *   DOMAIN: global | own
+ *
+ * `owned` readers use owned sections; `reader` readers use a reader handle per thread
+ * (rcukit_reader_lock, nested with itself and with guard tokens), and the writer alternates
+ * normal and expedited grace periods; the others use guard tokens.
  */
 #include "check.h"
 #include <rcukit/rcukit.h>
@@ -26,6 +30,7 @@ static atomic_bool stop;
 static atomic_long reads;
 static atomic_long freed;
 static int owned_readers;
+static int handle_readers;
 
 static void poison_and_free(rcukit_head *head) {
     struct obj *obj = (struct obj *)((char *)head - offsetof(struct obj, head));
@@ -41,11 +46,30 @@ static void read_once(void) {
     atomic_fetch_add_explicit(&reads, 1, memory_order_relaxed);
 }
 
+/* One section through the thread's reader handle, nested with itself and with a token. */
+static void read_through(rcukit_reader *handle) {
+    rcukit_reader_lock(handle);
+    CHECK(rcukit_is_reading(domain));
+    read_once();
+    rcukit_reader_lock(handle);
+    rcukit_guard token = rcukit_read_lock(domain);
+    read_once();
+    rcukit_reader_unlock(handle);
+    rcukit_reader_unlock(handle); /* the token still holds the section */
+    CHECK(rcukit_is_reading(domain));
+    read_once();
+    rcukit_read_unlock(&token);
+    CHECK(!rcukit_is_reading(domain));
+}
+
 static void *reader(void *arg) {
     (void)arg;
+    rcukit_reader *handle = handle_readers ? rcukit_reader_new(domain) : NULL;
     /* At least one pass, however late the scheduler runs this thread. */
     do {
-        if (owned_readers) {
+        if (handle != NULL) {
+            read_through(handle);
+        } else if (owned_readers) {
             rcukit_owned_guard section = rcukit_read_owned_begin(domain);
             read_once();
             rcukit_read_owned_end(&section);
@@ -62,6 +86,7 @@ static void *reader(void *arg) {
             CHECK(!rcukit_is_reading(domain));
         }
     } while (!atomic_load_explicit(&stop, memory_order_relaxed));
+    rcukit_reader_free(handle);
     return NULL;
 }
 
@@ -85,6 +110,7 @@ int main(int argc, char **argv) {
         CHECK(domain != NULL);
     }
     owned_readers = strcmp(wait, "owned") == 0;
+    handle_readers = strcmp(wait, "reader") == 0;
     atomic_store(&current, fresh());
 
     pthread_t threads[READERS];
@@ -92,7 +118,7 @@ int main(int argc, char **argv) {
 
     long updates = 2000; /* expedited, owned */
     if (strcmp(wait, "sync") == 0) updates = 200;
-    if (strcmp(wait, "cond") == 0 || strcmp(wait, "poll") == 0) updates = 400;
+    if (strcmp(wait, "cond") == 0 || strcmp(wait, "poll") == 0 || handle_readers) updates = 400;
     if (strcmp(wait, "call") == 0) updates = 20000;
     for (long i = 0; i < updates; i++) {
         struct obj *old = atomic_exchange(&current, fresh());
@@ -104,6 +130,9 @@ int main(int argc, char **argv) {
             rcukit_synchronize(domain);
         } else if (strcmp(wait, "expedited") == 0 || strcmp(wait, "owned") == 0) {
             rcukit_synchronize_expedited(domain);
+        } else if (handle_readers) {
+            if (i % 2) rcukit_synchronize_expedited(domain);
+            else rcukit_synchronize(domain);
         } else if (strcmp(wait, "cond") == 0) {
             rcukit_cookie cookie = rcukit_get_state(domain);
             if (i % 2) rcukit_cond_synchronize_expedited(domain, cookie);

@@ -16,6 +16,26 @@ static void *lock_elsewhere(void *arg) {
     return NULL;
 }
 
+static rcukit_reader *shared_reader;
+
+static void *lock_reader_elsewhere(void *arg) {
+    (void)arg;
+    rcukit_reader_lock(shared_reader);
+    return NULL;
+}
+
+static void *unlock_reader_elsewhere(void *arg) {
+    (void)arg;
+    rcukit_reader_unlock(shared_reader);
+    return NULL;
+}
+
+static void *free_reader_elsewhere(void *arg) {
+    (void)arg;
+    rcukit_reader_free(shared_reader);
+    return NULL;
+}
+
 static void barrier_from_callback(rcukit_head *h) {
     (void)h;
     rcukit_barrier(domain);
@@ -55,6 +75,35 @@ int main(int argc, char **argv) {
         pthread_t thread = spawn(lock_elsewhere, NULL);
         pthread_join(thread, NULL);
         rcukit_read_unlock(&shared_guard);
+    } else if (strcmp(what, "reader-unlock-unlocked") == 0) {
+        rcukit_reader *reader = rcukit_reader_new(domain);
+        rcukit_reader_lock(reader);
+        rcukit_reader_unlock(reader);
+        rcukit_reader_unlock(reader);
+    } else if (strcmp(what, "reader-lock-other-thread") == 0) {
+        shared_reader = rcukit_reader_new(domain);
+        pthread_join(spawn(lock_reader_elsewhere, NULL), NULL);
+    } else if (strcmp(what, "reader-unlock-other-thread") == 0) {
+        shared_reader = rcukit_reader_new(domain);
+        rcukit_reader_lock(shared_reader);
+        pthread_join(spawn(unlock_reader_elsewhere, NULL), NULL);
+    } else if (strcmp(what, "reader-free-other-thread") == 0) {
+        shared_reader = rcukit_reader_new(domain);
+        pthread_join(spawn(free_reader_elsewhere, NULL), NULL);
+    } else if (strcmp(what, "reader-free-locked") == 0) {
+        rcukit_reader *reader = rcukit_reader_new(domain);
+        rcukit_reader_lock(reader);
+        rcukit_reader_free(reader);
+    } else if (strcmp(what, "reader-null") == 0) {
+        rcukit_reader_lock(NULL);
+    } else if (strcmp(what, "synchronize-in-reader") == 0) {
+        rcukit_reader *reader = rcukit_reader_new(domain);
+        rcukit_reader_lock(reader);
+        rcukit_synchronize(domain);
+    } else if (strcmp(what, "free-domain-with-readers") == 0) {
+        rcukit_reader *reader = rcukit_reader_new(domain);
+        (void)reader;
+        rcukit_domain_free(domain);
     } else if (strcmp(what, "owned-end-twice") == 0) {
         rcukit_owned_guard section = rcukit_read_owned_begin(domain);
         rcukit_read_owned_end(&section);

@@ -1,9 +1,12 @@
 /*
- * Thread exit, as documented for Rust: short-lived readers leave nothing behind; a thread
- * that exits inside a read-side critical section (or online in a QSBR domain without
- * unregistering) leaves it open forever, and the stall report says that its thread exited.
+ * Thread exit, as documented for Rust: short-lived readers leave nothing behind (with guard
+ * tokens and with reader handles); a thread that exits inside a read-side critical section (or
+ * online in a QSBR domain without unregistering) leaves it open forever, and the stall report
+ * says that its thread exited. A reader handle used and freed in a pthread key destructor (which
+ * runs after rcukit's own thread-local destructors) still holds grace periods back while it is
+ * locked there; a handle leaked by an exited thread holds none.
  *
- *   thread_exit churn | exit-reading | exit-online
+ *   thread_exit churn | exit-reading | exit-online | reader-key-destructor | reader-leaked
  */
 #include "check.h"
 #include <unistd.h>
@@ -16,12 +19,16 @@ static rcukit_qsbr *qsbr;
 
 static void *short_reader(void *arg) {
     (void)arg;
+    rcukit_reader *handle = rcukit_reader_new(domain);
     for (int i = 0; i < 10; i++) {
         rcukit_guard a = rcukit_read_lock(domain);
         rcukit_guard b = rcukit_read_lock(rcukit_global());
+        rcukit_reader_lock(handle);
         rcukit_read_unlock(&b);
         rcukit_read_unlock(&a);
+        rcukit_reader_unlock(handle);
     }
+    rcukit_reader_free(handle);
     return NULL;
 }
 
@@ -62,6 +69,57 @@ static void *exit_online(void *arg) {
     return NULL;
 }
 
+static pthread_key_t key;
+static atomic_int key_destructor_entered;
+static atomic_int key_destructor_releasing;
+
+/* Runs after rcukit's thread-local destructors (glibc runs pthread key destructors last). */
+static void reader_key_destructor(void *value) {
+    rcukit_reader *handle = value;
+    rcukit_reader_lock(handle);
+    CHECK(rcukit_is_reading(domain));
+    atomic_store(&key_destructor_entered, 1);
+    sleep_ms(100);
+    atomic_store(&key_destructor_releasing, 1);
+    rcukit_reader_unlock(handle);
+    rcukit_reader_free(handle);
+}
+
+static void *reader_in_key(void *arg) {
+    (void)arg;
+    rcukit_reader *handle = rcukit_reader_new(domain);
+    rcukit_reader_lock(handle);
+    rcukit_reader_unlock(handle);
+    CHECK(pthread_setspecific(key, handle) == 0);
+    return NULL;
+}
+
+static void reader_key_destructor_case(void) {
+    rcukit_stats before, after;
+    rcukit_domain_stats(domain, &before);
+    CHECK(pthread_key_create(&key, reader_key_destructor) == 0);
+    pthread_t thread = spawn(reader_in_key, NULL);
+    uint64_t start = now_ns();
+    while (!atomic_load(&key_destructor_entered)) {
+        CHECK(now_ns() - start < 20ull * 1000000000ull);
+        sleep_ms(1);
+    }
+    rcukit_synchronize(domain); /* must wait for the section in the destructor */
+    CHECK(atomic_load(&key_destructor_releasing));
+    pthread_join(thread, NULL);
+    rcukit_domain_stats(domain, &after);
+    CHECK_EQ(after.readers, before.readers);
+    CHECK_EQ(after.orphaned_readers, 0); /* released when the handle was freed */
+}
+
+static void *leak_a_reader(void *arg) {
+    (void)arg;
+    rcukit_reader *handle = rcukit_reader_new(domain);
+    rcukit_reader_lock(handle);
+    rcukit_reader_unlock(handle);
+    return NULL; /* never freed */
+}
+
 static void wait_for_the_report(void) {
     uint64_t start = now_ns();
     while (atomic_load(&exited_reports) == 0) {
@@ -92,6 +150,17 @@ int main(int argc, char **argv) {
         CHECK(!rcukit_poll(domain, cookie)); /* held forever */
         printf("ok: %s\n", argv[1]);
         _exit(0); /* the domain cannot be freed: its grace period never ends */
+    } else if (strcmp(argv[1], "reader-key-destructor") == 0) {
+        reader_key_destructor_case();
+    } else if (strcmp(argv[1], "reader-leaked") == 0) {
+        pthread_join(spawn(leak_a_reader, NULL), NULL);
+        rcukit_stats stats;
+        rcukit_domain_stats(domain, &stats);
+        CHECK_EQ(stats.orphaned_readers, 1);
+        rcukit_synchronize(domain); /* no section is open: nothing waits */
+        rcukit_synchronize_expedited(domain);
+        printf("ok: %s\n", argv[1]);
+        _exit(0); /* the leaked reader keeps the domain from being freed */
     } else if (strcmp(argv[1], "exit-online") == 0) {
         pthread_join(spawn(exit_online, NULL), NULL);
         rcukit_stats stats;

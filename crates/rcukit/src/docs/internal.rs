@@ -188,6 +188,10 @@ pub mod domain {
         #![doc = include_str!("../domain/owned.md")]
     }
 
+    pub mod thread_reader {
+        #![doc = include_str!("../domain/thread_reader.md")]
+    }
+
     pub mod futures {
         #![doc = include_str!("../domain/futures.md")]
     }

@@ -33,7 +33,9 @@ use std::marker::PhantomData;
 /// });
 /// ```
 ///
-/// No type implements this trait: it exists only as the marker inside `Guard`.
+/// No type implements this trait: it exists only as the marker inside `Guard` (and inside
+/// [`ThreadReader`](crate::ThreadReader), which names the thread's reader record in the same
+/// way).
 pub trait NotSendUseReadOwned: sealed::Sealed + Unpin {}
 
 mod sealed {
@@ -75,12 +77,13 @@ pub struct Guard<'a> {
     record: RecordPtr,
 }
 
-/// The calling thread's reader record, as its guard holds it.
-struct RecordPtr(*const ReaderRecord);
+/// The calling thread's reader record, as its guard (or its `ThreadReader`) holds it.
+pub(super) struct RecordPtr(pub(super) *const ReaderRecord);
 
-// SAFETY: a `RecordPtr` is only ever a field of a `Guard`, which its marker keeps `!Send` and
-// `!Sync`: the pointer never reaches another thread. (These impls only keep the raw pointer out
-// of the compiler's message about a guard that would leave its thread.)
+// SAFETY: a `RecordPtr` is only ever a field of a `Guard` or a `ThreadReader`, which their
+// marker keeps `!Send` and `!Sync`: the pointer never reaches another thread. (These impls only
+// keep the raw pointer out of the compiler's message about a guard that would leave its
+// thread.)
 unsafe impl Send for RecordPtr {}
 // SAFETY: as above.
 unsafe impl Sync for RecordPtr {}

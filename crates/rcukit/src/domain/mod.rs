@@ -9,12 +9,14 @@ pub(crate) mod owned;
 mod port;
 pub(crate) mod shutdown;
 mod stats;
+mod thread_reader;
 
 pub use builder::RcuBuilder;
 pub use futures::{BarrierFuture, GpFuture};
 pub use guard::{Guard, NotSendUseReadOwned};
 pub use owned::OwnedGuard;
 pub use stats::Stats;
+pub use thread_reader::ThreadReader;
 
 use crate::barrier::FenceKind;
 use crate::callbacks::callback::Callback;

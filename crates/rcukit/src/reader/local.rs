@@ -51,9 +51,9 @@ impl Drop for LocalRecords {
         CACHE.with(DirectCache::clear);
         INDEX.set(IndexView::EMPTY);
         for (_, LocalEntry(record)) in self.0.take_all() {
-            if record.is_reading() {
-                // A guard outlives this thread-local (it lives in another thread-local that is
-                // destroyed later). Hand the record over to that guard.
+            if record.is_reading() || record.is_held() {
+                // A guard or a `ThreadReader` outlives this thread-local (it lives in another
+                // thread-local that is destroyed later). Hand the record over to them.
                 let n = record.nesting.load(Relaxed);
                 record.nesting.store(n | ORPHAN, Relaxed);
                 record.orphan();
@@ -147,6 +147,36 @@ fn local_record_uncached(domain: DomainKey, registry: &Arc<Registry>) -> *const 
         .unwrap_or_else(|_| orphan_record(registry))
 }
 
+/// The calling thread's record for `domain`, held for a [`ThreadReader`](crate::ThreadReader)
+/// (registering one on first use; an orphaned one if the thread's table is gone). The record
+/// stays valid until [`let_go_of_record`] is called for this hold, whatever happens to the
+/// thread's table meanwhile: a table that goes while the record is held orphans it.
+#[inline]
+pub(crate) fn held_record(domain: DomainKey, registry: &Arc<Registry>) -> *const ReaderRecord {
+    let record = local_record(domain, registry);
+    // SAFETY: `local_record` returns the calling thread's live record; nothing between that
+    // call and this one runs the table's destructor.
+    unsafe { (*record).hold() };
+    record
+}
+
+/// Undo one [`held_record`], releasing the record if it was orphaned and this was the last
+/// hold on it with no section open.
+///
+/// # Safety
+///
+/// `record` came from [`held_record`] on the calling thread, and this is the one call for that
+/// hold.
+#[inline]
+pub(crate) unsafe fn let_go_of_record(record: *const ReaderRecord) {
+    // SAFETY: a held record stays alive until its holds are let go (the caller's contract).
+    if unsafe { (*record).let_go() } {
+        // SAFETY: `let_go` returned true once, for the last hold of an orphaned record with no
+        // guard left: its owning `Arc` was leaked when it was orphaned.
+        unsafe { release_orphan(record) };
+    }
+}
+
 /// Run `f` inside a read-side critical section of `domain`, on the calling thread's record
 /// for it (an orphaned one if the thread's table is gone, released when the section ends).
 #[inline]
@@ -206,7 +236,7 @@ fn with_local_record_uncached(
 }
 
 /// A record for a thread whose thread-local storage is already destroyed: registered now,
-/// orphaned from the start, released when its guard drops.
+/// orphaned from the start, released when its last guard or handle drops.
 #[cold]
 fn orphan_record(registry: &Arc<Registry>) -> *const ReaderRecord {
     let record = Arc::new(ReaderRecord::new(

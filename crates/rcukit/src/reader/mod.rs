@@ -6,7 +6,8 @@ pub(crate) mod qsbr;
 pub(crate) mod wake;
 
 pub(crate) use local::{
-    in_section, is_reading, local_record, orphan_of_this_thread, with_local_record,
+    held_record, in_section, is_reading, let_go_of_record, local_record, orphan_of_this_thread,
+    with_local_record,
 };
 
 use crate::barrier::{self, FenceKind};
@@ -77,9 +78,9 @@ fn os_tid() -> i64 {
     -1
 }
 
-/// Bytes that fill a record's first line after `ctr`, `nesting` and `wake`.
+/// Bytes that fill a record's first line after `ctr`, `nesting`, `wake` and `handles`.
 #[cfg(not(rcukit_loom))]
-const HOT_PAD: usize = 64 - 8 - 4 - 8;
+const HOT_PAD: usize = 64 - 8 - 4 - 8 - 4;
 #[cfg(rcukit_loom)]
 const HOT_PAD: usize = 0;
 
@@ -112,6 +113,11 @@ pub(crate) struct ReaderRecord {
     /// reader looks at after leaving (see [`wake`](crate::docs::internal::reader::wake)): on the line the reader
     /// writes anyway, so that looking costs it no cache miss.
     pub(crate) wake: WakeWord,
+    /// Live [`ThreadReader`](crate::ThreadReader) handles on the record. Like `nesting`, touched
+    /// only by the owning thread (a handle is `!Send`); read when the thread's table goes (a
+    /// held record is orphaned, not freed) and when an orphaned record's last guard leaves. On
+    /// the hot line so that the latter look, rare as it is, never costs a miss.
+    handles: AtomicU32,
     /// The rest of the first line: nothing else shares the line every read writes.
     _hot_line: [u8; HOT_PAD],
     pub(crate) thread: ThreadInfo,
@@ -136,6 +142,7 @@ impl ReaderRecord {
             ctr: AtomicU64::new(0),
             nesting: AtomicU32::new(0),
             wake: WakeWord::new(),
+            handles: AtomicU32::new(0),
             _hot_line: [0; HOT_PAD],
             thread,
             owner: crate::sync::fork::Owner::current(),
@@ -199,7 +206,8 @@ impl ReaderRecord {
     }
 
     /// Leave a critical section (R4 for the outermost one). Returns true when the record was
-    /// orphaned and this was its last guard: the caller must then call [`release_orphan`].
+    /// orphaned and this was its last guard, with no handle left: the caller must then call
+    /// [`release_orphan`].
     #[inline]
     pub(crate) fn exit(&self) -> bool {
         let unnest = self.unnest();
@@ -237,13 +245,36 @@ impl ReaderRecord {
         self.nesting.store(n, Relaxed);
         Unnest {
             outermost: n & COUNT_MASK == 0,
-            last_orphan_guard: n == ORPHAN,
+            last_orphan_guard: n == ORPHAN && !self.is_held(),
         }
     }
 
     /// True while the owning thread is inside a critical section of this record's domain.
     pub(crate) fn is_reading(&self) -> bool {
         self.nesting.load(Relaxed) & COUNT_MASK != 0
+    }
+
+    /// Count one more [`ThreadReader`](crate::ThreadReader) on the record (owning thread only).
+    pub(crate) fn hold(&self) {
+        let n = self.handles.load(Relaxed);
+        assert!(
+            n != u32::MAX,
+            "rcukit: 2^32 - 1 thread readers on one record"
+        );
+        self.handles.store(n + 1, Relaxed);
+    }
+
+    /// Does a [`ThreadReader`](crate::ThreadReader) hold the record?
+    pub(crate) fn is_held(&self) -> bool {
+        self.handles.load(Relaxed) != 0
+    }
+
+    /// Undo one [`hold`](Self::hold). Returns true when the record was orphaned and this was the
+    /// last handle, with no guard open: the caller must then call [`release_orphan`].
+    pub(crate) fn let_go(&self) -> bool {
+        let n = self.handles.load(Relaxed) - 1;
+        self.handles.store(n, Relaxed);
+        n == 0 && self.nesting.load(Relaxed) == ORPHAN
     }
 }
 
@@ -252,7 +283,7 @@ impl ReaderRecord {
 pub(crate) struct Unnest {
     /// The outermost entry just ended.
     pub(crate) outermost: bool,
-    /// The record is orphaned and this was its last guard.
+    /// The record is orphaned and this was its last guard; no handle holds it.
     pub(crate) last_orphan_guard: bool,
 }
 
@@ -371,12 +402,14 @@ impl Registry {
     }
 }
 
-/// Unregister an orphaned record once its last guard has dropped, and free it.
+/// Unregister an orphaned record once its last guard and its last handle have gone, and free
+/// it.
 ///
 /// # Safety
 ///
 /// `record` must come from a record whose owning `Arc` was leaked with `Arc::into_raw` when the
-/// record was orphaned, and this must be the one call made for it (its last guard just exited).
+/// record was orphaned, and this must be the one call made for it (its last guard just exited
+/// with no handle left, or its last handle just went with no guard left).
 #[cold]
 pub(crate) unsafe fn release_orphan(record: *const ReaderRecord) {
     // SAFETY: the caller guarantees `record` is the pointer leaked by `Arc::into_raw` when the

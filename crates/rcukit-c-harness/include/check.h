@@ -1,4 +1,7 @@
-/* Assertions and small helpers for the C test programs (they print what failed and exit 1). */
+/*
+ * Assertions and small helpers for the C test programs of librcukit and liburcu-rcukit (they
+ * print what failed and exit 1). rcukit-c-harness puts this directory on the include path.
+ */
 #ifndef RCUKIT_TEST_CHECK_H
 #define RCUKIT_TEST_CHECK_H
 

@@ -2,15 +2,17 @@
 //!
 //! `fork()` copies memory but only the calling thread: a mutex that another thread held at
 //! that moment stays locked forever in the child. rcukit solves this for its own locks (see
-//! `rcukit::docs::internal::domain::fork`); this module does the same for the few locks of the liburcu layer (the
-//! polling table, the `call_rcu_data` table, the rculfhash fork hooks). Every `ForkLock`
+//! `rcukit::docs::internal::domain::fork`); this module does the same for the few locks of the
+//! C libraries (librcukit's table of live reader handles; the liburcu layer's polling table,
+//! `call_rcu_data` table and rculfhash fork hooks). Each library links its own copy, with its
+//! own handlers. Every `ForkLock`
 //! registers itself on first use; a `pthread_atfork` *prepare* handler takes them all, in
 //! registration order, and the *parent* and *child* handlers release them.
 //!
-//! This cannot deadlock: no code of this crate holds one of these locks while it takes
-//! another, or while it calls into rcukit or into C code (the modules that use them copy
-//! what they need and let go first), so every holder finishes its short critical section
-//! without waiting for anything the forking thread holds.
+//! This cannot deadlock as long as no code holds one of these locks while it takes another, or
+//! while it calls into rcukit or into C code (the modules that use them copy what they need and
+//! let go first): every holder then finishes its short critical section without waiting for
+//! anything the forking thread holds.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -24,7 +26,7 @@ trait Holdable: Sync {
 }
 
 /// A mutex held across `fork()` by the forking thread.
-pub(crate) struct ForkLock<T> {
+pub struct ForkLock<T> {
     mutex: Mutex<T>,
     registered: AtomicBool,
 }
@@ -44,7 +46,7 @@ thread_local! {
 }
 
 impl<T: Send + 'static> ForkLock<T> {
-    pub(crate) const fn new(value: T) -> ForkLock<T> {
+    pub const fn new(value: T) -> ForkLock<T> {
         ForkLock {
             mutex: Mutex::new(value),
             registered: AtomicBool::new(false),
@@ -52,8 +54,8 @@ impl<T: Send + 'static> ForkLock<T> {
     }
 
     /// Lock it (registering it for `fork()` on first use). A poisoned lock is used as is: every
-    /// critical section of this crate leaves its data consistent before anything can panic.
-    pub(crate) fn lock(&'static self) -> MutexGuard<'static, T> {
+    /// critical section that uses one leaves its data consistent before anything can panic.
+    pub fn lock(&'static self) -> MutexGuard<'static, T> {
         if !self.registered.load(Relaxed) {
             self.register();
         }
@@ -88,6 +90,6 @@ fn install_handlers() {
     if !INSTALLED.swap(true, Relaxed) {
         // SAFETY: the handlers are `extern "C"` functions that live as long as the program.
         let r = unsafe { libc::pthread_atfork(Some(prepare), Some(release), Some(release)) };
-        assert_eq!(r, 0, "rcukit (liburcu ABI): pthread_atfork failed ({r})");
+        assert_eq!(r, 0, "rcukit: pthread_atfork failed ({r})");
     }
 }

@@ -1,0 +1,264 @@
+//! Per-thread reader handles: [`rcukit_reader`], the fast way to read through C.
+//!
+//! ```c
+//! rcukit_reader *reader = rcukit_reader_new(domain); // once per thread and domain
+//! for (;;) {
+//!     rcukit_reader_lock(reader);
+//!     /* ... read RCU-protected data ... */
+//!     rcukit_reader_unlock(reader);
+//! }
+//! rcukit_reader_free(reader); // on the same thread, before it exits
+//! ```
+//!
+//! # Why a handle
+//!
+//! `rcukit_read_lock(domain)` finds the calling thread's reader record for `domain` on every
+//! call, through rcukit's thread-locals. Inside `librcukit.so` each thread-local access is a
+//! call to `__tls_get_addr` (a Rust shared library cannot use the initial-exec TLS model on
+//! stable Rust), and its `rcukit_guard` token, three words, travels through memory both ways.
+//! A handle is `rcukit::ThreadReader` (the record, found once) with the thread's nesting depth
+//! and its outermost guard beside it, in one cache line of its own: lock and unlock touch that
+//! line and the record, and take and return nothing but the pointer. liburcu's readers
+//! register per thread too (`rcu_register_thread`); here the handle is also what makes the
+//! section cheap.
+//!
+//! # Sections
+//!
+//! `rcukit_reader_lock`/`rcukit_reader_unlock` nest, as liburcu's `rcu_read_lock`/`unlock`:
+//! the outermost lock enters a read-side critical section of the domain (the same section
+//! `rcukit_read_lock` enters: the two nest with each other on one thread, and
+//! `rcukit_is_reading` sees both), inner ones count, and the unlock that brings the count back
+//! to zero ends it. Several handles of one thread and domain share the thread's record.
+//!
+//! # Misuse (each aborts with a message naming the function)
+//!
+//! * an unlock with no lock open on the handle: "this reader is not locked";
+//! * a lock, an unlock or a free on a thread other than the one that made the handle: "this
+//!   reader belongs to another thread". The check compares the thread pointer (one register
+//!   read on x86-64 and AArch64 Linux) with the one recorded at `rcukit_reader_new`; a handle
+//!   leaked by a thread that exited may pass it on a new thread that reuses the exited one's
+//!   thread pointer (its reads are then still protected, through the exited thread's record,
+//!   but a grace period waited for inside them hangs instead of aborting);
+//! * `rcukit_reader_free` with a section open: "this reader is locked";
+//! * `rcukit_domain_free` of a domain with live handles: "reader(s) of this domain are still
+//!   alive" (every handle must be freed, on its thread, before its domain);
+//! * NULL handles and domains: abort naming the argument. `rcukit_reader_free(NULL)` does
+//!   nothing.
+//!
+//! # Thread exit
+//!
+//! Free a thread's handles before it exits, or in one of its `pthread_key_create` destructors:
+//! those run after rcukit's own thread-local destructors, and a handle keeps its record
+//! registered (orphaned) until it is freed, so locking it there still protects. A handle never
+//! freed stays registered for good (an orphaned reader in the statistics once its thread has
+//! exited; with no section open, no grace period waits for it), and keeps its domain from being
+//! freed.
+//!
+//! # fork
+//!
+//! A child makes, locks and frees handles of its own at once, even when another thread of the
+//! parent was making or freeing one at the moment of the fork (the table of live handles is
+//! held across it). The forking thread's handles keep working in the child. Handles of the
+//! parent's other threads are copied with memory but their threads are not: they stay counted
+//! as live in the child, so freeing their domain there aborts (as it would in the parent).
+
+use crate::boundary::FFI;
+use crate::domain::{rcu, rcukit_domain};
+use crate::read::thread_marker;
+use rcukit::{Guard, Rcu, ThreadReader};
+use rcukit_ffi::fork_lock::ForkLock;
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+
+/// A thread's reader of one domain (opaque), from `rcukit_reader_new`: lock and unlock it on
+/// that thread only, free it there with `rcukit_reader_free`.
+/// One cache line of its own: lock and unlock write it, and no other thread's data shares it.
+#[repr(align(64))]
+pub struct rcukit_reader {
+    /// The thread that made it ([`thread_marker`]).
+    owner: usize,
+    /// Open `rcukit_reader_lock`s.
+    depth: usize,
+    /// The outermost section's guard, while `depth > 0`.
+    guard: MaybeUninit<Guard<'static>>,
+    /// The thread's record for the domain.
+    reader: ThreadReader<'static>,
+}
+
+/// Live handles per domain id, so that freeing a domain with live handles aborts instead of
+/// leaving them dangling (ids are never reused). Held across `fork()` by the forking thread
+/// (see [`ForkLock`]): a child forked while another thread makes or frees a handle finds it
+/// unlocked.
+static LIVE: ForkLock<Option<HashMap<u64, usize>>> = ForkLock::new(None);
+
+fn count_live(domain: u64, up: bool) {
+    let mut live = LIVE.lock();
+    let counts = live.get_or_insert_with(HashMap::new);
+    let count = counts.entry(domain).or_insert(0);
+    if up {
+        *count += 1;
+    } else {
+        *count -= 1;
+        if *count == 0 {
+            counts.remove(&domain);
+        }
+    }
+}
+
+/// Abort from `rcukit_domain_free` if `domain` still has live handles.
+pub(crate) fn check_no_readers(domain: &Rcu) {
+    let live = LIVE.lock();
+    let count = live
+        .as_ref()
+        .and_then(|counts| counts.get(&domain.id()).copied())
+        .unwrap_or(0);
+    if count > 0 {
+        FFI.misuse(
+            "rcukit_domain_free",
+            &format!(
+                "{count} reader(s) of this domain are still alive; free them with \
+                 rcukit_reader_free() on their threads first"
+            ),
+        );
+    }
+}
+
+/// The calling thread's reader of `domain`: lock and unlock it (on this thread) for read-side
+/// critical sections that skip the lookup `rcukit_read_lock` makes each time. Free it with
+/// `rcukit_reader_free`, on this thread, before the thread exits and before the domain is
+/// freed.
+///
+/// # Safety
+///
+/// `domain` is a live handle, and stays alive until the reader is freed.
+#[no_mangle]
+pub unsafe extern "C" fn rcukit_reader_new(domain: *const rcukit_domain) -> *mut rcukit_reader {
+    FFI.guarded("rcukit_reader_new", || {
+        // SAFETY: forwarded to the caller, who keeps the domain alive while the reader lives
+        // (`rcukit_domain_free` aborts otherwise).
+        let domain: &'static Rcu = unsafe { rcu(domain, "rcukit_reader_new") };
+        count_live(domain.id(), true);
+        Box::into_raw(Box::new(rcukit_reader {
+            owner: thread_marker(),
+            depth: 0,
+            guard: MaybeUninit::uninit(),
+            reader: domain.thread_reader(),
+        }))
+    })
+}
+
+/// Free a reader (NULL is ignored), on the thread that made it. Aborts if a section is open on
+/// it, or on another thread.
+///
+/// # Safety
+///
+/// `reader` is NULL or came from `rcukit_reader_new`, is freed once and not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn rcukit_reader_free(reader: *mut rcukit_reader) {
+    FFI.guarded("rcukit_reader_free", || {
+        if reader.is_null() {
+            return;
+        }
+        // SAFETY: the caller passes a live reader (not NULL, checked above).
+        let handle = unsafe { mine(reader, "rcukit_reader_free") };
+        if handle.depth != 0 {
+            FFI.misuse(
+                "rcukit_reader_free",
+                "this reader is locked: unlock it (rcukit_reader_unlock) before freeing it",
+            );
+        }
+        let domain = handle.reader.domain().id();
+        // SAFETY: made by `Box::into_raw` in `rcukit_reader_new`, given back once; no guard is
+        // in it (depth 0). The `ThreadReader` drops on its own thread.
+        drop(unsafe { Box::from_raw(reader) });
+        count_live(domain, false);
+    })
+}
+
+/// The calling thread's reader behind `reader`, or an abort from `what` if it is NULL or
+/// another thread's.
+///
+/// # Safety
+///
+/// `reader` is NULL or a live reader.
+#[inline(always)]
+unsafe fn mine<'a>(reader: *mut rcukit_reader, what: &'static str) -> &'a mut rcukit_reader {
+    let reader = FFI.non_null(reader, what, "reader").cast_mut();
+    // SAFETY: the caller passes a live reader. `owner` is written once, before the pointer is
+    // handed out, and read here through the raw pointer: a handle passed to another thread by
+    // mistake is never borrowed there (its owner may hold `&mut` to it at the same moment).
+    if unsafe { (*reader).owner } != thread_marker() {
+        wrong_thread(what);
+    }
+    // SAFETY: a live reader of the calling thread (checked above), touched by no other thread.
+    unsafe { &mut *reader }
+}
+
+/// Enter a read-side critical section through `reader` (nestable). The outermost lock is a
+/// load of the domain's epoch, a store to the thread's own record and a compiler fence (with
+/// membarrier); inner ones only count. Aborts on another thread than the reader's.
+///
+/// # Safety
+///
+/// `reader` is a live reader of the calling thread.
+#[no_mangle]
+pub unsafe extern "C" fn rcukit_reader_lock(reader: *mut rcukit_reader) {
+    FFI.guarded_fast(
+        || "rcukit_reader_lock",
+        || {
+            // SAFETY: forwarded to the caller.
+            let reader = unsafe { mine(reader, "rcukit_reader_lock") };
+            if reader.depth == 0 {
+                reader.guard.write(reader.reader.read());
+            }
+            reader.depth += 1;
+        },
+    )
+}
+
+/// Leave the read-side critical section of `reader` (the outermost unlock is one store and a
+/// load). Aborts if no section is open on it, or on another thread than the reader's.
+///
+/// # Safety
+///
+/// `reader` is a live reader of the calling thread.
+#[no_mangle]
+pub unsafe extern "C" fn rcukit_reader_unlock(reader: *mut rcukit_reader) {
+    FFI.guarded_fast(
+        || "rcukit_reader_unlock",
+        || {
+            // SAFETY: forwarded to the caller.
+            let reader = unsafe { mine(reader, "rcukit_reader_unlock") };
+            match reader.depth {
+                0 => not_locked(),
+                1 => {
+                    reader.depth = 0;
+                    // SAFETY: at depth 1 the slot holds the outermost guard, moved out once here.
+                    drop(unsafe { reader.guard.assume_init_read() });
+                }
+                depth => reader.depth = depth - 1,
+            }
+        },
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn wrong_thread(what: &'static str) -> ! {
+    FFI.misuse(
+        what,
+        "this reader belongs to another thread: a reader is used, and freed, only by the \
+         thread that made it (rcukit_reader_new() on each thread; rcukit_read_owned_begin() for \
+         sections that move between threads)",
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn not_locked() -> ! {
+    FFI.misuse(
+        "rcukit_reader_unlock",
+        "this reader is not locked: rcukit_reader_unlock() without a matching \
+         rcukit_reader_lock()",
+    )
+}

@@ -1,0 +1,121 @@
+#![doc = include_str!("thread_reader.md")]
+
+use super::guard::RecordPtr;
+use super::{Guard, NotSendUseReadOwned, Rcu};
+use crate::gp::ReadSidePtr;
+use crate::reader;
+use std::marker::PhantomData;
+
+/// The calling thread's reader record for one domain, looked up once: its
+/// [`read`](ThreadReader::read) enters a read-side critical section without the per-call lookup
+/// that [`Rcu::read`] makes.
+///
+/// Made by [`Rcu::thread_reader`]. `ThreadReader::read` returns the same [`Guard`] as
+/// `Rcu::read`, on the same record, so the two mix freely on one thread (they nest with each
+/// other, and [`Rcu::is_reading`] sees both). What it saves is the lookup of the thread's record:
+/// a thread-local access, which is a call (`__tls_get_addr`) inside a shared library, and a
+/// hash probe for a thread that reads several domains in turn. Most Rust programs gain nothing
+/// measurable from it (in an executable the lookup is a load and a compare); it exists for
+/// rcukit's C library (`rcukit_reader_lock`) and for code that reads many domains in turn.
+///
+/// A handle is tied to its thread and to its domain, as a guard is:
+///
+/// ```compile_fail
+/// let reader = rcukit::Rcu::global().thread_reader();
+/// std::thread::spawn(move || drop(reader.read())); // a handle cannot move to another thread
+/// ```
+///
+/// ```compile_fail
+/// let domain = rcukit::Rcu::new();
+/// let reader = domain.thread_reader();
+/// drop(domain); // the domain cannot go while a handle borrows it
+/// drop(reader);
+/// ```
+///
+/// # Thread exit
+///
+/// A handle kept in a thread-local (of the global domain, or another `'static` one) keeps
+/// working in thread-local destructors, in whichever order the thread's thread-locals are torn
+/// down: if rcukit's own table goes first, the record is handed to the handle (*orphaned*) and
+/// stays registered until the handle, and every guard taken from it, have dropped. A handle
+/// leaked with `mem::forget` keeps its record registered for good (with no section open, no
+/// grace period waits for it; [`Stats::orphaned_readers`](crate::Stats::orphaned_readers) counts
+/// it once its thread has exited).
+///
+/// ```
+/// use rcukit::{Rcu, RcuCell};
+///
+/// let cell = RcuCell::new(1);
+/// let reader = Rcu::global().thread_reader();
+/// let mut sum = 0;
+/// for _ in 0..1000 {
+///     let guard = reader.read();
+///     sum += *cell.load(&guard);
+/// }
+/// assert_eq!(sum, 1000);
+/// ```
+pub struct ThreadReader<'a> {
+    /// Keeps the handle on its thread (see [`NotSendUseReadOwned`]).
+    _not_send: PhantomData<dyn NotSendUseReadOwned>,
+    domain: &'a Rcu,
+    /// `domain`'s read side (a copy of the handle's pointer, valid while `domain` is borrowed):
+    /// `read` goes from this handle to the line without reaching the `Rcu` value, which
+    /// shares its cache line with whatever the allocator put beside it.
+    read_side: ReadSidePtr,
+    /// The calling thread's record for `domain`, held (see the module docs).
+    record: RecordPtr,
+}
+
+impl Rcu {
+    /// A handle on the calling thread's reader record for this domain (registered now if the
+    /// thread has none yet), whose [`read`](ThreadReader::read) skips the lookup of the record
+    /// that [`read`](Rcu::read) makes on every call. See [`ThreadReader`].
+    pub fn thread_reader(&self) -> ThreadReader<'_> {
+        let record = reader::held_record(self.inner.key(), &self.inner.core.registry);
+        ThreadReader {
+            _not_send: PhantomData,
+            domain: self,
+            read_side: self.read_side,
+            record: RecordPtr(record),
+        }
+    }
+}
+
+impl<'a> ThreadReader<'a> {
+    /// Enter a read-side critical section of the handle's domain: what [`Rcu::read`] does,
+    /// without looking the thread's record up. Nestable (with guards from `Rcu::read` too);
+    /// the section ends when the returned guard drops, which may be after the handle drops.
+    #[inline]
+    pub fn read(&self) -> Guard<'a> {
+        // SAFETY: `domain.inner` owns the line and is held for as long as `domain` is borrowed.
+        let read_side = unsafe { self.read_side.get() };
+        // SAFETY: the record is the calling thread's (the handle never leaves it) and stays
+        // alive and registered while the handle holds it (see the module docs); a guard on it
+        // keeps it so after the handle drops.
+        unsafe {
+            (*self.record.0).enter(&read_side.epoch, read_side.fence);
+            Guard::new(self.domain, self.record.0)
+        }
+    }
+
+    /// The domain whose record this is.
+    pub fn domain(&self) -> &'a Rcu {
+        self.domain
+    }
+}
+
+impl Drop for ThreadReader<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `record` came from `held_record` on this thread (the handle never leaves it),
+        // and a handle drops once.
+        unsafe { reader::let_go_of_record(self.record.0) };
+    }
+}
+
+impl std::fmt::Debug for ThreadReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadReader")
+            .field("domain", &self.domain.id())
+            .finish()
+    }
+}
