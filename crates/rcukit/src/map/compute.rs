@@ -58,7 +58,7 @@ fn entry<K, V>(node: &Node<K, V>) -> (&K, &V) {
 ///
 /// # Safety
 ///
-/// As for [`table::Locked::link_first`], and the spot found a node if `replace`.
+/// As for [`table::Locked::insert`], and the spot found a node if `replace`.
 unsafe fn link<K, V>(
     locked: table::Locked<'_, K, V>,
     new: *mut Node<K, V>,
@@ -69,7 +69,7 @@ unsafe fn link<K, V>(
         Some(unsafe { locked.replace(new) })
     } else {
         // SAFETY: forwarded to the caller.
-        unsafe { locked.link_first(new) };
+        unsafe { locked.insert(new) };
         None
     }
 }
@@ -147,8 +147,8 @@ where
         guard: &'g G,
         sink: &impl Sink<K, V>,
     ) -> Compute<'g, K, V, T> {
-        self.len.fetch_sub(1, Relaxed);
-        self.maybe_start_resize(self.table(guard));
+        let len = self.len.fetch_sub(1, Relaxed).wrapping_sub(1);
+        self.maybe_start_resize(self.table(guard), len);
         sink.take(Some(old), self.help_resize(guard));
         // SAFETY: unlinked, retired no earlier than just now: alive for 'g.
         let (k, v) = entry(unsafe { &*old });
@@ -165,8 +165,8 @@ where
         sink: &impl Sink<K, V>,
     ) -> Compute<'g, K, V, T> {
         if old.is_none() {
-            self.len.fetch_add(1, Relaxed);
-            self.maybe_start_resize(table);
+            let len = self.len.fetch_add(1, Relaxed).wrapping_add(1);
+            self.maybe_start_resize(table, len);
         }
         sink.take(old, self.help_resize(guard));
         // SAFETY: linked under the guard, so alive for 'g (retired later, if ever, after it).

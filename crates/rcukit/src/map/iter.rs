@@ -53,7 +53,8 @@
 //! `rhashtable` instead restarts a walk when the table changes under it, which would yield
 //! entries twice; the cursor keeps "exactly once".
 
-use super::table::{Node, Table};
+use super::line::MOVED;
+use super::table::{self, Node, Table};
 use crate::sync::AtomicPtr;
 use std::fmt;
 use std::iter::FusedIterator;
@@ -171,21 +172,24 @@ impl<'g, K, V> Iter<'g, K, V> {
         self.cursor = range.end;
     }
 
-    /// Gather the nodes of `range` in bucket `b` of `table` (and, past a node moved while we
-    /// stood on it, in the chain it now leads into).
+    /// Gather the nodes of `range` in bucket `b` of `table`, unless the bucket has moved (its
+    /// entries are then in the newer tables, which the step walks next).
     fn walk(&mut self, table: &'g Table<K, V>, b: usize, range: Range) {
         #[cfg(test)]
         {
             self.walks += 1;
         }
-        let mut p = table.head(b).load(Acquire);
-        while !p.is_null() {
+        let bucket = table.bucket(b);
+        if bucket.seq() & MOVED != 0 {
+            return;
+        }
+        // SAFETY: the bucket's lines live as long as its table, alive for 'g.
+        for (_, _, p) in unsafe { table::occupied(bucket) } {
             // SAFETY: published node (Acquire), alive for 'g (constructor's contract).
             let node: &'g Node<K, V> = unsafe { &*p };
             if range.holds(node.hash.reverse_bits()) {
                 self.gathered.push(node);
             }
-            p = node.next.load(Acquire);
         }
     }
 

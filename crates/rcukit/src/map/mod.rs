@@ -200,9 +200,10 @@ mod compute;
 mod iter;
 #[cfg(all(test, rcukit_loom))]
 mod loom;
+mod line;
+mod moves;
 mod node;
 mod pin;
-mod slot;
 pub(crate) mod table;
 mod traits;
 mod write;
@@ -494,20 +495,35 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         V: Send + 'static,
     {
         let rcu = self.domain.rcu();
-        for node in nodes {
-            if self.policy.busted_drop_values_at_once {
+        let mut nodes = nodes.into_iter();
+        if self.policy.busted_drop_values_at_once {
+            for node in nodes {
                 // SAFETY: unlinked and owned (the busted knob's contract covers readers).
                 unsafe { rcu.retire_raw(node::drop_value_now(node)) };
-            } else {
+            }
+        } else {
+            match (nodes.next(), nodes.next()) {
+                (None, _) => {}
                 // SAFETY: `node` was unlinked under its bucket's lock, so new readers cannot
                 // reach it, and is retired exactly once (in its drop-apart form, same box).
-                unsafe { rcu.retire_raw(node::Retired::of(node)) };
+                (Some(node), None) => unsafe { rcu.retire_raw(node::Retired::of(node)) },
+                (Some(a), Some(b)) => {
+                    let mut all = vec![a, b];
+                    all.extend(nodes);
+                    let bytes = all.len() * std::mem::size_of::<Node<K, V>>();
+                    // SAFETY: as above, each node given up to the batch, which is retired
+                    // once: one callback for them all.
+                    rcu.retire_sized(Box::new(unsafe { node::Batch::new(all) }), bytes);
+                }
             }
         }
         if let Some(old) = table {
+            // SAFETY: the table is alive until retired just below.
+            let bytes = unsafe { (*old).bytes() };
             // SAFETY: the old table stopped being the root (claim 6) and is retired once; its
-            // drop frees only its arrays.
-            unsafe { rcu.retire_raw(old) };
+            // drop frees only its lines. Its size counts in full, so that the domain frees a
+            // large table soon (its memory is most of what a shrink gives back).
+            unsafe { rcu.retire_raw_sized(old, bytes) };
         }
     }
 }

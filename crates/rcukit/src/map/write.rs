@@ -74,6 +74,7 @@ where
         let node = OwnedNode(Node::new(hash, key, value));
         let mut table = self.table(guard);
         let mut unlinked = None;
+        let mut len = None;
         let put = loop {
             // SAFETY: the node is ours until linked.
             let key = unsafe { &(*node.0).key };
@@ -97,8 +98,9 @@ where
             // SAFETY (both branches): validated lock; `new` is unpublished with this hash;
             // linked nodes live for 'g (the guard).
             if spot.found.is_null() {
-                unsafe { locked.link_first(new) };
-                self.len.fetch_add(1, Relaxed);
+                unsafe { locked.insert(new) };
+                drop(locked);
+                len = Some(self.len.fetch_add(1, Relaxed).wrapping_add(1));
                 break Put::Inserted(unsafe { &*new });
             }
             // SAFETY: as above, and the spot found the old node.
@@ -109,8 +111,8 @@ where
                 old: unsafe { &*old },
             };
         };
-        if let Put::Inserted(_) = put {
-            self.maybe_start_resize(table);
+        if let Some(len) = len {
+            self.maybe_start_resize(table, len);
         }
         sink.take(unlinked, self.help_resize(guard));
         put
@@ -154,8 +156,8 @@ where
             // SAFETY: validated lock, and the spot found a node.
             break unsafe { locked.unlink() };
         };
-        self.len.fetch_sub(1, Relaxed);
-        self.maybe_start_resize(self.table(guard));
+        let len = self.len.fetch_sub(1, Relaxed).wrapping_sub(1);
+        self.maybe_start_resize(self.table(guard), len);
         sink.take(Some(removed), self.help_resize(guard));
         // SAFETY: unlinked but retired no earlier than now: alive for 'g.
         Some(unsafe { &*removed })
