@@ -713,6 +713,62 @@ fn concurrent_read_modify_writes_of_one_key_lose_nothing() {
     });
 }
 
+/// The entry count never runs below the entries present: an insert counts its entry before
+/// it unlocks the bucket, so a removal of that entry (which locks the bucket after it)
+/// always counts down after the insert counted up. Counting after the unlock let a removal
+/// that ran in between take the count below zero, to `usize::MAX`: `len()` said so, and the
+/// write that saw it started a needless grow. Inserters and removers of one key, many more
+/// threads than cores, so that the scheduler preempts writers at every point.
+#[test]
+fn the_count_never_drops_below_the_entries_present() {
+    let rcu = domain();
+    let map: Map<u64, u64> = RcuHashMap::with_domain(&*rcu);
+    let threads = scale(8, 1);
+    // At most one entry is present; each remover may have unlinked one not yet counted down.
+    let bound = 1 + threads;
+    let wrapped = AtomicBool::new(false);
+    let deadline = Instant::now() + Duration::from_millis(scale(3_000, 50) as u64);
+    let check = |map: &Map<u64, u64>| {
+        if map.len() > bound {
+            wrapped.store(true, Relaxed);
+        }
+    };
+    thread::scope(|s| {
+        for _ in 0..threads {
+            let (map, wrapped, check) = (&map, &wrapped, &check);
+            s.spawn(move || {
+                let mut i = 0u64;
+                while Instant::now() < deadline && !wrapped.load(Relaxed) {
+                    let p = map.pin();
+                    match i % 3 {
+                        0 => drop(p.insert(0, i)),
+                        1 => drop(p.try_insert(0, i)),
+                        _ => drop(p.update_or_insert_with(0, |v| v + 1, || i)),
+                    }
+                    drop(p);
+                    i += 1;
+                    check(map);
+                }
+            });
+            s.spawn(move || {
+                let mut i = 0u64;
+                while Instant::now() < deadline && !wrapped.load(Relaxed) {
+                    let p = map.pin();
+                    match i % 2 {
+                        0 => drop(p.remove(&0)),
+                        _ => drop(p.compute(0, |_| Operation::<u64, ()>::Remove)),
+                    }
+                    drop(p);
+                    i += 1;
+                    check(map);
+                }
+            });
+        }
+    });
+    assert!(!wrapped.load(Relaxed), "len() ran past the entries present");
+    assert!(map.len() <= 1);
+}
+
 /// Racing `try_insert`, `get_or_insert_with` and `update_or_insert_with` of fresh keys: each
 /// key gets exactly one winner, every thread agrees on its value, and each maker runs at
 /// most once per call.

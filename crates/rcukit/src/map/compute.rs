@@ -54,13 +54,13 @@ fn entry<K, V>(node: &Node<K, V>) -> (&K, &V) {
 }
 
 /// Link `new` under `locked`: in place of the found node if `replace` (returned, unlinked),
-/// else at the head of the bucket; then release the lock.
+/// else in a free lane of the bucket.
 ///
 /// # Safety
 ///
 /// As for [`table::Locked::insert`], and the spot found a node if `replace`.
 unsafe fn link<K, V>(
-    locked: table::Locked<'_, K, V>,
+    locked: &table::Locked<'_, K, V>,
     new: *mut Node<K, V>,
     replace: bool,
 ) -> Option<*mut Node<K, V>> {
@@ -133,8 +133,14 @@ where
                     let new = node.publish();
                     // SAFETY: validated lock; `new` is unpublished with this hash; the spot
                     // found the old node if `current` is some.
-                    let old = unsafe { link(locked, new, current.is_some()) };
-                    return self.finish_insert(table, new, old, guard, sink);
+                    let old = unsafe { link(&locked, new, current.is_some()) };
+                    // Counted before the unlock, as `put` counts (the count never runs
+                    // below the entries present).
+                    let len = old
+                        .is_none()
+                        .then(|| self.len.fetch_add(1, Relaxed).wrapping_add(1));
+                    drop(locked);
+                    return self.finish_insert(table, new, old, len, guard, sink);
                 }
             }
         }
@@ -155,17 +161,18 @@ where
         Compute::Removed(k, v)
     }
 
-    /// The bookkeeping after `compute` linked `new` (in place of `old`, if any).
+    /// The bookkeeping after `compute` linked `new` (in place of `old`, if any; `len`: the
+    /// count it left, if it added an entry).
     fn finish_insert<'g, G: ReadSection, T>(
         &'g self,
         table: &table::Table<K, V>,
         new: *mut Node<K, V>,
         old: Option<*mut Node<K, V>>,
+        len: Option<usize>,
         guard: &'g G,
         sink: &impl Sink<K, V>,
     ) -> Compute<'g, K, V, T> {
-        if old.is_none() {
-            let len = self.len.fetch_add(1, Relaxed).wrapping_add(1);
+        if let Some(len) = len {
             self.maybe_start_resize(table, len);
         }
         sink.take(old, self.help_resize(guard));

@@ -99,8 +99,11 @@ where
             // linked nodes live for 'g (the guard).
             if spot.found.is_null() {
                 unsafe { locked.insert(new) };
-                drop(locked);
+                // Counted before the unlock: a removal of this entry locks the bucket after
+                // it, so it counts down after this counts up and the count never runs below
+                // the entries present (nor wraps to `usize::MAX`).
                 len = Some(self.len.fetch_add(1, Relaxed).wrapping_add(1));
+                drop(locked);
                 break Put::Inserted(unsafe { &*new });
             }
             // SAFETY: as above, and the spot found the old node.
