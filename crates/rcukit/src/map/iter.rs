@@ -21,18 +21,19 @@
 //!
 //! *At most once:* a node is yielded only in the step whose range `[cursor, end)` holds its
 //! reversed hash, and the steps' ranges are disjoint and increasing; within a step, nodes met
-//! twice (a node moved while the step walked, met in the old chain and in the new one) are
+//! twice (a node moved while the step walked, met in the old bucket and in the new one) are
 //! merged by address.
 //!
 //! *At least once:* take a node `X` present throughout, and the step whose range holds its
 //! reversed hash. When that step loaded `R`, the resize before `R` had finished (a table
 //! becomes current only once every bucket of its predecessor moved, claim 6 of the
 //! [map's essay](super)), so `X` was in `R`, or in `N` if `R`'s bucket had already moved.
-//! The step walks `R`'s buckets of the range; if the walk missed `X`, `X` had been moved on
-//! before, so the walk's last `Acquire` load (of the null that ended the old chain) makes
-//! the successor table visible and `X` is in it (claim 3). The step loads each table's
-//! successor only after walking that table's buckets, so by induction down the tables it
-//! meets `X`. Entries inserted or removed during the iteration may or may not appear; an
+//! The step walks `R`'s buckets of the range, reading each bucket's state (`Acquire`) before
+//! its lanes. If `X`'s bucket was not `MOVED`, the walk meets `X` in its lane, which a move
+//! leaves as it was (claims 1 and 3). If it was, `X` had been moved on before, and the load
+//! that saw `MOVED` makes the successor table and `X` in it visible (claim 3). The step
+//! loads each table's successor only after walking that table's buckets, so by induction
+//! down the tables it meets `X`. Entries inserted or removed during the iteration may or may not appear; an
 //! entry whose value was replaced is a new node, so the old value, the new one or both may
 //! appear.
 //!

@@ -8,8 +8,9 @@
 //! The state word is `version << 3 | LOCKED | CHANGING | MOVED`. `LOCKED` is a bit lock (as
 //! `rhashtable`'s bucket locks are bit spinlocks): a writer holds it for a handful of stores,
 //! never while user code runs, so a waiter spins briefly and then yields. The rest of the word
-//! is the bucket's sequence count, which writers compare with `LOCKED` masked off. The lock of
-//! a bucket covers its overflow lines, whose own state words stay zero.
+//! is the bucket's sequence count, which writers compare with `LOCKED` masked off. The lock and
+//! the count of a bucket cover its overflow lines too, which have no state word of their own
+//! (an overflow line is [`Lanes`] alone).
 //!
 //! The tag word holds one 12-bit tag per lane (lane `i` at bits `12 i ..`): the top 12 bits of
 //! the entry's hash with the lowest of them forced to one, so that a tag is never zero and a

@@ -86,7 +86,7 @@ where
                     continue; // the found node may have left the map meanwhile
                 }
                 let (_, value) = node.into_parts();
-                // SAFETY: found in the chain as it still is: a published node, alive for 'g.
+                // SAFETY: found in the bucket as it still is: a published node, alive for 'g.
                 let current = unsafe { &*spot.found };
                 break Put::Occupied { current, value };
             }
