@@ -615,7 +615,10 @@ fn keys_present_throughout_are_always_found_across_grow_and_shrink_cycles() {
             stop.store(true, Relaxed);
             let entries = (stable + churn) as f64;
             assert!(peak as f64 >= entries / MAX_LOAD / 2.0, "grew to {peak}");
-            assert!(peak >= 32 * scale(64, 2), "grew through several resizes: {peak}");
+            assert!(
+                peak >= 32 * scale(64, 2),
+                "grew through several resizes: {peak}"
+            );
         });
         assert!(lookups.load(Relaxed) > 0);
         assert_eq!(map.len(), stable as usize);
@@ -1108,11 +1111,23 @@ fn entries_retired_together_all_drop_when_one_panics() {
             assert!(pinned.remove(&k).is_some());
         }
     }
-    assert_eq!(rcu.stats().callbacks_queued - before, 1, "one callback for the batch");
+    assert_eq!(
+        rcu.stats().callbacks_queued - before,
+        1,
+        "one callback for the batch"
+    );
     rcu.barrier();
     rcu.barrier();
-    assert_eq!(drops.load(SeqCst), 5, "every value of the batch was dropped");
-    assert_eq!(rcu.stats().callback_panics, 1, "the panic went on to the domain");
+    assert_eq!(
+        drops.load(SeqCst),
+        5,
+        "every value of the batch was dropped"
+    );
+    assert_eq!(
+        rcu.stats().callback_panics,
+        1,
+        "the panic went on to the domain"
+    );
 }
 
 #[test]

@@ -130,7 +130,6 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     }
 }
 
-
 impl<K, V, S, D> RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,

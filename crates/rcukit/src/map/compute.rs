@@ -16,6 +16,7 @@ use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
 use crate::ReadSection;
 use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What a [`compute`](RcuHashMap::compute) closure asks for.
@@ -54,23 +55,26 @@ fn entry<K, V>(node: &Node<K, V>) -> (&K, &V) {
 }
 
 /// Link `new` under `locked`: in place of the found node if `replace` (returned, unlinked),
-/// else in a free lane of the bucket.
+/// else in a free lane of the bucket, counted in `len` (the count it left is returned)
+/// before the lock is released, so that a removal of the entry, which locks the bucket after
+/// this, counts down after it (the count never runs below the entries present).
 ///
 /// # Safety
 ///
 /// As for [`table::Locked::insert`], and the spot found a node if `replace`.
 unsafe fn link<K, V>(
-    locked: &table::Locked<'_, K, V>,
+    locked: table::Locked<'_, K, V>,
     new: *mut Node<K, V>,
     replace: bool,
-) -> Option<*mut Node<K, V>> {
+    len: &AtomicUsize,
+) -> (Option<*mut Node<K, V>>, Option<usize>) {
     if replace {
         // SAFETY: forwarded to the caller.
-        Some(unsafe { locked.replace(new) })
+        (Some(unsafe { locked.replace(new) }), None)
     } else {
         // SAFETY: forwarded to the caller.
         unsafe { locked.insert(new) };
-        None
+        (None, Some(len.fetch_add(1, Relaxed).wrapping_add(1)))
     }
 }
 
@@ -133,13 +137,7 @@ where
                     let new = node.publish();
                     // SAFETY: validated lock; `new` is unpublished with this hash; the spot
                     // found the old node if `current` is some.
-                    let old = unsafe { link(&locked, new, current.is_some()) };
-                    // Counted before the unlock, as `put` counts (the count never runs
-                    // below the entries present).
-                    let len = old
-                        .is_none()
-                        .then(|| self.len.fetch_add(1, Relaxed).wrapping_add(1));
-                    drop(locked);
+                    let (old, len) = unsafe { link(locked, new, current.is_some(), &self.len) };
                     return self.finish_insert(table, new, old, len, guard, sink);
                 }
             }

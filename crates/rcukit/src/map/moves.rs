@@ -2,7 +2,7 @@
 //! (claims 3, 5 and 6 of the [map's essay](super)).
 
 use super::line::{self, LANES, MOVED};
-use super::table::{self, Node, Table};
+use super::table::{self, Table};
 use crate::sync::AtomicPtr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
@@ -145,7 +145,7 @@ unsafe fn move_bucket<K, V>(
             // Lock order: an old table's bucket before a newer table's (writers hold one lock).
             let new_lock = target.lock();
             // SAFETY: `target` is `new`'s bucket for the node's hash, locked by us.
-            unsafe { new.place(target, &new_lock, p as *mut Node<K, V>, line::tag_of(hash)) };
+            unsafe { new.place(target, &new_lock, p, line::tag_of(hash)) };
         }
     });
 }

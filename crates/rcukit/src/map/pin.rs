@@ -76,8 +76,10 @@ where
         unsafe { ManuallyDrop::drop(&mut self.guard) };
         let kept = self.unlinked.get_mut();
         // One object of the domain for all the nodes (see `node::Batch`).
-        self.map
-            .retire(kept.first.take().into_iter().chain(kept.nodes.drain(..)), None);
+        self.map.retire(
+            kept.first.take().into_iter().chain(kept.nodes.drain(..)),
+            None,
+        );
         for table in kept.tables.drain(..) {
             self.map.retire([], Some(table));
         }

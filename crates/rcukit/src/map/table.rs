@@ -68,7 +68,10 @@ impl<K, V> Table<K, V> {
             claimed: AtomicUsize::new(0),
             finished: AtomicUsize::new(0),
             overflows: AtomicUsize::new(0),
-            limits: (AtomicUsize::new(limits.above), AtomicUsize::new(limits.below)),
+            limits: (
+                AtomicUsize::new(limits.above),
+                AtomicUsize::new(limits.below),
+            ),
         })
     }
 
@@ -191,6 +194,9 @@ fn clear<N>(line: &Lanes<N>, lane: usize) {
     line.slots[lane].store(ptr::null_mut(), Release);
 }
 
+/// An entry as a scan found it: its line, its lane and its node.
+type Found<'a, K, V> = (&'a Lanes<Node<K, V>>, usize, *mut Node<K, V>);
+
 /// The first node of `bucket` with `hash` whose key `matches`: its line, lane and address.
 /// Only the nodes whose tag matches are read.
 ///
@@ -202,7 +208,7 @@ unsafe fn scan<'a, K, V>(
     bucket: &'a Line<Node<K, V>>,
     hash: u64,
     matches: &mut impl FnMut(&K) -> bool,
-) -> Option<(&'a Lanes<Node<K, V>>, usize, *mut Node<K, V>)> {
+) -> Option<Found<'a, K, V>> {
     let tag = line::tag_of(hash);
     let mut line = &bucket.lanes;
     loop {

@@ -120,7 +120,10 @@ where
     fn clone(&self) -> Self {
         let floor = self.min_buckets.load(Relaxed);
         let mut copy = RcuHashMap {
-            root: crate::sync::AtomicPtr::new(Box::into_raw(Table::with_limits(floor, Limits::NEVER))),
+            root: crate::sync::AtomicPtr::new(Box::into_raw(Table::with_limits(
+                floor,
+                Limits::NEVER,
+            ))),
             len: AtomicUsize::new(0),
             hasher: self.hasher.clone(),
             domain: self.domain.clone(),
