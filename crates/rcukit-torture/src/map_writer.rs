@@ -1,6 +1,6 @@
 //! The map writers of a map run (see [`map`](crate::map)): each owns a share of the keys, so
 //! it knows what every call must return; they replace stable keys, insert and remove churned
-//! keys, run bursts that grow the table from tens of buckets to over ten thousand and shrink it
+//! keys, run bursts that grow the table from tens of buckets to thousands and shrink it
 //! back, and age the values the map dropped with the grace periods they wait for.
 
 use crate::flavor::{Flavor, UpdateKind};

@@ -154,7 +154,7 @@ fn five_seconds_of_qsbr() {
 }
 
 /// The `rcu` run plus an `RcuHashMap` on its domain: everything the `rcu` run checks, and the
-/// map's own checks, with the table growing past ten thousand buckets and shrinking back.
+/// map's own checks, with the table growing past two thousand buckets and shrinking back.
 #[test]
 fn six_seconds_of_map() {
     let report = run(&config(FlavorName::Map, None, 6)).unwrap();
@@ -171,7 +171,7 @@ fn six_seconds_of_map() {
     assert!(m.inserts > 0 && m.removes > 0, "{report}");
     assert!(m.replaces > 0 && m.updates > 0, "{report}");
     assert!(m.bursts > 0, "no burst:\n{report}");
-    // 16 buckets, then over 8,192, then back to 256 or fewer, at least once.
+    // 16 buckets, then 2,048 or more, then back to 256 or fewer, at least once.
     assert!(
         m.capacity_max >= rcukit_torture::map::CYCLE_HIGH as u64,
         "{report}"

@@ -29,7 +29,7 @@
 //!   is a result error). They replace stable keys, insert and remove churned keys, and, every
 //!   0.1-0.5 s, run a burst: insert 2,000-12,000 keys of their own, touch a few while the table
 //!   is large, then remove them all (one by one in some order, with replacements in between,
-//!   or with one `retain`), so the table grows from tens of buckets to over ten thousand and
+//!   or with one `retain`), so the table grows from tens of buckets to thousands and
 //!   shrinks back, over and over, while readers look keys up. Half of the bursts also run a
 //!   `retain` that keeps everything while the table is large, racing the readers' held
 //!   iterations and the other writer's resizes: it must visit each stable key exactly once. They record the capacities they
@@ -81,7 +81,7 @@ const BURST_BASE: u64 = 1 << 32;
 const BURST_STRIDE: u64 = 1 << 24;
 
 /// A capacity at least this large, then one at most [`CYCLE_LOW`], counts one resize cycle.
-pub const CYCLE_HIGH: usize = 8_192;
+pub const CYCLE_HIGH: usize = 2_048;
 /// See [`CYCLE_HIGH`].
 pub const CYCLE_LOW: usize = 256;
 

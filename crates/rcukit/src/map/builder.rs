@@ -1,7 +1,7 @@
 //! [`MapBuilder`]: the settings of an [`RcuHashMap`] (capacity, hasher, domain, load
 //! factors), checked when the map is built.
 
-use super::table::Table;
+use super::table::{Limits, Table};
 use super::{Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
 use crate::domain_ref::DomainRef;
 use crate::sync::AtomicPtr;
@@ -9,6 +9,14 @@ use crate::{Error, Rcu};
 use std::collections::hash_map::RandomState;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicUsize;
+
+/// Entries per bucket past which the table grows, by default: four fifths of a bucket's first
+/// line (five entries), so that few entries spill into overflow lines.
+const DEFAULT_MAX_LOAD: f32 = 4.0;
+/// Entries per bucket below which the table shrinks, by default: a sixteenth of the maximum,
+/// so that a map being emptied shrinks a few times, not at every halving (each shrink visits
+/// every bucket of the table it leaves).
+const DEFAULT_MIN_LOAD: f32 = 0.25;
 
 /// Settings for an [`RcuHashMap`]; from [`RcuHashMap::builder`].
 #[derive(Debug)]
@@ -27,8 +35,8 @@ impl MapBuilder {
             capacity: 0,
             hasher: RandomState::new(),
             domain: Rcu::global(),
-            max_load: 0.75,
-            min_load: 0.3,
+            max_load: DEFAULT_MAX_LOAD,
+            min_load: DEFAULT_MIN_LOAD,
             busted: false,
         }
     }
@@ -66,14 +74,15 @@ impl<S, D> MapBuilder<S, D> {
         }
     }
 
-    /// Grow when entries exceed this many per bucket (default 0.75; 0.1 to 16).
+    /// Grow when entries exceed this many per bucket (default 4: a bucket is a cache line with
+    /// room for 5; more spill into overflow lines; 0.1 to 16).
     pub fn max_load_factor(mut self, load: f32) -> Self {
         self.max_load = load;
         self
     }
 
-    /// Shrink when entries fall below this many per bucket (default 0.3; 0 disables
-    /// shrinking; below half the maximum).
+    /// Shrink when entries fall below this many per bucket (default 0.25, a sixteenth of the
+    /// default maximum; 0 disables shrinking; below half the maximum).
     pub fn min_load_factor(mut self, load: f32) -> Self {
         self.min_load = load;
         self
@@ -122,8 +131,8 @@ impl<S, D> MapBuilder<S, D> {
             .checked_next_power_of_two()
             .unwrap_or(MAX_BUCKETS)
             .clamp(MIN_BUCKETS, MAX_BUCKETS);
-        Ok(RcuHashMap {
-            root: AtomicPtr::new(Box::into_raw(Table::new(buckets))),
+        let mut map = RcuHashMap {
+            root: AtomicPtr::new(Box::into_raw(Table::with_limits(buckets, Limits::NEVER))),
             len: AtomicUsize::new(0),
             hasher: self.hasher,
             domain: self.domain,
@@ -134,6 +143,8 @@ impl<S, D> MapBuilder<S, D> {
             },
             min_buckets: AtomicUsize::new(buckets),
             _owns: PhantomData,
-        })
+        };
+        map.init_limits();
+        Ok(map)
     }
 }

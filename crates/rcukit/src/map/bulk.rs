@@ -2,7 +2,8 @@
 //! `clear`, `reserve` and `shrink_to_fit`; and the resize policy they share with the keyed
 //! writers.
 
-use super::table::{self, Moved, Node, Table};
+use super::moves::{self, Moved};
+use super::table::{self, Limits, Node, Table};
 use super::{Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
 use crate::domain_ref::DomainRef;
 use crate::ReadSection;
@@ -33,13 +34,58 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         }
     }
 
+    /// The limits of a table of `buckets` buckets under the policy and the floor as they are
+    /// now (see [`Table::outside_limits`]).
+    pub(crate) fn limits_for(&self, buckets: usize) -> Limits {
+        let Policy {
+            max_load, min_load, ..
+        } = self.policy;
+        let above = (buckets as f64 * max_load as f64) as usize;
+        let below = if buckets > self.min_buckets.load(Relaxed) {
+            (buckets as f64 * min_load as f64).ceil() as usize
+        } else {
+            0
+        };
+        Limits { above, below }
+    }
+
+    /// After a write that left `len` entries in the map: start the resize the policy asks
+    /// for, if none is under way. Costs two comparisons while the count stays within the
+    /// table's limits.
+    #[inline]
+    pub(crate) fn maybe_start_resize(&self, table: &Table<K, V>, len: usize) {
+        if table.outside_limits(len) {
+            self.start_wanted_resize(table);
+        }
+    }
+
+    /// Set the limits of the first table of a map that nobody else can see yet.
+    pub(crate) fn init_limits(&mut self) {
+        // SAFETY: `&mut self`: the root is the map's own table, alive.
+        let table = unsafe { &*self.root.load(Relaxed) };
+        table.set_limits(self.limits_for(table.len()));
+    }
+
     /// Start the resize the policy asks for, if none is under way.
-    pub(crate) fn maybe_start_resize(&self, table: &Table<K, V>) {
+    pub(crate) fn start_wanted_resize(&self, table: &Table<K, V>) {
         if !table.next.load(Acquire).is_null() {
             return;
         }
         if let Some(target) = self.wanted_buckets(table.len()) {
-            start_resize(table, target);
+            self.start_resize(table, target);
+        }
+    }
+
+    /// Install a table of `target` buckets as `table`'s successor, unless one already is.
+    fn start_resize(&self, table: &Table<K, V>, target: usize) {
+        let new = Box::into_raw(Table::with_limits(target, self.limits_for(target)));
+        if table
+            .next
+            .compare_exchange(ptr::null_mut(), new, AcqRel, Acquire)
+            .is_err()
+        {
+            // SAFETY: ours, never published.
+            drop(unsafe { Box::from_raw(new) });
         }
     }
 
@@ -52,7 +98,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     ) -> Option<*mut Table<K, V>> {
         // SAFETY: the guard (of this domain: every caller checked it or took it from
         // `self.domain()`) protects the current table and what it reaches.
-        match unsafe { table::help_move(&self.root, self.root.load(Acquire), budget, false) } {
+        match unsafe { moves::help_move(&self.root, self.root.load(Acquire), budget, false) } {
             Moved::Finished(old) => Some(old),
             Moved::Some | Moved::Nothing => None,
         }
@@ -65,7 +111,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         loop {
             let before = self.root.load(Acquire);
             // SAFETY: protected by the guard (of this domain).
-            self.maybe_start_resize(unsafe { &*before });
+            self.start_wanted_resize(unsafe { &*before });
             match self.help_resize_by(guard, usize::MAX) {
                 Some(old) => finished.push(old),
                 None if ptr::eq(before, self.root.load(Acquire)) => return finished,
@@ -81,19 +127,6 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
             .checked_next_power_of_two()
             .unwrap_or(MAX_BUCKETS)
             .clamp(MIN_BUCKETS, MAX_BUCKETS)
-    }
-}
-
-/// Install a table of `target` buckets as `table`'s successor, unless one already is.
-fn start_resize<K, V>(table: &Table<K, V>, target: usize) {
-    let new = Box::into_raw(Table::new(target));
-    if table
-        .next
-        .compare_exchange(ptr::null_mut(), new, AcqRel, Acquire)
-        .is_err()
-    {
-        // SAFETY: ours, never published.
-        drop(unsafe { Box::from_raw(new) });
     }
 }
 
@@ -172,9 +205,12 @@ where
         let current = self.table(&guard);
         let target = self.buckets_for(self.len());
         if target < current.len() {
-            start_resize(current, target);
+            self.start_resize(current, target);
             unlinked.tables.extend(self.resize_now(&guard));
         }
+        // The floor dropped: the current table may shrink by its load from now on.
+        let current = self.table(&guard);
+        current.set_limits(self.limits_for(current.len()));
     }
 
     /// [`resize_now`](Self::resize_now) under a guard of its own, retiring what it finished.
@@ -220,9 +256,8 @@ where
     D: DomainRef,
 {
     fn drop(&mut self) {
-        for node in self.nodes.drain(..) {
-            self.map.retire(Some(node), None);
-        }
+        // One object of the domain for all the nodes (see `node::Batch`).
+        self.map.retire(self.nodes.drain(..), None);
         for old in self.tables.drain(..) {
             self.map.retire(None, Some(old));
         }

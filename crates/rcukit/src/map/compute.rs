@@ -16,6 +16,7 @@ use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
 use crate::ReadSection;
 use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What a [`compute`](RcuHashMap::compute) closure asks for.
@@ -54,23 +55,26 @@ fn entry<K, V>(node: &Node<K, V>) -> (&K, &V) {
 }
 
 /// Link `new` under `locked`: in place of the found node if `replace` (returned, unlinked),
-/// else at the head of the bucket; then release the lock.
+/// else in a free lane of the bucket, counted in `len` (the count it left is returned)
+/// before the lock is released, so that a removal of the entry, which locks the bucket after
+/// this, counts down after it (the count never runs below the entries present).
 ///
 /// # Safety
 ///
-/// As for [`table::Locked::link_first`], and the spot found a node if `replace`.
+/// As for [`table::Locked::insert`], and the spot found a node if `replace`.
 unsafe fn link<K, V>(
     locked: table::Locked<'_, K, V>,
     new: *mut Node<K, V>,
     replace: bool,
-) -> Option<*mut Node<K, V>> {
+    len: &AtomicUsize,
+) -> (Option<*mut Node<K, V>>, Option<usize>) {
     if replace {
         // SAFETY: forwarded to the caller.
-        Some(unsafe { locked.replace(new) })
+        (Some(unsafe { locked.replace(new) }), None)
     } else {
         // SAFETY: forwarded to the caller.
-        unsafe { locked.link_first(new) };
-        None
+        unsafe { locked.insert(new) };
+        (None, Some(len.fetch_add(1, Relaxed).wrapping_add(1)))
     }
 }
 
@@ -133,8 +137,8 @@ where
                     let new = node.publish();
                     // SAFETY: validated lock; `new` is unpublished with this hash; the spot
                     // found the old node if `current` is some.
-                    let old = unsafe { link(locked, new, current.is_some()) };
-                    return self.finish_insert(table, new, old, guard, sink);
+                    let (old, len) = unsafe { link(locked, new, current.is_some(), &self.len) };
+                    return self.finish_insert(table, new, old, len, guard, sink);
                 }
             }
         }
@@ -147,26 +151,27 @@ where
         guard: &'g G,
         sink: &impl Sink<K, V>,
     ) -> Compute<'g, K, V, T> {
-        self.len.fetch_sub(1, Relaxed);
-        self.maybe_start_resize(self.table(guard));
+        let len = self.len.fetch_sub(1, Relaxed).wrapping_sub(1);
+        self.maybe_start_resize(self.table(guard), len);
         sink.take(Some(old), self.help_resize(guard));
         // SAFETY: unlinked, retired no earlier than just now: alive for 'g.
         let (k, v) = entry(unsafe { &*old });
         Compute::Removed(k, v)
     }
 
-    /// The bookkeeping after `compute` linked `new` (in place of `old`, if any).
+    /// The bookkeeping after `compute` linked `new` (in place of `old`, if any; `len`: the
+    /// count it left, if it added an entry).
     fn finish_insert<'g, G: ReadSection, T>(
         &'g self,
         table: &table::Table<K, V>,
         new: *mut Node<K, V>,
         old: Option<*mut Node<K, V>>,
+        len: Option<usize>,
         guard: &'g G,
         sink: &impl Sink<K, V>,
     ) -> Compute<'g, K, V, T> {
-        if old.is_none() {
-            self.len.fetch_add(1, Relaxed);
-            self.maybe_start_resize(table);
+        if let Some(len) = len {
+            self.maybe_start_resize(table, len);
         }
         sink.take(old, self.help_resize(guard));
         // SAFETY: linked under the guard, so alive for 'g (retired later, if ever, after it).

@@ -21,18 +21,19 @@
 //!
 //! *At most once:* a node is yielded only in the step whose range `[cursor, end)` holds its
 //! reversed hash, and the steps' ranges are disjoint and increasing; within a step, nodes met
-//! twice (a node moved while the step walked, met in the old chain and in the new one) are
+//! twice (a node moved while the step walked, met in the old bucket and in the new one) are
 //! merged by address.
 //!
 //! *At least once:* take a node `X` present throughout, and the step whose range holds its
 //! reversed hash. When that step loaded `R`, the resize before `R` had finished (a table
 //! becomes current only once every bucket of its predecessor moved, claim 6 of the
 //! [map's essay](super)), so `X` was in `R`, or in `N` if `R`'s bucket had already moved.
-//! The step walks `R`'s buckets of the range; if the walk missed `X`, `X` had been moved on
-//! before, so the walk's last `Acquire` load (of the null that ended the old chain) makes
-//! the successor table visible and `X` is in it (claim 3). The step loads each table's
-//! successor only after walking that table's buckets, so by induction down the tables it
-//! meets `X`. Entries inserted or removed during the iteration may or may not appear; an
+//! The step walks `R`'s buckets of the range, reading each bucket's state (`Acquire`) before
+//! its lanes. If `X`'s bucket was not `MOVED`, the walk meets `X` in its lane, which a move
+//! leaves as it was (claims 1 and 3). If it was, `X` had been moved on before, and the load
+//! that saw `MOVED` makes the successor table and `X` in it visible (claim 3). The step
+//! loads each table's successor only after walking that table's buckets, so by induction
+//! down the tables it meets `X`. Entries inserted or removed during the iteration may or may not appear; an
 //! entry whose value was replaced is a new node, so the old value, the new one or both may
 //! appear.
 //!
@@ -53,7 +54,8 @@
 //! `rhashtable` instead restarts a walk when the table changes under it, which would yield
 //! entries twice; the cursor keeps "exactly once".
 
-use super::table::{Node, Table};
+use super::line::MOVED;
+use super::table::{self, Node, Table};
 use crate::sync::AtomicPtr;
 use std::fmt;
 use std::iter::FusedIterator;
@@ -171,21 +173,24 @@ impl<'g, K, V> Iter<'g, K, V> {
         self.cursor = range.end;
     }
 
-    /// Gather the nodes of `range` in bucket `b` of `table` (and, past a node moved while we
-    /// stood on it, in the chain it now leads into).
+    /// Gather the nodes of `range` in bucket `b` of `table`, unless the bucket has moved (its
+    /// entries are then in the newer tables, which the step walks next).
     fn walk(&mut self, table: &'g Table<K, V>, b: usize, range: Range) {
         #[cfg(test)]
         {
             self.walks += 1;
         }
-        let mut p = table.head(b).load(Acquire);
-        while !p.is_null() {
+        let bucket = table.bucket(b);
+        if bucket.seq() & MOVED != 0 {
+            return;
+        }
+        // SAFETY: the bucket's lines live as long as its table, alive for 'g.
+        for (_, _, p) in unsafe { table::occupied(bucket) } {
             // SAFETY: published node (Acquire), alive for 'g (constructor's contract).
             let node: &'g Node<K, V> = unsafe { &*p };
             if range.holds(node.hash.reverse_bits()) {
                 self.gathered.push(node);
             }
-            p = node.next.load(Acquire);
         }
     }
 

@@ -1,10 +1,13 @@
 //! loom models of the map's tables (run with `RUSTFLAGS="--cfg rcukit_loom"`; see README):
-//! a lookup racing an insert, a removal and a resize step. The real table code runs (its
+//! a lookup racing an insert, a removal and a resize step; a lookup racing the reuse of a lane
+//! and the move of a bucket with an overflow line; an iteration racing resizes; an insert
+//! racing the lock-free move of an empty bucket. The real table code runs (its
 //! atomics and locks come from `sync.rs`); reclamation is left out (unlinked nodes are freed
 //! when the model ends), since the domain's own models cover grace periods.
 
 use super::iter::Iter;
-use super::table::{self, Moved, Node, Table};
+use super::moves::{self, Moved};
+use super::table::{self, Node, Table};
 use crate::sync::AtomicPtr;
 use loom::thread;
 use std::sync::atomic::Ordering::Acquire;
@@ -32,7 +35,7 @@ fn insert(root: &Root, hash: u64, key: u64, value: u64) -> Option<*mut Node<u64,
         let Some(locked) = spot.lock() else { continue };
         return if spot.found.is_null() {
             // SAFETY: validated lock; `node` is unpublished with this hash.
-            unsafe { locked.link_first(node) };
+            unsafe { locked.insert(node) };
             None
         } else {
             // SAFETY: as above, and the spot found a node.
@@ -65,7 +68,7 @@ fn lookup(root: &Root, hash: u64, key: u64) -> Option<u64> {
 /// Keys 1 and 3 share bucket 1 of a 2-bucket table (hashes 1 and 3); a resize into 4 buckets
 /// separates them. A reader looks up key 1 (present throughout) while a mover moves the
 /// buckets and a writer removes key 3 and inserts key 5 (hash 5: bucket 1, then 1).
-fn lookup_racing_a_resize_step(busted_unlink_first: bool) {
+fn lookup_racing_a_resize_step(busted_mark_first: bool) {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(3);
     model.check(move || {
@@ -93,14 +96,14 @@ fn lookup_racing_a_resize_step(busted_unlink_first: bool) {
         let writer = {
             let (root, unlinked) = (root.clone(), unlinked.clone());
             thread::spawn(move || {
-                let removed = remove(&root, 3, 3).expect("key 3 was there");
+                let removed = remove(&root, 3, 3).expect("a key present until its removal missed");
                 assert!(insert(&root, 5, 5, 50).is_none());
                 unlinked.lock().unwrap().nodes.push(removed as usize);
             })
         };
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        match unsafe { table::help_move(&root, old, 2, busted_unlink_first) } {
+        match unsafe { moves::help_move(&root, old, 2, busted_mark_first) } {
             Moved::Finished(old) => unlinked.lock().unwrap().tables.push(old as usize),
             _ => unreachable!("two buckets, budget two: this thread finishes"),
         }
@@ -129,10 +132,11 @@ fn loom_map_lookup_racing_insert_remove_and_a_resize_step() {
     lookup_racing_a_resize_step(false);
 }
 
-/// The busted mover unlinks a node from the old chain before it links it into the new table:
-/// a lookup can then miss a key that is present throughout, and loom finds the interleaving.
+/// The busted mover marks a bucket moved before its entries are in the new table: a lookup
+/// (the reader's, or the writer's walk for its removal) can then miss a present key, and loom
+/// finds the interleaving.
 #[test]
-#[should_panic(expected = "a key present throughout missed")]
+#[should_panic(expected = "missed")]
 fn loom_map_busted_move_order_is_caught() {
     lookup_racing_a_resize_step(true);
 }
@@ -169,7 +173,7 @@ fn iteration_racing_a_grow_and_a_shrink(busted_no_merge: bool) {
                 std::sync::atomic::Ordering::Release,
             );
             // SAFETY: as above.
-            match unsafe { table::help_move(&root, old, usize::MAX, false) } {
+            match unsafe { moves::help_move(&root, old, usize::MAX, false) } {
                 Moved::Finished(old) => old_tables.push(old),
                 _ => unreachable!("an unlimited budget finishes the move"),
             }
@@ -190,7 +194,8 @@ fn loom_map_iteration_racing_a_grow_and_a_shrink() {
 }
 
 /// Without merging the nodes a step met twice (a node moved while the step walked is met in
-/// its old chain and again in the new table), loom finds an iteration that yields a key twice.
+/// its old bucket and again in the new table), loom finds an iteration that yields a key
+/// twice.
 #[test]
 #[should_panic(expected = "each key present throughout exactly once")]
 fn loom_map_busted_iteration_without_merging_is_caught() {
@@ -220,7 +225,7 @@ fn loom_map_insert_racing_the_move_of_an_empty_bucket() {
         };
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        let finished = match unsafe { table::help_move(&root, old, 2, false) } {
+        let finished = match unsafe { moves::help_move(&root, old, 2, false) } {
             Moved::Finished(old) => old,
             _ => unreachable!("two buckets, budget two: this thread finishes"),
         };
@@ -229,6 +234,61 @@ fn loom_map_insert_racing_the_move_of_an_empty_bucket() {
         // SAFETY: the model is over: nobody else uses the map.
         drop(unsafe { table::take_all(root.load(Acquire)) });
         // SAFETY: the old table, no longer the root; its nodes (if any) moved on.
+        drop(unsafe { Box::from_raw(finished) });
+    });
+}
+
+/// One bucket of six entries: five in its line and one in an overflow line (keys 0, 2, ...,
+/// 10, hashed to themselves: bucket 0 of 2; their tags are all equal, so every occupied lane
+/// is a candidate). A reader looks up the key in the overflow line and the key of the first
+/// lane, both present throughout, while a writer empties lane 1 (key 2) and reuses it for
+/// key 12, and a mover moves the bucket, overflow line and all, into 4 buckets (keys 0, 4,
+/// 8, 12 to bucket 0, keys 2, 6, 10 to bucket 2).
+#[test]
+fn loom_map_lookup_racing_lane_reuse_and_the_move_of_an_overflow_line() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(2);
+    model.check(|| {
+        let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(2))));
+        for key in (0..12).step_by(2) {
+            assert!(insert(&root, key, key, key * 10).is_none());
+        }
+        let new = Box::into_raw(Table::new(4));
+        current(&root)
+            .next
+            .store(new, std::sync::atomic::Ordering::Release);
+        let reader = {
+            let root = root.clone();
+            thread::spawn(move || {
+                assert_eq!(lookup(&root, 10, 10), Some(100), "an overflow entry missed");
+                assert_eq!(lookup(&root, 0, 0), Some(0), "a lane's entry missed");
+            })
+        };
+        let writer = {
+            let root = root.clone();
+            thread::spawn(move || {
+                let removed = remove(&root, 2, 2).expect("a key present until its removal missed");
+                assert!(insert(&root, 12, 12, 120).is_none());
+                removed as usize
+            })
+        };
+        let old = root.load(Acquire);
+        // SAFETY: nothing is freed before the model ends; `old` came from the root.
+        let finished = match unsafe { moves::help_move(&root, old, 2, false) } {
+            Moved::Finished(old) => old,
+            _ => unreachable!("two buckets, budget two: this thread finishes"),
+        };
+        reader.join().unwrap();
+        let removed = writer.join().unwrap();
+        for key in [0, 4, 6, 8, 10, 12] {
+            assert_eq!(lookup(&root, key, key), Some(key * 10), "key {key}");
+        }
+        assert_eq!(lookup(&root, 2, 2), None);
+        // SAFETY: the model is over: nobody else uses the map.
+        drop(unsafe { table::take_all(root.load(Acquire)) });
+        // SAFETY: unlinked once, never reachable again.
+        drop(unsafe { Box::from_raw(removed as *mut Node<u64, u64>) });
+        // SAFETY: the old table, no longer the root; its nodes moved on.
         drop(unsafe { Box::from_raw(finished) });
     });
 }

@@ -40,16 +40,19 @@
 //!
 //! # Structure
 //!
-//! A bucket table of `2^k` chains of immutable nodes (`hash`, `next`, key, value), as in
-//! `rhashtable`. Each bucket is a 16-byte slot (`map/slot.rs`): the chain head beside a state word
-//! that holds the bucket's bit lock and its sequence count, so that a lookup touches one cache
-//! line per probe and a writer finds the head, the lock and the count in that same line (an
-//! earlier layout kept the locks and counts in a second array: two misses per write, 24 bytes
-//! per bucket). Tables of 4 MiB and more are advised to use transparent huge pages, so that a
-//! probe into a table of millions of buckets does not also miss in the TLB. While the table is
-//! resized, the old table points at the new one (`next`), and buckets move from the old to
-//! the new one at a time. Nodes carry their full hash, so moving a node never runs the user's
-//! `Hash`.
+//! A table of `2^k` buckets, each one 64-byte cache line (`map/line.rs`): a state word that
+//! holds the bucket's bit lock and its sequence count, a word of 12-bit hash tags, a link to
+//! an overflow line, and five *lanes*, each a pointer to an immutable node (hash, key,
+//! value). A bucket with more than five entries hangs further lines of five lanes (56 bytes)
+//! on the link; the default load factor (4 entries per bucket) keeps that rare. A lookup
+//! reads the line, compares the key's tag with the tags of the occupied lanes, and reads only
+//! the nodes whose tag matches: one cache miss for the bucket and one for the entry it finds,
+//! none for the entries whose key differs (a chained bucket read every node before the one it
+//! looked for). Tables of 4 MiB and more are advised to use transparent huge pages, so that
+//! a probe into a table of millions of buckets does not also miss in the TLB. While the table
+//! is resized, the old table points at the new one (`next`), and buckets move from the old to
+//! the new one a few at a time. Nodes carry their full hash, so moving a node never runs the
+//! user's `Hash`.
 //!
 //! **Writers lock one bucket at a time, never the map.** Inserts, removals and updates of keys
 //! in different buckets run in parallel. A writer first walks the bucket *without* the lock,
@@ -57,90 +60,113 @@
 //! bucket's state did not move (a per-bucket sequence count, claim 4); if it did, it walks
 //! again. So user code (`Hash`, `Eq`, the closure of
 //! [`update`](RcuHashMap::update), `Drop`) never runs under a lock of the map and may use the
-//! map itself. Lock-free insertion (`rculfhash`) would spare the lock but needs a compare-and-
-//! swap per link and logically deleted markers that every reader must skip; with per-bucket
-//! locks a reader's walk is the plain linked-list walk of `RcuList`, which is what makes
-//! lookups as cheap as they are.
+//! map itself. Under the lock a writer stores a pointer and a tag into a free lane (or links a
+//! new overflow line), or replaces or empties the lane of the entry it found: a handful of
+//! stores, no allocation but that of an overflow line. Lock-free insertion (`rculfhash`)
+//! would spare the lock but needs a compare-and-swap per change and logically deleted markers
+//! that every reader must skip; with per-bucket locks a reader's lookup is a plain scan of a
+//! line, which is what makes lookups as cheap as they are.
 //!
 //! **Resizing: relocation between tables, as in `rhashtable`.** `rculfhash` instead keeps
 //! every node in one split-ordered list and resizes by adding dummy nodes to an index, which
 //! never moves a node but costs a bit-reversed ordering, dummy nodes on every walk and a
-//! lock-free list. Relocation keeps each chain short and each walk direct, and it is simple to
-//! argue (below). A resize is started by the write that crosses the load factor (grow above
-//! `max_load_factor`, 0.75 by default; shrink below `min_load_factor`, 0.3 by default, never
+//! lock-free list. Relocation keeps each bucket short and each lookup direct, and it is simple
+//! to argue (below). A resize is started by the write that crosses the load factor (grow above
+//! `max_load_factor`, 4 by default; shrink below `min_load_factor`, 0.25 by default, never
 //! below a floor: the capacity the map was made with or asked for by
-//! [`reserve`](RcuHashMap::reserve), until [`shrink_to_fit`](RcuHashMap::shrink_to_fit)), and then *every* write helps it by moving up to
-//! 8 buckets, so the work is spread over the writes that follow and no write ever rehashes the
-//! whole table. Movers claim buckets a run at a time (one atomic add to claim the run and one
-//! to count it finished, not two per bucket) and ask for the first nodes of the buckets ahead
-//! while they move one, so that the cache misses of a run overlap; an empty bucket is marked
-//! moved with a single compare-exchange (claim 5). If writes stop in the middle of a resize,
-//! the map stays correct; lookups of absent keys then look in two tables.
+//! [`reserve`](RcuHashMap::reserve), until [`shrink_to_fit`](RcuHashMap::shrink_to_fit)); each
+//! table keeps the entry counts outside which that happens, so a write compares the count it
+//! left with two numbers. Then *every* write helps the resize by moving up to 8 buckets, so the
+//! work is spread over the writes that follow and no write ever rehashes the whole table.
+//! Movers claim buckets a run at a time (one atomic add to claim the run and one to count it
+//! finished, not two per bucket) and ask for the nodes of the buckets ahead while they move
+//! one, so that the cache misses of a run overlap; an empty bucket is marked moved with a
+//! single compare-exchange (claim 5). If writes stop in the middle of a resize, the map stays
+//! correct; lookups of absent keys then look in two tables.
 //!
 //! # Why it is correct
 //!
-//! Readers walk chains with `Acquire` loads inside a read-side critical section of the map's
-//! domain; every unlinked node and every replaced table is retired into that domain, so it is
-//! freed only after every reader that might stand on it has left (as in [`RcuList`]). What has
-//! to be argued is that a walk is always over published nodes, and that a key present
-//! throughout a lookup is found even while buckets move.
+//! Readers scan lines with `Acquire` loads inside a read-side critical section of the map's
+//! domain; every unlinked node and every replaced table (with its overflow lines) is retired
+//! into that domain, so it is freed only after every reader that might stand on it has left
+//! (as in [`RcuList`]). What has to be argued is that a scan only ever reads published nodes,
+//! and that a key present throughout a lookup is found even while writers change its bucket
+//! and buckets move.
 //!
-//! 1. **Links change only under the lock of the bucket whose chain holds them.** A node's
-//!    `next` is written when it is linked (before it is published), by a writer of its bucket
-//!    that unlinks or replaces its successor, or by the mover of its bucket when it relocates
-//!    it. An unlinked node's `next` is never written again, so a reader standing on it walks
-//!    on to what followed it when it was unlinked (as in `RcuList`).
-//! 2. **Every node a reader reaches is published.** Nodes are initialised, then linked with a
-//!    `Release` store; readers load every link with `Acquire`.
-//! 3. **A relocated node is in the new table before it leaves the old one.** A mover holds the
-//!    old bucket's lock and moves its *tail* node `X`: it locks `X`'s new bucket, points
-//!    `X.next` at that bucket's chain, links `X` at its head (`Release`), and only then stores
-//!    null into the link that pointed at `X` in the old chain. A reader standing on `X` walks
-//!    on into the new bucket (published nodes; at worst a few keys that do not match). A
-//!    reader that reaches the old chain's end without meeting `X` has read that null store
-//!    (`Acquire`), so it also sees what happened before it: the new table installed in
-//!    `old.next` (before any move) and `X` linked in the new table. After the old table, a
-//!    lookup therefore reads `old.next` and walks the new bucket, where `X` is (or was moved
-//!    on, before, to a newer table: by induction down the chain of tables, which ends at the
-//!    current table). Hence a key present throughout a lookup is never missed; the loom model
-//!    with the busted order (unlink first) finds a lookup that misses it.
-//! 4. **A walk that began and ended on the same settled state saw the chain as it is.** Each
+//! 1. **A bucket changes only under its lock, and an entry stays in its lane.** The tags,
+//!    the lanes and the overflow links of a bucket's lines are written only by the holder of
+//!    the bucket's lock. A writer places an entry in a free lane (the lane's pointer, then its
+//!    tag) or in a new overflow line, replaces the pointer of a lane (same key, same tag), or
+//!    empties a lane (its tag, then its pointer). Entries are never compacted or moved to
+//!    another lane or line: an entry present throughout a lookup keeps its lane, its tag and
+//!    its pointer throughout. An overflow line, once linked, stays linked until its table is
+//!    freed (emptied lanes are reused), so a reader standing on one never loses it.
+//! 2. **Every node a reader reaches is published, and a stale tag costs a comparison.** Nodes
+//!    are initialised, then stored into a lane with a `Release` store, and the lane's tag after
+//!    it (`Release`); a new overflow line is filled before the link to it is stored (`Release`);
+//!    readers load tags, lanes and links with `Acquire`. A reader that reads a tag and then
+//!    the lane may meet a later change of that lane (emptied, or emptied and reused for
+//!    another key): it then reads null (skipped) or another published node, and compares the
+//!    node's full hash and key, so it never takes a node for a key it does not hold. A node
+//!    it reads was in the lane during its critical section, so it is freed only after the
+//!    reader left. By claim 1, the tag word a reader reads holds the tag of every entry
+//!    present throughout, the tag comparison (exact up to the first match, and never missing
+//!    a match) selects its lane, and the lane holds its node.
+//! 3. **A moved entry is in the new table before its old bucket says so, and stays in the
+//!    old lanes.** A mover holds the old bucket's lock, places every entry of it in its
+//!    bucket of the new table (under that bucket's lock), and only then sets `MOVED`, in the
+//!    `Release` store that ends its change (claim 5). It leaves the old lanes as they were. A
+//!    lookup reads the bucket's state (`Acquire`) before its lanes: if it sees `MOVED`, it
+//!    also sees `next` (installed before any move) and every entry placed in the new table,
+//!    and looks there (or, if that bucket moved on in turn, in a newer table: by induction
+//!    down the chain of tables, which ends at the current table); if it does not, it scans
+//!    the old lanes, which still hold every entry the bucket had (a move empties none).
+//!    Hence a key present throughout a lookup is never missed; the loom model with the
+//!    busted order (`MOVED` first) finds a lookup that misses it. A walker never reads the
+//!    lanes of a bucket it saw `MOVED`: they may point at nodes since removed from the new
+//!    table, and freed.
+//! 4. **A walk that began and ended on the same settled state saw the bucket as it is.** Each
 //!    bucket has a sequence count: under its lock a writer sets `CHANGING` before it changes
-//!    the bucket's links and, after them, clears it and bumps the version with a `Release`
-//!    store. A writer's walk reads the state first (`Acquire`) and, if `CHANGING` is set,
-//!    waits until the lock holder clears it and reads again (the lock bit shares the word and
-//!    is masked off in every comparison: taking and releasing the lock changes no link). If
-//!    the state it read has `CHANGING` clear, every earlier change is visible to it (the
-//!    `Release` bump); if the walk then observed a later change (an `Acquire` load of a link
-//!    stored with `Release` after `CHANGING` was set), a second read of the state sees `CHANGING` or a newer version. So a removal may conclude
-//!    "absent" without the lock when the state did not move, and a writer that locks the
-//!    bucket and finds the state it started from may use the link its unlocked walk found.
-//!    (Bumping only *before* the change is not enough: a walker could read the new version
-//!    and still the old links; two writers would then both replace one node, losing an
-//!    update and retiring the node twice. `concurrent_updates_of_one_key_lose_nothing` in
-//!    `tests/map.rs` caught exactly that.)
+//!    the bucket's lanes, tags or links and, after them, clears it and bumps the version with
+//!    a `Release` store. A writer's walk reads the state first (`Acquire`) and, if `CHANGING`
+//!    is set, waits until the lock holder clears it and reads again (the lock bit shares the
+//!    word and is masked off in every comparison: taking and releasing the lock changes
+//!    nothing). If the state it read has `CHANGING` clear, every earlier change is visible to
+//!    it (the `Release` bump); if the walk then observed a later change (an `Acquire` load of
+//!    a tag, lane or link stored with `Release` after `CHANGING` was set), a second read of
+//!    the state sees `CHANGING` or a newer version. So a removal may conclude "absent"
+//!    without the lock when the state did not move, and a writer that locks the bucket and
+//!    finds the state it started from may use the lane its unlocked walk found. (Bumping only
+//!    *before* the change is not enough: a walker could read the new version and still the
+//!    old lanes; two writers would then both replace one node, losing an update and retiring
+//!    the node twice. `concurrent_read_modify_writes_of_one_key_lose_nothing` in
+//!    `tests/map.rs` checks exactly that.)
 //! 5. **Each key has one owning bucket.** A mover moves a whole bucket inside *one* change
-//!    of the old bucket (claim 4): `CHANGING` is set before the first node leaves and the
-//!    store that clears it also sets `MOVED`, after `next` was installed. A writer that reads
-//!    `CHANGING` waits until it clears; one that reads `MOVED` follows `next`. So whenever a
-//!    writer reads a settled, unmoved state, every node with the bucket's hash is in its
-//!    chain (a writer only inserts where the key's bucket is not `MOVED`), and two writers of
-//!    one key serialize on one lock. An *empty* bucket is marked without the lock: the mover
-//!    reads a settled, unlocked state, then a null head, then swaps that state for the next
-//!    version with `MOVED` (`Release`, after `next` was installed). Any insert in between
-//!    takes the lock and bumps the version, so the exchange fails and the mover falls back to
-//!    the locked move; if it succeeds, the chain was empty when the bucket became `MOVED`. (Marking the bucket only after the last node left is
-//!    not enough: a removal walking the half-moved chain under a settled version concluded
-//!    "absent" for a key that was in the new table. The loom model found that.)
+//!    of the old bucket (claim 4): `CHANGING` is set before the first entry is placed in the
+//!    new table and the store that clears it also sets `MOVED`, after `next` was installed. A
+//!    writer that reads `CHANGING` waits until it clears; one that reads `MOVED` follows
+//!    `next`. So whenever a writer reads a settled, unmoved state, every entry with the
+//!    bucket's hash is in its lines (a writer only inserts where the key's bucket is not
+//!    `MOVED`), and two writers of one key serialize on one lock. An *empty* bucket is marked
+//!    without the lock: the mover reads a settled, unlocked state, then a tag word of zero and
+//!    no overflow line, then swaps that state for the next version with `MOVED` (`Release`,
+//!    after `next` was installed). Any insert in between takes the lock and bumps the
+//!    version, so the exchange fails and the mover falls back to the locked move; if it
+//!    succeeds, the bucket was empty when it became `MOVED`. (Moving a bucket in several
+//!    changes and marking it only after the last is not enough: a writer that read a settled
+//!    state in between changed the old bucket while some of its entries were already in the
+//!    new table, and a removal concluded "absent" for a key that was there. The loom model
+//!    found that.)
 //! 6. **The old table is retired only once nothing needs it.** The mover of the last bucket
-//!    (counted with `AcqRel` increments, so it sees every other mover's links) makes the new
-//!    table current with a `Release` store and retires the old one. Walkers that start from
-//!    the new table never look at the old one; walkers that started before still hold a
-//!    guard, so the old table is freed after they leave. Nodes are not freed with it: they
-//!    live in the new table.
+//!    (counted with `AcqRel` increments, so it sees every other mover's placements) makes the
+//!    new table current with a `Release` store and retires the old one. Walkers that start
+//!    from the new table never look at the old one; walkers that started before still hold a
+//!    guard, so the old table, with its overflow lines, is freed after they leave. Nodes are
+//!    not freed with it: they live in the new table.
 //!
-//! Progress: a lookup is wait-free (a bounded walk over at most two or three tables; nothing
-//! to retry). Writers retry only when another write changed the same bucket in between.
+//! Progress: a lookup is wait-free (a bounded scan of one bucket's lines in at most two or
+//! three tables; nothing to retry). Writers retry only when another write changed the same
+//! bucket in between.
 //!
 //! # The API, and what is atomic
 //!
@@ -198,11 +224,12 @@ mod builder;
 mod bulk;
 mod compute;
 mod iter;
+mod line;
 #[cfg(all(test, rcukit_loom))]
 mod loom;
+mod moves;
 mod node;
 mod pin;
-mod slot;
 pub(crate) mod table;
 mod traits;
 mod write;
@@ -363,7 +390,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     }
 
     /// The entry for `key`, valid while both `guard` and the map are borrowed. Lock-free: a
-    /// walk of one chain (two while a resize is under way and the key is absent or moved).
+    /// scan of one bucket (two while a resize is under way and the key is absent or moved).
     ///
     /// # Panics
     ///
@@ -494,20 +521,35 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         V: Send + 'static,
     {
         let rcu = self.domain.rcu();
-        for node in nodes {
-            if self.policy.busted_drop_values_at_once {
+        let mut nodes = nodes.into_iter();
+        if self.policy.busted_drop_values_at_once {
+            for node in nodes {
                 // SAFETY: unlinked and owned (the busted knob's contract covers readers).
                 unsafe { rcu.retire_raw(node::drop_value_now(node)) };
-            } else {
+            }
+        } else {
+            match (nodes.next(), nodes.next()) {
+                (None, _) => {}
                 // SAFETY: `node` was unlinked under its bucket's lock, so new readers cannot
                 // reach it, and is retired exactly once (in its drop-apart form, same box).
-                unsafe { rcu.retire_raw(node::Retired::of(node)) };
+                (Some(node), None) => unsafe { rcu.retire_raw(node::Retired::of(node)) },
+                (Some(a), Some(b)) => {
+                    let mut all = vec![a, b];
+                    all.extend(nodes);
+                    let bytes = all.len() * std::mem::size_of::<Node<K, V>>();
+                    // SAFETY: as above, each node given up to the batch, which is retired
+                    // once: one callback for them all.
+                    rcu.retire_sized(Box::new(unsafe { node::Batch::new(all) }), bytes);
+                }
             }
         }
         if let Some(old) = table {
+            // SAFETY: the table is alive until retired just below.
+            let bytes = unsafe { (*old).bytes() };
             // SAFETY: the old table stopped being the root (claim 6) and is retired once; its
-            // drop frees only its arrays.
-            unsafe { rcu.retire_raw(old) };
+            // drop frees only its lines. Its size counts in full, so that the domain frees a
+            // large table soon (its memory is most of what a shrink gives back).
+            unsafe { rcu.retire_raw_sized(old, bytes) };
         }
     }
 }

@@ -7,29 +7,24 @@
 //! plain drop glue of `Node` would drop the value while unwinding from the key's panic, and a
 //! value whose `Drop` panics as well would abort.
 
-use crate::sync::AtomicPtr;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr;
 
-/// One entry. Immutable once published except for `next`, which only the holder of the lock
-/// of the bucket whose chain contains the node changes (claim 1 of the essay).
+/// One entry, immutable once published: the buckets point at it, it points at nothing. Its
+/// hash is kept so that moving it to another table, or placing it in an iteration, never runs
+/// the user's `Hash` (for `u64` keys and values the node is 24 bytes, which the common
+/// allocators serve from a 32-byte block, as they would a node without the hash).
 #[repr(C)]
 pub(crate) struct Node<K, V> {
     pub(crate) hash: u64,
-    pub(crate) next: AtomicPtr<Node<K, V>>,
     pub(crate) key: K,
     pub(crate) value: V,
 }
 
 impl<K, V> Node<K, V> {
     pub(crate) fn new(hash: u64, key: K, value: V) -> *mut Node<K, V> {
-        Box::into_raw(Box::new(Node {
-            hash,
-            next: AtomicPtr::new(ptr::null_mut()),
-            key,
-            value,
-        }))
+        Box::into_raw(Box::new(Node { hash, key, value }))
     }
 
     /// Take an unpublished (or exclusively owned) node apart.
@@ -49,7 +44,6 @@ impl<K, V> Node<K, V> {
 #[repr(C)]
 pub(crate) struct Retired<K, V> {
     hash: u64,
-    next: AtomicPtr<Node<K, V>>,
     key: ManuallyDrop<K>,
     value: ManuallyDrop<V>,
 }
@@ -75,12 +69,53 @@ impl<K, V> Drop for Retired<K, V> {
     }
 }
 
+/// Nodes retired together, as one object of the domain: what a write that unlinked several
+/// nodes (a [`MapRef`](super::MapRef) used for many writes, `retain`, `clear`) retires, so
+/// that they cost one callback, not one each. Each node is dropped in its [`Retired`] form; a
+/// panic in one still drops the others, and the first panic goes on to the domain.
+pub(crate) struct Batch<K, V> {
+    nodes: Vec<*mut Node<K, V>>,
+}
+
+// SAFETY: the batch owns its nodes (unlinked, nobody else frees them), which are dropped on
+// whatever thread drops the batch: as for `Box<Node<K, V>>`, that needs `K` and `V` to be
+// `Send`.
+unsafe impl<K: Send, V: Send> Send for Batch<K, V> {}
+
+impl<K, V> Batch<K, V> {
+    /// # Safety
+    ///
+    /// Each node came from [`Node::new`], is unlinked and owned by the caller, and is given up
+    /// here (freed when the batch drops).
+    pub(crate) unsafe fn new(nodes: Vec<*mut Node<K, V>>) -> Self {
+        Batch { nodes }
+    }
+}
+
+impl<K, V> Drop for Batch<K, V> {
+    fn drop(&mut self) {
+        let mut first_panic = None;
+        for node in self.nodes.drain(..) {
+            let dropped = catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: owned and given up to the batch (constructor's contract); dropped
+                // exactly once, here, in the drop-apart form (same box).
+                drop(unsafe { Box::from_raw(Retired::of(node)) })
+            }));
+            if let Err(payload) = dropped {
+                first_panic.get_or_insert(payload);
+            }
+        }
+        if let Some(payload) = first_panic {
+            resume_unwind(payload);
+        }
+    }
+}
+
 /// [`Node`] with its value already dropped: what the busted testing knob retires. Same
 /// layout.
 #[repr(C)]
 pub(crate) struct Shell<K, V> {
     hash: u64,
-    next: AtomicPtr<Node<K, V>>,
     key: K,
     value: ManuallyDrop<V>,
 }

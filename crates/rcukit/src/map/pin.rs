@@ -75,8 +75,11 @@ where
         // SAFETY: dropped exactly once, here; nothing borrowed from it outlives `self`.
         unsafe { ManuallyDrop::drop(&mut self.guard) };
         let kept = self.unlinked.get_mut();
-        self.map.retire(kept.first.take(), None);
-        self.map.retire(kept.nodes.drain(..), None);
+        // One object of the domain for all the nodes (see `node::Batch`).
+        self.map.retire(
+            kept.first.take().into_iter().chain(kept.nodes.drain(..)),
+            None,
+        );
         for table in kept.tables.drain(..) {
             self.map.retire([], Some(table));
         }

@@ -1,7 +1,8 @@
 //! The bucket tables of [`RcuHashMap`](super::RcuHashMap) and every operation on them that
-//! changes links: lookup walks, the writers' locate–lock–validate step, linking and
-//! unlinking. The essay in [the module docs](super) says why each step is correct; the
-//! comments here point at its numbered claims.
+//! changes a bucket: lookups, the writers' locate–lock–validate step, placing, replacing and
+//! clearing an entry. Moving buckets between tables is in `moves.rs`. The essay in [the
+//! module docs](super) says why each step is correct; the comments here point at its
+//! numbered claims.
 //!
 //! Nothing in this file knows about grace periods. Every function that reads nodes or tables
 //! is `unsafe` with the same contract: the caller keeps whatever it may reach alive (the map
@@ -9,36 +10,81 @@
 //! the end of the model), and the caller takes ownership of every node or table a function
 //! hands back as unlinked (the map retires them).
 
+use super::line::{self, Lanes, Line, LineLock, CHANGING, LANES, MOVED};
 pub(crate) use super::node::Node;
-use super::slot::{self, Slot, SlotLock, CHANGING, MOVED};
 use crate::sync::{AtomicPtr, AtomicUsize};
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// One bucket array, and, while a resize is under way, the link to its successor.
 pub(crate) struct Table<K, V> {
     mask: usize,
-    slots: Box<[Slot<Node<K, V>>]>,
+    buckets: Box<[Line<Node<K, V>>]>,
     /// The table this one is being moved into (null when no resize is under way). Set once,
     /// before any bucket is moved (claim 3).
     pub(crate) next: AtomicPtr<Table<K, V>>,
     /// Buckets handed to movers so far (may run past `len`).
-    claimed: AtomicUsize,
+    pub(crate) claimed: AtomicUsize,
     /// Buckets whose move has finished.
-    finished: AtomicUsize,
+    pub(crate) finished: AtomicUsize,
+    /// Overflow lines hung on this table's buckets, freed with it.
+    overflows: AtomicUsize,
+    /// The entry counts outside which the map's policy may want another size (grow past
+    /// `.0`, shrink below `.1`): a write compares the count with these and looks at the policy
+    /// only beyond them. Hints: set when the table is made, and again when the map's floor
+    /// drops.
+    limits: (AtomicUsize, AtomicUsize),
+}
+
+/// See [`Table::limits`]: grow past `above` entries, shrink below `below`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) above: usize,
+    pub(crate) below: usize,
+}
+
+impl Limits {
+    /// Never resize (tables of the loom models).
+    pub(crate) const NEVER: Limits = Limits {
+        above: usize::MAX,
+        below: 0,
+    };
 }
 
 impl<K, V> Table<K, V> {
-    /// A table of `buckets` buckets (a power of two).
+    /// A table of `buckets` buckets (a power of two) that never asks to be resized.
+    #[cfg(rcukit_loom)]
     pub(crate) fn new(buckets: usize) -> Box<Self> {
+        Self::with_limits(buckets, Limits::NEVER)
+    }
+
+    /// A table of `buckets` buckets (a power of two).
+    pub(crate) fn with_limits(buckets: usize, limits: Limits) -> Box<Self> {
         debug_assert!(buckets.is_power_of_two());
         Box::new(Table {
             mask: buckets - 1,
-            slots: slot::slots(buckets),
+            buckets: line::lines(buckets),
             next: AtomicPtr::new(ptr::null_mut()),
             claimed: AtomicUsize::new(0),
             finished: AtomicUsize::new(0),
+            overflows: AtomicUsize::new(0),
+            limits: (
+                AtomicUsize::new(limits.above),
+                AtomicUsize::new(limits.below),
+            ),
         })
+    }
+
+    /// Whether a map of `len` entries is outside this table's limits.
+    #[inline(always)]
+    pub(crate) fn outside_limits(&self, len: usize) -> bool {
+        len > self.limits.0.load(Relaxed) || len < self.limits.1.load(Relaxed)
+    }
+
+    /// New limits (the map's floor changed).
+    pub(crate) fn set_limits(&self, limits: Limits) {
+        self.limits.0.store(limits.above, Relaxed);
+        self.limits.1.store(limits.below, Relaxed);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -55,15 +101,142 @@ impl<K, V> Table<K, V> {
         hash as usize & self.mask
     }
 
-    /// The head of bucket `index`'s chain.
+    /// Bucket `index` (its first line).
     #[inline(always)]
-    pub(crate) fn head(&self, index: usize) -> &AtomicPtr<Node<K, V>> {
-        &self.slots[index].head
+    pub(crate) fn bucket(&self, index: usize) -> &Line<Node<K, V>> {
+        &self.buckets[index]
+    }
+
+    /// The bytes this table holds: what freeing it gives back.
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.len() * std::mem::size_of::<Line<Node<K, V>>>()
+            + self.overflows.load(Relaxed) * std::mem::size_of::<Lanes<Node<K, V>>>()
+    }
+
+    /// Put `node` (whose tag is `tag`) in a free lane of `bucket`, locked by `lock`, or in a
+    /// new overflow line: one change of the bucket (claim 4). Published by `Release` stores:
+    /// the slot before the tag, a new line's contents before the link to it.
+    ///
+    /// # Safety
+    ///
+    /// `bucket` is one of this table's, `lock` is its held lock, and `node` is a published or
+    /// unpublished node that belongs in it.
+    pub(crate) unsafe fn place(
+        &self,
+        bucket: &Line<Node<K, V>>,
+        lock: &LineLock<'_, Node<K, V>>,
+        node: *mut Node<K, V>,
+        tag: u64,
+    ) {
+        // SAFETY: under the lock the bucket's lines are its own (caller's contract).
+        match unsafe { free_lane(&bucket.lanes) } {
+            Ok((line, lane)) => lock.change(|| {
+                line.slots[lane].store(node, Release);
+                let tags = line.tags.load(Relaxed);
+                line.tags.store(line::with_lane(tags, lane, tag), Release);
+            }),
+            Err(last) => {
+                // Allocated before the change begins: nothing can fail inside it.
+                let fresh = Lanes::new();
+                fresh.slots[0].store(node, Relaxed);
+                fresh.tags.store(line::with_lane(0, 0, tag), Relaxed);
+                let fresh = Box::into_raw(Box::new(fresh));
+                self.overflows.fetch_add(1, Relaxed);
+                lock.change(|| last.overflow.store(fresh, Release));
+            }
+        }
     }
 }
 
-/// Find the first node with `hash` whose key `matches`, looking in `table` and then in each
-/// table it is being moved into (claim 3: a node missed in one table is in the next).
+impl<K, V> Drop for Table<K, V> {
+    fn drop(&mut self) {
+        if self.overflows.load(Relaxed) == 0 {
+            return;
+        }
+        for bucket in self.buckets.iter() {
+            let mut p = bucket.lanes.overflow.load(Relaxed);
+            while !p.is_null() {
+                // SAFETY: overflow lines are boxed, linked once and owned by their table,
+                // which is being dropped (no reader can reach it any more).
+                let line = unsafe { Box::from_raw(p) };
+                p = line.overflow.load(Relaxed);
+            }
+        }
+    }
+}
+
+/// A free lane of `bucket` (a zero tag), or its last line if there is none.
+///
+/// # Safety
+///
+/// The caller holds the bucket's lock, and the bucket's lines are alive.
+unsafe fn free_lane<N>(first: &Lanes<N>) -> Result<(&Lanes<N>, usize), &Lanes<N>> {
+    let mut line = first;
+    loop {
+        let tags = line.tags.load(Relaxed);
+        if let Some(lane) = (0..LANES).find(|&lane| line::lane_tag(tags, lane) == 0) {
+            return Ok((line, lane));
+        }
+        let next = line.overflow.load(Relaxed);
+        if next.is_null() {
+            return Err(line);
+        }
+        // SAFETY: overflow lines live as long as their table.
+        line = unsafe { &*next };
+    }
+}
+
+/// Empty lane `lane` of `line` (under the bucket's lock, inside a change).
+fn clear<N>(line: &Lanes<N>, lane: usize) {
+    let tags = line.tags.load(Relaxed);
+    line.tags.store(line::with_lane(tags, lane, 0), Release);
+    line.slots[lane].store(ptr::null_mut(), Release);
+}
+
+/// An entry as a scan found it: its line, its lane and its node.
+type Found<'a, K, V> = (&'a Lanes<Node<K, V>>, usize, *mut Node<K, V>);
+
+/// The first node of `bucket` with `hash` whose key `matches`: its line, lane and address.
+/// Only the nodes whose tag matches are read.
+///
+/// # Safety
+///
+/// The bucket and what it reaches stay alive for `'a`.
+#[inline(always)]
+unsafe fn scan<'a, K, V>(
+    bucket: &'a Line<Node<K, V>>,
+    hash: u64,
+    matches: &mut impl FnMut(&K) -> bool,
+) -> Option<Found<'a, K, V>> {
+    let tag = line::tag_of(hash);
+    let mut line = &bucket.lanes;
+    loop {
+        let mut lanes = line::candidates(line.tags.load(Acquire), tag);
+        while lanes != 0 {
+            let lane = line::lane_of(lanes);
+            lanes &= lanes - 1;
+            let p = line.slots[lane].load(Acquire);
+            if !p.is_null() {
+                // SAFETY: non-null slots point at published nodes (Acquire load, claim 2),
+                // alive by the caller's contract.
+                let node = unsafe { &*p };
+                if node.hash == hash && matches(&node.key) {
+                    return Some((line, lane, p));
+                }
+            }
+        }
+        let next = line.overflow.load(Acquire);
+        if next.is_null() {
+            return None;
+        }
+        // SAFETY: overflow lines are published (Release) full and live as long as the table.
+        line = unsafe { &*next };
+    }
+}
+
+/// Find the first node with `hash` whose key `matches`: in the key's bucket of `table`, or, if
+/// that bucket has moved, of the table it moved into (claims 3 and 5).
 ///
 /// # Safety
 ///
@@ -79,7 +252,7 @@ pub(crate) unsafe fn find<'a, K, V>(
     unsafe { find_raw(table, hash, matches).as_ref() }
 }
 
-/// [`find`], returning the node pointer as loaded from its link (with the provenance that
+/// [`find`], returning the node pointer as loaded from its slot (with the provenance that
 /// `get_mut` needs to hand out `&mut V`).
 ///
 /// # Safety
@@ -92,109 +265,100 @@ pub(crate) unsafe fn find_raw<K, V>(
     mut matches: impl FnMut(&K) -> bool,
 ) -> *mut Node<K, V> {
     loop {
-        let mut p = table.head(table.index(hash)).load(Acquire);
-        while !p.is_null() {
-            // SAFETY: non-null links point at published nodes (Acquire load, claim 2), alive
-            // by the caller's contract.
-            let node = unsafe { &*p };
-            if node.hash == hash && matches(&node.key) {
-                return p;
-            }
-            p = node.next.load(Acquire);
+        let bucket = table.bucket(table.index(hash));
+        if bucket.seq() & MOVED == 0 {
+            // SAFETY: forwarded. An unmoved bucket holds every entry with its hash (claim 3).
+            return unsafe { scan(bucket, hash, &mut matches) }.map_or(ptr::null_mut(), |f| f.2);
         }
-        let next = table.next.load(Acquire);
-        if next.is_null() {
-            return ptr::null_mut();
-        }
-        // SAFETY: a successor table is alive as long as its predecessor is reachable.
-        table = unsafe { &*next };
+        // SAFETY: `MOVED` is set only after `next` was installed (claim 3), and a successor
+        // table is alive as long as its predecessor is reachable.
+        table = unsafe { &*table.next.load(Acquire) };
     }
 }
 
 /// Where a key is (or would be inserted): the bucket that owns the hash, the state it had when
-/// the walk began, and the link that points at the matching node.
+/// the walk began, and the lane that holds the matching node.
 pub(crate) struct Spot<K, V> {
     table: *const Table<K, V>,
     index: usize,
     state: u64,
-    link: *const AtomicPtr<Node<K, V>>,
+    line: *const Lanes<Node<K, V>>,
+    lane: usize,
     pub(crate) found: *mut Node<K, V>,
 }
 
 impl<K, V> Spot<K, V> {
-    fn slot(&self) -> &Slot<Node<K, V>> {
+    fn bucket(&self) -> &Line<Node<K, V>> {
         // SAFETY: `table` was reached by `locate`, whose caller keeps it alive while the spot
         // is used (same contract).
-        unsafe { &(&*self.table).slots[self.index] }
+        unsafe { (*self.table).bucket(self.index) }
     }
 
-    /// Whether the bucket is unchanged since the walk began: then the walk saw its chain as it
-    /// still is, and a key it did not find is absent (claim 4). No lock needed.
+    /// Whether the bucket is unchanged since the walk began: then the walk saw it as it still
+    /// is, and a key it did not find is absent (claim 4). No lock needed.
     pub(crate) fn unchanged(&self) -> bool {
-        self.slot().seq() == self.state
+        self.bucket().seq() == self.state
     }
 
     /// Lock the bucket and check nothing changed since the walk; `None` means walk again.
     pub(crate) fn lock(&self) -> Option<Locked<'_, K, V>> {
-        let lock = self.slot().lock();
+        let lock = self.bucket().lock();
         (lock.seq() == self.state).then_some(Locked { spot: self, lock })
     }
 }
 
-/// The locked bucket of a [`Spot`] that was validated: its chain is exactly what the walk saw.
+/// The locked bucket of a [`Spot`] that was validated: it is exactly what the walk saw.
 pub(crate) struct Locked<'s, K, V> {
     spot: &'s Spot<K, V>,
-    lock: SlotLock<'s, Node<K, V>>,
+    lock: LineLock<'s, Node<K, V>>,
 }
 
 impl<K, V> Locked<'_, K, V> {
-    /// Put `node` at the head of the bucket.
+    /// The slot that holds the found node.
+    fn slot(&self) -> &AtomicPtr<Node<K, V>> {
+        // SAFETY: the spot found a node (callers' contract), so `line` is one of the bucket's
+        // lines, alive as long as its table.
+        unsafe { &(*self.spot.line).slots[self.spot.lane] }
+    }
+
+    /// Put `node` in the bucket (a free lane, or a new overflow line).
     ///
     /// # Safety
     ///
     /// `node` is an unpublished node from [`Node::new`] with the bucket's hash.
-    pub(crate) unsafe fn link_first(&self, node: *mut Node<K, V>) {
-        let head = &self.spot.slot().head;
-        self.lock.change(|| {
-            // SAFETY: `node` is not yet published, so this thread has it to itself.
-            unsafe { (*node).next.store(head.load(Relaxed), Relaxed) };
-            head.store(node, Release);
-        });
+    pub(crate) unsafe fn insert(&self, node: *mut Node<K, V>) {
+        // SAFETY: the node is ours until published.
+        let tag = line::tag_of(unsafe { (*node).hash });
+        // SAFETY: `table` is alive (as in `Spot::bucket`); we hold the bucket's lock.
+        unsafe { (*self.spot.table).place(self.spot.bucket(), &self.lock, node, tag) };
     }
 
     /// Put `node` in place of the found node, which is returned unlinked.
     ///
     /// # Safety
     ///
-    /// As for [`link_first`](Self::link_first), and the spot found a node.
+    /// As for [`insert`](Self::insert), and the spot found a node.
     pub(crate) unsafe fn replace(&self, node: *mut Node<K, V>) -> *mut Node<K, V> {
-        let old = self.spot.found;
-        self.lock.change(|| {
-            // SAFETY: the bucket is locked and validated, so `old` is still in its chain and
-            // its `next` changes only under this lock (claim 1); `node` is ours alone.
-            unsafe { (*node).next.store((*old).next.load(Relaxed), Relaxed) };
-            // SAFETY: the validated walk found `old` behind `link`, which is unchanged.
-            unsafe { (*self.spot.link).store(node, Release) };
-        });
-        old
+        // Same key, same hash: the lane's tag stays.
+        self.lock.change(|| self.slot().store(node, Release));
+        self.spot.found
     }
 
-    /// Unlink the found node and return it. Its own `next` is left alone (claim 1).
+    /// Empty the found node's lane and return the node.
     ///
     /// # Safety
     ///
     /// The spot found a node.
     pub(crate) unsafe fn unlink(&self) -> *mut Node<K, V> {
-        let old = self.spot.found;
-        // SAFETY: as in `replace`.
-        self.lock
-            .change(|| unsafe { (*self.spot.link).store((*old).next.load(Relaxed), Release) });
-        old
+        // SAFETY: the spot found a node, so `line` is one of the bucket's lines, alive.
+        let line = unsafe { &*self.spot.line };
+        self.lock.change(|| clear(line, self.spot.lane));
+        self.spot.found
     }
 }
 
 /// The writers' walk: from `current`, follow `MOVED` buckets to the table that owns `hash`
-/// (claim 5), and find the first node whose key `matches` and the link that points at it.
+/// (claim 5), and find the first node whose key `matches` and the lane that holds it.
 /// `matches` (user code) runs here, with no lock held.
 ///
 /// # Safety
@@ -208,51 +372,69 @@ pub(crate) unsafe fn locate<K, V>(
     let mut table = current;
     loop {
         let index = table.index(hash);
-        let slot = &table.slots[index];
-        let state = slot.seq();
+        let bucket = table.bucket(index);
+        let state = bucket.seq();
         if state & CHANGING != 0 {
-            slot.wait_for_change();
+            bucket.wait_for_change();
             continue;
         }
         if state & MOVED != 0 {
             let next = table.next.load(Acquire);
             debug_assert!(!next.is_null(), "a moved bucket has a next table");
-            // SAFETY: `MOVED` is set only after `next` was installed (claim 3), and the
-            // successor lives as long as its predecessor is reachable.
+            // SAFETY: as in `find_raw`.
             table = unsafe { &*next };
             continue;
         }
-        let mut link: *const AtomicPtr<Node<K, V>> = &slot.head;
-        loop {
-            // SAFETY: `link` is a head of a live table or the `next` of a live node.
-            let p = unsafe { (*link).load(Acquire) };
-            if p.is_null() {
-                break;
-            }
-            // SAFETY: published node, alive by the caller's contract.
-            let node = unsafe { &*p };
-            if node.hash == hash && matches(&node.key) {
-                return Spot {
-                    table,
-                    index,
-                    state,
-                    link,
-                    found: p,
-                };
-            }
-            link = &node.next;
-        }
+        // SAFETY: forwarded.
+        let (line, lane, found) = match unsafe { scan(bucket, hash, matches) } {
+            Some((line, lane, found)) => (line as *const _, lane, found),
+            None => (ptr::null(), 0, ptr::null_mut()),
+        };
         return Spot {
             table,
             index,
             state,
-            link,
-            found: ptr::null_mut(),
+            line,
+            lane,
+            found,
         };
     }
 }
 
-/// Unlink exactly `target` (found by pointer, with no user code) if it is still in the map.
+/// The lanes of `bucket` (its lines in order) that hold a node, with the node: the lanes whose
+/// tag is set (`Acquire`, so that their slots are visible) and whose slot is not null (a lane
+/// emptied meanwhile).
+///
+/// # Safety
+///
+/// The bucket's lines stay alive while the iterator is used.
+pub(crate) unsafe fn occupied<'a, N>(
+    bucket: &'a Line<N>,
+) -> impl Iterator<Item = (&'a Lanes<N>, usize, *mut N)> + 'a {
+    let mut line: *const Lanes<N> = &bucket.lanes;
+    let mut tags = bucket.lanes.tags.load(Acquire);
+    let mut lane = 0;
+    std::iter::from_fn(move || loop {
+        // SAFETY: null ends the walk; otherwise a line of the bucket (caller's contract).
+        let l = unsafe { line.as_ref() }?;
+        if lane == LANES {
+            line = l.overflow.load(Acquire);
+            // SAFETY: as above.
+            tags = unsafe { line.as_ref() }.map_or(0, |l| l.tags.load(Acquire));
+            lane = 0;
+            continue;
+        }
+        lane += 1;
+        if line::lane_tag(tags, lane - 1) != 0 {
+            let p = l.slots[lane - 1].load(Acquire);
+            if !p.is_null() {
+                return Some((l, lane - 1, p));
+            }
+        }
+    })
+}
+
+/// Remove exactly `target` (found by address, with no user code) if it is still in the map.
 ///
 /// # Safety
 ///
@@ -264,208 +446,48 @@ pub(crate) unsafe fn unlink_exact<K, V>(
 ) -> Option<*mut Node<K, V>> {
     let mut table = current;
     loop {
-        let index = table.index(hash);
-        let slot = &table.slots[index];
-        let lock = slot.lock();
+        let bucket = table.bucket(table.index(hash));
+        let lock = bucket.lock();
         if lock.seq() & MOVED != 0 {
             drop(lock);
-            // SAFETY: as in `locate`.
+            // SAFETY: as in `find_raw`.
             table = unsafe { &*table.next.load(Acquire) };
             continue;
         }
-        let mut link = &slot.head;
-        loop {
-            let p = link.load(Relaxed);
-            if p.is_null() {
-                return None;
-            }
-            // SAFETY: under the lock the chain is this bucket's own (claim 1), and alive.
-            let node = unsafe { &*p };
-            if ptr::eq(p, target) {
-                lock.change(|| link.store(node.next.load(Relaxed), Release));
-                return Some(p);
-            }
-            link = &node.next;
-        }
+        // SAFETY: under the lock the bucket is its own (claim 1), and alive.
+        let (line, lane, p) = unsafe { occupied(bucket) }.find(|&(_, _, p)| ptr::eq(p, target))?;
+        lock.change(|| clear(line, lane));
+        return Some(p);
     }
 }
 
-/// Detach every chain of `table` that is still its own (not moved), returning the nodes.
+/// Empty every bucket of `table` that is still its own (not moved), collecting the nodes.
 ///
 /// # Safety
 ///
 /// As for [`find`].
 pub(crate) unsafe fn detach_all<K, V>(table: &Table<K, V>, out: &mut Vec<*mut Node<K, V>>) {
-    for slot in table.slots.iter() {
-        let lock = slot.lock();
+    for bucket in table.buckets.iter() {
+        if bucket.seq() & MOVED != 0 || bucket.is_empty() {
+            continue; // moved for good, or empty (entries inserted meanwhile may stay)
+        }
+        let lock = bucket.lock();
         if lock.seq() & MOVED != 0 {
             continue;
         }
-        let head = &slot.head;
-        let mut p = head.load(Relaxed);
-        if p.is_null() {
-            continue;
-        }
-        lock.change(|| head.store(ptr::null_mut(), Release));
-        while !p.is_null() {
-            out.push(p);
-            // SAFETY: detached under the lock: the chain is ours to walk (readers only read).
-            p = unsafe { (*p).next.load(Relaxed) };
-        }
-    }
-}
-
-/// What a resize step hands back.
-pub(crate) enum Moved<K, V> {
-    /// Nothing to move: no resize under way, or every bucket already claimed.
-    Nothing,
-    /// Some buckets were moved; the resize goes on.
-    Some,
-    /// This call moved the last bucket and made the new table current: the old table is
-    /// unreachable for new walkers and must be retired.
-    Finished(*mut Table<K, V>),
-}
-
-/// Move up to `budget` buckets of `old` into `old.next`. With `busted_unlink_first`, a
-/// node is unlinked from the old chain *before* it is published in the new one (the loom
-/// model's broken variant: a lookup then misses it).
-///
-/// # Safety
-///
-/// As for [`find`]; `root` is the map's current-table pointer and `old_ptr` was loaded from it
-/// (the raw pointer is kept, not a reference, because a finished table is handed back for
-/// `Box::from_raw`).
-pub(crate) unsafe fn help_move<K, V>(
-    root: &AtomicPtr<Table<K, V>>,
-    old_ptr: *mut Table<K, V>,
-    budget: usize,
-    busted_unlink_first: bool,
-) -> Moved<K, V> {
-    // SAFETY: alive by the caller's contract.
-    let old = unsafe { &*old_ptr };
-    let next = old.next.load(Acquire);
-    if next.is_null() {
-        return Moved::Nothing;
-    }
-    // SAFETY: installed and alive (caller's contract).
-    let new = unsafe { &*next };
-    let mut moved_any = false;
-    let mut left = budget;
-    while left > 0 {
-        // Buckets are claimed and counted as finished a run at a time: two atomic
-        // read-modify-writes per run instead of two per bucket.
-        let run = left.min(MAX_RUN);
-        left -= run;
-        let first = old.claimed.fetch_add(run, Relaxed);
-        if first >= old.len() {
-            break;
-        }
-        let end = old.len().min(first + run);
-        for index in first..end {
-            // Moving a bucket waits for a cache miss on its first node; asking for the nodes
-            // of the buckets ahead now lets those misses overlap.
-            if let Some(ahead) = old
-                .slots
-                .get(index + PREFETCH_AHEAD)
-                .filter(|_| index + PREFETCH_AHEAD < end)
-            {
-                prefetch(ahead.head.load(Relaxed));
-            }
-            // SAFETY: forwarded; `index` was claimed by this thread alone.
-            unsafe { move_bucket(old, new, index, busted_unlink_first) };
-        }
-        moved_any = true;
-        // AcqRel: the finisher's root store must carry every mover's links (all the
-        // increments form one release sequence that the last one acquires).
-        if old.finished.fetch_add(end - first, AcqRel) + (end - first) == old.len() {
-            // Every bucket is `MOVED`: `new` holds every node. Walkers that start from `new`
-            // need nothing from `old` (claim 6).
-            root.store(next, Release);
-            return Moved::Finished(old_ptr);
-        }
-    }
-    if moved_any {
-        Moved::Some
-    } else {
-        Moved::Nothing
-    }
-}
-
-/// The most buckets one claim takes.
-const MAX_RUN: usize = 64;
-
-/// How many buckets ahead a mover asks for the first node.
-const PREFETCH_AHEAD: usize = 4;
-
-/// A hint to bring `p`'s cache line in; never faults, whatever `p` is.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a prefetch only hints the cache: it reads nothing the program can observe and
-    // does not fault on any address (null, freed or unmapped).
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = p;
-}
-
-/// Relocate every node of bucket `index` of `old` into `new`, tail first: each node is linked
-/// at the head of its new bucket, then unlinked from the old chain (claim 3), then the bucket
-/// is marked `MOVED`.
-///
-/// # Safety
-///
-/// As for [`find`]; `new` is `old.next`; this thread claimed `index`.
-unsafe fn move_bucket<K, V>(
-    old: &Table<K, V>,
-    new: &Table<K, V>,
-    index: usize,
-    busted_unlink_first: bool,
-) {
-    let slot = &old.slots[index];
-    if !busted_unlink_first && slot.mark_moved_if_empty() {
-        return;
-    }
-    let lock = slot.lock();
-    // One change of the old bucket for the whole move, ending with `MOVED` in the same
-    // store: a writer never sees a half-moved chain with a settled state (claims 4 and 5).
-    lock.change_marking(MOVED, || loop {
-        // The tail and the link that points at it.
-        let mut link = &slot.head;
-        let mut p = link.load(Relaxed);
-        if p.is_null() {
-            return;
-        }
-        // SAFETY (both derefs): under the old bucket's lock its chain is its own and alive.
-        while !unsafe { (*p).next.load(Relaxed) }.is_null() {
-            link = unsafe { &(*p).next };
-            p = link.load(Relaxed);
-        }
-        // SAFETY: `p` is in the old chain (locked): alive.
-        let node = unsafe { &*p };
-        let target = new.index(node.hash);
-        let new_slot = &new.slots[target];
-        // Lock order: an old table's bucket before a newer table's (writers hold one lock).
-        let new_lock = new_slot.lock();
-        new_lock.change(|| {
-            if busted_unlink_first {
-                link.store(ptr::null_mut(), Release);
-            }
-            // `p`'s successor becomes the new chain: a reader standing on `p` walks on into
-            // the new bucket, whose nodes are all published (Release), and finds nothing it
-            // would miss.
-            node.next.store(new_slot.head.load(Relaxed), Release);
-            new_slot.head.store(p, Release);
-            if !busted_unlink_first {
-                link.store(ptr::null_mut(), Release);
+        lock.change(|| {
+            // SAFETY: under the lock the bucket is ours to change, and alive.
+            for (line, lane, p) in unsafe { occupied(bucket) } {
+                out.push(p);
+                clear(line, lane);
             }
         });
-    });
+    }
 }
 
-/// Every node reachable from `current`, each once: with exclusive access nothing moves, so
-/// each node is in exactly one unmoved chain of one table.
+/// Every node reachable from `current`, each once: with exclusive access no move is under
+/// way, so each node is in exactly one unmoved bucket of one table (a moved bucket's lanes
+/// still point at the nodes it copied, which live on in the next table).
 ///
 /// # Safety
 ///
@@ -476,13 +498,9 @@ pub(crate) unsafe fn exclusive_nodes<K, V>(current: *mut Table<K, V>) -> Vec<*mu
     while !table.is_null() {
         // SAFETY: tables reachable from the root are alive while the map is.
         let t = unsafe { &*table };
-        for slot in t.slots.iter() {
-            let mut p = slot.head.load(Relaxed);
-            while !p.is_null() {
-                nodes.push(p);
-                // SAFETY: a chain of a table with no mover: the bucket's own nodes, alive.
-                p = unsafe { (*p).next.load(Relaxed) };
-            }
+        for bucket in t.buckets.iter().filter(|b| b.seq() & MOVED == 0) {
+            // SAFETY: as above; the bucket's lines live as long as its table.
+            nodes.extend(unsafe { occupied(bucket) }.map(|(_, _, p)| p));
         }
         table = t.next.load(Relaxed);
     }
@@ -490,7 +508,7 @@ pub(crate) unsafe fn exclusive_nodes<K, V>(current: *mut Table<K, V>) -> Vec<*mu
 }
 
 /// Take every node reachable from `current` as an owned box and free the tables (whose drop
-/// frees only their arrays): what dropping or consuming the map does.
+/// frees only their lines): what dropping or consuming the map does.
 ///
 /// # Safety
 ///
@@ -507,8 +525,8 @@ pub(crate) unsafe fn take_all<K, V>(current: *mut Table<K, V>) -> Vec<Box<Node<K
     }
     nodes
         .into_iter()
-        // SAFETY: each node is in exactly one unmoved chain, so it is collected once; the
-        // pointer comes from its link.
+        // SAFETY: each node is in exactly one unmoved bucket, so it is collected once; the
+        // pointer comes from its slot.
         .map(|node| unsafe { Box::from_raw(node) })
         .collect()
 }

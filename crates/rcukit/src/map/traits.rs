@@ -2,7 +2,7 @@
 //! `Extend`, `Clone` and `PartialEq`.
 
 use super::node::{Node, Retired};
-use super::table::Table;
+use super::table::{Limits, Table};
 use super::write::Sink;
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
@@ -119,8 +119,11 @@ where
 {
     fn clone(&self) -> Self {
         let floor = self.min_buckets.load(Relaxed);
-        let copy = RcuHashMap {
-            root: crate::sync::AtomicPtr::new(Box::into_raw(Table::new(floor))),
+        let mut copy = RcuHashMap {
+            root: crate::sync::AtomicPtr::new(Box::into_raw(Table::with_limits(
+                floor,
+                Limits::NEVER,
+            ))),
             len: AtomicUsize::new(0),
             hasher: self.hasher.clone(),
             domain: self.domain.clone(),
@@ -128,6 +131,7 @@ where
             min_buckets: AtomicUsize::new(floor),
             _owns: PhantomData,
         };
+        copy.init_limits();
         let guard = self.domain().read();
         (&copy).extend(self.iter(&guard).map(|(k, v)| (k.clone(), v.clone())));
         copy

@@ -74,6 +74,7 @@ where
         let node = OwnedNode(Node::new(hash, key, value));
         let mut table = self.table(guard);
         let mut unlinked = None;
+        let mut len = None;
         let put = loop {
             // SAFETY: the node is ours until linked.
             let key = unsafe { &(*node.0).key };
@@ -85,7 +86,7 @@ where
                     continue; // the found node may have left the map meanwhile
                 }
                 let (_, value) = node.into_parts();
-                // SAFETY: found in the chain as it still is: a published node, alive for 'g.
+                // SAFETY: found in the bucket as it still is: a published node, alive for 'g.
                 let current = unsafe { &*spot.found };
                 break Put::Occupied { current, value };
             }
@@ -97,8 +98,12 @@ where
             // SAFETY (both branches): validated lock; `new` is unpublished with this hash;
             // linked nodes live for 'g (the guard).
             if spot.found.is_null() {
-                unsafe { locked.link_first(new) };
-                self.len.fetch_add(1, Relaxed);
+                unsafe { locked.insert(new) };
+                // Counted before the unlock: a removal of this entry locks the bucket after
+                // it, so it counts down after this counts up and the count never runs below
+                // the entries present (nor wraps to `usize::MAX`).
+                len = Some(self.len.fetch_add(1, Relaxed).wrapping_add(1));
+                drop(locked);
                 break Put::Inserted(unsafe { &*new });
             }
             // SAFETY: as above, and the spot found the old node.
@@ -109,8 +114,8 @@ where
                 old: unsafe { &*old },
             };
         };
-        if let Put::Inserted(_) = put {
-            self.maybe_start_resize(table);
+        if let Some(len) = len {
+            self.maybe_start_resize(table, len);
         }
         sink.take(unlinked, self.help_resize(guard));
         put
@@ -154,8 +159,8 @@ where
             // SAFETY: validated lock, and the spot found a node.
             break unsafe { locked.unlink() };
         };
-        self.len.fetch_sub(1, Relaxed);
-        self.maybe_start_resize(self.table(guard));
+        let len = self.len.fetch_sub(1, Relaxed).wrapping_sub(1);
+        self.maybe_start_resize(self.table(guard), len);
         sink.take(Some(removed), self.help_resize(guard));
         // SAFETY: unlinked but retired no earlier than now: alive for 'g.
         Some(unsafe { &*removed })

@@ -1,0 +1,151 @@
+//! Resizing: moving the buckets of a table into its successor, a run of buckets at a time
+//! (claims 3, 5 and 6 of the [map's essay](super)).
+
+use super::line::{self, LANES, MOVED};
+use super::table::{self, Table};
+use crate::sync::AtomicPtr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+
+/// What a resize step hands back.
+pub(crate) enum Moved<K, V> {
+    /// Nothing to move: no resize under way, or every bucket already claimed.
+    Nothing,
+    /// Some buckets were moved; the resize goes on.
+    Some,
+    /// This call moved the last bucket and made the new table current: the old table is
+    /// unreachable for new walkers and must be retired.
+    Finished(*mut Table<K, V>),
+}
+
+/// The most buckets one claim takes.
+const MAX_RUN: usize = 64;
+
+/// How many buckets ahead a mover asks for the nodes.
+const PREFETCH_AHEAD: usize = 4;
+
+/// Move up to `budget` buckets of `old` into `old.next`. With `busted_mark_first`, a bucket
+/// is marked `MOVED` *before* its entries are in the new table (the loom model's broken
+/// variant: a lookup then misses them).
+///
+/// # Safety
+///
+/// As for [`table::find`]; `root` is the map's current-table pointer and `old_ptr` was loaded
+/// from it (the raw pointer is kept, not a reference, because a finished table is handed back
+/// for `Box::from_raw`).
+pub(crate) unsafe fn help_move<K, V>(
+    root: &AtomicPtr<Table<K, V>>,
+    old_ptr: *mut Table<K, V>,
+    budget: usize,
+    busted_mark_first: bool,
+) -> Moved<K, V> {
+    // SAFETY: alive by the caller's contract.
+    let old = unsafe { &*old_ptr };
+    let next = old.next.load(Acquire);
+    if next.is_null() {
+        return Moved::Nothing;
+    }
+    // SAFETY: installed and alive (caller's contract).
+    let new = unsafe { &*next };
+    let mut moved_any = false;
+    let mut left = budget;
+    while left > 0 {
+        // Buckets are claimed and counted as finished a run at a time: two atomic
+        // read-modify-writes per run instead of two per bucket.
+        let run = left.min(MAX_RUN);
+        left -= run;
+        let first = old.claimed.fetch_add(run, Relaxed);
+        if first >= old.len() {
+            break;
+        }
+        let end = old.len().min(first + run);
+        for index in first..end {
+            // Moving a bucket waits for cache misses on its nodes (their hashes); asking for
+            // the nodes of the bucket ahead now lets those misses overlap.
+            if index + PREFETCH_AHEAD < end {
+                prefetch_nodes(old.bucket(index + PREFETCH_AHEAD));
+            }
+            // SAFETY: forwarded; `index` was claimed by this thread alone.
+            unsafe { move_bucket(old, new, index, busted_mark_first) };
+        }
+        moved_any = true;
+        // AcqRel: the finisher's root store must carry every mover's copies (all the
+        // increments form one release sequence that the last one acquires).
+        if old.finished.fetch_add(end - first, AcqRel) + (end - first) == old.len() {
+            // Every bucket is `MOVED`: `new` holds every node. Walkers that start from `new`
+            // need nothing from `old` (claim 6).
+            root.store(next, Release);
+            return Moved::Finished(old_ptr);
+        }
+    }
+    if moved_any {
+        Moved::Some
+    } else {
+        Moved::Nothing
+    }
+}
+
+/// Ask for the nodes of `bucket`'s first line.
+#[inline(always)]
+fn prefetch_nodes<N>(bucket: &line::Line<N>) {
+    let lanes = &bucket.lanes;
+    let tags = lanes.tags.load(Relaxed);
+    for lane in 0..LANES {
+        if line::lane_tag(tags, lane) != 0 {
+            prefetch(lanes.slots[lane].load(Relaxed));
+        }
+    }
+}
+
+/// A hint to bring `p`'s cache line in; never faults, whatever `p` is.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch only hints the cache: it reads nothing the program can observe and
+    // does not fault on any address (null, freed or unmapped).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = p;
+}
+
+/// Copy every entry of bucket `index` of `old` into its bucket of `new`, then mark the old
+/// bucket `MOVED`, all in one change of the old bucket (claims 3 and 5). The old bucket's
+/// lanes keep pointing at the nodes: no walker reads a `MOVED` bucket's lanes after it saw
+/// the mark, and one that read them before may still use what they held (claim 3).
+///
+/// # Safety
+///
+/// As for [`table::find`]; `new` is `old.next`; this thread claimed `index`.
+unsafe fn move_bucket<K, V>(
+    old: &Table<K, V>,
+    new: &Table<K, V>,
+    index: usize,
+    busted_mark_first: bool,
+) {
+    let bucket = old.bucket(index);
+    if !busted_mark_first && bucket.mark_moved_if_empty() {
+        return;
+    }
+    let lock = bucket.lock();
+    #[cfg(rcukit_loom)]
+    if busted_mark_first {
+        lock.mark_first(MOVED);
+    }
+    #[cfg(not(rcukit_loom))]
+    let _ = busted_mark_first;
+    // One change of the old bucket for the whole move, ending with `MOVED` in the same store:
+    // a writer never sees a half-moved bucket with a settled state (claims 4 and 5).
+    lock.change_marking(MOVED, || {
+        // SAFETY: under the old bucket's lock its lines are its own and alive.
+        for (_, _, p) in unsafe { table::occupied(bucket) } {
+            // SAFETY: a node of the locked bucket: alive.
+            let hash = unsafe { (*p).hash };
+            let target = new.bucket(new.index(hash));
+            // Lock order: an old table's bucket before a newer table's (writers hold one lock).
+            let new_lock = target.lock();
+            // SAFETY: `target` is `new`'s bucket for the node's hash, locked by us.
+            unsafe { new.place(target, &new_lock, p, line::tag_of(hash)) };
+        }
+    });
+}
