@@ -420,6 +420,15 @@ mod tests {
         }
     }
 
+    /// The calling thread's involuntary context switches during 20 runs of `f`.
+    fn switches_during(mut f: impl FnMut()) -> i64 {
+        let before = involuntary_switches();
+        for _ in 0..20 {
+            f();
+        }
+        involuntary_switches() - before
+    }
+
     /// A tried grace period waits out a reader by spinning only: with another runnable thread
     /// on its core, it gives up without handing that thread the core (a yield there costs a
     /// whole time slice, milliseconds, which `retire` callers paid at their p99.99).
@@ -454,22 +463,16 @@ mod tests {
                                                               // the same preemptions (other load on the machine), only a yield adds more.
                 let (mut tries, mut control) = (0, 0);
                 for _ in 0..5 {
-                    let before = involuntary_switches();
-                    for _ in 0..20 {
-                        assert!(!rcu
-                            .inner
-                            .core
-                            .try_wait_for_readers(Duration::from_micros(20)));
-                    }
-                    let middle = involuntary_switches();
-                    for _ in 0..20 {
+                    tries += switches_during(|| {
+                        let core = &rcu.inner.core;
+                        assert!(!core.try_wait_for_readers(Duration::from_micros(20)));
+                    });
+                    control += switches_during(|| {
                         let start = Instant::now();
                         while start.elapsed() < Duration::from_micros(20) {
                             std::hint::spin_loop();
                         }
-                    }
-                    tries += middle - before;
-                    control += involuntary_switches() - middle;
+                    });
                 }
                 Some((tries, control))
             });
