@@ -104,6 +104,7 @@ where
                 // the entries present (nor wraps to `usize::MAX`).
                 len = Some(self.len.fetch_add(1, Relaxed).wrapping_add(1));
                 drop(locked);
+                // SAFETY: `new` is now linked, so it lives for 'g (the guard), as above.
                 break Put::Inserted(unsafe { &*new });
             }
             // SAFETY: as above, and the spot found the old node.
