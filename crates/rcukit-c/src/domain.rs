@@ -105,7 +105,7 @@ pub unsafe extern "C" fn rcukit_domain_free(domain: *mut rcukit_domain) {
             );
         }
         // SAFETY: the caller passes a live handle.
-        crate::reader::check_no_readers(unsafe { rcu(domain, "rcukit_domain_free") });
+        crate::live_readers::check_no_readers(unsafe { rcu(domain, "rcukit_domain_free") });
         // SAFETY: the caller gives back a pointer made by `Box::into_raw` in
         // `rcukit_domain_new`, once.
         drop(unsafe { Box::from_raw(domain.cast::<Rcu>()) });

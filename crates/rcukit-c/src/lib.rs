@@ -106,12 +106,14 @@ pub mod callback;
 pub mod config;
 pub mod cookie;
 pub mod domain;
+mod live_readers;
 pub mod qsbr;
 pub mod read;
 pub mod reader;
 pub mod report;
 pub mod stats;
 pub mod status;
+mod thread;
 
 /// The version of rcukit this library was built from ("0.1.0"; a static string).
 #[no_mangle]

@@ -1,7 +1,7 @@
 //! Read-side critical sections through C: [`rcukit_guard`] (a thread's section, nestable) and
 //! [`rcukit_owned_guard`] (an owned section, which may end on another thread).
 //!
-//! A thread that reads often does better with a reader handle ([`reader`](crate::reader)):
+//! A thread that reads often does better with a reader handle (`rcukit_reader_new`):
 //! `rcukit_read_lock` finds the thread's reader record on every call, which in `librcukit.so`
 //! costs thread-local lookups through `__tls_get_addr`, and its token travels through memory.
 //!
@@ -34,6 +34,7 @@
 
 use crate::boundary::FFI;
 use crate::domain::{rcu, rcukit_domain};
+use crate::thread::thread_marker;
 use rcukit::{Guard, OwnedGuard};
 use std::ffi::c_void;
 use std::mem::{align_of, size_of, MaybeUninit};
@@ -66,45 +67,6 @@ pub struct rcukit_guard {
 #[repr(C)]
 pub struct rcukit_owned_guard {
     _private: [MaybeUninit<*mut c_void>; RCUKIT_OWNED_GUARD_WORDS],
-}
-
-/// The calling thread's identity, as a guard's marker (never 0): its thread pointer, one
-/// register read where the ELF TLS ABI defines it (on x86-64 the word at `%fs:0` is the thread
-/// pointer itself; on AArch64 it is `TPIDR_EL0`), else `pthread_self()`. A call to
-/// `pthread_self` on each lock and unlock was a measurable part of a read-side critical
-/// section's cost through C.
-#[inline(always)]
-pub(crate) fn thread_marker() -> usize {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        let pointer: usize;
-        // SAFETY: the x86-64 ELF TLS ABI keeps the thread pointer at %fs:0 in every thread;
-        // reading it has no side effect.
-        unsafe {
-            std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) pointer,
-                options(nostack, readonly, preserves_flags));
-        }
-        pointer
-    }
-    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
-    {
-        let pointer: usize;
-        // SAFETY: TPIDR_EL0 holds the thread pointer, readable from user space; reading it has
-        // no side effect.
-        unsafe {
-            std::arch::asm!("mrs {}, tpidr_el0", out(reg) pointer,
-                options(nostack, nomem, preserves_flags));
-        }
-        pointer
-    }
-    #[cfg(not(all(
-        any(target_arch = "x86_64", target_arch = "aarch64"),
-        target_os = "linux"
-    )))]
-    {
-        // SAFETY: `pthread_self` has no preconditions.
-        (unsafe { libc::pthread_self() }) as usize
-    }
 }
 
 impl rcukit_guard {

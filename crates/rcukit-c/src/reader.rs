@@ -64,10 +64,9 @@
 
 use crate::boundary::FFI;
 use crate::domain::{rcu, rcukit_domain};
-use crate::read::thread_marker;
+use crate::live_readers::count_live;
+use crate::thread::thread_marker;
 use rcukit::{Guard, Rcu, ThreadReader};
-use rcukit_ffi::fork_lock::ForkLock;
-use std::collections::HashMap;
 use std::mem::MaybeUninit;
 
 /// A thread's reader of one domain (opaque), from `rcukit_reader_new`: lock and unlock it on
@@ -75,7 +74,7 @@ use std::mem::MaybeUninit;
 /// One cache line of its own: lock and unlock write it, and no other thread's data shares it.
 #[repr(align(64))]
 pub struct rcukit_reader {
-    /// The thread that made it ([`thread_marker`]).
+    /// The thread that made it ([`thread_marker`](crate::thread::thread_marker)).
     owner: usize,
     /// Open `rcukit_reader_lock`s.
     depth: usize,
@@ -83,44 +82,6 @@ pub struct rcukit_reader {
     guard: MaybeUninit<Guard<'static>>,
     /// The thread's record for the domain.
     reader: ThreadReader<'static>,
-}
-
-/// Live handles per domain id, so that freeing a domain with live handles aborts instead of
-/// leaving them dangling (ids are never reused). Held across `fork()` by the forking thread
-/// (see [`ForkLock`]): a child forked while another thread makes or frees a handle finds it
-/// unlocked.
-static LIVE: ForkLock<Option<HashMap<u64, usize>>> = ForkLock::new(None);
-
-fn count_live(domain: u64, up: bool) {
-    let mut live = LIVE.lock();
-    let counts = live.get_or_insert_with(HashMap::new);
-    let count = counts.entry(domain).or_insert(0);
-    if up {
-        *count += 1;
-    } else {
-        *count -= 1;
-        if *count == 0 {
-            counts.remove(&domain);
-        }
-    }
-}
-
-/// Abort from `rcukit_domain_free` if `domain` still has live handles.
-pub(crate) fn check_no_readers(domain: &Rcu) {
-    let live = LIVE.lock();
-    let count = live
-        .as_ref()
-        .and_then(|counts| counts.get(&domain.id()).copied())
-        .unwrap_or(0);
-    if count > 0 {
-        FFI.misuse(
-            "rcukit_domain_free",
-            &format!(
-                "{count} reader(s) of this domain are still alive; free them with \
-                 rcukit_reader_free() on their threads first"
-            ),
-        );
-    }
 }
 
 /// The calling thread's reader of `domain`: lock and unlock it (on this thread) for read-side

@@ -83,10 +83,8 @@ impl<T> std::ops::Deref for Snapshot<'_, T> {
 
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: `value` was loaded from the cell under `self.guard`, an owned section of the
-        // cell's domain, which lives as long as `self`; the cell is borrowed for the
-        // snapshot's lifetime. So the value lives at least as long as this borrow of `self`
-        // (see "Why it is sound").
+        // SAFETY ("Why it is sound"): `value` was loaded under `self.guard`, an owned section
+        // of the cell's domain living as long as `self`, and the cell is borrowed as long.
         unsafe { self.value.0.as_ref() }
     }
 }
