@@ -17,6 +17,7 @@ static NEXT_QSBR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 #[derive(Clone, Debug, Default)]
 pub struct QsbrBuilder {
     name: Option<String>,
+    fenced: bool,
     rcu: RcuBuilder,
 }
 
@@ -62,6 +63,23 @@ impl QsbrBuilder {
         self
     }
 
+    /// Whether each quiescent state (and each [`offline`](QsbrThread::offline)) ends with a
+    /// full fence, as liburcu's QSBR flavor does (default `false`).
+    ///
+    /// Without it a quiescent state is a load and a store, and a grace period that finds an
+    /// online thread it must wait for pays a `membarrier` (an interrupt to every CPU that runs a
+    /// thread of the process) before it sleeps until that thread's next quiescent state wakes
+    /// it. With it each quiescent state costs a fence more (a few nanoseconds), and the
+    /// sleeping writer's barrier is a fence of its own: no interrupts, and normal grace periods
+    /// sleep until woken too instead of napping. Choose it where quiescent states are rare
+    /// (every thousand reads or so) and writers wait often while threads outnumber cores, or
+    /// where interrupts are dear (virtual machines); see the
+    /// [`qsbr`](crate::docs::internal::qsbr) essay.
+    pub fn fenced_quiescent_states(mut self, fenced: bool) -> Self {
+        self.fenced = fenced;
+        self
+    }
+
     /// Build the domain and start its threads.
     pub fn build(self) -> Result<Qsbr, Error> {
         let name = match self.name {
@@ -72,9 +90,14 @@ impl QsbrBuilder {
             .rcu
             .name(name)
             .fence(FenceKind::SeqCst)
-            .flavor(Flavor::Qsbr)
+            .flavor(Flavor::Qsbr {
+                fenced: self.fenced,
+            })
             .build()?;
-        Ok(Qsbr { rcu })
+        Ok(Qsbr {
+            rcu,
+            fenced: self.fenced,
+        })
     }
 }
 
@@ -92,6 +115,7 @@ impl QsbrBuilder {
 /// grace period of the domain waits for it.
 pub struct Qsbr {
     rcu: Rcu,
+    fenced: bool,
 }
 
 impl Qsbr {
@@ -150,6 +174,7 @@ impl Qsbr {
             epoch: &inner.core.read_side.epoch,
             record,
             online: false,
+            fenced: self.fenced,
             _not_send: PhantomData,
         };
         thread.online();
@@ -348,6 +373,8 @@ pub struct QsbrThread<'a> {
     epoch: &'a crate::sync::AtomicU64,
     record: Arc<ReaderRecord>,
     online: bool,
+    /// A full fence after each quiescent state ([`QsbrBuilder::fenced_quiescent_states`]).
+    fenced: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -358,7 +385,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
-            reader::qsbr::announce_quiescent_state(&self.record, self.epoch);
+            reader::qsbr::announce_quiescent_state(&self.record, self.epoch, self.fenced);
         }
     }
 
@@ -368,7 +395,7 @@ impl<'a> QsbrThread<'a> {
     pub fn offline(&mut self) {
         if self.online {
             self.online = false;
-            reader::qsbr::go_offline(&self.record);
+            reader::qsbr::go_offline(&self.record, self.fenced);
         }
     }
 

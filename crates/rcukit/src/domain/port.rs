@@ -35,7 +35,7 @@ impl Inner {
     pub(crate) fn is_reading_here(&self) -> bool {
         match self.core.flavor() {
             Flavor::Guards => crate::reader::is_reading(self.key(), &self.core.registry),
-            Flavor::Qsbr => crate::reader::qsbr::online_here(self.id(), &self.core.registry),
+            Flavor::Qsbr { .. } => crate::reader::qsbr::online_here(self.id(), &self.core.registry),
         }
     }
 }

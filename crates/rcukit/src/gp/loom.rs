@@ -224,8 +224,8 @@ mod qsbr_model {
                     online(&record, &d.core.read_side.epoch);
                     let r1 = x.load(Relaxed);
                     let r2 = y.load(Relaxed);
-                    announce_quiescent_state(&record, &d.core.read_side.epoch);
-                    go_offline(&record);
+                    announce_quiescent_state(&record, &d.core.read_side.epoch, false);
+                    go_offline(&record, false);
                     (r1, r2)
                 })
             };
@@ -249,6 +249,6 @@ mod qsbr_model {
     #[test]
     #[should_panic(expected = "grace period ended before an online reader's quiescent state")]
     fn qsbr_online_without_fence_busted() {
-        litmus(announce_quiescent_state);
+        litmus(|record, epoch| announce_quiescent_state(record, epoch, false));
     }
 }

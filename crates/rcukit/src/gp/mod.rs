@@ -43,8 +43,10 @@ pub(crate) enum Flavor {
     /// Records are written by read guards ([`Rcu`](crate::Rcu)).
     #[default]
     Guards,
-    /// Records are written by quiescent-state announcements ([`Qsbr`](crate::Qsbr)).
-    Qsbr,
+    /// Records are written by quiescent-state announcements ([`Qsbr`](crate::Qsbr)); with
+    /// `fenced`, each announcement ends with a full fence
+    /// ([`QsbrBuilder::fenced_quiescent_states`](crate::QsbrBuilder::fenced_quiescent_states)).
+    Qsbr { fenced: bool },
 }
 
 /// The state a grace period needs to wait for readers.
@@ -139,9 +141,10 @@ impl GpCore {
     }
 
     /// Sleep until every one of `inside` has left the section it was in when the grace period
-    /// began (S1-S5 of [`wake`](crate::docs::internal::reader::wake)): one announcement and heavy barrier for all of
-    /// them, then a sleep on each reader that is still inside, until it wakes the waiter as it
-    /// leaves. An expedited grace period on a kernel with `membarrier` relies on that alone. A
+    /// began (S1-S5 of [`wake`](crate::docs::internal::reader::wake)): one request and heavy
+    /// barrier for all of them, then a sleep on each reader that is still inside, until it
+    /// wakes the waiter as it leaves; a reader is asked again (with another barrier) only once
+    /// it has answered. An expedited grace period on a kernel with `membarrier` relies on that alone. A
     /// normal one must not interrupt other CPUs, and without `membarrier` there is no barrier
     /// to pair with the readers': then the announcement is made without the barrier, and the
     /// sleep also ends on a timer (10 µs, doubling up to 1 ms), which catches the rare
@@ -175,30 +178,43 @@ impl GpCore {
         kind: GpKind,
         stall: &mut StallWatch,
     ) {
-        let strict = kind == GpKind::Expedited && crate::reader::wake::available();
+        let barrier = self.wake_barrier(kind);
+        let strict = barrier.is_some();
         let left = |record: &ReaderRecord| {
             let v = record.ctr.load(Acquire);
             (v == 0 || v >= target, v)
         };
         let mut nap = NAP_FIRST;
-        let mut pending: Vec<&ReaderRecord> = inside.to_vec();
+        // Each reader still inside, with the wake count of the request this writer made of it
+        // (none yet).
+        let mut pending: Vec<(&ReaderRecord, Option<u32>)> =
+            inside.iter().map(|&r| (r, None)).collect();
         loop {
-            pending.retain(|r| !left(r).0);
+            pending.retain(|(r, _)| !left(r).0);
             if pending.is_empty() {
                 return;
             }
-            // S1 for every reader still inside, one S2 for all of them, then S3.
-            let seen: Vec<u32> = pending.iter().map(|r| r.wake.ask()).collect();
-            if strict {
-                crate::reader::wake::barrier();
+            // S1 for every reader not asked yet or woken since (its request may be spent), one
+            // S2 for all of them, then S3. A request nobody has answered still stands, and the
+            // S2 that followed it covers every later leaving (`wake`, "A standing request").
+            let mut asked = false;
+            for (record, seen) in pending.iter_mut() {
+                if seen.map_or(true, |s| record.wake.woken_since(s)) {
+                    *seen = Some(record.wake.ask());
+                    asked = true;
+                }
             }
-            let Some(at) = pending.iter().position(|r| !left(r).0) else {
+            if let Some(barrier) = barrier.filter(|_| asked) {
+                barrier();
+            }
+            let Some(at) = pending.iter().position(|(r, _)| !left(r).0) else {
                 return;
             };
             // S4 on the first one still inside; then S5 for all that remain.
-            let (record, v) = (pending[at], left(pending[at]).1);
+            let (record, seen) = pending[at];
+            let (v, seen) = (left(record).1, seen.expect("asked above"));
             let timeout = if strict { STALL_LOOK } else { nap };
-            record.wake.sleep(seen[at], timeout);
+            record.wake.sleep(seen, timeout);
             nap = (nap * 2).min(NAP_LAST);
             let report = stall.check();
             if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
@@ -316,7 +332,7 @@ impl GpCore {
                 ),
                 "",
             ),
-            (Flavor::Qsbr, kind) => (
+            (Flavor::Qsbr { .. }, kind) => (
                 if kind == GpKind::Normal {
                     "normal grace period"
                 } else {
@@ -332,7 +348,7 @@ impl GpCore {
         Report::Stall(Stall {
             domain_kind: match self.flavor {
                 Flavor::Guards => "domain",
-                Flavor::Qsbr => "QSBR domain",
+                Flavor::Qsbr { .. } => "QSBR domain",
             },
             domain: self.name.clone(),
             waiter,
@@ -346,6 +362,20 @@ impl GpCore {
     /// Whose reader records these are.
     pub(crate) fn flavor(&self) -> Flavor {
         self.flavor
+    }
+
+    /// The barrier a writer runs between asking readers to wake it and looking at them
+    /// (S2 of [`wake`](crate::docs::internal::reader::wake)), if it may sleep until they do:
+    /// a fence where every reader runs one after leaving (fenced quiescent states), else the
+    /// heavy barrier for expedited grace periods, where `membarrier` and futexes exist.
+    #[cfg(not(rcukit_loom))]
+    fn wake_barrier(&self, kind: GpKind) -> Option<fn()> {
+        use crate::reader::wake;
+        match self.flavor {
+            Flavor::Qsbr { fenced: true } if wake::sleep_available() => Some(wake::fence),
+            _ if kind == GpKind::Expedited && wake::available() => Some(wake::barrier),
+            _ => None,
+        }
     }
 }
 

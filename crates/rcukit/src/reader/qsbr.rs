@@ -95,7 +95,8 @@ pub(crate) fn register(
 /// End a registration of the calling thread with domain `id`: offline, out of the thread's
 /// table and out of `registry`.
 pub(crate) fn unregister(id: u64, record: &Arc<ReaderRecord>, registry: &Registry) {
-    go_offline(record);
+    // Fenced whatever the domain: rare, and a writer asleep on the record may rely on it.
+    go_offline(record, true);
     let ptr = Arc::as_ptr(record);
     let _ = REGISTRATIONS.try_with(|table| {
         if let Ok(mut entries) = table.0.try_borrow_mut() {
@@ -105,24 +106,31 @@ pub(crate) fn unregister(id: u64, record: &Arc<ReaderRecord>, registry: &Registr
     registry.unregister(ptr);
 }
 
-/// Q1-Q2: record the current epoch as this thread's quiescent state.
+/// Q1-Q2: record the current epoch as this thread's quiescent state; with `fenced`, a full
+/// fence before Q3 (which a sleeping writer then pairs with a fence instead of `membarrier`).
 #[inline]
-pub(crate) fn announce_quiescent_state(record: &ReaderRecord, epoch: &AtomicU64) {
+pub(crate) fn announce_quiescent_state(record: &ReaderRecord, epoch: &AtomicU64, fenced: bool) {
     let e = epoch.load(Acquire);
     record.ctr.store(e, Release);
+    if fenced {
+        fence(SeqCst);
+    }
     record.wake.after_leaving(); // Q3
 }
 
-/// F1: stop being waited for.
+/// F1: stop being waited for (`fenced` as for a quiescent state).
 #[inline]
-pub(crate) fn go_offline(record: &ReaderRecord) {
+pub(crate) fn go_offline(record: &ReaderRecord, fenced: bool) {
     record.ctr.store(0, Release);
+    if fenced {
+        fence(SeqCst);
+    }
     record.wake.after_leaving(); // F2
 }
 
 /// N1-N3: be waited for again; the fence pairs with the grace period's G1.
 #[inline]
 pub(crate) fn come_online(record: &ReaderRecord, epoch: &AtomicU64) {
-    announce_quiescent_state(record, epoch);
+    announce_quiescent_state(record, epoch, false);
     fence(SeqCst);
 }

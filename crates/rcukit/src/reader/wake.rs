@@ -53,9 +53,27 @@ impl WakeWord {
     }
 
     /// S1: ask the reader to wake this writer when it next leaves. Returns the wake count to
-    /// sleep on. The caller then runs the heavy barrier (S2, [`barrier`]) before it looks at
-    /// the reader (S3).
+    /// sleep on, read *before* the request is raised, so that the wake that answers this
+    /// request always moves the count past it. The caller then runs the heavy barrier (S2,
+    /// [`barrier`]) before it looks at the reader (S3).
     pub(crate) fn ask(&self) -> u32 {
+        let seen = self.seq.load(Acquire);
+        self.asked.store(1, SeqCst);
+        seen
+    }
+
+    /// Has a wake come since the request that returned `seen`? If not, that request still
+    /// stands (or its wake is on its way, and a sleep on `seen` returns when it lands).
+    pub(crate) fn woken_since(&self, seen: u32) -> bool {
+        self.seq.load(Acquire) != seen
+    }
+
+    /// S1 as it was first written, reading the count *after* raising the request: a wake that
+    /// answers the request can land in between, and a writer whose reader's leaving did not
+    /// end its wait (a quiescent state that read an old epoch) then sleeps on a count no
+    /// later wake moves. For the loom models' busted twin.
+    #[cfg(all(test, rcukit_loom))]
+    fn ask_count_after_request(&self) -> u32 {
         self.asked.store(1, SeqCst);
         self.seq.load(Acquire)
     }
@@ -83,6 +101,20 @@ pub(crate) fn available() -> bool {
     {
         futex::AVAILABLE && crate::barrier::support().private_expedited
     }
+}
+
+/// Can writers sleep on [`WakeWord`]s of readers that run a full fence after leaving
+/// ([`fence`] pairs with it)?
+#[cfg(not(rcukit_loom))]
+pub(crate) fn sleep_available() -> bool {
+    futex::AVAILABLE
+}
+
+/// S2 where every reader runs a full fence between leaving and looking (L2 as a fence, as in
+/// fenced quiescent states): a full fence of the writer's own pairs with it.
+#[cfg(not(rcukit_loom))]
+pub(crate) fn fence() {
+    crate::sync::fence(SeqCst);
 }
 
 /// S2: the barrier between a writer's [`ask`](WakeWord::ask) and its look at the
@@ -241,6 +273,122 @@ mod loom_models {
             a.join().unwrap();
             b.join().unwrap();
         });
+    }
+
+    /// A QSBR reader whose first quiescent state read an old epoch (its record still short of
+    /// the writer's target) and whose second did not: the first answers the writer's request
+    /// without ending its wait, and the writer must still be woken by the second.
+    fn reader_answers_before_it_satisfies(busted_ask: bool) {
+        loom::model(move || {
+            let ctr = Arc::new(AtomicU64::new(1)); // online, at an old epoch
+            let word = Arc::new(WakeWord::new());
+            let reader = {
+                let (ctr, word) = (ctr.clone(), word.clone());
+                thread::spawn(move || {
+                    for v in [1, 2] {
+                        ctr.store(v, Release); // Q2 (with the epoch Q1 read)
+                        crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+                        word.look(); // Q3
+                    }
+                })
+            };
+            loop {
+                let seen = if busted_ask {
+                    word.ask_count_after_request()
+                } else {
+                    word.ask()
+                };
+                super::barrier();
+                if ctr.load(Acquire) >= 2 {
+                    break;
+                }
+                word.sleep(seen, Duration::from_secs(1));
+            }
+            reader.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_wake_protocol_survives_an_answer_that_does_not_end_the_wait() {
+        reader_answers_before_it_satisfies(false);
+    }
+
+    /// With the wake count read after the request is raised, the first quiescent state's wake
+    /// can land in between: the writer sleeps on a count that the second quiescent state
+    /// (which finds no request) never moves.
+    #[test]
+    #[should_panic]
+    fn loom_busted_wake_count_read_after_the_request_loses_a_wake_up() {
+        reader_answers_before_it_satisfies(true);
+    }
+
+    /// One writer waits for two QSBR readers, each of which answers once with an old epoch
+    /// and then satisfies it, the way `GpCore::sleep_on_each` waits: a request nobody has
+    /// answered since is not made again (and needs no second barrier); one that was answered
+    /// is.
+    fn writer_keeps_standing_requests(busted_refresh: bool) {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(move || {
+            let readers: Vec<_> = (0..2)
+                .map(|_| (Arc::new(AtomicU64::new(1)), Arc::new(WakeWord::new())))
+                .collect();
+            let threads: Vec<_> = readers
+                .iter()
+                .map(|(ctr, word)| {
+                    let (ctr, word) = (ctr.clone(), word.clone());
+                    thread::spawn(move || {
+                        for v in [1, 2] {
+                            ctr.store(v, Release);
+                            crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+                            word.look();
+                        }
+                    })
+                })
+                .collect();
+            let mut pending: Vec<(&(Arc<AtomicU64>, Arc<WakeWord>), Option<u32>)> =
+                readers.iter().map(|r| (r, None)).collect();
+            loop {
+                pending.retain(|((ctr, _), _)| ctr.load(Acquire) < 2);
+                if pending.is_empty() {
+                    break;
+                }
+                let mut asked = false;
+                for ((_, word), seen) in pending.iter_mut() {
+                    match *seen {
+                        Some(s) if !word.woken_since(s) => {} // still stands
+                        Some(_) if busted_refresh => *seen = Some(word.seq.load(Acquire)),
+                        _ => {
+                            *seen = Some(word.ask());
+                            asked = true;
+                        }
+                    }
+                }
+                if asked {
+                    super::barrier();
+                }
+                let ((ctr, word), seen) = pending[0];
+                if ctr.load(Acquire) < 2 {
+                    word.sleep(seen.unwrap(), Duration::from_secs(1));
+                }
+            }
+            for t in threads {
+                t.join().unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn loom_wake_protocol_keeps_standing_requests_without_a_miss() {
+        writer_keeps_standing_requests(false);
+    }
+
+    /// Taking an answered request for a standing one (a fresh wake count, no new request):
+    /// that reader's next leaving finds nothing to answer, and the writer sleeps forever.
+    #[test]
+    #[should_panic]
+    fn loom_busted_answered_request_taken_as_standing_loses_a_wake_up() {
+        writer_keeps_standing_requests(true);
     }
 
     /// Without the reader's barrier between leaving and looking, its look can miss the
