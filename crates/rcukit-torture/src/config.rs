@@ -12,6 +12,10 @@ pub enum FlavorName {
     /// An `rcukit::Qsbr` domain (readers registered, quiescent states between bursts of
     /// sections, offline while they sleep).
     Qsbr,
+    /// The `qsbr` run on a domain with fenced quiescent states
+    /// (`QsbrBuilder::fenced_quiescent_states`: the readers' fence, not `membarrier`, pairs
+    /// with a sleeping writer's).
+    QsbrFenced,
     /// An `rcukit::RecSeq<()>`: `synchronize` is `replace(())`, the only update path it has.
     Recseq,
     /// Grace periods that return at once: the run must fail (the checker's self-test).
@@ -37,6 +41,7 @@ impl FlavorName {
         match self {
             FlavorName::Rcu => "rcu",
             FlavorName::Qsbr => "qsbr",
+            FlavorName::QsbrFenced => "qsbr-fenced",
             FlavorName::Recseq => "recseq",
             FlavorName::Busted => "busted",
             FlavorName::BustedBarrier => "busted-barrier",

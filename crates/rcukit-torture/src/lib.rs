@@ -139,7 +139,7 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
                 map::MapTorture::new(flavor.domain_arc(), config.flavor == FlavorName::BustedMap)?;
             Ok(engine::run(flavor, Some(map), config, seed))
         }
-        FlavorName::Qsbr => {
+        FlavorName::Qsbr | FlavorName::QsbrFenced => {
             if config.fence == Some(rcukit::FenceKind::Membarrier) {
                 return Err(TortureError::InvalidConfig(
                     "--fence membarrier does not apply to the qsbr flavor: a QSBR domain's \
@@ -147,7 +147,8 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
                         .into(),
                 ));
             }
-            let flavor = flavor::qsbr::QsbrFlavor::new(&settings)?;
+            let fenced = config.flavor == FlavorName::QsbrFenced;
+            let flavor = flavor::qsbr::QsbrFlavor::new(&settings, fenced)?;
             Ok(engine::run(flavor, None, config, seed))
         }
         FlavorName::Recseq => {

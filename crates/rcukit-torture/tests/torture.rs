@@ -153,6 +153,16 @@ fn five_seconds_of_qsbr() {
     assert!(report.faults.reads_during_exit > 0, "{report}");
 }
 
+/// The `qsbr` run on a domain whose quiescent states end with a fence, so that its writers
+/// sleep until woken with a fence of their own for a barrier.
+#[test]
+fn five_seconds_of_fenced_qsbr() {
+    let report = run(&config(FlavorName::QsbrFenced, None, 5)).unwrap();
+    assert_eq!(report.flavor, "qsbr-fenced");
+    assert_clean_run(&report);
+    assert!(report.pauses > 0, "{report}");
+}
+
 /// The `rcu` run plus an `RcuHashMap` on its domain: everything the `rcu` run checks, and the
 /// map's own checks, with the table growing past two thousand buckets and shrinking back.
 #[test]
@@ -398,6 +408,7 @@ fn the_arguments_flatten_into_another_command() {
     assert!(defaults.faults);
     for (arg, name) in [
         ("qsbr", FlavorName::Qsbr),
+        ("qsbr-fenced", FlavorName::QsbrFenced),
         ("recseq", FlavorName::Recseq),
         ("map", FlavorName::Map),
         ("busted-map", FlavorName::BustedMap),

@@ -149,7 +149,20 @@ fn cookie_from_another_domain_panics() {
 
 #[test]
 fn grace_period_waits_for_the_online_thread() {
-    let qsbr = Arc::new(Qsbr::new());
+    grace_period_waits_for_the_online_thread_in(false);
+}
+
+#[test]
+fn grace_period_waits_for_the_online_thread_with_fenced_quiescent_states() {
+    grace_period_waits_for_the_online_thread_in(true);
+}
+
+fn grace_period_waits_for_the_online_thread_in(fenced: bool) {
+    let qsbr = Qsbr::builder()
+        .fenced_quiescent_states(fenced)
+        .build()
+        .unwrap();
+    let qsbr = Arc::new(qsbr);
     let announced = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(2));
     let reader = {
@@ -273,8 +286,18 @@ impl Drop for FreeOnDrop {
 
 #[test]
 fn stress_with_churn_and_every_wait_path() {
+    stress_with_churn_and_every_wait_path_in(false);
+}
+
+#[test]
+fn stress_with_churn_and_every_wait_path_with_fenced_quiescent_states() {
+    stress_with_churn_and_every_wait_path_in(true);
+}
+
+fn stress_with_churn_and_every_wait_path_in(fenced: bool) {
     let qsbr: &'static Qsbr = Box::leak(Box::new(
         Qsbr::builder()
+            .fenced_quiescent_states(fenced)
             .normal_gp_delay(Duration::from_micros(200))
             .build()
             .unwrap(),

@@ -21,14 +21,22 @@ use rcukit::{GpCookie, Qsbr, QsbrThread};
 pub struct QsbrFlavor {
     qsbr: Qsbr,
     settings: FlavorSettings,
+    fenced: bool,
 }
 
 impl QsbrFlavor {
     /// Build the domain. `settings.fence` must be `None` or `SeqCst`: a QSBR domain's
     /// readers have no barrier to choose (the engine refuses `--fence membarrier` before this).
-    pub fn new(settings: &FlavorSettings) -> Result<QsbrFlavor, rcukit::Error> {
+    /// With `fenced`, the domain's quiescent states end with a full fence
+    /// ([`rcukit::QsbrBuilder::fenced_quiescent_states`]).
+    pub fn new(settings: &FlavorSettings, fenced: bool) -> Result<QsbrFlavor, rcukit::Error> {
         let qsbr = Qsbr::builder()
-            .name("torture-qsbr")
+            .name(if fenced {
+                "torture-qsbr-fenced"
+            } else {
+                "torture-qsbr"
+            })
+            .fenced_quiescent_states(fenced)
             .stall_timeout(settings.stall_timeout)
             .backlog_callbacks(settings.backlog_callbacks)
             .callback_workers(settings.callback_workers)
@@ -36,6 +44,7 @@ impl QsbrFlavor {
         Ok(QsbrFlavor {
             qsbr,
             settings: settings.clone(),
+            fenced,
         })
     }
 
@@ -51,7 +60,11 @@ impl Flavor for QsbrFlavor {
     type Cookie = GpCookie;
 
     fn name(&self) -> &'static str {
-        "qsbr"
+        if self.fenced {
+            "qsbr-fenced"
+        } else {
+            "qsbr"
+        }
     }
 
     fn describe(&self) -> String {

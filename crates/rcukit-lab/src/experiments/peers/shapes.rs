@@ -37,6 +37,10 @@ pub enum ShapePeer {
     QsbrExpedited,
     /// `Qsbr::synchronize()`.
     QsbrNormal,
+    /// `Qsbr::synchronize_expedited()` in a domain with fenced quiescent states.
+    QsbrFencedExpedited,
+    /// `Qsbr::synchronize()` in a domain with fenced quiescent states.
+    QsbrFencedNormal,
     /// `RcuCell::store_with(v, Reclaim::Expedited)`: publish, expedited wait, drop.
     CellExpedited,
     /// liburcu memb `synchronize_rcu()`.
@@ -56,6 +60,8 @@ impl ShapePeer {
             ShapePeer::RcuNormal,
             ShapePeer::QsbrExpedited,
             ShapePeer::QsbrNormal,
+            ShapePeer::QsbrFencedExpedited,
+            ShapePeer::QsbrFencedNormal,
             ShapePeer::CellExpedited,
         ];
         #[cfg(feature = "c-peers")]
@@ -70,6 +76,8 @@ impl ShapePeer {
             ShapePeer::RcuNormal => "rcukit-normal",
             ShapePeer::QsbrExpedited => "rcukit-qsbr-expedited",
             ShapePeer::QsbrNormal => "rcukit-qsbr-normal",
+            ShapePeer::QsbrFencedExpedited => "rcukit-qsbr-fenced-expedited",
+            ShapePeer::QsbrFencedNormal => "rcukit-qsbr-fenced-normal",
             ShapePeer::CellExpedited => "rcukit-cell-expedited",
             #[cfg(feature = "c-peers")]
             ShapePeer::UrcuMemb => "liburcu-memb",
@@ -85,6 +93,10 @@ impl ShapePeer {
             ShapePeer::RcuNormal => "Rcu::synchronize() (normal, batched, IPI-free)",
             ShapePeer::QsbrExpedited => "Qsbr::synchronize_expedited()",
             ShapePeer::QsbrNormal => "Qsbr::synchronize() (normal)",
+            ShapePeer::QsbrFencedExpedited => {
+                "Qsbr::synchronize_expedited(), fenced quiescent states"
+            }
+            ShapePeer::QsbrFencedNormal => "Qsbr::synchronize() (normal), fenced quiescent states",
             ShapePeer::CellExpedited => "RcuCell::store_with(v, Reclaim::Expedited)",
             #[cfg(feature = "c-peers")]
             ShapePeer::UrcuMemb => "synchronize_rcu(), memb flavor",
@@ -99,9 +111,11 @@ impl ShapePeer {
         #[cfg(feature = "c-peers")]
         {
             Some(match self {
-                ShapePeer::QsbrExpedited | ShapePeer::QsbrNormal | ShapePeer::UrcuQsbr => {
-                    ShapePeer::UrcuQsbr
-                }
+                ShapePeer::QsbrExpedited
+                | ShapePeer::QsbrNormal
+                | ShapePeer::QsbrFencedExpedited
+                | ShapePeer::QsbrFencedNormal
+                | ShapePeer::UrcuQsbr => ShapePeer::UrcuQsbr,
                 _ => ShapePeer::UrcuMemb,
             })
         }
@@ -135,7 +149,14 @@ pub(super) fn measure_shape(peer: ShapePeer, readers: usize, time: Duration) -> 
     let reads = AtomicU64::new(0);
     let start = Barrier::new(readers + 1);
     let rcu = Rcu::builder().name("lab-shape").build()?;
-    let qsbr = Qsbr::builder().name("lab-shape-qsbr").build()?;
+    let fenced = matches!(
+        peer,
+        ShapePeer::QsbrFencedExpedited | ShapePeer::QsbrFencedNormal
+    );
+    let qsbr = Qsbr::builder()
+        .name("lab-shape-qsbr")
+        .fenced_quiescent_states(fenced)
+        .build()?;
     let cell = RcuCell::with_domain(Poisoned(LIVE), &rcu);
     let shared = Shared::new();
     let run = std::thread::scope(|s| -> Result<ShapeRun> {
@@ -251,7 +272,10 @@ fn read_loop(
                 n += 1;
             }
         }
-        ShapePeer::QsbrExpedited | ShapePeer::QsbrNormal => {
+        ShapePeer::QsbrExpedited
+        | ShapePeer::QsbrNormal
+        | ShapePeer::QsbrFencedExpedited
+        | ShapePeer::QsbrFencedNormal => {
             let mut me = qsbr.register();
             start.wait();
             while stop.load(Relaxed) == 0 {
@@ -292,8 +316,10 @@ fn write_loop(
     let wait: &dyn Fn() = match peer {
         ShapePeer::RcuExpedited => &|| rcu.synchronize_expedited(),
         ShapePeer::RcuNormal => &|| rcu.synchronize(),
-        ShapePeer::QsbrExpedited => &|| qsbr.synchronize_expedited(),
-        ShapePeer::QsbrNormal => &|| qsbr.synchronize(),
+        ShapePeer::QsbrExpedited | ShapePeer::QsbrFencedExpedited => {
+            &|| qsbr.synchronize_expedited()
+        }
+        ShapePeer::QsbrNormal | ShapePeer::QsbrFencedNormal => &|| qsbr.synchronize(),
         ShapePeer::CellExpedited => {
             while stop.load(Relaxed) == 0 {
                 cell.store_with(Poisoned(LIVE), Reclaim::Expedited);
