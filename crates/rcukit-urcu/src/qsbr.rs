@@ -16,6 +16,11 @@
 //! `rcu_thread_offline()` and `rcu_thread_online()` act on the registration, and do nothing
 //! on a thread that is not registered.
 //!
+//! The domain has fenced quiescent states, as liburcu-qsbr's are (a full barrier around the
+//! store): a program written for liburcu already pays that per quiescent state, and a
+//! `synchronize_rcu()` that sleeps until a reader wakes it then pairs a fence of its own with
+//! it instead of interrupting every CPU with `membarrier`.
+//!
 //! # Waiting while online
 //!
 //! liburcu lets an online thread call `synchronize_rcu()` and `rcu_barrier()`: they go
@@ -54,6 +59,7 @@ fn build() -> &'static Qsbr {
     DOMAIN.get_or_init(|| {
         Qsbr::builder()
             .name("urcu-qsbr")
+            .fenced_quiescent_states(true)
             .build()
             .unwrap_or_else(|e| panic!("cannot start the qsbr flavor's domain: {e}"))
     })
