@@ -39,12 +39,16 @@ pub struct rcukit_config {
     backlog_callbacks: Option<u64>,
     backlog_bytes: Option<u64>,
     callback_batch: Option<usize>,
+    fenced_quiescent_states: Option<bool>,
     report_hook: Option<CHook>,
 }
 
 impl rcukit_config {
-    /// The settings as an `RcuBuilder`.
-    pub(crate) fn rcu_builder(&self) -> RcuBuilder {
+    /// The settings as an `RcuBuilder`, or the name of a QSBR-only setting that was chosen.
+    pub(crate) fn rcu_builder(&self) -> Result<RcuBuilder, &'static str> {
+        if self.fenced_quiescent_states.is_some() {
+            return Err("fenced_quiescent_states");
+        }
         let mut builder = RcuBuilder::default();
         if let Some(name) = &self.name {
             builder = builder.name(name.clone());
@@ -76,7 +80,7 @@ impl rcukit_config {
         if let Some(hook) = self.report_hook {
             builder = builder.on_report(move |report| hook.deliver(report));
         }
-        builder
+        Ok(builder)
     }
 
     /// The settings as a `QsbrBuilder`, or the name of an RCU-only setting that was chosen.
@@ -105,6 +109,9 @@ impl rcukit_config {
         }
         if let Some(callbacks) = self.backlog_callbacks {
             builder = builder.backlog_callbacks(callbacks);
+        }
+        if let Some(fenced) = self.fenced_quiescent_states {
+            builder = builder.fenced_quiescent_states(fenced);
         }
         if let Some(hook) = self.report_hook {
             builder = builder.on_report(move |report| hook.deliver(report));
@@ -289,6 +296,31 @@ pub unsafe extern "C" fn rcukit_config_set_expedited_callbacks(
         config.expedited_callbacks = Some(enabled);
         rcukit_status::RCUKIT_OK
     })
+}
+
+/// Whether each quiescent state (and each `rcukit_qsbr_thread_offline`) ends with a full
+/// fence, as liburcu-qsbr's does (default false): a grace period that sleeps until a thread
+/// wakes it then pairs a fence of its own with it instead of interrupting every CPU with
+/// `membarrier` (see `QsbrBuilder::fenced_quiescent_states`). QSBR domains only.
+///
+/// # Safety
+///
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rcukit_config_set_fenced_quiescent_states(
+    config: *mut rcukit_config,
+    fenced: bool,
+) -> rcukit_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    let config = unsafe { config.as_mut() };
+    setter(
+        "rcukit_config_set_fenced_quiescent_states",
+        config,
+        |config| {
+            config.fenced_quiescent_states = Some(fenced);
+            rcukit_status::RCUKIT_OK
+        },
+    )
 }
 
 /// Callbacks waiting for a grace period, per worker, past which the worker runs expedited

@@ -11,7 +11,7 @@
 use crate::boundary::FFI;
 use crate::config::{config_or_default, rcukit_config};
 use crate::stats::rcukit_stats;
-use crate::status::{from_error, rcukit_status};
+use crate::status::{fail, from_error, rcukit_status};
 use rcukit::Rcu;
 
 /// An RCU domain (opaque; an `rcukit::Rcu` inside).
@@ -54,7 +54,11 @@ pub unsafe extern "C" fn rcukit_global_init(config: *const rcukit_config) -> rcu
     FFI.guarded("rcukit_global_init", || {
         // SAFETY: forwarded to the caller.
         let config = unsafe { config_or_default(config) };
-        match config.rcu_builder().build_global() {
+        let builder = match config.rcu_builder() {
+            Ok(builder) => builder,
+            Err(setting) => return qsbr_only(setting),
+        };
+        match builder.build_global() {
             Ok(_) => rcukit_status::RCUKIT_OK,
             Err(e) => from_error(&e),
         }
@@ -72,7 +76,14 @@ pub unsafe extern "C" fn rcukit_domain_new(config: *const rcukit_config) -> *mut
     FFI.guarded("rcukit_domain_new", || {
         // SAFETY: forwarded to the caller.
         let config = unsafe { config_or_default(config) };
-        match config.rcu_builder().build() {
+        let builder = match config.rcu_builder() {
+            Ok(builder) => builder,
+            Err(setting) => {
+                qsbr_only(setting);
+                return std::ptr::null_mut();
+            }
+        };
+        match builder.build() {
             Ok(rcu) => Box::into_raw(Box::new(rcu)).cast(),
             Err(e) => {
                 from_error(&e);
@@ -202,4 +213,12 @@ pub unsafe extern "C" fn rcukit_domain_stats(
         // SAFETY: the caller passes memory for one `rcukit_stats`.
         unsafe { stats.write(rcukit_stats::from(&snapshot)) };
     })
+}
+
+/// Refuse a setting that applies to QSBR domains only.
+fn qsbr_only(setting: &str) -> rcukit_status {
+    fail(
+        rcukit_status::RCUKIT_INVALID_SETTING,
+        format!("invalid setting `{setting}`: it applies to QSBR domains only"),
+    )
 }

@@ -63,8 +63,8 @@ unsafe fn registration<'a>(
 
 /// A new QSBR domain built with `config` (NULL: defaults); NULL on failure, with the reason in
 /// `rcukit_last_error()`. Only the settings that apply to QSBR may be set: name, stall
-/// timeout, normal grace-period delay, callback workers, backlog callbacks and the report
-/// hook; any other is `RCUKIT_INVALID_SETTING`.
+/// timeout, normal grace-period delay, callback workers, backlog callbacks, fenced quiescent
+/// states and the report hook; any other is `RCUKIT_INVALID_SETTING`.
 ///
 /// # Safety
 ///

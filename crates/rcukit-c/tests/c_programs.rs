@@ -154,6 +154,12 @@ fn qsbr_readers_are_protected_expedited() {
 }
 
 #[test]
+fn qsbr_readers_are_protected_with_fenced_quiescent_states() {
+    passes("qsbr", &["sync", "fenced"]);
+    passes("qsbr", &["expedited", "fenced"]);
+}
+
+#[test]
 fn qsbr_callbacks_wait_for_quiescent_states() {
     passes("qsbr", &["call"]);
 }

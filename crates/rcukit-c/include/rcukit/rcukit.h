@@ -236,6 +236,17 @@ enum rcukit_status rcukit_config_set_callback_workers(struct rcukit_config *conf
 enum rcukit_status rcukit_config_set_expedited_callbacks(struct rcukit_config *config,
                                                          bool enabled);
 
+// Whether each quiescent state (and each `rcukit_qsbr_thread_offline`) ends with a full
+// fence, as liburcu-qsbr's does (default false): a grace period that sleeps until a thread
+// wakes it then pairs a fence of its own with it instead of interrupting every CPU with
+// `membarrier` (see `QsbrBuilder::fenced_quiescent_states`). QSBR domains only.
+//
+// # Safety
+//
+// `config` is NULL or live.
+enum rcukit_status rcukit_config_set_fenced_quiescent_states(struct rcukit_config *config,
+                                                             bool fenced);
+
 // Callbacks waiting for a grace period, per worker, past which the worker runs expedited
 // grace periods (default 10000; at least 1).
 //
@@ -412,8 +423,8 @@ void rcukit_domain_stats(const struct rcukit_domain *domain, struct rcukit_stats
 
 // A new QSBR domain built with `config` (NULL: defaults); NULL on failure, with the reason in
 // `rcukit_last_error()`. Only the settings that apply to QSBR may be set: name, stall
-// timeout, normal grace-period delay, callback workers, backlog callbacks and the report
-// hook; any other is `RCUKIT_INVALID_SETTING`.
+// timeout, normal grace-period delay, callback workers, backlog callbacks, fenced quiescent
+// states and the report hook; any other is `RCUKIT_INVALID_SETTING`.
 //
 // # Safety
 //

@@ -73,6 +73,18 @@ int main(void) {
     rcukit_qsbr_synchronize(qsbr);
     rcukit_qsbr_free(qsbr);
 
+    /* RCU domains refuse QSBR-only settings. */
+    CHECK(rcukit_config_set_fenced_quiescent_states(NULL, true) == RCUKIT_INVALID_ARGUMENT);
+    CHECK(rcukit_config_set_fenced_quiescent_states(shared, true) == RCUKIT_OK);
+    CHECK(rcukit_domain_new(shared) == NULL);
+    CHECK(strstr(rcukit_last_error(), "fenced_quiescent_states") != NULL);
+    CHECK(strstr(rcukit_last_error(), "QSBR") != NULL);
+    CHECK(rcukit_global_init(shared) == RCUKIT_INVALID_SETTING);
+    qsbr = rcukit_qsbr_new(shared);
+    CHECK(qsbr != NULL);
+    rcukit_qsbr_synchronize_expedited(qsbr);
+    rcukit_qsbr_free(qsbr);
+
     /* Freeing NULL does nothing. */
     rcukit_domain_free(NULL);
     rcukit_qsbr_free(NULL);

@@ -69,10 +69,11 @@ static void *exit_offline(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 2);
+    CHECK(argc == 2 || (argc == 3 && strcmp(argv[2], "fenced") == 0));
     const char *wait = argv[1];
     rcukit_config *config = rcukit_config_new();
     CHECK(rcukit_config_set_name(config, "qsbr-test") == RCUKIT_OK);
+    if (argc == 3) CHECK(rcukit_config_set_fenced_quiescent_states(config, true) == RCUKIT_OK);
     CHECK(rcukit_config_set_callback_workers(config, 2) == RCUKIT_OK);
     qsbr = rcukit_qsbr_new(config);
     rcukit_config_free(config);
