@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 /// One bucket array, and, while a resize is under way, the link to its successor.
 pub(crate) struct Table<K, V> {
     mask: usize,
-    buckets: Box<[Line<Node<K, V>>]>,
+    buckets: line::Lines<Node<K, V>>,
     /// The table this one is being moved into (null when no resize is under way). Set once,
     /// before any bucket is moved (claim 3).
     pub(crate) next: AtomicPtr<Table<K, V>>,
