@@ -6,8 +6,8 @@
 # `rustup +nightly component add rust-src`); nothing else in the project does.
 #
 #   scripts/asan.sh            the stress, hostile, callback, container, owned-section and fork
-#                              tests, then 60 s of torture per fence mode, of qsbr and of the
-#                              map per fence mode (about 15 minutes on 2 cores)
+#                              tests, then 60 s of torture per fence mode, of qsbr (both modes)
+#                              and of the map per fence mode (about 16 minutes on 2 cores)
 #   TORTURE=5m scripts/asan.sh longer torture runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +36,8 @@ for fence in membarrier seqcst; do
 done
 run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
     --duration "${TORTURE:-60s}" --flavor qsbr
+run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
+    --duration "${TORTURE:-60s}" --flavor qsbr-fenced
 for fence in membarrier seqcst; do
     run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
         --duration "${TORTURE:-60s}" --flavor map --fence "$fence"

@@ -625,6 +625,46 @@ fn keys_present_throughout_are_always_found_across_grow_and_shrink_cycles() {
     });
 }
 
+/// Tables large enough to be mappings of their own (4 MiB and more) are unmapped only after
+/// the readers that may see them are done: readers that hold their guards across a `reserve`
+/// into such a table and a `shrink_to_fit` out of it keep finding every key (a table unmapped
+/// too early is a fault, not a stale read).
+#[test]
+fn readers_outlive_large_tables_grown_into_and_shrunk_out_of() {
+    common::each_config(|rcu| {
+        let map: Map<u64, u64> = RcuHashMap::with_domain(rcu);
+        let stable = 300u64;
+        for k in 0..stable {
+            map.pin().insert(k, k + 1);
+        }
+        let stop = AtomicBool::new(false);
+        thread::scope(|s| {
+            for r in 0..2 {
+                let (map, stop) = (&map, &stop);
+                s.spawn(move || {
+                    let mut k = r;
+                    while !stop.load(Relaxed) {
+                        let g = map.domain().read();
+                        for _ in 0..256 {
+                            k = (k + 13) % stable;
+                            assert_eq!(map.get(&k, &g), Some(&(k + 1)), "key {k} missed");
+                        }
+                        assert_eq!(map.keys(&g).count(), stable as usize, "iteration");
+                    }
+                });
+            }
+            for _ in 0..scale(4, 2) {
+                map.reserve(600_000); // at least 150,000 buckets of 64 bytes: a mapping
+                assert!(map.capacity() >= 131_072, "{}", map.capacity());
+                map.shrink_to_fit();
+                assert!(map.capacity() < 131_072, "{}", map.capacity());
+            }
+            stop.store(true, Relaxed);
+        });
+        assert_eq!(map.len(), stable as usize);
+    });
+}
+
 /// Values replaced under readers: a reader sees one consistent version of each entry.
 #[test]
 fn values_replaced_under_readers_are_whole_versions() {
