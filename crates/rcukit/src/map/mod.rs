@@ -48,8 +48,9 @@
 //! reads the line, compares the key's tag with the tags of the occupied lanes, and reads only
 //! the nodes whose tag matches: one cache miss for the bucket and one for the entry it finds,
 //! none for the entries whose key differs (a chained bucket read every node before the one it
-//! looked for). Tables of 4 MiB and more are advised to use transparent huge pages, so that
-//! a probe into a table of millions of buckets does not also miss in the TLB. While the table
+//! looked for). On Linux, tables of 4 MiB and more are mappings of their own, advised to use
+//! transparent huge pages before any page is touched, so that a probe into a table of millions
+//! of buckets does not also miss in the TLB. While the table
 //! is resized, the old table points at the new one (`next`), and buckets move from the old to
 //! the new one a few at a time. Nodes carry their full hash, so moving a node never runs the
 //! user's `Hash`.
