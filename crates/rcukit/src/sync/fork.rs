@@ -130,6 +130,11 @@ mod handlers {
     }
 
     extern "C" fn prepare() {
+        // Registered twice (see `install`), the handler runs twice per fork: the second run
+        // finds the first one's holdings and leaves them be.
+        if HOLDING.try_with(|h| h.borrow().is_some()).unwrap_or(false) {
+            return;
+        }
         let steps = crate::sync::lock(&STEPS);
         let mut held = Held::default();
         for step in steps.iter().flatten() {
@@ -154,20 +159,50 @@ mod handlers {
         release();
     }
 
-    /// Install the fork handlers, once per process. A flag, not a `Once`: a child forked while
-    /// another thread was installing them must not wait for that thread, which it does not
-    /// have. (Not under loom or miri, which cannot fork.)
+    /// Install the fork handlers, once per process, before the caller goes on: a thread that
+    /// finds another one installing them waits until they are in place (otherwise it could
+    /// start a one-time set-up, or take a lock, that a fork in that moment copies half done
+    /// with no prepare handler to wait for it). `pthread_once`, not a `Once` or a flag: a
+    /// child forked while another thread was installing them must not wait for that thread,
+    /// which it does not have, and glibc's `pthread_once` starts an initialization that a fork
+    /// interrupted over again in the child. If the interrupted one had already registered the
+    /// handlers, the child registers them a second time; `prepare` then runs twice per fork
+    /// and its second run does nothing. (On Linux; not under loom or miri, which cannot fork.)
     fn install() {
-        #[cfg(not(any(rcukit_loom, miri)))]
+        #[cfg(all(target_os = "linux", not(any(rcukit_loom, miri))))]
+        {
+            struct Once(std::cell::UnsafeCell<libc::pthread_once_t>);
+            // SAFETY: the control is only ever handed to `pthread_once`, which synchronizes
+            // its users.
+            unsafe impl Sync for Once {}
+            static ONCE: Once = Once(std::cell::UnsafeCell::new(libc::PTHREAD_ONCE_INIT));
+            // SAFETY: `ONCE` is a statically initialized once-control used only here.
+            unsafe { libc::pthread_once(ONCE.0.get(), register) };
+            let r = RESULT.load(std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(r, 0, "rcukit: pthread_atfork failed ({r})");
+        }
+        // Elsewhere a flag: a thread that finds it set goes on at once, so a fork in the moment
+        // between another thread setting it and registering the handlers is not prepared for.
+        #[cfg(all(not(target_os = "linux"), not(any(rcukit_loom, miri))))]
         {
             use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
             static INSTALLED: AtomicBool = AtomicBool::new(false);
             if !INSTALLED.swap(true, Relaxed) {
-                // SAFETY: the handlers are `extern "C"` functions that live for the whole
-                // program.
-                let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+                register();
+                let r = RESULT.load(Relaxed);
                 assert_eq!(r, 0, "rcukit: pthread_atfork failed ({r})");
             }
         }
+    }
+
+    /// `pthread_atfork`'s result (no panic may leave the `extern "C"` function).
+    #[cfg(not(any(rcukit_loom, miri)))]
+    static RESULT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+    #[cfg(not(any(rcukit_loom, miri)))]
+    extern "C" fn register() {
+        // SAFETY: the handlers are `extern "C"` functions that live for the whole program.
+        let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+        RESULT.store(r, std::sync::atomic::Ordering::Relaxed);
     }
 }
