@@ -94,10 +94,7 @@ impl QsbrBuilder {
                 fenced: self.fenced,
             })
             .build()?;
-        Ok(Qsbr {
-            rcu,
-            fenced: self.fenced,
-        })
+        Ok(Qsbr { rcu })
     }
 }
 
@@ -115,7 +112,6 @@ impl QsbrBuilder {
 /// grace period of the domain waits for it.
 pub struct Qsbr {
     rcu: Rcu,
-    fenced: bool,
 }
 
 impl Qsbr {
@@ -174,7 +170,7 @@ impl Qsbr {
             epoch: &inner.core.read_side.epoch,
             record,
             online: false,
-            fenced: self.fenced,
+            fenced: inner.core.flavor().fenced(),
             _not_send: PhantomData,
         };
         thread.online();

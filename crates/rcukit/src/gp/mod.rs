@@ -49,6 +49,13 @@ pub(crate) enum Flavor {
     Qsbr { fenced: bool },
 }
 
+impl Flavor {
+    /// Does every reader run a full fence after leaving (fenced quiescent states)?
+    pub(crate) fn fenced(self) -> bool {
+        matches!(self, Flavor::Qsbr { fenced: true })
+    }
+}
+
 /// The state a grace period needs to wait for readers.
 pub(crate) struct GpCore {
     pub(crate) read_side: ReadSideLine,
@@ -144,8 +151,8 @@ impl GpCore {
     /// began (S1-S5 of [`wake`](crate::docs::internal::reader::wake)): one request and heavy
     /// barrier for all of them, then a sleep on each reader that is still inside, until it
     /// wakes the waiter as it leaves; a reader is asked again (with another barrier) only once
-    /// it has answered. An expedited grace period on a kernel with `membarrier` relies on that alone. A
-    /// normal one must not interrupt other CPUs, and without `membarrier` there is no barrier
+    /// it has answered. An expedited grace period on a kernel with `membarrier` relies on that
+    /// alone. A normal one must not interrupt other CPUs, and without `membarrier` there is no barrier
     /// to pair with the readers': then the announcement is made without the barrier, and the
     /// sleep also ends on a timer (10 µs, doubling up to 1 ms), which catches the rare
     /// wake-up lost in the race the barrier would have closed.
@@ -371,10 +378,12 @@ impl GpCore {
     #[cfg(not(rcukit_loom))]
     fn wake_barrier(&self, kind: GpKind) -> Option<fn()> {
         use crate::reader::wake;
-        match self.flavor {
-            Flavor::Qsbr { fenced: true } if wake::sleep_available() => Some(wake::fence),
-            _ if kind == GpKind::Expedited && wake::available() => Some(wake::barrier),
-            _ => None,
+        if self.flavor.fenced() && wake::sleep_available() {
+            Some(wake::fence)
+        } else if kind == GpKind::Expedited && wake::available() {
+            Some(wake::barrier)
+        } else {
+            None
         }
     }
 }

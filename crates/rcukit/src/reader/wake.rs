@@ -275,6 +275,23 @@ mod loom_models {
         });
     }
 
+    /// A reader that leaves once per value of `values` (L1-L3, or Q2-Q3 of a quiescent state):
+    /// the store, the fence that the writer's `membarrier` stands for, the look.
+    fn spawn_leaving(
+        ctr: &Arc<AtomicU64>,
+        word: &Arc<WakeWord>,
+        values: &'static [u64],
+    ) -> thread::JoinHandle<()> {
+        let (ctr, word) = (ctr.clone(), word.clone());
+        thread::spawn(move || {
+            for &v in values {
+                ctr.store(v, Release);
+                crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+                word.look();
+            }
+        })
+    }
+
     /// A QSBR reader whose first quiescent state read an old epoch (its record still short of
     /// the writer's target) and whose second did not: the first answers the writer's request
     /// without ending its wait, and the writer must still be woken by the second.
@@ -282,16 +299,7 @@ mod loom_models {
         loom::model(move || {
             let ctr = Arc::new(AtomicU64::new(1)); // online, at an old epoch
             let word = Arc::new(WakeWord::new());
-            let reader = {
-                let (ctr, word) = (ctr.clone(), word.clone());
-                thread::spawn(move || {
-                    for v in [1, 2] {
-                        ctr.store(v, Release); // Q2 (with the epoch Q1 read)
-                        crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
-                        word.look(); // Q3
-                    }
-                })
-            };
+            let reader = spawn_leaving(&ctr, &word, &[1, 2]);
             loop {
                 let seen = if busted_ask {
                     word.ask_count_after_request()
@@ -335,16 +343,7 @@ mod loom_models {
                 .collect();
             let threads: Vec<_> = readers
                 .iter()
-                .map(|(ctr, word)| {
-                    let (ctr, word) = (ctr.clone(), word.clone());
-                    thread::spawn(move || {
-                        for v in [1, 2] {
-                            ctr.store(v, Release);
-                            crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
-                            word.look();
-                        }
-                    })
-                })
+                .map(|(ctr, word)| spawn_leaving(ctr, word, &[1, 2]))
                 .collect();
             let mut pending: Vec<(&(Arc<AtomicU64>, Arc<WakeWord>), Option<u32>)> =
                 readers.iter().map(|r| (r, None)).collect();
