@@ -115,6 +115,10 @@ pub mod gp {
     pub mod event {
         #![doc = include_str!("../gp/event.md")]
     }
+
+    pub mod spin {
+        #![doc = include_str!("../gp/spin.md")]
+    }
 }
 
 pub mod callbacks {

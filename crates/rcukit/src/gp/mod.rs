@@ -4,12 +4,14 @@ mod event;
 pub(crate) mod expedited;
 pub(crate) mod normal;
 pub(crate) mod read_side;
+mod spin;
 
 #[cfg(all(test, rcukit_loom))]
 mod loom;
 
 pub(crate) use event::GpEvent;
 pub(crate) use read_side::{ReadSide, ReadSideLine, ReadSidePtr};
+use spin::{spin_until_left, SpinBudget};
 
 use crate::barrier::{self, FenceKind, Heavy};
 use crate::reader::owned::{self, Drain, OwnedReaders};
@@ -67,6 +69,8 @@ pub(crate) struct GpCore {
     name: String,
     flavor: Flavor,
     reporter: Reporter,
+    /// How long waiters spin before they sleep (see `spin`).
+    spin: SpinBudget,
 }
 
 impl GpCore {
@@ -90,6 +94,7 @@ impl GpCore {
             name,
             flavor: Flavor::Guards,
             reporter,
+            spin: SpinBudget::new(),
         }
     }
 
@@ -137,11 +142,15 @@ impl GpCore {
         };
         let (target, records) = self.start_scan(heavy);
         let mut stall = StallWatch::new(self.stall_timeout);
-        // Spin briefly on all readers at once; then sleep on those still inside, woken as they
-        // leave.
+        // Spin briefly on all readers at once (for as long as the domain's recent waits say
+        // pays); then sleep on those still inside, woken as they leave.
         let mut inside: Vec<&ReaderRecord> = records.iter().map(|r| &**r).collect();
-        spin_until_left(&mut inside, target);
-        if !inside.is_empty() {
+        if inside.is_empty() {
+            return stall;
+        }
+        let ended = spin_until_left(&mut inside, target, self.spin.limit());
+        self.spin.learn(ended);
+        if !ended {
             self.sleep_until_left(&inside, target, kind, &mut stall);
         }
         stall
@@ -168,9 +177,7 @@ impl GpCore {
             // loom cannot model the barrier pair of the wake-up (see `wake`): poll.
             let _ = (kind, &stall);
             let mut rest = inside.to_vec();
-            while !rest.is_empty() {
-                spin_until_left(&mut rest, target);
-            }
+            while !spin_until_left(&mut rest, target, spin::SPINS) {}
         }
         #[cfg(not(rcukit_loom))]
         self.sleep_on_each(inside, target, kind, stall);
@@ -285,10 +292,6 @@ impl GpCore {
     }
 }
 
-/// Spins a waiter makes on a reader before it sleeps: a reader usually leaves within a few
-/// hundred nanoseconds.
-const SPINS: u32 = if cfg!(rcukit_small) { 2 } else { 128 };
-
 /// A waiter's first and longest timed sleep, where a wake-up may be lost (see
 /// `sleep_until_left`).
 const NAP_FIRST: std::time::Duration = std::time::Duration::from_micros(10);
@@ -296,29 +299,6 @@ const NAP_LAST: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How long a sleeping waiter sleeps at most before it looks at the stall timeout.
 const STALL_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Spin until every reader of `inside` has left the section it was in when a grace period
-/// with `target` began, dropping each from `inside` as it is seen outside; stops after
-/// [`SPINS`] passes over those still inside. One pass looks at every reader, so a reader that
-/// is not running costs the waiter no more spins than one that is (a spin per reader in turn
-/// would spend `SPINS` on each preempted reader, CPU that the readers need when threads
-/// outnumber cores).
-fn spin_until_left(inside: &mut Vec<&ReaderRecord>, target: u64) {
-    let left = |record: &&ReaderRecord| {
-        let v = record.ctr.load(Acquire);
-        v == 0 || v >= target
-    };
-    for _ in 0..SPINS {
-        inside.retain(|record| !left(record));
-        if inside.is_empty() {
-            return;
-        }
-        #[cfg(rcukit_loom)]
-        ::loom::thread::yield_now();
-        #[cfg(not(rcukit_loom))]
-        std::hint::spin_loop();
-    }
-}
 
 impl GpCore {
     fn stall_report(&self, kind: GpKind, held: Duration, record: &ReaderRecord) -> Report {
