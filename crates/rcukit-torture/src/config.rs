@@ -10,11 +10,12 @@ pub enum FlavorName {
     /// An `rcukit::Rcu` domain.
     Rcu,
     /// An `rcukit::Qsbr` domain (readers registered, quiescent states between bursts of
-    /// sections, offline while they sleep).
+    /// sections, offline while they sleep) with unfenced quiescent states
+    /// (`QsbrBuilder::fenced_quiescent_states(false)`: a sleeping writer pairs `membarrier`
+    /// with them).
     Qsbr,
-    /// The `qsbr` run on a domain with fenced quiescent states
-    /// (`QsbrBuilder::fenced_quiescent_states`: the readers' fence, not `membarrier`, pairs
-    /// with a sleeping writer's).
+    /// The `qsbr` run on a domain with fenced quiescent states, the default of `Qsbr` (the
+    /// readers' fence, not `membarrier`, pairs with a sleeping writer's).
     QsbrFenced,
     /// An `rcukit::RecSeq<()>`: `synchronize` is `replace(())`, the only update path it has.
     Recseq,

@@ -14,11 +14,21 @@ use std::time::Duration;
 static NEXT_QSBR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Builder for [`Qsbr`] domains; see [`Qsbr::builder`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct QsbrBuilder {
     name: Option<String>,
     fenced: bool,
     rcu: RcuBuilder,
+}
+
+impl Default for QsbrBuilder {
+    fn default() -> QsbrBuilder {
+        QsbrBuilder {
+            name: None,
+            fenced: true,
+            rcu: RcuBuilder::default(),
+        }
+    }
 }
 
 impl QsbrBuilder {
@@ -64,16 +74,16 @@ impl QsbrBuilder {
     }
 
     /// Whether each quiescent state (and each [`offline`](QsbrThread::offline)) ends with a
-    /// full fence, as liburcu's QSBR flavor does (default `false`).
+    /// full fence, as liburcu's QSBR flavor does (default `true`).
     ///
-    /// Without it a quiescent state is a load and a store, and a grace period that finds an
-    /// online thread it must wait for pays a `membarrier` (an interrupt to every CPU that runs a
-    /// thread of the process) before it sleeps until that thread's next quiescent state wakes
-    /// it. With it each quiescent state costs a fence more (a few nanoseconds), and the
-    /// sleeping writer's barrier is a fence of its own: no interrupts, and normal grace periods
-    /// sleep until woken too instead of napping. Choose it where quiescent states are rare
-    /// (every thousand reads or so) and writers wait often while threads outnumber cores, or
-    /// where interrupts are dear (virtual machines); see the
+    /// With it each quiescent state costs a fence (a few nanoseconds), and a grace period that
+    /// finds an online thread it must wait for pairs that fence with one of its own before it
+    /// sleeps until the thread's next quiescent state wakes it: no interrupts, and normal grace
+    /// periods sleep until woken too. Without it (`false`) a quiescent state is a load and a
+    /// store, and such a grace period pays a `membarrier` instead (an interrupt to every CPU
+    /// that runs a thread of the process; in a virtual machine, an exit on each), and a normal
+    /// one naps on a timer. Turn it off only where quiescent states are very frequent (every
+    /// few reads) and writers seldom wait for a thread; see the
     /// [`qsbr`](crate::docs::internal::qsbr) essay.
     pub fn fenced_quiescent_states(mut self, fenced: bool) -> Self {
         self.fenced = fenced;

@@ -237,9 +237,10 @@ enum rcukit_status rcukit_config_set_expedited_callbacks(struct rcukit_config *c
                                                          bool enabled);
 
 // Whether each quiescent state (and each `rcukit_qsbr_thread_offline`) ends with a full
-// fence, as liburcu-qsbr's does (default false): a grace period that sleeps until a thread
-// wakes it then pairs a fence of its own with it instead of interrupting every CPU with
-// `membarrier` (see `QsbrBuilder::fenced_quiescent_states`). QSBR domains only.
+// fence, as liburcu-qsbr's does (default true): a grace period that sleeps until a thread
+// wakes it pairs a fence of its own with it; without it (false) such a grace period
+// interrupts every CPU with `membarrier` instead (see `QsbrBuilder::fenced_quiescent_states`).
+// QSBR domains only.
 //
 // # Safety
 //

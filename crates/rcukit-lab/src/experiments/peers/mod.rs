@@ -100,6 +100,8 @@ pub struct Config {
     pub retire_objects: u64,
     /// Reader counts of the N readers + 1 writer shape (default 1, 2, 4).
     pub shape_readers: Vec<usize>,
+    /// The shape's peers (default all of this build's).
+    pub shape_peers: Vec<ShapePeer>,
     /// Measuring time per (shape peer, reader count) in each round.
     #[serde(rename = "shape_time_ms", serialize_with = "ser_ms")]
     pub shape_time: Duration,
@@ -122,6 +124,7 @@ impl Config {
             gp_max_samples: 1000,
             retire_objects: common.pick(200_000, 1_000_000),
             shape_readers: common.pick(vec![1, 2], vec![1, 2, 4]),
+            shape_peers: ShapePeer::all(),
             shape_time: common.pick(Duration::from_millis(150), Duration::from_millis(600)),
             rounds: common.pick(5, 7),
             quick: common.quick,
@@ -148,6 +151,9 @@ impl Config {
         }
         for &n in &self.shape_readers {
             check_threads("--shape-readers", n)?;
+        }
+        if self.shape_peers.is_empty() {
+            bail!("--shape-peers needs at least one peer");
         }
         check_duration("--shape-time", self.shape_time)?;
         check_range("--rounds", self.rounds as u64, 1, 1000)?;
@@ -176,6 +182,9 @@ pub struct Args {
     /// Reader counts of the N readers + 1 writer shape, comma-separated [default: 1,2 quick; 1,2,4 full]
     #[arg(long, value_delimiter = ',')]
     pub shape_readers: Vec<usize>,
+    /// Peers of the shape, comma-separated ids (as the report names them) [default: all]
+    #[arg(long, value_delimiter = ',', value_parser = shapes::parse_shape_peer)]
+    pub shape_peers: Vec<ShapePeer>,
     /// Measuring time per shape point and round [default: 150ms quick, 600ms full]
     #[arg(long, value_parser = crate::args::parse_duration)]
     pub shape_time: Option<Duration>,
@@ -206,7 +215,7 @@ impl Experiment for Peers {
     fn apply(args: &Args, cfg: &mut Config) {
         crate::override_fields!(
             args => cfg; read_time, gp_time, retire_objects, shape_time, rounds;
-            lists: read_threads, parts, shape_readers
+            lists: read_threads, parts, shape_readers, shape_peers
         );
     }
 

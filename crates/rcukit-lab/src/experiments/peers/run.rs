@@ -41,7 +41,7 @@ pub fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
         * (usize::from(has(Part::Read)) * ReadPeer::all().len() * cfg.read_threads.len()
             + usize::from(has(Part::GracePeriod)) * GpPeer::all().len()
             + usize::from(has(Part::Retire)) * RetirePeer::all().len()
-            + usize::from(has(Part::Shapes)) * ShapePeer::all().len() * cfg.shape_readers.len());
+            + usize::from(has(Part::Shapes)) * cfg.shape_peers.len() * cfg.shape_readers.len());
     let task = progress.task(NAME, steps as u64);
     let body = Body {
         read: if has(Part::Read) {
@@ -177,7 +177,7 @@ fn run_retire(cfg: &Config, task: &Task) -> Result<Vec<RetireResult>> {
 /// count's peers interleaved within a round), and the ratios to the liburcu flavor's figures
 /// of the same round.
 fn run_shapes(cfg: &Config, task: &Task) -> Result<Vec<ShapeResult>> {
-    let peers = ShapePeer::all();
+    let peers = &cfg.shape_peers;
     let mut runs = vec![vec![Vec::new(); peers.len()]; cfg.shape_readers.len()];
     for round in 0..cfg.rounds {
         for (ni, &readers) in cfg.shape_readers.iter().enumerate() {
@@ -191,7 +191,7 @@ fn run_shapes(cfg: &Config, task: &Task) -> Result<Vec<ShapeResult>> {
             one_round(
                 task,
                 &label,
-                &peers,
+                peers,
                 round,
                 &ShapePeer::id,
                 &mut measure,

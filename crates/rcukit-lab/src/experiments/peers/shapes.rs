@@ -37,10 +37,12 @@ pub enum ShapePeer {
     QsbrExpedited,
     /// `Qsbr::synchronize()`.
     QsbrNormal,
-    /// `Qsbr::synchronize_expedited()` in a domain with fenced quiescent states.
-    QsbrFencedExpedited,
-    /// `Qsbr::synchronize()` in a domain with fenced quiescent states.
-    QsbrFencedNormal,
+    /// `Qsbr::synchronize_expedited()` in a domain with unfenced quiescent states
+    /// (`fenced_quiescent_states(false)`).
+    QsbrUnfencedExpedited,
+    /// `Qsbr::synchronize()` in a domain with unfenced quiescent states
+    /// (`fenced_quiescent_states(false)`).
+    QsbrUnfencedNormal,
     /// `RcuCell::store_with(v, Reclaim::Expedited)`: publish, expedited wait, drop.
     CellExpedited,
     /// liburcu memb `synchronize_rcu()`.
@@ -60,13 +62,18 @@ impl ShapePeer {
             ShapePeer::RcuNormal,
             ShapePeer::QsbrExpedited,
             ShapePeer::QsbrNormal,
-            ShapePeer::QsbrFencedExpedited,
-            ShapePeer::QsbrFencedNormal,
+            ShapePeer::QsbrUnfencedExpedited,
+            ShapePeer::QsbrUnfencedNormal,
             ShapePeer::CellExpedited,
         ];
         #[cfg(feature = "c-peers")]
         v.extend([ShapePeer::UrcuMemb, ShapePeer::UrcuQsbr]);
         v
+    }
+
+    /// The peer whose [`id`](Self::id) is `id`.
+    pub fn from_id(id: &str) -> Option<ShapePeer> {
+        ShapePeer::all().into_iter().find(|p| p.id() == id)
     }
 
     /// Short id.
@@ -76,8 +83,8 @@ impl ShapePeer {
             ShapePeer::RcuNormal => "rcukit-normal",
             ShapePeer::QsbrExpedited => "rcukit-qsbr-expedited",
             ShapePeer::QsbrNormal => "rcukit-qsbr-normal",
-            ShapePeer::QsbrFencedExpedited => "rcukit-qsbr-fenced-expedited",
-            ShapePeer::QsbrFencedNormal => "rcukit-qsbr-fenced-normal",
+            ShapePeer::QsbrUnfencedExpedited => "rcukit-qsbr-unfenced-expedited",
+            ShapePeer::QsbrUnfencedNormal => "rcukit-qsbr-unfenced-normal",
             ShapePeer::CellExpedited => "rcukit-cell-expedited",
             #[cfg(feature = "c-peers")]
             ShapePeer::UrcuMemb => "liburcu-memb",
@@ -93,10 +100,12 @@ impl ShapePeer {
             ShapePeer::RcuNormal => "Rcu::synchronize() (normal, batched, IPI-free)",
             ShapePeer::QsbrExpedited => "Qsbr::synchronize_expedited()",
             ShapePeer::QsbrNormal => "Qsbr::synchronize() (normal)",
-            ShapePeer::QsbrFencedExpedited => {
-                "Qsbr::synchronize_expedited(), fenced quiescent states"
+            ShapePeer::QsbrUnfencedExpedited => {
+                "Qsbr::synchronize_expedited(), unfenced quiescent states"
             }
-            ShapePeer::QsbrFencedNormal => "Qsbr::synchronize() (normal), fenced quiescent states",
+            ShapePeer::QsbrUnfencedNormal => {
+                "Qsbr::synchronize() (normal), unfenced quiescent states"
+            }
             ShapePeer::CellExpedited => "RcuCell::store_with(v, Reclaim::Expedited)",
             #[cfg(feature = "c-peers")]
             ShapePeer::UrcuMemb => "synchronize_rcu(), memb flavor",
@@ -113,8 +122,8 @@ impl ShapePeer {
             Some(match self {
                 ShapePeer::QsbrExpedited
                 | ShapePeer::QsbrNormal
-                | ShapePeer::QsbrFencedExpedited
-                | ShapePeer::QsbrFencedNormal
+                | ShapePeer::QsbrUnfencedExpedited
+                | ShapePeer::QsbrUnfencedNormal
                 | ShapePeer::UrcuQsbr => ShapePeer::UrcuQsbr,
                 _ => ShapePeer::UrcuMemb,
             })
@@ -143,15 +152,26 @@ pub(super) struct ShapeRun {
 /// The shape's stop flag: an `int` the C loops can read too.
 type Stop = AtomicI32;
 
+/// `--shape-peers`' parser: one id of this build's shape peers.
+pub(super) fn parse_shape_peer(id: &str) -> std::result::Result<ShapePeer, String> {
+    ShapePeer::from_id(id).ok_or_else(|| {
+        let ids: Vec<&str> = ShapePeer::all().into_iter().map(ShapePeer::id).collect();
+        format!(
+            "no shape peer '{id}' in this build; one of: {}",
+            ids.join(", ")
+        )
+    })
+}
+
 /// Run `peer` with `readers` readers for `time`.
 pub(super) fn measure_shape(peer: ShapePeer, readers: usize, time: Duration) -> Result<ShapeRun> {
     let stop = Stop::new(0);
     let reads = AtomicU64::new(0);
     let start = Barrier::new(readers + 1);
     let rcu = Rcu::builder().name("lab-shape").build()?;
-    let fenced = matches!(
+    let fenced = !matches!(
         peer,
-        ShapePeer::QsbrFencedExpedited | ShapePeer::QsbrFencedNormal
+        ShapePeer::QsbrUnfencedExpedited | ShapePeer::QsbrUnfencedNormal
     );
     let qsbr = Qsbr::builder()
         .name("lab-shape-qsbr")
@@ -274,8 +294,8 @@ fn read_loop(
         }
         ShapePeer::QsbrExpedited
         | ShapePeer::QsbrNormal
-        | ShapePeer::QsbrFencedExpedited
-        | ShapePeer::QsbrFencedNormal => {
+        | ShapePeer::QsbrUnfencedExpedited
+        | ShapePeer::QsbrUnfencedNormal => {
             let mut me = qsbr.register();
             start.wait();
             while stop.load(Relaxed) == 0 {
@@ -316,10 +336,10 @@ fn write_loop(
     let wait: &dyn Fn() = match peer {
         ShapePeer::RcuExpedited => &|| rcu.synchronize_expedited(),
         ShapePeer::RcuNormal => &|| rcu.synchronize(),
-        ShapePeer::QsbrExpedited | ShapePeer::QsbrFencedExpedited => {
+        ShapePeer::QsbrExpedited | ShapePeer::QsbrUnfencedExpedited => {
             &|| qsbr.synchronize_expedited()
         }
-        ShapePeer::QsbrNormal | ShapePeer::QsbrFencedNormal => &|| qsbr.synchronize(),
+        ShapePeer::QsbrNormal | ShapePeer::QsbrUnfencedNormal => &|| qsbr.synchronize(),
         ShapePeer::CellExpedited => {
             while stop.load(Relaxed) == 0 {
                 cell.store_with(Poisoned(LIVE), Reclaim::Expedited);
