@@ -122,7 +122,7 @@ fn median(values: &mut [f64]) -> f64 {
 /// The loops, in table order: the three Rust ones first (the baselines), then the C ones, then
 /// what two calls into the library cost alone (the floor of a section through C, per way of
 /// linking).
-const NAMES: [&str; 9] = [
+const NAMES: [&str; 11] = [
     "Rust, `Rcu::global().read()` inlined",
     "Rust, `Rcu::read`: one call (not inlined) to lock and one to unlock",
     "Rust, `ThreadReader::read`: one call to lock and one to unlock",
@@ -130,13 +130,15 @@ const NAMES: [&str; 9] = [
     "C, guard token (`rcukit_read_lock`), `librcukit.a`",
     "C, thread's reader (`rcukit_reader_lock`), `librcukit.so`",
     "C, thread's reader (`rcukit_reader_lock`), `librcukit.a`",
+    "C, thread's reader inlined from the header (`rcukit_reader_lock_inline`), `librcukit.so`",
+    "C, thread's reader inlined from the header (`rcukit_reader_lock_inline`), `librcukit.a`",
     "C, two calls to `rcukit_version()` and no section, `librcukit.so`",
     "C, two calls to `rcukit_version()` and no section, `librcukit.a`",
 ];
 const RUST_CALLED: usize = 1;
 const RUST_READER: usize = 2;
 const FIRST_C: usize = 3;
-const FIRST_CALLS: usize = 7;
+const FIRST_CALLS: usize = 9;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -160,7 +162,9 @@ fn main() {
         4 => c_ns_per_section(&static_, "guard", iterations),
         5 => c_ns_per_section(&shared, "reader", iterations),
         6 => c_ns_per_section(&static_, "reader", iterations),
-        7 => c_ns_per_section(&shared, "calls", iterations),
+        7 => c_ns_per_section(&shared, "inline", iterations),
+        8 => c_ns_per_section(&static_, "inline", iterations),
+        9 => c_ns_per_section(&shared, "calls", iterations),
         _ => c_ns_per_section(&static_, "calls", iterations),
     };
 

@@ -31,6 +31,11 @@ fn program(name: &str, linking: Linking) -> PathBuf {
     let args = match linking {
         Linking::Shared => staged.rcukit_shared_args(),
         Linking::Static => staged.rcukit_static_args(),
+        Linking::SharedInline => {
+            let mut args = staged.rcukit_shared_args();
+            args.insert(0, "-DRCUKIT_INLINE_READERS".to_string());
+            args
+        }
     };
     let path = harness::compile(&key, &[source], &args);
     built
@@ -43,6 +48,8 @@ fn program(name: &str, linking: Linking) -> PathBuf {
 enum Linking {
     Shared,
     Static,
+    /// Shared, with the header's inline reader sections (`RCUKIT_INLINE_READERS`).
+    SharedInline,
 }
 
 fn run(name: &str, args: &[&str]) -> Ran {
@@ -99,6 +106,38 @@ fn grace_periods_wait_for_reader_handles() {
 #[test]
 fn reader_handles_of_the_global_domain() {
     passes("grace_period", &["reader", "global"]);
+}
+
+/// `name` built with the header's inline reader sections, run with `args`.
+#[track_caller]
+fn passes_inline(name: &str, args: &[&str]) {
+    harness::run(&program(name, Linking::SharedInline), args, &[], LIMIT)
+        .assert_success(&format!("{name} (inline readers) {}", args.join(" ")));
+}
+
+#[test]
+fn grace_periods_wait_for_inline_reader_sections() {
+    passes_inline("grace_period", &["reader", "own"]);
+    passes_inline("grace_period", &["reader", "global"]);
+}
+
+#[test]
+fn an_inline_reader_handle_in_a_pthread_key_destructor_still_protects() {
+    passes_inline("thread_exit", &["reader-key-destructor"]);
+}
+
+#[test]
+fn misuse_through_inline_reader_sections_aborts_with_the_checked_message() {
+    harness::run(
+        &program("misuse", Linking::SharedInline),
+        &["reader-unlock-unlocked"],
+        &[],
+        LIMIT,
+    )
+    .assert_aborted(
+        "misuse (inline readers) reader-unlock-unlocked",
+        &["rcukit_reader_unlock()", "this reader is not locked"],
+    );
 }
 
 #[test]

@@ -236,6 +236,8 @@ mod list;
 pub use barrier::FenceKind;
 pub use cell::{OwnedSnapshot, RcuCell, RcuRef, Reclaim, Snapshot, Unpublished};
 pub use domain::OwnedGuard;
+#[cfg(all(feature = "raw-sections", not(rcukit_loom)))]
+pub use domain::RawSection;
 pub use domain::{BarrierFuture, GpFuture};
 pub use domain::{Guard, NotSendUseReadOwned, Rcu, RcuBuilder, Stats, ThreadReader};
 pub use domain_ref::DomainRef;

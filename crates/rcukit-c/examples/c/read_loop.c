@@ -5,6 +5,7 @@
  *
  *   read_loop guard ITERATIONS    rcukit_read_lock() / rcukit_read_unlock(&guard)
  *   read_loop reader ITERATIONS   rcukit_reader_lock(reader) / rcukit_reader_unlock(reader)
+ *   read_loop inline ITERATIONS   the same, inlined from the header (rcukit_reader_lock_inline)
  *   read_loop calls ITERATIONS    two calls to rcukit_version() and no section: what the two
  *                                 calls alone cost, with this way of linking
  * prints: ns_per_section=X
@@ -52,6 +53,23 @@ static double reader_loop(rcukit_domain *domain, long iterations) {
     return ns;
 }
 
+static double inline_loop(rcukit_domain *domain, long iterations) {
+    rcukit_reader *reader = rcukit_reader_new_inline(domain);
+    for (int i = 0; i < 1000; i++) {
+        rcukit_reader_lock_inline(reader);
+        rcukit_reader_unlock_inline(reader);
+    }
+    double start = thread_ns();
+    for (long i = 0; i < iterations; i++) {
+        rcukit_reader_lock_inline(reader);
+        __asm__ volatile("" ::: "memory");
+        rcukit_reader_unlock_inline(reader);
+    }
+    double ns = thread_ns() - start;
+    rcukit_reader_free(reader);
+    return ns;
+}
+
 static double calls_loop(long iterations) {
     double start = thread_ns();
     for (long i = 0; i < iterations; i++) {
@@ -65,14 +83,15 @@ static double calls_loop(long iterations) {
 
 int main(int argc, char **argv) {
     if (argc != 3 || (strcmp(argv[1], "guard") != 0 && strcmp(argv[1], "reader") != 0 &&
-                      strcmp(argv[1], "calls") != 0)) {
-        fprintf(stderr, "usage: %s guard|reader|calls ITERATIONS\n", argv[0]);
+                      strcmp(argv[1], "inline") != 0 && strcmp(argv[1], "calls") != 0)) {
+        fprintf(stderr, "usage: %s guard|reader|inline|calls ITERATIONS\n", argv[0]);
         return 2;
     }
     long iterations = atol(argv[2]);
     rcukit_domain *domain = rcukit_global();
     double ns = strcmp(argv[1], "guard") == 0    ? guard_loop(domain, iterations)
                 : strcmp(argv[1], "reader") == 0 ? reader_loop(domain, iterations)
+                : strcmp(argv[1], "inline") == 0 ? inline_loop(domain, iterations)
                                                  : calls_loop(iterations);
     printf("ns_per_section=%.4f\n", ns / (double)iterations);
     return 0;

@@ -30,6 +30,10 @@ struct rcukit_head;
 // Words of a [`rcukit_owned_guard`]: the owned guard, then the marker.
 #define RCUKIT_OWNED_GUARD_WORDS 4
 
+// The layout version of [`rcukit_reader_words`] and of the protocol the header's inline
+// sections follow; `rcukit_reader_words_version()` returns the library's.
+#define RCUKIT_READER_WORDS_VERSION 1
+
 // The result of a call that can fail.
 typedef enum rcukit_status {
   // Success.
@@ -70,9 +74,10 @@ typedef struct rcukit_qsbr rcukit_qsbr;
 // A thread's registration with a QSBR domain (opaque).
 typedef struct rcukit_qsbr_thread rcukit_qsbr_thread;
 
-// A thread's reader of one domain (opaque), from `rcukit_reader_new`: lock and unlock it on
-// that thread only, free it there with `rcukit_reader_free`.
-// One cache line of its own: lock and unlock write it, and no other thread's data shares it.
+// A thread's reader of one domain, from `rcukit_reader_new`: lock and unlock it on that
+// thread only, free it there with `rcukit_reader_free`. Opaque but for its first member, the
+// [`rcukit_reader_words`] that the header's inline sections use. One cache line of its own:
+// lock and unlock write it, and no other thread's data shares it.
 typedef struct rcukit_reader rcukit_reader;
 
 // A callback function: called once with the head it was queued with.
@@ -146,6 +151,26 @@ typedef struct rcukit_guard {
 typedef struct rcukit_owned_guard {
   void *_private[RCUKIT_OWNED_GUARD_WORDS];
 } rcukit_owned_guard;
+
+// The first member of every [`rcukit_reader`]: what the header's inline
+// `rcukit_reader_lock_inline`/`rcukit_reader_unlock_inline` read and write (see the module
+// documentation). Part of the C ABI: a change is a new `RCUKIT_READER_WORDS_VERSION`.
+typedef struct rcukit_reader_words {
+  // The thread that made the reader (its thread pointer).
+  size_t owner;
+  // Open locks on this reader.
+  size_t depth;
+  // The thread's record: 0 outside a section, else the epoch read when it began.
+  uint64_t *ctr;
+  // The thread's open sections on the record (low 31 bits; keep bit 31).
+  uint32_t *nesting;
+  // Non-zero while a grace period asks to be woken when the thread leaves its section.
+  const uint32_t *asked;
+  // The domain's epoch.
+  const uint64_t *epoch;
+  // The domain reads with a full fence (`FenceKind::SeqCst`), not a compiler fence.
+  bool full_fence;
+} rcukit_reader_words;
 
 #ifdef __cplusplus
 extern "C" {
@@ -613,6 +638,11 @@ struct rcukit_owned_guard rcukit_read_owned_begin(const struct rcukit_domain *do
 // `guard` points to a token from `rcukit_read_owned_begin` (or a zero-initialized one).
 void rcukit_read_owned_end(struct rcukit_owned_guard *guard);
 
+// The layout version of `rcukit_reader_words` this library was built with (the header's
+// `RCUKIT_READER_WORDS_VERSION` at that time). A program that inlines sections checks it once,
+// as `rcukit_reader_new_inline` does.
+uint32_t rcukit_reader_words_version(void);
+
 // The calling thread's reader of `domain`: lock and unlock it (on this thread) for read-side
 // critical sections that skip the lookup `rcukit_read_lock` makes each time. Free it with
 // `rcukit_reader_free`, on this thread, before the thread exits and before the domain is
@@ -648,6 +678,15 @@ void rcukit_reader_lock(struct rcukit_reader *reader);
 // `reader` is a live reader of the calling thread.
 void rcukit_reader_unlock(struct rcukit_reader *reader);
 
+// Wake the grace periods waiting for the reader's thread to leave its section: what the
+// header's `rcukit_reader_unlock_inline` calls when, after ending the outermost section, it
+// finds a writer's request. Not for other callers.
+//
+// # Safety
+//
+// `reader` is a live reader of the calling thread.
+void rcukit_reader_wake_writers(struct rcukit_reader *reader);
+
 // The message of the calling thread's last failed call ("no error" if none failed yet). The
 // string belongs to rcukit and stays valid until the next failing call on the same thread.
 const char *rcukit_last_error(void);
@@ -661,3 +700,87 @@ const char *rcukit_status_str(int status);
 #endif  // __cplusplus
 
 #endif  /* RCUKIT_H */
+
+/*
+ * Inline read-side critical sections through a reader handle: the outermost lock and unlock
+ * of rcukit_reader_lock()/rcukit_reader_unlock(), written out so that the common section
+ * makes no call into the library (as liburcu's readers are inlined under _LGPL_SOURCE).
+ * Every other case (an inner lock of another section of the thread, an unlock of an inner
+ * lock, misuse) calls the library's checked function. The inline forms skip the check that
+ * the handle belongs to the calling thread; define RCUKIT_CHECKED_INLINE to make them call
+ * the checked functions instead. Define RCUKIT_INLINE_READERS before including this header
+ * to make rcukit_reader_lock()/rcukit_reader_unlock() the inline forms, and make handles with
+ * rcukit_reader_new_inline(), which checks once that the library's handle layout is the one
+ * this header was written for. GCC and Clang (the __atomic builtins).
+ */
+#if !defined(RCUKIT_INLINE_H) && (defined(__GNUC__) || defined(__clang__))
+#define RCUKIT_INLINE_H
+#include <stdio.h>
+#include <stdlib.h>
+
+#define RCUKIT_NESTING_COUNT_MASK 0x7fffffffu
+
+/* A handle made by rcukit_reader_new(), after checking rcukit_reader_words_version(). */
+static inline struct rcukit_reader *rcukit_reader_new_inline(const struct rcukit_domain *domain) {
+  if (rcukit_reader_words_version() != RCUKIT_READER_WORDS_VERSION) {
+    fprintf(stderr, "rcukit: this program was compiled against a librcukit whose reader handles differ "
+                    "from the library it runs with (reader words version %u, library %u): rebuild it\n",
+            (unsigned)RCUKIT_READER_WORDS_VERSION, (unsigned)rcukit_reader_words_version());
+    abort();
+  }
+  return rcukit_reader_new(domain);
+}
+
+/* rcukit_reader_lock(reader), inline for the outermost lock of the thread's section. */
+static inline void rcukit_reader_lock_inline(struct rcukit_reader *reader) {
+#ifdef RCUKIT_CHECKED_INLINE
+  rcukit_reader_lock(reader);
+#else
+  struct rcukit_reader_words *w = (struct rcukit_reader_words *)reader;
+  if (w->depth != 0) { /* an inner lock of this handle: count it */
+    w->depth++;
+    return;
+  }
+  uint32_t n = __atomic_load_n(w->nesting, __ATOMIC_RELAXED);
+  if (__builtin_expect((n & RCUKIT_NESTING_COUNT_MASK) != 0, 0)) {
+    rcukit_reader_lock(reader); /* another section of the thread is open */
+    return;
+  }
+  __atomic_store_n(w->nesting, n + 1, __ATOMIC_RELAXED);
+  __atomic_store_n(w->ctr, __atomic_load_n(w->epoch, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+  if (w->full_fence) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  } else {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  }
+  w->depth = 1;
+#endif
+}
+
+/* rcukit_reader_unlock(reader), inline for the unlock that ends the thread's section. */
+static inline void rcukit_reader_unlock_inline(struct rcukit_reader *reader) {
+#ifdef RCUKIT_CHECKED_INLINE
+  rcukit_reader_unlock(reader);
+#else
+  struct rcukit_reader_words *w = (struct rcukit_reader_words *)reader;
+  uint32_t n = __atomic_load_n(w->nesting, __ATOMIC_RELAXED) - 1;
+  if (__builtin_expect(w->depth != 1 || (n & RCUKIT_NESTING_COUNT_MASK) != 0, 0)) {
+    rcukit_reader_unlock(reader); /* an inner unlock, or misuse: the checked path */
+    return;
+  }
+  w->depth = 0;
+  __atomic_store_n(w->nesting, n, __ATOMIC_RELAXED);
+  __atomic_store_n(w->ctr, 0, __ATOMIC_RELEASE);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  if (__builtin_expect(__atomic_load_n(w->asked, __ATOMIC_RELAXED) != 0, 0)) {
+    rcukit_reader_wake_writers(reader);
+  }
+#endif
+}
+
+#ifdef RCUKIT_INLINE_READERS
+#define rcukit_reader_new rcukit_reader_new_inline
+#define rcukit_reader_lock rcukit_reader_lock_inline
+#define rcukit_reader_unlock rcukit_reader_unlock_inline
+#endif
+#endif /* RCUKIT_INLINE_H */

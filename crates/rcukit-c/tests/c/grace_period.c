@@ -60,6 +60,15 @@ static void read_through(rcukit_reader *handle) {
     read_once();
     rcukit_read_unlock(&token);
     CHECK(!rcukit_is_reading(domain));
+    /* The handle locked inside a token's section, the token unlocked first: the handle's
+     * unlock ends the section. */
+    token = rcukit_read_lock(domain);
+    rcukit_reader_lock(handle);
+    rcukit_read_unlock(&token);
+    CHECK(rcukit_is_reading(domain));
+    read_once();
+    rcukit_reader_unlock(handle);
+    CHECK(!rcukit_is_reading(domain));
 }
 
 static void *reader(void *arg) {

@@ -16,6 +16,8 @@ pub use futures::{BarrierFuture, GpFuture};
 pub use guard::{Guard, NotSendUseReadOwned};
 pub use owned::OwnedGuard;
 pub use stats::Stats;
+#[cfg(all(feature = "raw-sections", not(rcukit_loom)))]
+pub use thread_reader::RawSection;
 pub use thread_reader::ThreadReader;
 
 use crate::barrier::FenceKind;

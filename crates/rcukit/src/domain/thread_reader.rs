@@ -102,6 +102,104 @@ impl<'a> ThreadReader<'a> {
     pub fn domain(&self) -> &'a Rcu {
         self.domain
     }
+
+    /// The words this handle's read-side critical sections write and read, for a read side
+    /// written in another language that enters and leaves sections of the same record without
+    /// a call (rcukit's C header does). See [`RawSection`] for the protocol.
+    #[cfg(all(feature = "raw-sections", not(rcukit_loom)))]
+    pub fn raw_section(&self) -> RawSection {
+        // SAFETY: as in `read`.
+        let read_side = unsafe { self.read_side.get() };
+        // SAFETY: the record is alive while the handle holds it.
+        let record = unsafe { &*self.record.0 };
+        RawSection {
+            ctr: record.ctr.as_ptr(),
+            nesting: record.nesting_word().as_ptr(),
+            asked: record.wake.asked_word().as_ptr(),
+            epoch: read_side.epoch.as_ptr(),
+            full_fence: read_side.fence == crate::FenceKind::SeqCst,
+        }
+    }
+
+    /// Enter a read-side critical section without a guard: what [`read`](Self::read) does.
+    ///
+    /// # Safety
+    ///
+    /// Leave it with [`leave_raw`](Self::leave_raw) on the same handle (or with the sections
+    /// of [`raw_section`](Self::raw_section)), before the handle drops.
+    #[cfg(feature = "raw-sections")]
+    #[inline]
+    pub unsafe fn enter_raw(&self) {
+        // SAFETY: as in `read`.
+        let read_side = unsafe { self.read_side.get() };
+        // SAFETY: as in `read`; the handle outlives the section (the caller's contract).
+        unsafe { (*self.record.0).enter(&read_side.epoch, read_side.fence) };
+    }
+
+    /// Leave a read-side critical section entered by [`enter_raw`](Self::enter_raw): what a
+    /// guard's drop does.
+    ///
+    /// # Safety
+    ///
+    /// A section entered through this handle (or its [`raw_section`](Self::raw_section)) is
+    /// open, on this thread.
+    #[cfg(feature = "raw-sections")]
+    #[inline]
+    pub unsafe fn leave_raw(&self) {
+        // SAFETY: the record is alive while the handle holds it; a section is open on it.
+        let last_orphan_guard = unsafe { (*self.record.0).exit() };
+        // The handle still holds the record, so no section of it is an orphan's last.
+        debug_assert!(!last_orphan_guard);
+    }
+
+    /// Wake the writers waiting for this thread to leave its section: what a section left
+    /// through [`raw_section`](Self::raw_section)'s words must call when it finds `asked`
+    /// non-zero after its last store.
+    #[cfg(feature = "raw-sections")]
+    #[cold]
+    pub fn wake_writers(&self) {
+        // SAFETY: the record is alive while the handle holds it.
+        unsafe { (*self.record.0).wake.after_leaving() };
+    }
+}
+
+/// The words of a thread's read-side critical sections of one domain, from
+/// [`ThreadReader::raw_section`], valid while that handle lives. A section entered and left
+/// through them is the section [`ThreadReader::read`] enters and its guard's drop leaves
+/// (R1-R5 of the [`reader`](crate::docs::internal::reader) essay), written out:
+///
+/// ```text
+/// enter:  n = nesting.load(Relaxed)
+///         if n & 0x7fff_ffff != 0: not the outermost section: use enter_raw instead
+///         nesting.store(n + 1, Relaxed)
+///         ctr.store(epoch.load(Acquire), Release)
+///         full_fence ? fence(SeqCst) : compiler_fence(SeqCst)
+/// leave:  n = nesting.load(Relaxed) - 1
+///         if n & 0x7fff_ffff != 0: not the outermost section: use leave_raw instead
+///         nesting.store(n, Relaxed)
+///         ctr.store(0, Release)
+///         compiler_fence(SeqCst)
+///         if asked.load(Relaxed) != 0: ThreadReader::wake_writers()
+/// ```
+///
+/// Only the owning thread may touch `ctr` and `nesting` (they are the thread's own record);
+/// `epoch` and `asked` are written by grace periods. The words are `AtomicU64`/`AtomicU32`;
+/// another language accesses them with its atomics of the same size and orderings.
+#[cfg(all(feature = "raw-sections", not(rcukit_loom)))]
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct RawSection {
+    /// 0 outside a section, else the epoch read when the outermost one began.
+    pub ctr: *mut u64,
+    /// Open sections of the thread on this record (low 31 bits), and a flag bit (bit 31) to
+    /// keep.
+    pub nesting: *mut u32,
+    /// Non-zero while a grace period asks to be woken when the thread leaves.
+    pub asked: *const u32,
+    /// The domain's epoch.
+    pub epoch: *const u64,
+    /// The domain reads with a full fence (`FenceKind::SeqCst`) rather than a compiler fence.
+    pub full_fence: bool,
 }
 
 impl Drop for ThreadReader<'_> {

@@ -218,6 +218,12 @@ impl ReaderRecord {
         unnest.last_orphan_guard
     }
 
+    /// The nesting word, for [`RawSection`](crate::RawSection)'s read side written outside Rust.
+    #[cfg(all(feature = "raw-sections", not(rcukit_loom)))]
+    pub(crate) fn nesting_word(&self) -> &AtomicU32 {
+        &self.nesting
+    }
+
     /// Count one more (possibly nested) entry and say whether it is the outermost one, in which
     /// case the caller publishes its own `ctr` value. [`enter`](Self::enter) is this plus RCU's
     /// epoch; [`RecSeq`](crate::RecSeq) reuses records with a sequence counter instead.

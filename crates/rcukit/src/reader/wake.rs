@@ -24,6 +24,13 @@ impl WakeWord {
         }
     }
 
+    /// The request word, for [`RawSection`](crate::RawSection)'s read side written outside
+    /// Rust (its L3 loads it).
+    #[cfg(all(feature = "raw-sections", not(rcukit_loom)))]
+    pub(crate) fn asked_word(&self) -> &AtomicU32 {
+        &self.asked
+    }
+
     /// L2-L3: right after the store that ends a section or announces a quiescent state.
     #[inline(always)]
     pub(crate) fn after_leaving(&self) {
