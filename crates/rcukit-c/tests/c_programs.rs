@@ -127,6 +127,11 @@ fn an_inline_reader_handle_in_a_pthread_key_destructor_still_protects() {
 }
 
 #[test]
+fn forked_children_make_inline_reader_handles() {
+    passes_inline("reader_fork", &[]);
+}
+
+#[test]
 fn misuse_through_inline_reader_sections_aborts_with_the_checked_message() {
     harness::run(
         &program("misuse", Linking::SharedInline),
