@@ -36,39 +36,29 @@ static double guard_loop(rcukit_domain *domain, long iterations) {
     return thread_ns() - start;
 }
 
-static double reader_loop(rcukit_domain *domain, long iterations) {
-    rcukit_reader *reader = rcukit_reader_new(domain);
-    for (int i = 0; i < 1000; i++) {
-        rcukit_reader_lock(reader);
-        rcukit_reader_unlock(reader);
+/* The loop over a reader handle's sections, with the library's functions or the header's
+ * inline forms. */
+#define HANDLE_LOOP(NAME, NEW, LOCK, UNLOCK)                       \
+    static double NAME(rcukit_domain *domain, long iterations) {   \
+        rcukit_reader *reader = NEW(domain);                       \
+        for (int i = 0; i < 1000; i++) {                           \
+            LOCK(reader);                                          \
+            UNLOCK(reader);                                        \
+        }                                                          \
+        double start = thread_ns();                                \
+        for (long i = 0; i < iterations; i++) {                    \
+            LOCK(reader);                                          \
+            __asm__ volatile("" ::: "memory");                     \
+            UNLOCK(reader);                                        \
+        }                                                          \
+        double ns = thread_ns() - start;                           \
+        rcukit_reader_free(reader);                                \
+        return ns;                                                 \
     }
-    double start = thread_ns();
-    for (long i = 0; i < iterations; i++) {
-        rcukit_reader_lock(reader);
-        __asm__ volatile("" ::: "memory");
-        rcukit_reader_unlock(reader);
-    }
-    double ns = thread_ns() - start;
-    rcukit_reader_free(reader);
-    return ns;
-}
 
-static double inline_loop(rcukit_domain *domain, long iterations) {
-    rcukit_reader *reader = rcukit_reader_new_inline(domain);
-    for (int i = 0; i < 1000; i++) {
-        rcukit_reader_lock_inline(reader);
-        rcukit_reader_unlock_inline(reader);
-    }
-    double start = thread_ns();
-    for (long i = 0; i < iterations; i++) {
-        rcukit_reader_lock_inline(reader);
-        __asm__ volatile("" ::: "memory");
-        rcukit_reader_unlock_inline(reader);
-    }
-    double ns = thread_ns() - start;
-    rcukit_reader_free(reader);
-    return ns;
-}
+HANDLE_LOOP(reader_loop, rcukit_reader_new, rcukit_reader_lock, rcukit_reader_unlock)
+HANDLE_LOOP(inline_loop, rcukit_reader_new_inline, rcukit_reader_lock_inline,
+            rcukit_reader_unlock_inline)
 
 static double calls_loop(long iterations) {
     double start = thread_ns();
