@@ -71,6 +71,9 @@ pub(crate) struct GpCore {
     reporter: Reporter,
     /// How long waiters spin before they sleep (see `spin`).
     spin: SpinBudget,
+    /// The address of the record the domain's last sleep was on, a hint of which reader to
+    /// sleep on first (compared, never dereferenced; std's atomic even under loom).
+    last_slept_on: std::sync::atomic::AtomicUsize,
 }
 
 impl GpCore {
@@ -95,6 +98,7 @@ impl GpCore {
             flavor: Flavor::Guards,
             reporter,
             spin: SpinBudget::new(),
+            last_slept_on: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -194,6 +198,7 @@ impl GpCore {
     ) {
         let barrier = self.wake_barrier(kind);
         let strict = barrier.is_some();
+        let ask_all = !self.flavor.fenced();
         let left = |record: &ReaderRecord| {
             let v = record.ctr.load(Acquire);
             (v == 0 || v >= target, v)
@@ -208,24 +213,28 @@ impl GpCore {
             if pending.is_empty() {
                 return;
             }
-            // S1 for every reader not asked yet or woken since (its request may be spent), one
-            // S2 for all of them, then S3. A request nobody has answered still stands, and the
-            // S2 that followed it covers every later leaving (`wake`, "A standing request").
-            let mut asked = false;
-            for (record, seen) in pending.iter_mut() {
-                if seen.map_or(true, |s| record.wake.woken_since(s)) {
-                    *seen = Some(record.wake.ask());
-                    asked = true;
-                }
-            }
-            if let Some(barrier) = barrier.filter(|_| asked) {
-                barrier();
-            }
-            let Some(at) = pending.iter().position(|(r, _)| !left(r).0) else {
+            // The reader to sleep on: the one this domain's last sleep was on if it is still
+            // inside, else the first still inside. (The reader a grace period waited for last
+            // is likely off its core again, its core taken by the writer; a sleep on it is
+            // woken once, where a sleep on a running reader that leaves first is woken, and
+            // sleeps again, once more.)
+            let addresses = pending
+                .iter()
+                .map(|(r, _)| std::ptr::addr_of!(**r) as usize);
+            let hint = self.last_slept_on.load(Relaxed);
+            let Some(at) = sleep_first(addresses, hint, |at| !left(pending[at].0).0) else {
                 return;
             };
-            // S4 on the first one still inside; then S5 for all that remain.
+            // S1 (see `ask`), one S2 for every request it made, then S3.
+            if let Some(barrier) = barrier.filter(|_| ask(&mut pending, at, ask_all)) {
+                barrier();
+            }
+            if left(pending[at].0).0 {
+                continue;
+            }
             let (record, seen) = pending[at];
+            self.last_slept_on
+                .store(std::ptr::addr_of!(*record) as usize, Relaxed);
             let (v, seen) = (left(record).1, seen.expect("asked above"));
             let timeout = if strict { STALL_LOOK } else { nap };
             record.wake.sleep(seen, timeout);
@@ -290,6 +299,42 @@ impl GpCore {
         };
         self.owned.wait(&self.registry, drain, &mut stalled);
     }
+}
+
+/// S1 of a waiter about to sleep on `pending[at]`: ask that reader, and every other one still
+/// pending too with `all`, if it was not asked yet or has answered since (its request may be
+/// spent); true if any request was made (then S2 must follow). A request nobody has answered
+/// still stands, and the S2 that followed it covers every later leaving (`wake`, "A standing
+/// request"). A waiter whose S2 is a `membarrier` asks all, so that one barrier serves them
+/// all; one whose S2 is a plain fence (fenced quiescent states) asks only the reader it sleeps
+/// on: the others, most often running, then leave without a wake-up call that nobody waits
+/// for, and are looked at again when it wakes.
+#[cfg(not(rcukit_loom))]
+fn ask(pending: &mut [(&ReaderRecord, Option<u32>)], at: usize, all: bool) -> bool {
+    let mut asked = false;
+    for (i, (record, seen)) in pending.iter_mut().enumerate() {
+        if (all || i == at) && seen.map_or(true, |s| record.wake.woken_since(s)) {
+            *seen = Some(record.wake.ask());
+            asked = true;
+        }
+    }
+    asked
+}
+
+/// Which of the readers a waiter waits for (their record addresses, in order) it sleeps on:
+/// the one at `hint` (the reader the domain's last sleep was on) if it is still `inside`, else
+/// the first one still inside; `None` if none is.
+#[cfg(not(rcukit_loom))]
+fn sleep_first(
+    addresses: impl Iterator<Item = usize> + Clone,
+    hint: usize,
+    inside: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    addresses
+        .clone()
+        .position(|a| a == hint)
+        .filter(|&at| inside(at))
+        .or_else(|| (0..addresses.count()).find(|&at| inside(at)))
 }
 
 /// A waiter's first and longest timed sleep, where a wake-up may be lost (see
@@ -398,6 +443,29 @@ impl StallWatch {
         } else {
             None
         }
+    }
+}
+
+#[cfg(all(test, not(rcukit_loom)))]
+mod sleep_order_tests {
+    use super::sleep_first;
+
+    #[test]
+    fn a_waiter_sleeps_first_on_the_reader_its_domain_last_slept_on_while_it_is_inside() {
+        let addresses = [10, 20, 30];
+        let all = |_| true;
+        assert_eq!(sleep_first(addresses.into_iter(), 30, all), Some(2));
+        assert_eq!(sleep_first(addresses.into_iter(), 99, all), Some(0));
+        // The hinted reader has left: the first one still inside.
+        assert_eq!(
+            sleep_first(addresses.into_iter(), 10, |at| at != 0),
+            Some(1)
+        );
+        assert_eq!(
+            sleep_first(addresses.into_iter(), 20, |at| at == 2),
+            Some(2)
+        );
+        assert_eq!(sleep_first(addresses.into_iter(), 20, |_| false), None);
     }
 }
 
