@@ -637,3 +637,67 @@ fn stats_are_plain_data() {
     assert_eq!(s.stalls, 0);
     assert!(format!("{s:?}").contains("normal_gps"));
 }
+
+/// Run `wait` (a grace period) while another thread stays inside a read-side critical section
+/// long enough for the waiter to stop spinning and sleep; the wait must end, and only after the
+/// reader left. `enter` runs on the reader thread and returns what keeps it inside.
+fn a_waiter_that_sleeps_outlasts_the_reader<G>(
+    enter: impl Fn() -> G + Send + Sync + 'static,
+    wait: impl Fn() + Send + 'static,
+) {
+    let inside = Arc::new(Barrier::new(2));
+    let leaving = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (inside, leaving) = (inside.clone(), leaving.clone());
+        std::thread::spawn(move || {
+            let section = enter();
+            inside.wait();
+            std::thread::sleep(Duration::from_millis(30));
+            leaving.store(true, Ordering::SeqCst);
+            drop(section);
+        })
+    };
+    inside.wait();
+    // The wait runs on a thread of its own so that a waiter that never ends fails the test
+    // (after a minute) instead of hanging it.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        wait();
+        done_tx.send(()).unwrap();
+    });
+    done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the grace period never ended");
+    assert!(
+        leaving.load(Ordering::SeqCst),
+        "the grace period ended before the reader left"
+    );
+    waiter.join().unwrap();
+    reader.join().unwrap();
+}
+
+#[test]
+fn every_kind_of_grace_period_that_sleeps_on_a_reader_ends_after_it_leaves() {
+    for fence in [FenceKind::Membarrier, FenceKind::SeqCst] {
+        let Ok(rcu) = Rcu::builder().fence(fence).build() else {
+            continue; // no membarrier on this kernel
+        };
+        let rcu: &'static Rcu = Box::leak(Box::new(rcu));
+        a_waiter_that_sleeps_outlasts_the_reader(|| rcu.read(), || rcu.synchronize());
+        a_waiter_that_sleeps_outlasts_the_reader(|| rcu.read(), || rcu.synchronize_expedited());
+        a_waiter_that_sleeps_outlasts_the_reader(|| rcu.read_owned(), || rcu.synchronize());
+    }
+    for fenced in [true, false] {
+        let qsbr = rcukit::Qsbr::builder()
+            .fenced_quiescent_states(fenced)
+            .build()
+            .unwrap();
+        let qsbr: &'static rcukit::Qsbr = Box::leak(Box::new(qsbr));
+        // An online thread with no quiescent state is the QSBR reader a grace period waits for.
+        a_waiter_that_sleeps_outlasts_the_reader(|| qsbr.register(), || qsbr.synchronize());
+        a_waiter_that_sleeps_outlasts_the_reader(
+            || qsbr.register(),
+            || qsbr.synchronize_expedited(),
+        );
+    }
+}

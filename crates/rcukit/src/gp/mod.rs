@@ -226,7 +226,8 @@ impl GpCore {
                 return;
             };
             // S1 (see `ask`), one S2 for every request it made, then S3.
-            if let Some(barrier) = barrier.filter(|_| ask(&mut pending, at, ask_all)) {
+            let asked = ask(&mut pending, at, ask_all);
+            if let Some(barrier) = barrier.filter(|_| asked) {
                 barrier();
             }
             if left(pending[at].0).0 {
