@@ -655,18 +655,30 @@ fn a_panicking_waker_is_contained_and_reported() {
         };
         let waker = Waker::from(Arc::new(PanickingWaker));
         let mut cx = Context::from_waker(&waker);
-        // Woken by this thread's expedited grace period.
-        let mut fut = Box::pin(rcu.synchronize_expedited_async());
-        let _ = fut.as_mut().poll(&mut cx);
+        // A future left pending by its first poll: one whose grace period had not ended yet
+        // (on a loaded machine it may have, and a future ready at once keeps no waker).
+        fn pending<'a>(
+            cx: &mut Context<'_>,
+            make: impl Fn() -> rcukit::GpFuture<'a>,
+        ) -> std::pin::Pin<Box<rcukit::GpFuture<'a>>> {
+            loop {
+                let mut fut = Box::pin(make());
+                if fut.as_mut().poll(cx).is_pending() {
+                    return fut;
+                }
+            }
+        }
+        // Woken by this thread's expedited grace period (or the helper's).
+        let expedited = pending(&mut cx, || rcu.synchronize_expedited_async());
         rcu.synchronize_expedited();
         // Woken by the domain's normal grace-period thread.
-        let mut fut = Box::pin(rcu.synchronize_async());
-        let _ = fut.as_mut().poll(&mut cx);
+        let normal = pending(&mut cx, || rcu.synchronize_async());
         let deadline = Instant::now() + Duration::from_secs(30);
         while reports.load(Ordering::SeqCst) < 2 {
             assert!(Instant::now() < deadline, "the wakers were never woken");
             std::thread::sleep(Duration::from_millis(1));
         }
+        drop((expedited, normal));
         // Every thread of the domain is still there.
         rcu.synchronize();
         rcu.synchronize_expedited();
