@@ -161,14 +161,15 @@ impl GpCore {
     }
 
     /// Sleep until every one of `inside` has left the section it was in when the grace period
-    /// began (S1-S5 of [`wake`](crate::docs::internal::reader::wake)): one request and heavy
-    /// barrier for all of them, then a sleep on each reader that is still inside, until it
-    /// wakes the waiter as it leaves; a reader is asked again (with another barrier) only once
-    /// it has answered. An expedited grace period on a kernel with `membarrier` relies on that
-    /// alone. A normal one must not interrupt other CPUs, and without `membarrier` there is no barrier
-    /// to pair with the readers': then the announcement is made without the barrier, and the
-    /// sleep also ends on a timer (10 µs, doubling up to 1 ms), which catches the rare
-    /// wake-up lost in the race the barrier would have closed.
+    /// began (S1-S5 of [`wake`](crate::docs::internal::reader::wake)): a request and a barrier
+    /// (one `membarrier` for all the readers still inside, or a plain fence for the one reader
+    /// slept on in a domain with fenced quiescent states), then a sleep on a reader that is
+    /// still inside, until it wakes the waiter as it leaves; a reader is asked again (with
+    /// another barrier) only once it has answered. An expedited grace period on a kernel with
+    /// `membarrier` relies on that alone. A normal one must not interrupt other CPUs, and
+    /// without `membarrier` there is no barrier to pair with the readers': then the request is
+    /// made without a barrier, and the sleep also ends on a timer (10 µs, doubling up to 1
+    /// ms), which catches the rare wake-up lost in the race the barrier would have closed.
     fn sleep_until_left(
         &self,
         inside: &[&ReaderRecord],
@@ -196,9 +197,8 @@ impl GpCore {
         kind: GpKind,
         stall: &mut StallWatch,
     ) {
-        let barrier = self.wake_barrier(kind);
+        let WakeBarrier { barrier, ask_all } = self.wake_barrier(kind);
         let strict = barrier.is_some();
-        let ask_all = !self.flavor.fenced();
         let left = |record: &ReaderRecord| {
             let v = record.ctr.load(Acquire);
             (v == 0 || v >= target, v)
@@ -309,7 +309,7 @@ impl GpCore {
 /// request"). A waiter whose S2 is a `membarrier` asks all, so that one barrier serves them
 /// all; one whose S2 is a plain fence (fenced quiescent states) asks only the reader it sleeps
 /// on: the others, most often running, then leave without a wake-up call that nobody waits
-/// for, and are looked at again when it wakes.
+/// for, and are looked at again when it wakes. (`WakeBarrier` decides which.)
 #[cfg(not(rcukit_loom))]
 fn ask(pending: &mut [(&ReaderRecord, Option<u32>)], at: usize, all: bool) -> bool {
     let mut asked = false;
@@ -398,20 +398,32 @@ impl GpCore {
     }
 
     /// The barrier a writer runs between asking readers to wake it and looking at them
-    /// (S2 of [`wake`](crate::docs::internal::reader::wake)), if it may sleep until they do:
-    /// a fence where every reader runs one after leaving (fenced quiescent states), else the
-    /// heavy barrier for expedited grace periods, where `membarrier` and futexes exist.
+    /// (S2 of [`wake`](crate::docs::internal::reader::wake)), if it may sleep until they do,
+    /// and whom it asks: a fence where every reader runs one after leaving (fenced quiescent
+    /// states), asking only the reader it sleeps on; else the heavy barrier for expedited
+    /// grace periods, where `membarrier` and futexes exist, or none, asking every reader
+    /// still inside.
     #[cfg(not(rcukit_loom))]
-    fn wake_barrier(&self, kind: GpKind) -> Option<fn()> {
+    fn wake_barrier(&self, kind: GpKind) -> WakeBarrier {
         use crate::reader::wake;
-        if self.flavor.fenced() && wake::sleep_available() {
-            Some(wake::fence)
-        } else if kind == GpKind::Expedited && wake::available() {
-            Some(wake::barrier)
-        } else {
-            None
-        }
+        let (barrier, ask_all): (Option<fn()>, bool) =
+            if self.flavor.fenced() && wake::sleep_available() {
+                (Some(wake::fence), false)
+            } else if kind == GpKind::Expedited && wake::available() {
+                (Some(wake::barrier), true)
+            } else {
+                (None, true)
+            };
+        WakeBarrier { barrier, ask_all }
     }
+}
+
+/// S2 of a waiter about to sleep, and whether S1 asks every reader still inside or only the
+/// one it sleeps on (see [`GpCore::wake_barrier`] and `ask`).
+#[cfg(not(rcukit_loom))]
+struct WakeBarrier {
+    barrier: Option<fn()>,
+    ask_all: bool,
 }
 
 /// Tracks how long one grace period has waited, and says once when it passes the timeout.
