@@ -2,7 +2,7 @@
 
 use crate::domain::Inner;
 use crate::error::Error;
-use crate::gp::Flavor;
+use crate::gp::{give_way, Flavor};
 use crate::reader::{self, ReaderRecord, ThreadInfo};
 use crate::seq::GpCookie;
 use crate::{FenceKind, Rcu, RcuBuilder, Stats};
@@ -18,6 +18,7 @@ static NEXT_QSBR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 pub struct QsbrBuilder {
     name: Option<String>,
     fenced: bool,
+    give_way: bool,
     rcu: RcuBuilder,
 }
 
@@ -26,6 +27,7 @@ impl Default for QsbrBuilder {
         QsbrBuilder {
             name: None,
             fenced: true,
+            give_way: true,
             rcu: RcuBuilder::default(),
         }
     }
@@ -90,6 +92,23 @@ impl QsbrBuilder {
         self
     }
 
+    /// Whether a registered thread that announces a quiescent state while a grace period has
+    /// long been waiting for *other* threads yields its CPU, once per grace period, so that a
+    /// thread waiting for that CPU gets to run and announce its own (default `true`).
+    ///
+    /// With more runnable threads than cores, a grace period otherwise waits until the
+    /// scheduler gets round to every online thread that is not running (a time slice or more,
+    /// milliseconds); with it, the threads that are running make room. Only waits that have
+    /// slept 500 µs, or follow such a wait closely, ask; a thread gives way at most once per
+    /// grace period, and never while a grace period still waits for it. Counted in
+    /// [`Stats::readers_gave_way`](crate::Stats::readers_gave_way). Turn it off where
+    /// registered threads must never yield (they then still never block). See the
+    /// [`give_way`](crate::docs::internal::gp::give_way) essay.
+    pub fn readers_give_way(mut self, give_way: bool) -> Self {
+        self.give_way = give_way;
+        self
+    }
+
     /// Build the domain and start its threads.
     pub fn build(self) -> Result<Qsbr, Error> {
         let name = match self.name {
@@ -102,6 +121,7 @@ impl QsbrBuilder {
             .fence(FenceKind::SeqCst)
             .flavor(Flavor::Qsbr {
                 fenced: self.fenced,
+                give_way: self.give_way,
             })
             .build()?;
         Ok(Qsbr { rcu })
@@ -178,6 +198,8 @@ impl Qsbr {
         let mut thread = QsbrThread {
             qsbr: self,
             epoch: &inner.core.read_side.epoch,
+            give_way: &inner.core.read_side.give_way,
+            gave_way_to: 0,
             record,
             online: false,
             fenced: inner.core.flavor().fenced(),
@@ -377,6 +399,11 @@ pub struct QsbrThread<'a> {
     qsbr: &'a Qsbr,
     /// The domain's epoch, cached so that a quiescent state chases no pointers.
     epoch: &'a crate::sync::AtomicU64,
+    /// The domain's request to give way (see [`QsbrBuilder::readers_give_way`]), on the
+    /// epoch's line.
+    give_way: &'a std::sync::atomic::AtomicU64,
+    /// The grace period this thread last gave way to (its target epoch).
+    gave_way_to: u64,
     record: Arc<ReaderRecord>,
     online: bool,
     /// A full fence after each quiescent state ([`QsbrBuilder::fenced_quiescent_states`]).
@@ -391,7 +418,10 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
-            reader::qsbr::announce_quiescent_state(&self.record, self.epoch, self.fenced);
+            let e = reader::qsbr::announce_quiescent_state(&self.record, self.epoch, self.fenced);
+            if give_way::give_way(self.give_way, e, &mut self.gave_way_to) {
+                self.qsbr.inner().core.count_giving_way();
+            }
         }
     }
 

@@ -445,3 +445,122 @@ fn stress_with_churn_and_every_wait_path_in(fenced: bool) {
     assert_eq!(stats.callbacks_pending, 0);
     assert_eq!(stats.stalls, 0);
 }
+
+/// Poll `done` every millisecond; panic with `what` after 60 s (a progress bound, not a
+/// timing assertion).
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what}: not after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A registered thread that announces quiescent states while a grace period has long been
+/// waiting for another (online, silent) thread gives way once in that grace period, however
+/// many it announces; not at all once the grace period has ended, nor with
+/// `readers_give_way(false)`.
+#[test]
+fn running_threads_give_way_once_to_a_long_grace_period() {
+    for give_way in [true, false] {
+        let qsbr = Qsbr::builder().readers_give_way(give_way).build().unwrap();
+        give_way_script(&qsbr, give_way);
+    }
+}
+
+fn give_way_script(qsbr: &Qsbr, give_way: bool) {
+    let (announce, announcements) = std::sync::mpsc::channel::<()>();
+    let (start_second, second) = std::sync::mpsc::channel::<()>();
+    let stop = AtomicBool::new(false);
+    let announced = AtomicU64::new(0);
+    let done = AtomicUsize::new(0);
+    let gave_way = || qsbr.stats().readers_gave_way;
+    // Y's quiescent states, waited for: `n` more than now.
+    let more_announced = |n: u64| {
+        let from = announced.load(Relaxed);
+        wait_until("the announcing thread", || {
+            announced.load(Relaxed) >= from + n
+        });
+    };
+    std::thread::scope(|s| {
+        // Whatever happens below (a failed assertion too), the threads end.
+        let _stop = StopOnDrop(&stop);
+        // H: online, silent but for the quiescent states it is told to announce.
+        let stop_ref = &stop;
+        s.spawn(move || {
+            let mut me = qsbr.register();
+            while !stop_ref.load(Acquire) {
+                if announcements.recv_timeout(Duration::from_millis(1)).is_ok() {
+                    me.quiescent_state();
+                }
+            }
+        });
+        // Y: announces quiescent states all the time.
+        s.spawn(|| {
+            let mut me = qsbr.register();
+            while !stop.load(Acquire) {
+                me.quiescent_state();
+                announced.fetch_add(1, Relaxed);
+            }
+        });
+        wait_until("registration", || qsbr.stats().readers == 2);
+        let done_ref = &done;
+        s.spawn(move || {
+            let done = done_ref;
+            qsbr.synchronize_expedited();
+            done.fetch_add(1, Release);
+            while second.recv_timeout(Duration::from_millis(1)).is_err() {
+                if stop_ref.load(Acquire) {
+                    return;
+                }
+            }
+            qsbr.synchronize_expedited();
+            done.fetch_add(1, Release);
+        });
+        // The first grace period waits 20 ms for H: a long wait.
+        std::thread::sleep(Duration::from_millis(20));
+        announce.send(()).unwrap();
+        wait_until("the first grace period", || done.load(Acquire) == 1);
+        let after_first = gave_way();
+        assert!(
+            after_first <= 1,
+            "gave way {after_first} times in one grace period"
+        );
+        start_second.send(()).unwrap();
+        // The second, while H stays silent: Y gives way once (after a long wait, a wait asks
+        // from its first sleep), however many quiescent states it announces.
+        if give_way {
+            wait_until("giving way", || gave_way() > after_first);
+        }
+        more_announced(10_000);
+        let expected = after_first + u64::from(give_way);
+        assert_eq!(gave_way(), expected, "once per grace period");
+        // H's quiescent state ends it (H may give way then too: it is past the target).
+        announce.send(()).unwrap();
+        wait_until("the second grace period", || done.load(Acquire) == 2);
+        let after_second = gave_way();
+        assert!(after_second <= expected + 1);
+        // No grace period waits now: nobody gives way.
+        more_announced(10_000);
+        assert_eq!(
+            gave_way(),
+            after_second,
+            "gave way with no grace period waiting"
+        );
+        if !give_way {
+            assert_eq!(after_second, 0, "gave way with readers_give_way(false)");
+        }
+    });
+}
+
+/// Sets the flag when dropped, also while unwinding.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Release);
+    }
+}

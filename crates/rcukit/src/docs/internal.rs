@@ -116,6 +116,10 @@ pub mod gp {
         #![doc = include_str!("../gp/event.md")]
     }
 
+    pub mod give_way {
+        #![doc = include_str!("../gp/give_way.md")]
+    }
+
     pub mod spin {
         #![doc = include_str!("../gp/spin.md")]
     }

@@ -54,4 +54,9 @@ pub struct Stats {
     /// the child of (they run in the parent; see [`fork`](crate::docs::internal::domain::fork)).
     /// Not counted in `callbacks_pending` or `callbacks_invoked`.
     pub callbacks_abandoned: u64,
+    /// [`Qsbr`](crate::Qsbr) domains: quiescent states after which a registered thread yielded
+    /// its CPU because a grace period had long been waiting for other threads (see
+    /// [`QsbrBuilder::readers_give_way`](crate::QsbrBuilder::readers_give_way)); 0 for other
+    /// domains.
+    pub readers_gave_way: u64,
 }

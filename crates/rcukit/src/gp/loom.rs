@@ -249,6 +249,8 @@ mod qsbr_model {
     #[test]
     #[should_panic(expected = "grace period ended before an online reader's quiescent state")]
     fn qsbr_online_without_fence_busted() {
-        litmus(|record, epoch| announce_quiescent_state(record, epoch, false));
+        litmus(|record, epoch| {
+            announce_quiescent_state(record, epoch, false);
+        });
     }
 }

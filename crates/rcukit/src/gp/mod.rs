@@ -2,6 +2,7 @@
 
 mod event;
 pub(crate) mod expedited;
+pub(crate) mod give_way;
 pub(crate) mod normal;
 pub(crate) mod read_side;
 mod spin;
@@ -10,6 +11,7 @@ mod spin;
 mod loom;
 
 pub(crate) use event::GpEvent;
+use give_way::GiveWay;
 pub(crate) use read_side::{ReadSide, ReadSideLine, ReadSidePtr};
 use spin::{spin_until_left, SpinBudget};
 
@@ -47,14 +49,21 @@ pub(crate) enum Flavor {
     Guards,
     /// Records are written by quiescent-state announcements ([`Qsbr`](crate::Qsbr)); with
     /// `fenced`, each announcement ends with a full fence
-    /// ([`QsbrBuilder::fenced_quiescent_states`](crate::QsbrBuilder::fenced_quiescent_states)).
-    Qsbr { fenced: bool },
+    /// ([`QsbrBuilder::fenced_quiescent_states`](crate::QsbrBuilder::fenced_quiescent_states));
+    /// with `give_way`, long waits ask readers to give way
+    /// ([`QsbrBuilder::readers_give_way`](crate::QsbrBuilder::readers_give_way)).
+    Qsbr { fenced: bool, give_way: bool },
 }
 
 impl Flavor {
     /// Does every reader run a full fence after leaving (fenced quiescent states)?
     pub(crate) fn fenced(self) -> bool {
-        matches!(self, Flavor::Qsbr { fenced: true })
+        matches!(self, Flavor::Qsbr { fenced: true, .. })
+    }
+
+    /// Do this domain's long waits ask readers to give way?
+    pub(crate) fn gives_way(self) -> bool {
+        matches!(self, Flavor::Qsbr { give_way: true, .. })
     }
 }
 
@@ -74,6 +83,10 @@ pub(crate) struct GpCore {
     /// The address of the record the domain's last sleep was on, a hint of which reader to
     /// sleep on first (compared, never dereferenced; std's atomic even under loom).
     last_slept_on: std::sync::atomic::AtomicUsize,
+    /// Whether the next sleeping wait asks readers to give way (QSBR; see `give_way`).
+    give_way: GiveWay,
+    /// Quiescent states after which a reader gave way.
+    gave_way: std::sync::atomic::AtomicU64,
 }
 
 impl GpCore {
@@ -87,6 +100,7 @@ impl GpCore {
             read_side: ReadSideLine::new(ReadSide {
                 // Starts at 1: 0 in a record means "not reading".
                 epoch: AtomicU64::new(1),
+                give_way: std::sync::atomic::AtomicU64::new(0),
                 fence,
                 domain: crate::per_thread::DomainKey::NONE,
             }),
@@ -99,6 +113,8 @@ impl GpCore {
             reporter,
             spin: SpinBudget::new(),
             last_slept_on: std::sync::atomic::AtomicUsize::new(0),
+            give_way: GiveWay::new(),
+            gave_way: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -120,6 +136,16 @@ impl GpCore {
 
     pub(crate) fn stalls(&self) -> u64 {
         self.stalls.load(Relaxed)
+    }
+
+    /// Quiescent states after which a reader gave way (see `give_way`).
+    pub(crate) fn gave_way(&self) -> u64 {
+        self.gave_way.load(Relaxed)
+    }
+
+    /// Count a reader's giving way.
+    pub(crate) fn count_giving_way(&self) {
+        self.gave_way.fetch_add(1, Relaxed);
     }
 
     /// G1 and G2 (the heavy barrier of kind `heavy`, the epoch moved on), and the records G3
@@ -204,6 +230,9 @@ impl GpCore {
             (v == 0 || v >= target, v)
         };
         let mut nap = NAP_FIRST;
+        let mut giving_way = self.flavor.gives_way().then(|| {
+            give_way::WaitGivingWay::new(&self.give_way, &self.read_side.give_way, target)
+        });
         // Each reader still inside, with the wake count of the request this writer made of it
         // (none yet).
         let mut pending: Vec<(&ReaderRecord, Option<u32>)> =
@@ -237,6 +266,9 @@ impl GpCore {
             self.last_slept_on
                 .store(std::ptr::addr_of!(*record) as usize, Relaxed);
             let (v, seen) = (left(record).1, seen.expect("asked above"));
+            if let Some(giving_way) = giving_way.as_mut() {
+                giving_way.before_sleep();
+            }
             let timeout = if strict { STALL_LOOK } else { nap };
             record.wake.sleep(seen, timeout);
             nap = (nap * 2).min(NAP_LAST);

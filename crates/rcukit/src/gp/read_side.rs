@@ -9,6 +9,11 @@ use std::ptr::NonNull;
 /// What readers touch: the domain's key (to find their record), the epoch and the fence kind.
 pub(crate) struct ReadSide {
     pub(crate) epoch: AtomicU64,
+    /// In a QSBR domain, the target epoch of a sleeping grace period that asks readers at or
+    /// past it to give way (0: none; see [`give_way`](crate::docs::internal::gp::give_way)).
+    /// A hint, beside `epoch` so that a quiescent state's look at it costs no miss; std's
+    /// atomic even under loom.
+    pub(crate) give_way: std::sync::atomic::AtomicU64,
     pub(crate) fence: FenceKind,
     /// The domain's id, unique for the life of the process (0 for cores of no domain), with
     /// its hash for the thread's table (see [`per_thread`](crate::docs::internal::per_thread)).
@@ -176,6 +181,7 @@ mod tests {
     fn line(id: u64) -> ReadSideLine {
         ReadSideLine::new(ReadSide {
             epoch: AtomicU64::new(id),
+            give_way: std::sync::atomic::AtomicU64::new(0),
             fence: FenceKind::SeqCst,
             domain: DomainKey::new(id),
         })

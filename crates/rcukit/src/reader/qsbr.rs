@@ -108,14 +108,20 @@ pub(crate) fn unregister(id: u64, record: &Arc<ReaderRecord>, registry: &Registr
 
 /// Q1-Q2: record the current epoch as this thread's quiescent state; with `fenced`, a full
 /// fence before Q3 (which a sleeping writer then pairs with a fence instead of `membarrier`).
+/// Returns the epoch recorded.
 #[inline]
-pub(crate) fn announce_quiescent_state(record: &ReaderRecord, epoch: &AtomicU64, fenced: bool) {
+pub(crate) fn announce_quiescent_state(
+    record: &ReaderRecord,
+    epoch: &AtomicU64,
+    fenced: bool,
+) -> u64 {
     let e = epoch.load(Acquire);
     record.ctr.store(e, Release);
     if fenced {
         fence(SeqCst);
     }
     record.wake.after_leaving(); // Q3
+    e
 }
 
 /// F1: stop being waited for (`fenced` as for a quiescent state).
@@ -131,6 +137,6 @@ pub(crate) fn go_offline(record: &ReaderRecord, fenced: bool) {
 /// N1-N3: be waited for again; the fence pairs with the grace period's G1.
 #[inline]
 pub(crate) fn come_online(record: &ReaderRecord, epoch: &AtomicU64) {
-    announce_quiescent_state(record, epoch, false);
+    let _ = announce_quiescent_state(record, epoch, false);
     fence(SeqCst);
 }
