@@ -272,11 +272,18 @@ impl GpCore {
             let timeout = if strict { STALL_LOOK } else { nap };
             record.wake.sleep(seen, timeout);
             nap = (nap * 2).min(NAP_LAST);
-            let report = stall.check();
-            if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
-                self.stalls.fetch_add(1, Relaxed);
-                self.reporter.report(self.stall_report(kind, held, record));
-            }
+            self.report_stall(stall, kind, record, v);
+        }
+    }
+
+    /// Report a stall on `record` (whose section's `ctr` is `v`) if this wait has passed the
+    /// stall timeout and nobody reported that section yet.
+    #[cfg(not(rcukit_loom))]
+    fn report_stall(&self, stall: &mut StallWatch, kind: GpKind, record: &ReaderRecord, v: u64) {
+        let report = stall.check();
+        if let Some(held) = report.filter(|_| record.claim_stall_report(v)) {
+            self.stalls.fetch_add(1, Relaxed);
+            self.reporter.report(self.stall_report(kind, held, record));
         }
     }
 

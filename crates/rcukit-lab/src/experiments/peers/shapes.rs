@@ -43,6 +43,9 @@ pub enum ShapePeer {
     /// `Qsbr::synchronize()` in a domain with unfenced quiescent states
     /// (`fenced_quiescent_states(false)`).
     QsbrUnfencedNormal,
+    /// `Qsbr::synchronize_expedited()` in a domain whose readers do not give way
+    /// (`readers_give_way(false)`).
+    QsbrNoGiveWayExpedited,
     /// `RcuCell::store_with(v, Reclaim::Expedited)`: publish, expedited wait, drop.
     CellExpedited,
     /// liburcu memb `synchronize_rcu()`.
@@ -64,6 +67,7 @@ impl ShapePeer {
             ShapePeer::QsbrNormal,
             ShapePeer::QsbrUnfencedExpedited,
             ShapePeer::QsbrUnfencedNormal,
+            ShapePeer::QsbrNoGiveWayExpedited,
             ShapePeer::CellExpedited,
         ];
         #[cfg(feature = "c-peers")]
@@ -85,6 +89,7 @@ impl ShapePeer {
             ShapePeer::QsbrNormal => "rcukit-qsbr-normal",
             ShapePeer::QsbrUnfencedExpedited => "rcukit-qsbr-unfenced-expedited",
             ShapePeer::QsbrUnfencedNormal => "rcukit-qsbr-unfenced-normal",
+            ShapePeer::QsbrNoGiveWayExpedited => "rcukit-qsbr-no-give-way-expedited",
             ShapePeer::CellExpedited => "rcukit-cell-expedited",
             #[cfg(feature = "c-peers")]
             ShapePeer::UrcuMemb => "liburcu-memb",
@@ -106,6 +111,9 @@ impl ShapePeer {
             ShapePeer::QsbrUnfencedNormal => {
                 "Qsbr::synchronize() (normal), unfenced quiescent states"
             }
+            ShapePeer::QsbrNoGiveWayExpedited => {
+                "Qsbr::synchronize_expedited(), readers_give_way(false)"
+            }
             ShapePeer::CellExpedited => "RcuCell::store_with(v, Reclaim::Expedited)",
             #[cfg(feature = "c-peers")]
             ShapePeer::UrcuMemb => "synchronize_rcu(), memb flavor",
@@ -124,6 +132,7 @@ impl ShapePeer {
                 | ShapePeer::QsbrNormal
                 | ShapePeer::QsbrUnfencedExpedited
                 | ShapePeer::QsbrUnfencedNormal
+                | ShapePeer::QsbrNoGiveWayExpedited
                 | ShapePeer::UrcuQsbr => ShapePeer::UrcuQsbr,
                 _ => ShapePeer::UrcuMemb,
             })
@@ -176,6 +185,7 @@ pub(super) fn measure_shape(peer: ShapePeer, readers: usize, time: Duration) -> 
     let qsbr = Qsbr::builder()
         .name("lab-shape-qsbr")
         .fenced_quiescent_states(fenced)
+        .readers_give_way(peer != ShapePeer::QsbrNoGiveWayExpedited)
         .build()?;
     let cell = RcuCell::with_domain(Poisoned(LIVE), &rcu);
     let shared = Shared::new();
@@ -295,7 +305,8 @@ fn read_loop(
         ShapePeer::QsbrExpedited
         | ShapePeer::QsbrNormal
         | ShapePeer::QsbrUnfencedExpedited
-        | ShapePeer::QsbrUnfencedNormal => {
+        | ShapePeer::QsbrUnfencedNormal
+        | ShapePeer::QsbrNoGiveWayExpedited => {
             let mut me = qsbr.register();
             start.wait();
             while stop.load(Relaxed) == 0 {
@@ -336,9 +347,9 @@ fn write_loop(
     let wait: &dyn Fn() = match peer {
         ShapePeer::RcuExpedited => &|| rcu.synchronize_expedited(),
         ShapePeer::RcuNormal => &|| rcu.synchronize(),
-        ShapePeer::QsbrExpedited | ShapePeer::QsbrUnfencedExpedited => {
-            &|| qsbr.synchronize_expedited()
-        }
+        ShapePeer::QsbrExpedited
+        | ShapePeer::QsbrUnfencedExpedited
+        | ShapePeer::QsbrNoGiveWayExpedited => &|| qsbr.synchronize_expedited(),
         ShapePeer::QsbrNormal | ShapePeer::QsbrUnfencedNormal => &|| qsbr.synchronize(),
         ShapePeer::CellExpedited => {
             while stop.load(Relaxed) == 0 {
