@@ -40,6 +40,7 @@ pub struct rcukit_config {
     backlog_bytes: Option<u64>,
     callback_batch: Option<usize>,
     fenced_quiescent_states: Option<bool>,
+    readers_give_way: Option<bool>,
     report_hook: Option<CHook>,
 }
 
@@ -48,6 +49,9 @@ impl rcukit_config {
     pub(crate) fn rcu_builder(&self) -> Result<RcuBuilder, &'static str> {
         if self.fenced_quiescent_states.is_some() {
             return Err("fenced_quiescent_states");
+        }
+        if self.readers_give_way.is_some() {
+            return Err("readers_give_way");
         }
         let mut builder = RcuBuilder::default();
         if let Some(name) = &self.name {
@@ -109,6 +113,9 @@ impl rcukit_config {
         }
         if let Some(callbacks) = self.backlog_callbacks {
             builder = builder.backlog_callbacks(callbacks);
+        }
+        if let Some(give_way) = self.readers_give_way {
+            builder = builder.readers_give_way(give_way);
         }
         if let Some(fenced) = self.fenced_quiescent_states {
             builder = builder.fenced_quiescent_states(fenced);
@@ -322,6 +329,27 @@ pub unsafe extern "C" fn rcukit_config_set_fenced_quiescent_states(
             rcukit_status::RCUKIT_OK
         },
     )
+}
+
+/// Whether a registered thread that announces a quiescent state while a grace period has long
+/// been waiting for other threads yields its CPU, once per grace period, so that threads
+/// queued behind it run sooner (default true; see `QsbrBuilder::readers_give_way`). QSBR
+/// domains only.
+///
+/// # Safety
+///
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rcukit_config_set_readers_give_way(
+    config: *mut rcukit_config,
+    give_way: bool,
+) -> rcukit_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    let config = unsafe { config.as_mut() };
+    setter("rcukit_config_set_readers_give_way", config, |config| {
+        config.readers_give_way = Some(give_way);
+        rcukit_status::RCUKIT_OK
+    })
 }
 
 /// Callbacks waiting for a grace period, per worker, past which the worker runs expedited

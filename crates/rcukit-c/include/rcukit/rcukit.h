@@ -273,6 +273,16 @@ enum rcukit_status rcukit_config_set_expedited_callbacks(struct rcukit_config *c
 enum rcukit_status rcukit_config_set_fenced_quiescent_states(struct rcukit_config *config,
                                                              bool fenced);
 
+// Whether a registered thread that announces a quiescent state while a grace period has long
+// been waiting for other threads yields its CPU, once per grace period, so that threads
+// queued behind it run sooner (default true; see `QsbrBuilder::readers_give_way`). QSBR
+// domains only.
+//
+// # Safety
+//
+// `config` is NULL or live.
+enum rcukit_status rcukit_config_set_readers_give_way(struct rcukit_config *config, bool give_way);
+
 // Callbacks waiting for a grace period, per worker, past which the worker runs expedited
 // grace periods (default 10000; at least 1).
 //

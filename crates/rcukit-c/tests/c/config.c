@@ -85,6 +85,19 @@ int main(void) {
     rcukit_qsbr_synchronize_expedited(qsbr);
     rcukit_qsbr_free(qsbr);
 
+    /* Readers giving way: QSBR only too. */
+    rcukit_config *give_way = rcukit_config_new();
+    CHECK(give_way != NULL);
+    CHECK(rcukit_config_set_readers_give_way(NULL, false) == RCUKIT_INVALID_ARGUMENT);
+    CHECK(rcukit_config_set_readers_give_way(give_way, false) == RCUKIT_OK);
+    CHECK(rcukit_domain_new(give_way) == NULL);
+    CHECK(strstr(rcukit_last_error(), "readers_give_way") != NULL);
+    qsbr = rcukit_qsbr_new(give_way);
+    CHECK(qsbr != NULL);
+    rcukit_qsbr_synchronize_expedited(qsbr);
+    rcukit_qsbr_free(qsbr);
+    rcukit_config_free(give_way);
+
     /* Freeing NULL does nothing. */
     rcukit_domain_free(NULL);
     rcukit_qsbr_free(NULL);
