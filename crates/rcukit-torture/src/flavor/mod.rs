@@ -153,6 +153,8 @@ pub struct FlavorStats {
     pub released_by_expedited: u64,
     /// Retired objects dropped by the threads that retire (rcukit's `retire_on_producers`).
     pub callbacks_run_by_producers: u64,
+    /// Quiescent states after which a QSBR reader gave way to a long grace period.
+    pub readers_gave_way: u64,
 }
 
 impl From<rcukit::Stats> for FlavorStats {
@@ -167,6 +169,7 @@ impl From<rcukit::Stats> for FlavorStats {
             released_by_normal: s.released_by_normal,
             released_by_expedited: s.released_by_expedited,
             callbacks_run_by_producers: s.callbacks_run_by_producers,
+            readers_gave_way: s.readers_gave_way,
         }
     }
 }

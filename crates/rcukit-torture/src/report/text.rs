@@ -68,7 +68,7 @@ impl Report {
             self.faults.reader_exits,
             self.pauses
         )?;
-        writeln!(
+        write!(
             f,
             "{p} grace periods: normal {} expedited {} ({:.1}/s)",
             self.stats.normal_gps,
@@ -76,6 +76,10 @@ impl Report {
             (self.stats.normal_gps + self.stats.expedited_gps) as f64
                 / self.duration.as_secs_f64().max(1e-9)
         )?;
+        if self.stats.readers_gave_way > 0 {
+            write!(f, "; readers gave way {}", self.stats.readers_gave_way)?;
+        }
+        writeln!(f)?;
         Ok(())
     }
 
