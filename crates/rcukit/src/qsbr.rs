@@ -413,8 +413,14 @@ pub struct QsbrThread<'a> {
 
 impl<'a> QsbrThread<'a> {
     /// Announce a quiescent state: the thread holds no reference to data protected by this
-    /// domain at this point. One `Acquire` load and one `Release` store, no fence (the module
-    /// docs say why none is needed). Does nothing while offline.
+    /// domain at this point. One `Acquire` load of the domain's epoch and one `Release` store
+    /// to the thread's record, then a full fence (none with
+    /// [`fenced_quiescent_states(false)`](QsbrBuilder::fenced_quiescent_states); the module
+    /// docs say why the grace period needs none), and two relaxed loads: whether a sleeping
+    /// grace period asked to be woken, and whether one that has long waited for other threads
+    /// asks this thread to give way, in which case it yields its CPU once for that grace period
+    /// ([`readers_give_way`](QsbrBuilder::readers_give_way)). No read-modify-write. Does
+    /// nothing while offline.
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
