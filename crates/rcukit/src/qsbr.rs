@@ -2,7 +2,7 @@
 
 use crate::domain::Inner;
 use crate::error::Error;
-use crate::gp::{give_way, Flavor};
+use crate::gp::{give_way, Flavor, ReadSide};
 use crate::reader::{self, ReaderRecord, ThreadInfo};
 use crate::seq::GpCookie;
 use crate::{FenceKind, Rcu, RcuBuilder, Stats};
@@ -197,8 +197,7 @@ impl Qsbr {
         };
         let mut thread = QsbrThread {
             qsbr: self,
-            epoch: &inner.core.read_side.epoch,
-            give_way: &inner.core.read_side.give_way,
+            read_side: &inner.core.read_side,
             gave_way_to: 0,
             record,
             online: false,
@@ -397,11 +396,10 @@ impl std::fmt::Debug for Qsbr {
 /// destructors.
 pub struct QsbrThread<'a> {
     qsbr: &'a Qsbr,
-    /// The domain's epoch, cached so that a quiescent state chases no pointers.
-    epoch: &'a crate::sync::AtomicU64,
-    /// The domain's request to give way (see [`QsbrBuilder::readers_give_way`]), on the
-    /// epoch's line.
-    give_way: &'a std::sync::atomic::AtomicU64,
+    /// The domain's read-side line (its epoch, and its request to give way, see
+    /// [`QsbrBuilder::readers_give_way`]), cached so that a quiescent state chases no
+    /// pointers.
+    read_side: &'a ReadSide,
     /// The grace period this thread last gave way to (its target epoch).
     gave_way_to: u64,
     record: Arc<ReaderRecord>,
@@ -424,9 +422,10 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
-            let e = reader::qsbr::announce_quiescent_state(&self.record, self.epoch, self.fenced);
-            if give_way::give_way(self.give_way, e, &mut self.gave_way_to) {
-                self.qsbr.inner().core.count_giving_way();
+            let side = self.read_side;
+            let e = reader::qsbr::announce_quiescent_state(&self.record, &side.epoch, self.fenced);
+            if give_way::give_way(&side.give_way, e, &mut self.gave_way_to) {
+                self.qsbr.inner().core.give_way.count();
             }
         }
     }
@@ -445,7 +444,7 @@ impl<'a> QsbrThread<'a> {
     #[inline]
     pub fn online(&mut self) {
         if !self.online {
-            reader::qsbr::come_online(&self.record, self.epoch);
+            reader::qsbr::come_online(&self.record, &self.read_side.epoch);
             self.online = true;
         }
     }

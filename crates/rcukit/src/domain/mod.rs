@@ -512,7 +512,7 @@ impl Rcu {
             callback_panics: cb.panics,
             callbacks_run_by_producers: cb.run_by_producers,
             callbacks_abandoned: cb.abandoned,
-            readers_gave_way: inner.core.gave_way(),
+            readers_gave_way: inner.core.give_way.gave_way(),
         }
     }
 }

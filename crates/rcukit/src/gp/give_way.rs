@@ -12,17 +12,30 @@ pub(crate) const LONG_WAIT: Duration = Duration::from_micros(500);
 pub(crate) const WAITS_AFTER_LONG: u32 = 16;
 
 /// A QSBR domain's memory of its recent waits: whether the next one asks readers to give way
-/// from its first sleep (see the module documentation).
+/// from its first sleep (see the module documentation); and how often readers gave way.
 pub(crate) struct GiveWay {
     /// Waits left that ask from their first sleep.
     waits_left: AtomicU32,
+    /// Quiescent states after which a reader gave way.
+    gave_way: AtomicU64,
 }
 
 impl GiveWay {
     pub(crate) fn new() -> GiveWay {
         GiveWay {
             waits_left: AtomicU32::new(0),
+            gave_way: AtomicU64::new(0),
         }
+    }
+
+    /// Count a reader's giving way.
+    pub(crate) fn count(&self) {
+        self.gave_way.fetch_add(1, Relaxed);
+    }
+
+    /// Quiescent states after which a reader gave way.
+    pub(crate) fn gave_way(&self) -> u64 {
+        self.gave_way.load(Relaxed)
     }
 
     /// Does a wait that is about to sleep for the first time ask now? (Counts that wait.)

@@ -83,10 +83,9 @@ pub(crate) struct GpCore {
     /// The address of the record the domain's last sleep was on, a hint of which reader to
     /// sleep on first (compared, never dereferenced; std's atomic even under loom).
     last_slept_on: std::sync::atomic::AtomicUsize,
-    /// Whether the next sleeping wait asks readers to give way (QSBR; see `give_way`).
-    give_way: GiveWay,
-    /// Quiescent states after which a reader gave way.
-    gave_way: std::sync::atomic::AtomicU64,
+    /// Whether the next sleeping wait asks readers to give way, and how often they did
+    /// (QSBR; see `give_way`).
+    pub(crate) give_way: GiveWay,
 }
 
 impl GpCore {
@@ -114,7 +113,6 @@ impl GpCore {
             spin: SpinBudget::new(),
             last_slept_on: std::sync::atomic::AtomicUsize::new(0),
             give_way: GiveWay::new(),
-            gave_way: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -136,16 +134,6 @@ impl GpCore {
 
     pub(crate) fn stalls(&self) -> u64 {
         self.stalls.load(Relaxed)
-    }
-
-    /// Quiescent states after which a reader gave way (see `give_way`).
-    pub(crate) fn gave_way(&self) -> u64 {
-        self.gave_way.load(Relaxed)
-    }
-
-    /// Count a reader's giving way.
-    pub(crate) fn count_giving_way(&self) {
-        self.gave_way.fetch_add(1, Relaxed);
     }
 
     /// G1 and G2 (the heavy barrier of kind `heavy`, the epoch moved on), and the records G3
