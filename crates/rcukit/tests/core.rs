@@ -552,7 +552,7 @@ fn a_thousand_concurrent_synchronize_calls_share_a_few_grace_periods() {
         .build()
         .unwrap();
     let n = 1000;
-    let arrived = AtomicUsize::new(0);
+    let arrived = Barrier::new(n + 1);
     let done = AtomicUsize::new(0);
     std::thread::scope(|s| {
         // A reader inside its section holds the first grace period, so that every caller
@@ -560,16 +560,12 @@ fn a_thousand_concurrent_synchronize_calls_share_a_few_grace_periods() {
         let reader = rcu.read();
         for _ in 0..n {
             s.spawn(|| {
-                arrived.fetch_add(1, Ordering::Relaxed);
+                arrived.wait();
                 rcu.synchronize();
                 done.fetch_add(1, Ordering::Relaxed);
             });
         }
-        let t = std::time::Instant::now();
-        while arrived.load(Ordering::Relaxed) < n {
-            assert!(t.elapsed() < Duration::from_secs(60), "callers not started");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        arrived.wait();
         std::thread::sleep(Duration::from_millis(100)); // the last callers enter synchronize()
         assert_eq!(done.load(Ordering::Relaxed), 0, "returned under a reader");
         drop(reader);
