@@ -26,6 +26,7 @@ pub struct MapBuilder<S = RandomState, D = &'static Rcu> {
     domain: D,
     max_load: f32,
     min_load: f32,
+    trim_allocator: bool,
     busted: bool,
 }
 
@@ -37,6 +38,7 @@ impl MapBuilder {
             domain: Rcu::global(),
             max_load: DEFAULT_MAX_LOAD,
             min_load: DEFAULT_MIN_LOAD,
+            trim_allocator: true,
             busted: false,
         }
     }
@@ -58,6 +60,7 @@ impl<S, D> MapBuilder<S, D> {
             domain: self.domain,
             max_load: self.max_load,
             min_load: self.min_load,
+            trim_allocator: self.trim_allocator,
             busted: self.busted,
         }
     }
@@ -70,6 +73,7 @@ impl<S, D> MapBuilder<S, D> {
             domain,
             max_load: self.max_load,
             min_load: self.min_load,
+            trim_allocator: self.trim_allocator,
             busted: self.busted,
         }
     }
@@ -85,6 +89,17 @@ impl<S, D> MapBuilder<S, D> {
     /// default maximum; 0 disables shrinking; below half the maximum).
     pub fn min_load_factor(mut self, load: f32) -> Self {
         self.min_load = load;
+        self
+    }
+
+    /// Whether to ask the C allocator to give free memory back to the system after the map
+    /// shrinks away a table of 1 MiB or more, and after a map with such a table is dropped
+    /// (default: yes). With glibc, the nodes of removed entries otherwise stay in the
+    /// allocator's bins for the life of the process; the trim costs a few percent of the
+    /// removes that freed them, and runs at most once a second in the process (see
+    /// [the map's memory](crate::map#memory)). It does nothing with other C libraries.
+    pub fn trim_allocator(mut self, trim: bool) -> Self {
+        self.trim_allocator = trim;
         self
     }
 
@@ -139,6 +154,7 @@ impl<S, D> MapBuilder<S, D> {
             policy: Policy {
                 max_load: self.max_load,
                 min_load: self.min_load,
+                trim_allocator: self.trim_allocator,
                 busted_drop_values_at_once: self.busted,
             },
             min_buckets: AtomicUsize::new(buckets),

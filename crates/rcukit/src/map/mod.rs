@@ -213,6 +213,21 @@
 //! threads share `&K` and `&V`; entries inserted on one thread are dropped on another), `S`
 //! is `Sync` and `D` is `Sync`; it is `Send` when `K`, `V`, `S` and `D` are `Send`.
 //!
+//! # Memory
+//!
+//! An entry is a node of its own (24 bytes for `u64` keys and values), and a table is a line
+//! of 64 bytes per bucket: 52 bytes per entry at a million `u64` entries, counted as resident
+//! memory. Removed entries are freed after a grace period; a table whose entries fall below
+//! a quarter per bucket is replaced by a smaller one, and the old one freed after a grace
+//! period. With glibc, freed nodes
+//! stay in the allocator's bins, so after the map shrinks away a table of 1 MiB or more, and
+//! after such a map is dropped, the map asks the allocator to give free pages back to the
+//! system (`malloc_trim`, at most once a second in the process, so that a map filled and
+//! emptied many times a second does not fault its memory in again each time):
+//! a million entries inserted and then all removed leave about 4 MiB resident instead of
+//! 35 MiB. [`MapBuilder::trim_allocator`] turns that off. The essay in `map/trim.rs` gives
+//! the measurements and the rule.
+//!
 //! # Thread exit and `fork()`
 //!
 //! The map keeps no per-thread state. Its bucket locks are held only for a few pointer
@@ -233,6 +248,7 @@ mod node;
 mod pin;
 pub(crate) mod table;
 mod traits;
+mod trim;
 mod write;
 
 pub use builder::MapBuilder;
@@ -279,6 +295,7 @@ pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
 struct Policy {
     max_load: f32,
     min_load: f32,
+    trim_allocator: bool,
     busted_drop_values_at_once: bool,
 }
 
@@ -546,20 +563,32 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         }
         if let Some(old) = table {
             // SAFETY: the table is alive until retired just below.
-            let bytes = unsafe { (*old).bytes() };
-            // SAFETY: the old table stopped being the root (claim 6) and is retired once; its
-            // drop frees only its lines. Its size counts in full, so that the domain frees a
-            // large table soon (its memory is most of what a shrink gives back).
-            unsafe { rcu.retire_raw_sized(old, bytes) };
+            let (bytes, shrunk) = unsafe { ((*old).bytes(), (*old).shrunk_away()) };
+            if shrunk && self.policy.trim_allocator && bytes >= trim::FROM_BYTES {
+                // SAFETY: as below; the box is the table's own (`Table::with_limits`).
+                let old = trim::ThenTrim::new(unsafe { Box::from_raw(old) });
+                rcu.retire_sized(Box::new(old), bytes);
+            } else {
+                // SAFETY: the old table stopped being the root (claim 6) and is retired once;
+                // its drop frees only its lines. Its size counts in full, so that the domain
+                // frees a large table soon (its memory is most of what a shrink gives back).
+                unsafe { rcu.retire_raw_sized(old, bytes) };
+            }
         }
     }
 }
 
 impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
     fn drop(&mut self) {
+        let root = self.root.load(Relaxed);
+        // SAFETY: `&mut self`: the root table is alive until `take_all` below.
+        let large = unsafe { (*root).bytes() } >= trim::FROM_BYTES;
         // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; nodes
         // retired earlier are owned by the domain, not reachable from here.
-        drop(unsafe { table::take_all(self.root.load(Relaxed)) });
+        drop(unsafe { table::take_all(root) });
+        if large && self.policy.trim_allocator {
+            trim::give_back();
+        }
     }
 }
 

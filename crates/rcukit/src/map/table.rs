@@ -29,6 +29,8 @@ pub(crate) struct Table<K, V> {
     pub(crate) finished: AtomicUsize,
     /// Overflow lines hung on this table's buckets, freed with it.
     overflows: AtomicUsize,
+    /// See [`Table::shrunk_away`] (a hint for `trim`, outside the map's protocol).
+    pub(crate) shrunk_away: std::sync::atomic::AtomicBool,
     /// The entry counts outside which the map's policy may want another size (grow past
     /// `.0`, shrink below `.1`): a write compares the count with these and looks at the policy
     /// only beyond them. Hints: set when the table is made, and again when the map's floor
@@ -68,6 +70,7 @@ impl<K, V> Table<K, V> {
             claimed: AtomicUsize::new(0),
             finished: AtomicUsize::new(0),
             overflows: AtomicUsize::new(0),
+            shrunk_away: std::sync::atomic::AtomicBool::new(false),
             limits: (
                 AtomicUsize::new(limits.above),
                 AtomicUsize::new(limits.below),
@@ -89,6 +92,13 @@ impl<K, V> Table<K, V> {
 
     pub(crate) fn len(&self) -> usize {
         self.mask + 1
+    }
+
+    /// Whether this table was moved into a smaller one: set by the thread that finished its
+    /// resize, for that thread, which retires it (the successor may be freed by then, so it
+    /// is not looked at again).
+    pub(crate) fn shrunk_away(&self) -> bool {
+        self.shrunk_away.load(Relaxed)
     }
 
     /// `log2(len)`.
