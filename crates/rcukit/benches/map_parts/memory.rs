@@ -92,13 +92,14 @@ pub(crate) fn run(cfg: &Config, n: usize) {
         "\n* bytes per entry, RcuHashMap {rcu:.1} against papaya {papaya:.1} (goal ≤ papaya: {})",
         if rcu <= papaya { "met" } else { "**not met**" }
     );
-    // "Near the empty map's": what stays is less than an eighth of what the entries took.
+    // "Near the empty map's": what stays is less than a quarter of what the entries took (the
+    // bound `tests/map_memory.rs` checks; glibc kept all of it before the map trimmed).
     let (stays, took) = (median(&after[RCU]), rcu * n as f64 / 1024.0);
     println!(
         "* resident set after removing all, RcuHashMap {stays:.0} KiB above the empty map, {:.1}% \
-         of the {took:.0} KiB the entries took (goal: near the empty map's, under 12.5%: {})\n",
+         of the {took:.0} KiB the entries took (goal: near the empty map's, under 25%: {})\n",
         100.0 * stays / took,
-        if stays < took / 8.0 {
+        if stays < took / 4.0 {
             "met"
         } else {
             "**not met**"

@@ -564,15 +564,12 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         if let Some(old) = table {
             // SAFETY: the table is alive until retired just below.
             let (bytes, shrunk) = unsafe { ((*old).bytes(), (*old).shrunk_away()) };
+            // SAFETY: the old table stopped being the root (claim 6) and is retired once; its
+            // drop frees only its lines. Its size counts in full, so that the domain frees a
+            // large table soon (its memory is most of what a shrink gives back).
+            unsafe { rcu.retire_raw_sized(old, bytes) };
             if shrunk && self.policy.trim_allocator && bytes >= trim::FROM_BYTES {
-                // SAFETY: as below; the box is the table's own (`Table::with_limits`).
-                let old = trim::ThenTrim::new(unsafe { Box::from_raw(old) });
-                rcu.retire_sized(Box::new(old), bytes);
-            } else {
-                // SAFETY: the old table stopped being the root (claim 6) and is retired once;
-                // its drop frees only its lines. Its size counts in full, so that the domain
-                // frees a large table soon (its memory is most of what a shrink gives back).
-                unsafe { rcu.retire_raw_sized(old, bytes) };
+                trim::after_retired(rcu);
             }
         }
     }
@@ -587,7 +584,7 @@ impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
         // retired earlier are owned by the domain, not reachable from here.
         drop(unsafe { table::take_all(root) });
         if large && self.policy.trim_allocator {
-            trim::give_back();
+            trim::after_retired(self.domain.rcu());
         }
     }
 }

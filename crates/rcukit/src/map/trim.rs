@@ -20,14 +20,20 @@
 //! A table of `B` buckets is made for more than `2B` entries (it grows past 4 per bucket from
 //! a table half its size), and it is shrunk away below `B / 4` entries: a shrink that leaves a
 //! table of [`FROM_BYTES`] (1 MiB of lines, 16,384 buckets) or more means that most of at least
-//! 28,000 removed nodes have been freed since that table was made. So the old table of such a
-//! shrink is retired wrapped in [`ThenTrim`]: after the grace period it is freed and then the
-//! allocator trimmed. The nodes the same thread removed before the shrink were retired before
-//! the table, into the same first-in first-out list (see
-//! [`local`](crate::docs::internal::callbacks::local)), so they are freed by then; nodes that
-//! other threads removed are freed about then, and what a trim misses the next one takes. A
-//! map dropped with a table of [`FROM_BYTES`] or more trims after freeing its nodes. (A table
-//! made large by a capacity or `reserve` and shrunk by `shrink_to_fit` trims too, for little.)
+//! 28,000 removed nodes have been freed since that table was made. So after retiring the old
+//! table of such a shrink, the writer that finished it queues the trim as a closure of the
+//! map's domain ([`after_retired`]). A thread that queues a closure first hands the objects it
+//! retired to the domain's workers (see [`local`](crate::docs::internal::callbacks::local)),
+//! so the trim runs on a worker after the grace period, after the old table and the nodes this
+//! thread removed before the shrink have been freed; nodes that other threads removed are
+//! freed about then, and what a trim misses the next one takes. A map dropped with a table of
+//! [`FROM_BYTES`] or more frees its nodes at once and queues a trim the same way. (A table made
+//! large by a capacity or `reserve` and shrunk by `shrink_to_fit` trims too, for little.)
+//!
+//! The trim never runs on the thread that removes, shrinks or drops: a trim takes milliseconds
+//! (5 ms after a million frees on an idle machine, 15 ms beside two busy threads), which would
+//! stall whichever `remove` happened to free the old table (retired objects are freed a few at
+//! a time by their thread's later writes), and delays only the worker's other closures.
 //!
 //! # How often
 //!
@@ -36,7 +42,8 @@
 //! memory it gives back must be faulted in again when the map, or anything else, fills it
 //! later: a program that fills a map with 100,000 entries and empties it again and again
 //! spent half again as much time per insert when every emptying trimmed (129 ns against 85
-//! on the development machine: the page faults of each refill). So a process trims at most once per second ([`EVERY`]): one trim at a time, and a
+//! on the development machine: the page faults of each refill). So a process trims at most
+//! once per second ([`EVERY`]): one trim at a time, and a
 //! trim asked for less than a second after the last one started is skipped; the memory of
 //! that shrink then goes back at the next trim (a later large shrink or drop). A map emptied
 //! once gives its memory back at once; a map filled and emptied many times a second keeps it
@@ -50,10 +57,11 @@
 //! with another global allocator (jemalloc, mimalloc) the nodes are not in glibc's heap, and a
 //! trim walks glibc's small heap for nothing, which is cheap. Trimming never changes what the
 //! map holds: it is a request to the allocator, which takes its own locks, runs no user code
-//! and never waits for a grace period, so it may run in a callback, inside a read-side
-//! critical section or in a map's `Drop`. A child forked while a thread of its parent was
+//! and never waits for a grace period; queuing it is a `call`, which a writer may make inside
+//! a read-side critical section and a map's `Drop` anywhere. A child forked while a thread of its parent was
 //! trimming finds the lock taken and never trims (`try_lock` skips; nothing waits on it).
 
+use crate::Rcu;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
@@ -66,19 +74,24 @@ pub(crate) const EVERY: Duration = Duration::from_secs(1);
 /// When the last trim in the process started; locked while one runs.
 static LAST: Mutex<Option<Instant>> = Mutex::new(None);
 
+/// Ask for a trim on a callback worker of `rcu`, after a grace period and after everything
+/// the calling thread retired into `rcu` before (module docs: "When").
+pub(crate) fn after_retired(rcu: &Rcu) {
+    rcu.call(give_back);
+}
+
 /// Ask the allocator to give its free pages back to the system, unless a trim is running or
-/// one started less than [`EVERY`] ago. Returns whether this call trimmed.
-pub(crate) fn give_back() -> bool {
+/// one started less than [`EVERY`] ago.
+fn give_back() {
     let Some(mut last) = LAST.try_lock() else {
-        return false;
+        return;
     };
     let now = Instant::now();
     if last.is_some_and(|at| now.duration_since(at) < EVERY) {
-        return false;
+        return;
     }
     *last = Some(now);
     trim_allocator();
-    true
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu", not(rcukit_loom)))]
@@ -90,41 +103,3 @@ fn trim_allocator() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu", not(rcukit_loom))))]
 fn trim_allocator() {}
-
-/// A value that, when dropped, is dropped first and then gives memory back
-/// ([`give_back`]): the form in which a shrunk-away table is retired.
-pub(crate) struct ThenTrim<T>(Option<Box<T>>);
-
-impl<T> ThenTrim<T> {
-    pub(crate) fn new(value: Box<T>) -> Self {
-        ThenTrim(Some(value))
-    }
-}
-
-impl<T> Drop for ThenTrim<T> {
-    fn drop(&mut self) {
-        drop(self.0.take());
-        give_back();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicBool;
-    use std::sync::atomic::Ordering::Relaxed;
-
-    #[test]
-    fn the_wrapped_value_is_dropped() {
-        struct Flag<'a>(&'a AtomicBool);
-        impl Drop for Flag<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Relaxed);
-            }
-        }
-        let dropped = AtomicBool::new(false);
-        let wrapped = ThenTrim::new(Box::new(Flag(&dropped)));
-        drop(wrapped);
-        assert!(dropped.load(Relaxed));
-    }
-}
