@@ -215,18 +215,18 @@
 //!
 //! # Memory
 //!
-//! An entry is a node of its own (24 bytes for `u64` keys and values), and a table is a line
-//! of 64 bytes per bucket: 52 bytes per entry at a million `u64` entries, counted as resident
-//! memory. Removed entries are freed after a grace period; a table whose entries fall below
-//! a quarter per bucket is replaced by a smaller one, and the old one freed after a grace
-//! period. With glibc, freed nodes
-//! stay in the allocator's bins, so after the map shrinks away a table of 1 MiB or more, and
-//! after such a map is dropped, the map asks the allocator to give free pages back to the
-//! system (`malloc_trim`, at most once a second in the process, so that a map filled and
-//! emptied many times a second does not fault its memory in again each time):
-//! a million entries inserted and then all removed leave about 4 MiB resident instead of
-//! 35 MiB. [`MapBuilder::trim_allocator`] turns that off. The essay in `map/trim.rs` gives
-//! the measurements and the rule.
+//! An entry is a node of its own (24 bytes for `u64` keys and values), and a table is a line of
+//! 64 bytes per bucket: 52 bytes per entry at a million `u64` entries, counted as resident
+//! memory. Removed entries are freed after a grace period; a table whose entries fall below a
+//! quarter per bucket is replaced by a smaller one, and the old one freed after a grace period.
+//! With glibc, freed nodes stay in the allocator's bins, so after the map shrinks away a table
+//! of 1 MiB or more, and after such a map is dropped, the map asks the allocator to give free
+//! pages back to the system (`malloc_trim`, on a callback worker of the map's domain once the
+//! old table and the entries removed before it are freed, and at most once a second in the
+//! process, so that a map filled and emptied many times a second does not fault its memory in
+//! again each time): a million entries inserted and then all removed leave about 4 MiB resident
+//! instead of 35 MiB. [`MapBuilder::trim_allocator`] turns that off. The essay in `map/trim.rs`
+//! gives the measurements and the rule.
 //!
 //! # Thread exit and `fork()`
 //!

@@ -17,8 +17,9 @@
 //!
 //! # When
 //!
-//! A table of `B` buckets is made for more than `2B` entries (it grows past 4 per bucket from
-//! a table half its size), and it is shrunk away below `B / 4` entries: a shrink that leaves a
+//! With the default load factors, a table of `B` buckets is made for more than `2B` entries
+//! (it grows past 4 per bucket from a table half its size), and it is shrunk away below
+//! `B / 4` entries: a shrink that leaves a
 //! table of [`FROM_BYTES`] (1 MiB of lines, 16,384 buckets) or more means that most of at least
 //! 28,000 removed nodes have been freed since that table was made. So after retiring the old
 //! table of such a shrink, the writer that finished it queues the trim as a closure of the
