@@ -17,19 +17,19 @@
 //!
 //! # When
 //!
-//! With the default load factors, a table of `B` buckets is made for more than `2B` entries
-//! (it grows past 4 per bucket from a table half its size), and it is shrunk away below
-//! `B / 4` entries: a shrink that leaves a
-//! table of [`FROM_BYTES`] (1 MiB of lines, 16,384 buckets) or more means that most of at least
-//! 28,000 removed nodes have been freed since that table was made. So after retiring the old
-//! table of such a shrink, the writer that finished it queues the trim as a closure of the
-//! map's domain ([`after_retired`]). A thread that queues a closure first hands the objects it
-//! retired to the domain's workers (see [`local`](crate::docs::internal::callbacks::local)),
-//! so the trim runs on a worker after the grace period, after the old table and the nodes this
-//! thread removed before the shrink have been freed; nodes that other threads removed are
-//! freed about then, and what a trim misses the next one takes. A map dropped with a table of
-//! [`FROM_BYTES`] or more frees its nodes at once and queues a trim the same way. (A table made
-//! large by a capacity or `reserve` and shrunk by `shrink_to_fit` trims too, for little.)
+//! With the default load factors, a table of `B` buckets is made for more than `2B` entries (it
+//! grows past 4 per bucket from a table half its size), and it is shrunk away below `B / 4`
+//! entries: a shrink away from a table of [`FROM_BYTES`] (1 MiB of lines, 16,384 buckets) or
+//! more means that most of at least 28,000 removed nodes have been freed since that table was
+//! made. So after retiring the old table of such a shrink, the writer that finished it queues
+//! the trim as a closure of the map's domain ([`after_retired`]). A thread that queues a
+//! closure first hands the objects it retired to the domain's workers (see
+//! [`local`](crate::docs::internal::callbacks::local)), so the trim runs on a worker after the
+//! grace period, after the old table and the nodes this thread removed before the shrink have
+//! been freed; nodes that other threads removed are freed about then, and what a trim misses
+//! the next one takes. A map dropped with a table of [`FROM_BYTES`] or more frees its nodes at
+//! once and queues a trim the same way. (A table made large by a capacity or `reserve` and
+//! shrunk by `shrink_to_fit` trims too, for little.)
 //!
 //! The trim never runs on the thread that removes, shrinks or drops: a trim takes milliseconds
 //! (5 ms after a million frees on an idle machine, 15 ms beside two busy threads), which would
