@@ -82,38 +82,35 @@ pub mod choosing {
     //! # A map: `RcuHashMap`, papaya, DashMap, scc or evmap
     //!
     //! [`RcuHashMap`] lookups take no lock and write nothing shared; writers lock one bucket; the table
-    //! grows and shrinks incrementally while readers and writers run. Measured with 65,536 `u64` keys
-    //! (the `map` bench, 2 reader threads, million lookups/s):
+    //! grows and shrinks incrementally while readers and writers run. Measured beside its peers with
+    //! `u64` keys and values and one hasher for all (the `map` bench on a 2-core machine, a guard per
+    //! lookup; `RcuHashMap`'s rate ÷ the peer's, medians of interleaved rounds):
     //!
-    //! | scenario | `RcuHashMap` | papaya | DashMap | `RwLock<HashMap>` |
-    //! |---|---:|---:|---:|---:|
-    //! | readers alone | 124.63 | 102.56 | 50.53 | 31.44 |
-    //! | a writer running flat out | 86.29 | 52.74 | 49.38 | 19.55 |
-    //! | a paced writer (100,000 writes/s) | 113.62 | 94.14 | 39.69 | 32.49 |
-    //! | grow and shrink cycles | 40.95 | 41.08 | 39.65 | 14.09 |
+    //! | | `RwLock<hashbrown>` (std) | DashMap | papaya | `scc::HashMap` | `scc::HashIndex` | evmap |
+    //! |---|---:|---:|---:|---:|---:|---:|
+    //! | lookups, 100 k keys, 2 readers | 3.42x | 2.12x | 1.23x | 1.81x | 1.30x | 1.79x |
+    //! | lookups, 100 k keys, 1 reader | 0.49x | 0.54x | 1.35x | 1.05x | 0.85x | 1.71x |
+    //! | lookups, 1 M keys, 2 readers | 0.98x | 0.90x | 1.13x | 1.30x | 1.14x | 0.92x |
+    //! | lookups, 1 M keys, 1 reader | 0.54x | 0.58x | 0.79x | 1.00x | 1.00x | 0.83x |
+    //! | one thread filling 100 k / 1 M keys | 0.23x / 0.23x | 0.24x / 0.21x | 0.83x / 0.98x | 0.38x / 0.35x | | |
     //!
-    //! * **Against papaya** lookups are close (1.2x with a guard per lookup, alone and with the paced
-    //!   writer; 1.6-2.0x with one guard per 64 lookups): both pay two dependent cache misses per
-    //!   lookup, and the margin shrinks as the table grows (1.4x at 4,096 keys, 1.1x at 1,048,576 in
-    //!   a scratch program).
-    //! * **At one thread and at 100,000 flows** (the lab's `conntrack`, 48-byte records) `RcuHashMap`
-    //!   made 8.35 M lookups/s against 16.96 M for `RwLock<HashMap>` and 13.87 M for DashMap: maps
-    //!   built on hashbrown pay one cache miss per lookup where node-based maps (`RcuHashMap`, papaya,
-    //!   liburcu's `rculfhash`) pay two. At two threads it was level with them (15.24 M against
-    //!   15.58 M and 16.05 M), and 1.63x papaya and 2.16x `rculfhash`.
-    //! * **Writes** cost an allocation, a bucket lock and a retire each; write-heavy workloads are not
-    //!   measured beyond the writers above. In the flat-out scenario `RcuHashMap`'s writer kept 1.54 M
-    //!   writes/s beside two readers, DashMap's 0.40 M (its readers held the shard locks).
-    //! * **scc and evmap** have not been measured here. evmap keeps two copies of the map and shows
-    //!   readers a writer's changes only when the writer publishes them (`refresh`), with one writer at
-    //!   a time; choose it when that batching is what you want. scc offers fine-grained locking and
-    //!   async methods; compare it on your own workload.
+    //! * **Readers on several threads** are where it leads: no lock, nothing written, so two readers
+    //!   read twice as fast as one, where the locked maps' readers contend on the lock's word.
+    //! * **One reader thread, large tables, many writes**: a hashbrown-based map (DashMap, a locked
+    //!   `HashMap`) wins. A node-based map (`RcuHashMap`, papaya, `scc::HashIndex`, liburcu's
+    //!   `rculfhash`) pays a cache miss for the bucket and one for the entry where hashbrown pays
+    //!   about one, and a write here allocates a node, locks a bucket and retires what it replaced.
+    //! * **Memory**: 52 bytes per entry at a million `u64` entries (hashbrown 36, scc 42, papaya 54);
+    //!   emptied, the map gives its memory back to the system (4.1 MiB of it stay after removing a
+    //!   million entries, against 35 MiB for hashbrown and 50 MiB for papaya).
+    //! * **evmap** keeps two copies of the map and shows readers a writer's changes only when the
+    //!   writer publishes them (`refresh`), with one writer at a time; choose it when that batching is
+    //!   what you want.
     //!
     //! Prefer [`RcuHashMap`] for lookup-heavy tables that readers on several threads share, where
     //! readers must never wait for a writer, and when references into the map under a guard (no
-    //! clone, no lock) matter. Prefer a hashbrown-based map (DashMap, a locked `HashMap`) for one
-    //! reader thread, large tables or write-heavy use. These figures describe the map of 2026-11-24;
-    //! `docs/benchmarks.md` ("RcuHashMap vs peers") has the current ones.
+    //! clone, no lock) matter. `docs/benchmarks.md` ("RcuHashMap vs peers") has every figure, with
+    //! writers running beside the readers, and the commands.
     //!
     //! # `Rcu`, `Qsbr`, `RecSeq` or `PerCpuRwLock`
     //!
