@@ -26,17 +26,27 @@ const ENTRIES: u64 = 200_000;
 
 type Map = RcuHashMap<u64, [u64; 4]>;
 
-fn fill(map: &Map) {
+/// Fill a new map, let `empty` empty or drop it, and check that what the fill added to the
+/// resident set mostly went away.
+fn gives_back(what: &str, empty: impl FnOnce(Map)) {
+    let map = Map::new();
+    let before = resident();
     for k in 0..ENTRIES {
         map.pin().insert(k, [k; 4]);
     }
     map.domain().barrier();
-}
-
-/// What the resident set grew by at the peak, and what stays of it at the end, in MiB.
-fn growth(peak: i64, end: i64, before: i64) -> (f64, f64) {
+    let peak = resident();
+    empty(map);
     let mib = |b: i64| b as f64 / (1 << 20) as f64;
-    (mib(peak - before), mib(end - before))
+    let (grown, stays) = (mib(peak - before), mib(resident() - before));
+    assert!(
+        grown > 10.0,
+        "the fill grew the resident set by {grown:.1} MiB only"
+    );
+    assert!(
+        stays < grown / 4.0,
+        "after {what} {stays:.1} MiB of {grown:.1} MiB stay resident"
+    );
 }
 
 #[test]
@@ -48,43 +58,21 @@ fn removed_entries_and_dropped_maps_give_their_memory_back() {
     warm.pin().remove(&0);
     warm.domain().barrier();
 
-    // Emptied by removes: the table shrinks away, and the last large shrink trims.
-    let map = Map::new();
-    let before = resident();
-    fill(&map);
-    let peak = resident();
-    for k in 0..ENTRIES {
-        assert_eq!(map.pin().remove(&k).map(|v| v[0]), Some(k));
-    }
-    map.domain().barrier();
-    map.domain().barrier();
-    let (grown, stays) = growth(peak, resident(), before);
-    assert!(
-        grown > 10.0,
-        "the fill grew the resident set by {grown:.1} MiB only"
-    );
-    assert!(
-        stays < grown / 4.0,
-        "after removing every entry {stays:.1} MiB of {grown:.1} MiB stay resident"
-    );
-    assert!(map.is_empty());
+    // Emptied by removes: the table shrinks away, and a large shrink trims.
+    gives_back("removing every entry", |map| {
+        for k in 0..ENTRIES {
+            assert_eq!(map.pin().remove(&k).map(|v| v[0]), Some(k));
+        }
+        assert!(map.is_empty());
+        map.domain().barrier();
+        map.domain().barrier();
+    });
 
     // Dropped whole. The process trims at most once a second: this drop trims only if the
     // shrink's trim above started a second ago or more.
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let map = Map::new();
-    let before = resident();
-    fill(&map);
-    let peak = resident();
-    drop(map);
-    rcukit::Rcu::global().barrier(); // the trim runs on a callback worker
-    let (grown, stays) = growth(peak, resident(), before);
-    assert!(
-        grown > 10.0,
-        "the fill grew the resident set by {grown:.1} MiB only"
-    );
-    assert!(
-        stays < grown / 4.0,
-        "after dropping the map {stays:.1} MiB of {grown:.1} MiB stay resident"
-    );
+    gives_back("dropping the map", |map| {
+        drop(map);
+        rcukit::Rcu::global().barrier(); // the trim runs on a callback worker
+    });
 }
