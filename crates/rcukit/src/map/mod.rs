@@ -568,9 +568,17 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
             // drop frees only its lines. Its size counts in full, so that the domain frees a
             // large table soon (its memory is most of what a shrink gives back).
             unsafe { rcu.retire_raw_sized(old, bytes) };
-            if shrunk && self.policy.trim_allocator && bytes >= trim::FROM_BYTES {
-                trim::after_retired(rcu);
+            if shrunk {
+                self.trim_after_freeing(bytes);
             }
+        }
+    }
+
+    /// After the map shrank away a table of `bytes` bytes, or was dropped with one: ask for an
+    /// allocator trim if the table was large and the map's policy wants it (see `trim`).
+    fn trim_after_freeing(&self, bytes: usize) {
+        if self.policy.trim_allocator && bytes >= trim::FROM_BYTES {
+            trim::after_retired(self.domain.rcu());
         }
     }
 }
@@ -579,13 +587,11 @@ impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
     fn drop(&mut self) {
         let root = self.root.load(Relaxed);
         // SAFETY: `&mut self`: the root table is alive until `take_all` below.
-        let large = unsafe { (*root).bytes() } >= trim::FROM_BYTES;
+        let bytes = unsafe { (*root).bytes() };
         // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; nodes
         // retired earlier are owned by the domain, not reachable from here.
         drop(unsafe { table::take_all(root) });
-        if large && self.policy.trim_allocator {
-            trim::after_retired(self.domain.rcu());
-        }
+        self.trim_after_freeing(bytes);
     }
 }
 

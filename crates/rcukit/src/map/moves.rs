@@ -73,7 +73,7 @@ pub(crate) unsafe fn help_move<K, V>(
         if old.finished.fetch_add(end - first, AcqRel) + (end - first) == old.len() {
             // Every bucket is `MOVED`: `new` holds every node. Walkers that start from `new`
             // need nothing from `old` (claim 6).
-            old.shrunk_away.store(new.len() < old.len(), Relaxed);
+            old.note_moved_into(new);
             root.store(next, Release);
             return Moved::Finished(old_ptr);
         }

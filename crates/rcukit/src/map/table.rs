@@ -30,7 +30,7 @@ pub(crate) struct Table<K, V> {
     /// Overflow lines hung on this table's buckets, freed with it.
     overflows: AtomicUsize,
     /// See [`Table::shrunk_away`] (a hint for `trim`, outside the map's protocol).
-    pub(crate) shrunk_away: std::sync::atomic::AtomicBool,
+    shrunk_away: std::sync::atomic::AtomicBool,
     /// The entry counts outside which the map's policy may want another size (grow past
     /// `.0`, shrink below `.1`): a write compares the count with these and looks at the policy
     /// only beyond them. Hints: set when the table is made, and again when the map's floor
@@ -99,6 +99,12 @@ impl<K, V> Table<K, V> {
     /// is not looked at again).
     pub(crate) fn shrunk_away(&self) -> bool {
         self.shrunk_away.load(Relaxed)
+    }
+
+    /// The finisher of this table's resize into `new` notes whether it was a shrink (see
+    /// [`Table::shrunk_away`]).
+    pub(crate) fn note_moved_into(&self, new: &Table<K, V>) {
+        self.shrunk_away.store(new.len() < self.len(), Relaxed);
     }
 
     /// `log2(len)`.
