@@ -75,11 +75,16 @@ where
         // SAFETY: dropped exactly once, here; nothing borrowed from it outlives `self`.
         unsafe { ManuallyDrop::drop(&mut self.guard) };
         let kept = self.unlinked.get_mut();
-        // One object of the domain for all the nodes (see `node::Batch`).
-        self.map.retire(
-            kept.first.take().into_iter().chain(kept.nodes.drain(..)),
-            None,
-        );
+        if kept.nodes.is_empty() {
+            // The common case (a handle made for one write): at most one node.
+            self.map.retire(kept.first.take(), None);
+        } else {
+            // One object of the domain for all the nodes (see `node::Batch`).
+            self.map.retire(
+                kept.first.take().into_iter().chain(kept.nodes.drain(..)),
+                None,
+            );
+        }
         for table in kept.tables.drain(..) {
             self.map.retire([], Some(table));
         }
