@@ -88,11 +88,11 @@ pub mod choosing {
     //!
     //! | | `RwLock<hashbrown>` (std) | DashMap | papaya | `scc::HashMap` | `scc::HashIndex` | evmap |
     //! |---|---:|---:|---:|---:|---:|---:|
-    //! | lookups, 100 k keys, 2 readers | 3.42x | 2.12x | 1.23x | 1.81x | 1.30x | 1.79x |
-    //! | lookups, 100 k keys, 1 reader | 0.49x | 0.54x | 1.35x | 1.05x | 0.85x | 1.71x |
-    //! | lookups, 1 M keys, 2 readers | 0.98x | 0.90x | 1.13x | 1.30x | 1.14x | 0.92x |
-    //! | lookups, 1 M keys, 1 reader | 0.54x | 0.58x | 0.79x | 1.00x | 1.00x | 0.83x |
-    //! | one thread filling 100 k / 1 M keys | 0.23x / 0.23x | 0.24x / 0.21x | 0.83x / 0.98x | 0.38x / 0.35x | | |
+    //! | lookups, 100 k keys, 2 readers | 3.50x | 3.05x | 1.12x | 4.17x | 1.26x | 1.40x |
+    //! | lookups, 100 k keys, 1 reader | 0.67x | 0.75x | 1.30x | 1.53x | 1.28x | 1.91x |
+    //! | lookups, 1 M keys, 2 readers | 0.99x | 0.78x | 1.05x | 1.03x | 0.95x | 0.92x |
+    //! | lookups, 1 M keys, 1 reader | 0.56x | 0.59x | 1.08x | 1.19x | 1.06x | 0.82x |
+    //! | one thread filling 100 k / 1 M keys | 0.29x / 0.34x | 0.30x / 0.26x | 0.99x / 0.88x | 0.49x / 0.34x | 0.48x / 0.38x | |
     //!
     //! * **Readers on several threads** are where it leads: no lock, nothing written, so two readers
     //!   read twice as fast as one, where the locked maps' readers contend on the lock's word.
@@ -101,7 +101,7 @@ pub mod choosing {
     //!   `rculfhash`) pays a cache miss for the bucket and one for the entry where hashbrown pays
     //!   about one, and a write here allocates a node, locks a bucket and retires what it replaced.
     //! * **Memory**: 52 bytes per entry at a million `u64` entries (hashbrown 36, scc 42, papaya 54);
-    //!   emptied, the map gives its memory back to the system (4.1 MiB of it stay after removing a
+    //!   emptied, the map gives its memory back to the system (about 4 MiB of it stay after removing a
     //!   million entries, against 35 MiB for hashbrown and 50 MiB for papaya).
     //! * **evmap** keeps two copies of the map and shows readers a writer's changes only when the
     //!   writer publishes them (`refresh`), with one writer at a time; choose it when that batching is
