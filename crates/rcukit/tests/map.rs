@@ -579,7 +579,8 @@ fn keys_present_throughout_are_always_found_across_grow_and_shrink_cycles() {
                 s.spawn(move || {
                     let mut k = r as u64;
                     let mut n = 0;
-                    while !stop.load(Relaxed) {
+                    // At least one batch, however late the scheduler starts this thread.
+                    loop {
                         let g = map.domain().read();
                         for _ in 0..64 {
                             k = (k + 7) % stable;
@@ -591,6 +592,10 @@ fn keys_present_throughout_are_always_found_across_grow_and_shrink_cycles() {
                                 map.keys(&g).copied().filter(|k| *k < stable).collect();
                             seen.sort_unstable();
                             assert_eq!(seen, (0..stable).collect::<Vec<_>>(), "iteration");
+                        }
+                        drop(g);
+                        if stop.load(Relaxed) {
+                            break;
                         }
                     }
                     lookups.fetch_add(n, Relaxed);
