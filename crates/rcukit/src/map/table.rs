@@ -14,6 +14,8 @@ use super::line::{self, Lanes, Line, LineLock, CHANGING, LANES, MOVED};
 pub(crate) use super::node::Node;
 use crate::sync::{AtomicPtr, AtomicUsize};
 use std::ptr;
+// Not `crate::sync`'s: a hint outside the protocol, which the loom models need not see.
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// One bucket array, and, while a resize is under way, the link to its successor.
@@ -30,7 +32,7 @@ pub(crate) struct Table<K, V> {
     /// Overflow lines hung on this table's buckets, freed with it.
     overflows: AtomicUsize,
     /// See [`Table::shrunk_away`] (a hint for `trim`, outside the map's protocol).
-    shrunk_away: std::sync::atomic::AtomicBool,
+    shrunk_away: AtomicBool,
     /// The entry counts outside which the map's policy may want another size (grow past
     /// `.0`, shrink below `.1`): a write compares the count with these and looks at the policy
     /// only beyond them. Hints: set when the table is made, and again when the map's floor
@@ -70,7 +72,7 @@ impl<K, V> Table<K, V> {
             claimed: AtomicUsize::new(0),
             finished: AtomicUsize::new(0),
             overflows: AtomicUsize::new(0),
-            shrunk_away: std::sync::atomic::AtomicBool::new(false),
+            shrunk_away: AtomicBool::new(false),
             limits: (
                 AtomicUsize::new(limits.above),
                 AtomicUsize::new(limits.below),
