@@ -477,6 +477,9 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
     let stop = AtomicBool::new(false);
     let announced = AtomicU64::new(0);
     let done = AtomicUsize::new(0);
+    // H's quiescent states that have returned: a thread counts its giving way after its
+    // quiescent state, which may already have ended the grace period.
+    let h_returned = AtomicU64::new(0);
     let gave_way = || qsbr.stats().readers_gave_way;
     // Y's quiescent states, waited for: `n` more than now.
     let more_announced = |n: u64| {
@@ -490,11 +493,13 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
         let _stop = StopOnDrop(&stop);
         // H: online, silent but for the quiescent states it is told to announce.
         let stop_ref = &stop;
+        let h_returned_ref = &h_returned;
         s.spawn(move || {
             let mut me = qsbr.register();
             while !stop_ref.load(Acquire) {
                 if announcements.recv_timeout(Duration::from_millis(1)).is_ok() {
                     me.quiescent_state();
+                    h_returned_ref.fetch_add(1, Release);
                 }
             }
         });
@@ -524,6 +529,9 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
         std::thread::sleep(Duration::from_millis(20));
         announce.send(()).unwrap();
         wait_until("the first grace period", || done.load(Acquire) == 1);
+        wait_until("H's first quiescent state", || {
+            h_returned.load(Acquire) == 1
+        });
         let after_first = gave_way();
         assert!(
             after_first <= 1,
@@ -541,6 +549,9 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
         // H's quiescent state ends it (H may give way then too: it is past the target).
         announce.send(()).unwrap();
         wait_until("the second grace period", || done.load(Acquire) == 2);
+        wait_until("H's second quiescent state", || {
+            h_returned.load(Acquire) == 2
+        });
         let after_second = gave_way();
         assert!(after_second <= expected + 1);
         // No grace period waits now: nobody gives way.
