@@ -42,7 +42,9 @@
 //!
 //! **Memory** (`map_parts/memory.rs`): per map and round, a fresh process inserts the entries
 //! into an empty map, and reads its resident set (`/proc/self/statm`) before, with all of them
-//! (after deferred frees ran: `barrier()` for `RcuHashMap`), and after removing them all.
+//! (after deferred frees ran: `barrier()` for `RcuHashMap`), after removing them all, and
+//! 1.5 s after that (an allocator trim that `RcuHashMap` held back to once a second has run
+//! by then).
 //!
 //! The tables give the median over the rounds and the min-max; the ratios are ratios of
 //! medians, with the min-max of the per-round ratios. On a 2-core machine a busy writer beside

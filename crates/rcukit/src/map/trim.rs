@@ -34,7 +34,8 @@
 //! The trim never runs on the thread that removes, shrinks or drops: a trim takes milliseconds
 //! (5 ms after a million frees on an idle machine, 15 ms beside two busy threads), which would
 //! stall whichever `remove` happened to free the old table (retired objects are freed a few at
-//! a time by their thread's later writes), and delays only the worker's other closures.
+//! a time by their thread's later writes). It delays only the worker's other closures, or
+//! runs on a thread of its own when it had to wait (below).
 //!
 //! # How often
 //!
@@ -44,10 +45,13 @@
 //! later: a program that fills a map with 100,000 entries and empties it again and again
 //! spent half again as much time per insert when every emptying trimmed (129 ns against 85
 //! on the development machine: the page faults of each refill). So a process trims at most
-//! once per second ([`EVERY`]): a trim asked for less than a second after the last one
-//! started is skipped; the memory of that shrink then goes back at the next trim (a later
-//! large shrink or drop). A map emptied once gives its memory back at once; a map filled and
-//! emptied many times a second keeps it between trims, as it would without trimming.
+//! once per second ([`EVERY`]). A trim asked for less than a second after the last one
+//! started is not run at once but deferred: one thread of rcukit, `rcukit-trim`, sleeps until
+//! the second is up and then trims once for every trim asked for meanwhile, and exits. A map
+//! emptied once gives its memory back at once and the rest a second later (a million `u64`
+//! entries removed: 3.4-4.1 MiB resident above the empty map just after, from the entries
+//! removed after the first trim, and 0.6 MiB a second later); a map filled and emptied many
+//! times a second gives it back once a second.
 //! [`MapBuilder::trim_allocator(false)`](crate::map::MapBuilder::trim_allocator) turns it off
 //! for a map.
 //!
@@ -62,13 +66,41 @@
 //!
 //! The once-a-second rule keeps no lock: the time the last trim started is one atomic word of
 //! the monotonic clock, and a thread claims the next trim by a compare-exchange from the value
-//! it found old enough ([`claim`]). Two threads that find the same old value cannot both win,
-//! so two trims start at least a second apart. A child forked while a thread of its parent was
-//! trimming inherits that time, not a held lock, and trims again a second later (a lock taken
-//! at the fork would never be released in the child, which would then never trim).
+//! it found old enough ([`Trims::claim`]). Two threads that find the same old value cannot both
+//! win, so two trims start at least a second apart. A thread that loses the race to another
+//! claim needs no trim of its own: that claim was made after it looked, so that trim starts
+//! after everything it had freed.
+//!
+//! # The waiting thread
+//!
+//! A trim asked for too soon must still run after the frees that asked for it. The asker sets
+//! a flag, `wanted`, and then makes sure that a thread waits: the word `waiter` names the
+//! process in which one does (0: none), and the asker that swaps its own process in starts the
+//! thread. The waiting thread sleeps until a second after the last trim started, clears
+//! `wanted`, claims and trims, then stores 0 into `waiter` and reads `wanted` again; if it is
+//! set, it takes `waiter` back (unless a new asker took it first) and goes round again.
+//!
+//! No ask is lost. An ask whose `wanted` came before the thread cleared it is followed by the
+//! thread's trim, which starts after the clear (or, if another thread's claim took the turn, by
+//! that trim, claimed after the clear). An ask whose `wanted` came after the clear is seen by
+//! the thread's last read: the asker stores `wanted` and then reads `waiter`, the thread
+//! stores 0 into `waiter` and then reads `wanted`, all sequentially consistent, so at least one
+//! of them sees the other's store. If the asker reads the thread's value, the thread reads
+//! `wanted` set and goes round; if the thread reads `wanted` clear, the asker reads 0 and starts
+//! a thread. If both act, one compare-exchange on `waiter` wins, and one thread goes on. A
+//! claim that finds a newer trim than the one the thread slept for sets `wanted` again, since
+//! that trim may have started before some ask's frees.
+//!
+//! A child forked while a thread of its parent sleeps inherits `waiter` but not the thread.
+//! `waiter` holds the process's fork generation (the count of forks it descends from, which
+//! rcukit's fork handler keeps), one more than its parent's, so the child finds a value that is
+//! not its own and starts its own thread. A child forked in the middle of a trim inherits the
+//! time of that trim, not a held lock, and trims again a second later (a lock taken at the fork
+//! would never be released in the child, which would then never trim).
 
 use crate::Rcu;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 /// Tables of at least this many bytes of lines trim when they are shrunk away (module docs).
@@ -77,44 +109,174 @@ pub(crate) const FROM_BYTES: usize = 1 << 20;
 /// The least time between two trims in the process (module docs: "How often").
 pub(crate) const EVERY: Duration = Duration::from_secs(1);
 
-/// When the last trim in the process started, in nanoseconds of the monotonic clock (0: none
-/// yet).
-static STARTED: AtomicU64 = AtomicU64::new(0);
+/// [`EVERY`] in nanoseconds.
+const EVERY_NANOS: u64 = EVERY.as_nanos() as u64;
+
+/// The process's trims.
+static TRIMS: Trims = Trims::new();
 
 /// Ask for a trim on a callback worker of `rcu`, after a grace period and after everything
 /// the calling thread retired into `rcu` before (module docs: "When").
 pub(crate) fn after_retired(rcu: &Rcu) {
-    rcu.call(give_back);
+    rcu.call(|| TRIMS.ask(&System));
 }
 
-/// Ask the allocator to give its free pages back to the system, unless a trim started less
-/// than [`EVERY`] ago.
-fn give_back() {
-    if let Some(now) = monotonic_nanos() {
-        give_back_at(&STARTED, now, trim_allocator);
+/// What trimming needs from the system: a clock, the trim itself, a way to wait and a thread
+/// to wait on. The tests give a clock and a trim of their own.
+trait World: Sync + 'static {
+    /// The monotonic clock in nanoseconds (`None`: no trimming here).
+    fn now(&self) -> Option<u64>;
+    /// Ask the allocator to give its free pages back.
+    fn trim(&self);
+    /// Wait `nanos` nanoseconds.
+    fn sleep(&self, nanos: u64);
+    /// Run `body` on a new thread; false if none could be started.
+    fn spawn(&self, body: Box<dyn FnOnce() + Send>) -> bool;
+    /// Tells this process from the processes it was forked from (see [`Trims::waiter`]).
+    fn process(&self) -> u64;
+}
+
+/// The trims of a process: when the last one started, and the thread that waits to run one
+/// that was asked for too soon (module docs: "How often").
+struct Trims {
+    /// When the last trim started, in nanoseconds of the monotonic clock (0: none yet).
+    started: AtomicU64,
+    /// A trim was asked for too soon, since the waiting thread last looked.
+    wanted: AtomicBool,
+    /// [`World::process`] + 1 of the process in which a thread waits to trim (0: none). A
+    /// child forked while a thread of its parent waited inherits the parent's value, which is
+    /// not its own, and starts a thread of its own.
+    waiter: AtomicU64,
+}
+
+/// What [`Trims::claim`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    /// The caller may trim now.
+    Won,
+    /// Another thread claimed a trim after the caller looked: that trim starts after
+    /// everything the caller freed before it asked.
+    Taken,
+    /// A trim started less than [`EVERY`] ago.
+    TooSoon,
+}
+
+impl Trims {
+    const fn new() -> Trims {
+        Trims {
+            started: AtomicU64::new(0),
+            wanted: AtomicBool::new(false),
+            waiter: AtomicU64::new(0),
+        }
+    }
+
+    /// A trim is wanted at `world.now()`: trim at once if the last one started at least
+    /// [`EVERY`] ago, and otherwise make sure that a thread trims when that time is up.
+    fn ask<W: World>(&'static self, world: &'static W) {
+        let Some(now) = world.now() else {
+            return;
+        };
+        match self.claim(now) {
+            Claim::Won => world.trim(),
+            Claim::Taken => {}
+            Claim::TooSoon => {
+                self.wanted.store(true, SeqCst);
+                self.start_waiter(world);
+            }
+        }
+    }
+
+    /// Whether a trim may start at `now`, recording it in `started` if so: none started in the
+    /// [`EVERY`] before `now`, and no other thread claimed this turn first.
+    fn claim(&self, now: u64) -> Claim {
+        let last = self.started.load(Relaxed);
+        if last != 0 && now.saturating_sub(last) < EVERY_NANOS {
+            return Claim::TooSoon;
+        }
+        // `max(1)`: 0 means "never".
+        match self
+            .started
+            .compare_exchange(last, now.max(1), Relaxed, Relaxed)
+        {
+            Ok(_) => Claim::Won,
+            Err(_) => Claim::Taken,
+        }
+    }
+
+    /// Start the thread that waits to trim, unless one of this process already waits (it
+    /// then sees `wanted`).
+    fn start_waiter<W: World>(&'static self, world: &'static W) {
+        let me = world.process() + 1;
+        let seen = self.waiter.load(SeqCst);
+        if seen == me
+            || self
+                .waiter
+                .compare_exchange(seen, me, SeqCst, SeqCst)
+                .is_err()
+        {
+            return;
+        }
+        if !world.spawn(Box::new(move || self.wait(world, me))) {
+            // No thread: the trim waits for the next time one is asked for.
+            self.waiter.store(0, SeqCst);
+        }
+    }
+
+    /// The waiting thread (`me`: its value of `waiter`): sleep until a trim may start, trim,
+    /// and go on as long as trims were asked for meanwhile.
+    fn wait<W: World>(&'static self, world: &'static W, me: u64) {
+        while let Some(now) = world.now() {
+            let next = self.started.load(Relaxed).saturating_add(EVERY_NANOS);
+            if now < next {
+                world.sleep(next - now);
+                continue;
+            }
+            self.wanted.store(false, SeqCst);
+            match self.claim(now) {
+                Claim::Won => world.trim(),
+                Claim::Taken => {}
+                Claim::TooSoon => {
+                    // A trim started since this thread looked, perhaps before some asker's
+                    // frees: one more, a second after it.
+                    self.wanted.store(true, SeqCst);
+                    continue;
+                }
+            }
+            self.waiter.store(0, SeqCst);
+            if !self.wanted.load(SeqCst)
+                || self.waiter.compare_exchange(0, me, SeqCst, SeqCst).is_err()
+            {
+                return;
+            }
+        }
+        self.waiter.store(0, SeqCst);
     }
 }
 
-/// [`give_back`] at `now`, with the process's time of the last trim in `started`, trimming by
-/// `trim`.
-fn give_back_at(started: &AtomicU64, now: u64, trim: impl FnOnce()) {
-    if claim(started, now) {
-        trim();
-    }
-}
+/// The system: glibc's trim, the monotonic clock and one of rcukit's own threads.
+struct System;
 
-/// Whether a trim may start at `now` (nanoseconds of the monotonic clock), recording it in
-/// `started` if so: none started in the [`EVERY`] before `now`, and no other thread claimed
-/// this turn first (module docs: "Where").
-fn claim(started: &AtomicU64, now: u64) -> bool {
-    let last = started.load(Relaxed);
-    if last != 0 && now.saturating_sub(last) < EVERY.as_nanos() as u64 {
-        return false;
+impl World for System {
+    fn now(&self) -> Option<u64> {
+        monotonic_nanos()
     }
-    // `max(1)`: 0 means "never".
-    started
-        .compare_exchange(last, now.max(1), Relaxed, Relaxed)
-        .is_ok()
+
+    fn trim(&self) {
+        trim_allocator();
+    }
+
+    fn sleep(&self, nanos: u64) {
+        std::thread::sleep(Duration::from_nanos(nanos));
+    }
+
+    fn spawn(&self, body: Box<dyn FnOnce() + Send>) -> bool {
+        // Detached when dropped; started without `std`'s thread lock (see `threads`).
+        crate::threads::spawn("rcukit-trim".to_string(), body).is_ok()
+    }
+
+    fn process(&self) -> u64 {
+        crate::sync::fork::generation()
+    }
 }
 
 /// The monotonic clock in nanoseconds, where a trim can run (elsewhere `None`: nothing to do).
@@ -148,34 +310,172 @@ fn trim_allocator() {}
 #[cfg(all(test, unix, not(rcukit_loom), not(miri)))]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Instant;
 
     const SECOND: u64 = 1_000_000_000;
 
+    /// A world with a clock that only [`World::sleep`] moves (by exactly what was asked),
+    /// that counts trims and threads, and that can hold a sleep or a trim until released.
+    struct Fake {
+        now: AtomicU64,
+        trims: AtomicUsize,
+        threads: AtomicUsize,
+        hold_sleep: AtomicBool,
+        hold_trim: AtomicBool,
+        in_trim: AtomicBool,
+    }
+
+    impl Fake {
+        const fn at(now: u64) -> Fake {
+            Fake {
+                now: AtomicU64::new(now),
+                trims: AtomicUsize::new(0),
+                threads: AtomicUsize::new(0),
+                hold_sleep: AtomicBool::new(false),
+                hold_trim: AtomicBool::new(false),
+                in_trim: AtomicBool::new(false),
+            }
+        }
+
+        fn set(&self, now: u64) {
+            self.now.store(now, SeqCst);
+        }
+
+        fn trims(&self) -> usize {
+            self.trims.load(SeqCst)
+        }
+    }
+
+    fn spin_while(held: &AtomicBool) {
+        while held.load(SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    impl World for Fake {
+        fn now(&self) -> Option<u64> {
+            Some(self.now.load(SeqCst))
+        }
+
+        fn trim(&self) {
+            self.in_trim.store(true, SeqCst);
+            spin_while(&self.hold_trim);
+            self.trims.fetch_add(1, SeqCst);
+        }
+
+        fn sleep(&self, nanos: u64) {
+            spin_while(&self.hold_sleep);
+            self.now.fetch_add(nanos, SeqCst);
+        }
+
+        fn spawn(&self, body: Box<dyn FnOnce() + Send>) -> bool {
+            self.threads.fetch_add(1, SeqCst);
+            crate::threads::spawn("trim-test".to_string(), body).is_ok()
+        }
+
+        fn process(&self) -> u64 {
+            u64::from(std::process::id())
+        }
+    }
+
+    /// Wait until `done` (a guard against a hang, not a measurement: it takes milliseconds).
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: never happened");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Run `child` in a forked child (under a 10 s deadline), and whether it returned true.
+    fn in_child(child: impl FnOnce() -> bool) -> bool {
+        // SAFETY: the child runs `child` (atomics, the fake world's threads, sleeps) and leaves
+        // with `_exit`, running none of the parent's destructors.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = child();
+            // SAFETY: leaving the child at once.
+            unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+        }
+        let mut status = 0;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // SAFETY: waiting for our own child.
+        while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
+            if Instant::now() > deadline {
+                // SAFETY: killing our own child, which hung.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("the child hung");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+
     #[test]
     fn trims_start_at_least_a_second_apart_and_one_racer_wins() {
-        let started = AtomicU64::new(0);
-        assert!(claim(&started, 5 * SECOND), "the first trim");
-        assert!(
-            !claim(&started, 5 * SECOND + SECOND / 2),
-            "half a second later"
-        );
-        assert!(claim(&started, 6 * SECOND), "a second later");
+        let trims = Trims::new();
+        assert_eq!(trims.claim(5 * SECOND), Claim::Won, "the first trim");
+        assert_eq!(trims.claim(5 * SECOND + SECOND / 2), Claim::TooSoon);
+        assert_eq!(trims.claim(6 * SECOND), Claim::Won, "a second later");
         // Threads that all find the same old time: exactly one of them trims.
-        let started = AtomicU64::new(SECOND);
+        let trims = Trims::new();
+        trims.started.store(SECOND, SeqCst);
         let won = std::thread::scope(|s| {
             let racers: Vec<_> = (0..4)
-                .map(|_| s.spawn(|| claim(&started, 3 * SECOND)))
+                .map(|_| s.spawn(|| trims.claim(3 * SECOND)))
                 .collect();
             racers
                 .into_iter()
                 .map(|r| r.join().unwrap())
-                .filter(|&won| won)
+                .filter(|&claim| claim == Claim::Won)
                 .count()
         });
         assert_eq!(won, 1);
-        assert_eq!(started.load(Relaxed), 3 * SECOND);
-        assert!(!claim(&started, 3 * SECOND + 1), "after the race");
+        assert_eq!(trims.started.load(SeqCst), 3 * SECOND);
+        assert_eq!(
+            trims.claim(3 * SECOND + 1),
+            Claim::TooSoon,
+            "after the race"
+        );
+    }
+
+    /// A trim asked for less than a second after the last one is not lost: one thread waits
+    /// and trims when the second is up, once for all the asks that came meanwhile.
+    #[test]
+    fn a_trim_asked_too_soon_runs_when_the_second_is_up() {
+        static TRIMS: Trims = Trims::new();
+        static WORLD: Fake = Fake::at(10 * SECOND);
+        TRIMS.ask(&WORLD);
+        assert_eq!((WORLD.trims(), WORLD.threads.load(SeqCst)), (1, 0));
+        WORLD.hold_sleep.store(true, SeqCst);
+        for now in [10 * SECOND + SECOND / 2, 10 * SECOND + SECOND * 6 / 10] {
+            WORLD.set(now);
+            TRIMS.ask(&WORLD);
+        }
+        assert_eq!(WORLD.trims(), 1, "nothing trims before the second is up");
+        assert_eq!(
+            WORLD.threads.load(SeqCst),
+            1,
+            "one waiting thread for both asks"
+        );
+        WORLD.hold_sleep.store(false, SeqCst);
+        eventually("the deferred trim", || WORLD.trims() == 2);
+        assert_eq!(
+            TRIMS.started.load(SeqCst),
+            11 * SECOND,
+            "a second after the first"
+        );
+        eventually("the waiting thread's exit", || {
+            TRIMS.waiter.load(SeqCst) == 0
+        });
+        assert_eq!(WORLD.trims(), 2, "one trim for both asks");
+        // The next ask too soon starts a new waiting thread.
+        WORLD.set(11 * SECOND + 1);
+        TRIMS.ask(&WORLD);
+        eventually("the next deferred trim", || WORLD.trims() == 3);
+        assert_eq!(WORLD.threads.load(SeqCst), 2);
     }
 
     /// A child forked while a thread of its parent is in the middle of a trim trims a second
@@ -183,44 +483,52 @@ mod tests {
     /// ever release.
     #[test]
     fn a_child_forked_during_a_trim_trims_again() {
-        static STARTED: AtomicU64 = AtomicU64::new(0);
-        let (entered_tx, entered) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel::<()>();
-        let trimmer = std::thread::spawn(move || {
-            give_back_at(&STARTED, 10 * SECOND, || {
-                entered_tx.send(()).unwrap();
-                release_rx.recv().unwrap();
-            })
-        });
-        entered.recv().unwrap();
-        // SAFETY: the child runs two `give_back_at` calls (atomics and a flag) and leaves with
-        // `_exit`, running none of the parent's destructors.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            let mut early = false;
-            give_back_at(&STARTED, 10 * SECOND + SECOND / 2, || early = true);
-            let mut later = false;
-            give_back_at(&STARTED, 11 * SECOND, || later = true);
-            // SAFETY: leaving the child at once.
-            unsafe { libc::_exit(if !early && later { 0 } else { 3 }) };
-        }
-        let mut status = 0;
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        // SAFETY: waiting for our own child.
-        while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
-            if std::time::Instant::now() > deadline {
-                // SAFETY: killing our own child, which hung.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                panic!("the child hung");
+        static TRIMS: Trims = Trims::new();
+        static WORLD: Fake = Fake::at(10 * SECOND);
+        WORLD.hold_trim.store(true, SeqCst);
+        let trimmer = std::thread::spawn(|| TRIMS.ask(&WORLD));
+        eventually("the parent's trim", || WORLD.in_trim.load(SeqCst));
+        let child_trimmed = in_child(|| {
+            WORLD.hold_trim.store(false, SeqCst);
+            WORLD.set(10 * SECOND + SECOND / 2);
+            TRIMS.ask(&WORLD);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while WORLD.trims() == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
             }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        release.send(()).unwrap();
+            WORLD.trims() == 1 && TRIMS.started.load(SeqCst) == 11 * SECOND
+        });
+        WORLD.hold_trim.store(false, SeqCst);
         trimmer.join().unwrap();
         assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "the child skipped a trim a second after its parent's (status {status:#x})"
+            child_trimmed,
+            "the child did not trim a second after its parent's trim"
         );
+    }
+
+    /// A child forked while a thread of its parent waits to trim does not count on that
+    /// thread, which it does not have: it starts its own.
+    #[test]
+    fn a_child_forked_while_a_trim_waits_starts_its_own_waiting_thread() {
+        static TRIMS: Trims = Trims::new();
+        static WORLD: Fake = Fake::at(10 * SECOND);
+        TRIMS.ask(&WORLD);
+        WORLD.hold_sleep.store(true, SeqCst);
+        WORLD.set(10 * SECOND + SECOND / 2);
+        TRIMS.ask(&WORLD);
+        assert_eq!(WORLD.threads.load(SeqCst), 1, "the parent's waiting thread");
+        let child_trimmed = in_child(|| {
+            WORLD.hold_sleep.store(false, SeqCst);
+            WORLD.set(10 * SECOND + SECOND * 6 / 10);
+            TRIMS.ask(&WORLD);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while WORLD.trims() == 1 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            WORLD.trims() == 2 && WORLD.threads.load(SeqCst) == 2
+        });
+        WORLD.hold_sleep.store(false, SeqCst);
+        eventually("the parent's deferred trim", || WORLD.trims() == 2);
+        assert!(child_trimmed, "the child waited for its parent's thread");
     }
 }
