@@ -413,6 +413,17 @@ mod tests {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
     }
 
+    /// The system's word for "this process" changes in a forked child, so that a child tells
+    /// its parent's waiting thread (which it does not have) from one of its own.
+    #[test]
+    fn a_forked_child_is_another_process_to_the_waiting_thread() {
+        // Building a domain installs the fork handlers, which count forks; every trim is asked
+        // for by a domain's callback, so they are installed wherever a thread waits.
+        let _ = crate::Rcu::global();
+        let parent = System.process();
+        assert!(in_child(move || System.process() != parent));
+    }
+
     #[test]
     fn trims_start_at_least_a_second_apart_and_one_racer_wins() {
         let trims = Trims::new();
