@@ -19,23 +19,37 @@
 //!
 //! # Why each entry present throughout is yielded exactly once
 //!
+//! A step records, for each table it walks, which of the range's buckets in that table it
+//! found unmoved: it *took* those buckets' entries from that table. In a later table of the
+//! same step, a node whose bucket an earlier table took is skipped. So an entry's hash class
+//! is taken from exactly one table per step: the first whose bucket for it the step found
+//! unmoved.
+//!
 //! *At most once:* a node is yielded only in the step whose range `[cursor, end)` holds its
-//! reversed hash, and the steps' ranges are disjoint and increasing; within a step, nodes met
-//! twice (a node moved while the step walked, met in the old bucket and in the new one) are
-//! merged by address.
+//! reversed hash, and the steps' ranges are disjoint and increasing. Within a step, a hash
+//! class comes from one table, and from one bucket there (a hash has one bucket per table),
+//! whose lanes the walk reads once each; an entry keeps its lane, and a replacement stores the
+//! new node into the old one's lane (claim 1 of the [map's essay](super)). So an entry present
+//! throughout, and also one replaced while the step walked, is met once: a node moved while
+//! the step walked (met in its old bucket, unmoved then, and again in the new table), or
+//! moved and then replaced in the new table, is skipped there. Without the record, such a step
+//! yielded the key twice: the loom model with the record left out finds the moved node met
+//! twice, and a unit test replays the replacement.
 //!
 //! *At least once:* take a node `X` present throughout, and the step whose range holds its
 //! reversed hash. When that step loaded `R`, the resize before `R` had finished (a table
-//! becomes current only once every bucket of its predecessor moved, claim 6 of the
-//! [map's essay](super)), so `X` was in `R`, or in `N` if `R`'s bucket had already moved.
-//! The step walks `R`'s buckets of the range, reading each bucket's state (`Acquire`) before
-//! its lanes. If `X`'s bucket was not `MOVED`, the walk meets `X` in its lane, which a move
-//! leaves as it was (claims 1 and 3). If it was, `X` had been moved on before, and the load
-//! that saw `MOVED` makes the successor table and `X` in it visible (claim 3). The step
-//! loads each table's successor only after walking that table's buckets, so by induction
-//! down the tables it meets `X`. Entries inserted or removed during the iteration may or may not appear; an
-//! entry whose value was replaced is a new node, so the old value, the new one or both may
-//! appear.
+//! becomes current only once every bucket of its predecessor moved, claim 6), so `X` was in
+//! `R`, or in `N` if `R`'s bucket had already moved. The step walks `R`'s buckets of the
+//! range, reading each bucket's state (`Acquire`) before its lanes. If `X`'s bucket was not
+//! `MOVED`, the walk meets `X` in its lane, which a move leaves as it was (claims 1 and 3),
+//! and takes it: no earlier table of the step took that class. If it was, the step took
+//! nothing of that class from `R`, and the load that saw `MOVED` makes the successor table and
+//! `X` in it visible (claim 3). The step loads each table's successor only after walking that
+//! table's buckets, so by induction down the tables it meets `X` in the first table whose
+//! bucket for it was unmoved, and takes it there. Entries inserted or removed during the
+//! iteration may or may not appear (a key removed and inserted again is two entries, and may
+//! appear twice); an entry whose value was replaced appears once, with its old value or its
+//! new one.
 //!
 //! # Why an iteration costs what it visits
 //!
@@ -87,11 +101,21 @@ impl Range {
         reversed >= self.from && self.end.map_or(true, |end| reversed < end)
     }
 
-    /// The buckets of a table with `2^bits` buckets whose class overlaps this range.
+    /// The class (the top `bits` bits) of reversed hash `reversed` in a table with `2^bits`
+    /// buckets.
+    fn class(reversed: u64, bits: u32) -> u64 {
+        if bits == 0 {
+            0
+        } else {
+            reversed >> (64 - bits)
+        }
+    }
+
+    /// The buckets of a table with `2^bits` buckets whose class overlaps this range, in the
+    /// order of their classes (from the class of `from`).
     fn buckets(&self, bits: u32) -> impl Iterator<Item = usize> {
-        let top = |x: u64| if bits == 0 { 0 } else { x >> (64 - bits) };
-        let first = top(self.from);
-        let last = self.end.map_or(top(u64::MAX), |end| top(end - 1));
+        let first = Range::class(self.from, bits);
+        let last = Range::class(self.end.map_or(u64::MAX, |end| end - 1), bits);
         // The bucket of class `t` is `t` reversed in `bits` bits.
         (first..=last).map(move |t| {
             if bits == 0 {
@@ -111,12 +135,33 @@ pub struct Iter<'g, K, V> {
     cursor: Option<u64>,
     /// The nodes of the current step, yielded from the back.
     gathered: Vec<&'g Node<K, V>>,
+    /// The tables the current step has walked (module docs: "exactly once").
+    took: Vec<Took>,
+    /// For each table in `took`, one flag per bucket of the step's range: found unmoved (its
+    /// entries were taken from that table).
+    unmoved: Vec<bool>,
     /// (table, bucket) walks so far (for the unit tests of the bound).
     #[cfg(test)]
     walks: usize,
-    /// The loom model's broken variant: nodes met twice in a step are not merged.
+    /// The loom model's broken variant: a step does not skip, in a later table, the classes an
+    /// earlier table took.
     #[cfg(rcukit_loom)]
-    pub(crate) busted_no_merge: bool,
+    pub(crate) busted_no_record: bool,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Run after each table a step of this thread walks (for the unit test that changes the
+    /// map there).
+    static BETWEEN_TABLES: std::cell::Cell<Option<fn()>> = const { std::cell::Cell::new(None) };
+}
+
+/// A table a step walked: its size, and where its flags start in [`Iter::unmoved`] (the flag
+/// of class `c` is at `at + c - first`).
+struct Took {
+    bits: u32,
+    first: u64,
+    at: usize,
 }
 
 impl<'g, K, V> Iter<'g, K, V> {
@@ -129,10 +174,12 @@ impl<'g, K, V> Iter<'g, K, V> {
             root,
             cursor: Some(0),
             gathered: Vec::new(),
+            took: Vec::new(),
+            unmoved: Vec::new(),
             #[cfg(test)]
             walks: 0,
             #[cfg(rcukit_loom)]
-            busted_no_merge: false,
+            busted_no_record: false,
         }
     }
 
@@ -147,10 +194,24 @@ impl<'g, K, V> Iter<'g, K, V> {
             None => current.bits(),
         };
         let range = Range::step(cursor, bits);
+        self.took.clear();
+        self.unmoved.clear();
         let mut table = current;
         loop {
-            for b in range.buckets(table.bits()) {
-                self.walk(table, b, range);
+            let bits = table.bits();
+            let took = Took {
+                bits,
+                first: Range::class(range.from, bits),
+                at: self.unmoved.len(),
+            };
+            for b in range.buckets(bits) {
+                let unmoved = self.walk(table, b, range);
+                self.unmoved.push(unmoved);
+            }
+            self.took.push(took);
+            #[cfg(test)]
+            if let Some(between) = BETWEEN_TABLES.with(|b| b.get()) {
+                between();
             }
             // Loaded after the walks above (the induction of the module docs).
             let next = table.next.load(Acquire);
@@ -160,38 +221,44 @@ impl<'g, K, V> Iter<'g, K, V> {
             // SAFETY: as above.
             table = unsafe { &*next };
         }
-        // A node moved while the step walked may have been met twice.
-        #[cfg(rcukit_loom)]
-        let merge = !self.busted_no_merge;
-        #[cfg(not(rcukit_loom))]
-        let merge = true;
-        if merge {
-            self.gathered
-                .sort_unstable_by_key(|n| *n as *const Node<K, V>);
-            self.gathered.dedup_by(|a, b| std::ptr::eq(*a, *b));
-        }
         self.cursor = range.end;
     }
 
-    /// Gather the nodes of `range` in bucket `b` of `table`, unless the bucket has moved (its
-    /// entries are then in the newer tables, which the step walks next).
-    fn walk(&mut self, table: &'g Table<K, V>, b: usize, range: Range) {
+    /// Gather the nodes of `range` in bucket `b` of `table` that no table walked before in
+    /// this step took, unless the bucket has moved (its entries are then in the newer tables,
+    /// which the step walks next). Whether the bucket was unmoved (its entries taken here).
+    fn walk(&mut self, table: &'g Table<K, V>, b: usize, range: Range) -> bool {
         #[cfg(test)]
         {
             self.walks += 1;
         }
         let bucket = table.bucket(b);
         if bucket.seq() & MOVED != 0 {
-            return;
+            return false;
         }
         // SAFETY: the bucket's lines live as long as its table, alive for 'g.
         for (_, _, p) in unsafe { table::occupied(bucket) } {
             // SAFETY: published node (Acquire), alive for 'g (constructor's contract).
             let node: &'g Node<K, V> = unsafe { &*p };
-            if range.holds(node.hash.reverse_bits()) {
+            let reversed = node.hash.reverse_bits();
+            if range.holds(reversed) && !self.taken_before(reversed) {
                 self.gathered.push(node);
             }
         }
+        true
+    }
+
+    /// Whether a table walked before the current one in this step took the class of
+    /// `reversed` (found its bucket unmoved).
+    fn taken_before(&self, reversed: u64) -> bool {
+        #[cfg(rcukit_loom)]
+        if self.busted_no_record {
+            return false;
+        }
+        self.took.iter().any(|t| {
+            let offset = (Range::class(reversed, t.bits) - t.first) as usize;
+            self.unmoved[t.at + offset]
+        })
     }
 
     /// The next node (for `retain`, which unlinks it by address).
@@ -307,8 +374,82 @@ impl<K, V> FusedIterator for IntoIter<K, V> {}
 
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {
-    use super::Range;
+    use super::{Iter, Range, BETWEEN_TABLES};
+    use crate::map::moves::{self, Moved};
+    use crate::map::table::{self, Limits, Node, Table};
+    use crate::sync::AtomicPtr;
     use crate::{Rcu, RcuHashMap};
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+    use std::sync::Mutex;
+
+    /// Insert `key` (its hash is the key) with `value` into the map rooted at `root`, or
+    /// replace its value; the replaced node, if any (as an address, freed by the caller).
+    fn put(root: &AtomicPtr<Table<u64, u64>>, key: u64, value: u64) -> Option<usize> {
+        let node = Node::new(key, key, value);
+        loop {
+            // SAFETY: the tests free nothing before they end.
+            let spot = unsafe { table::locate(&*root.load(Acquire), key, &mut |k| *k == key) };
+            let Some(locked) = spot.lock() else { continue };
+            return if spot.found.is_null() {
+                // SAFETY: validated lock; `node` is unpublished with this hash.
+                unsafe { locked.insert(node) };
+                None
+            } else {
+                // SAFETY: as above, and the spot found a node.
+                Some(unsafe { locked.replace(node) } as usize)
+            };
+        }
+    }
+
+    /// A step takes key 1 from the bucket of the table it started in; then, before the step
+    /// walks the successor, a resize moves that bucket into the successor and a writer
+    /// replaces key 1 there. The step must not take key 1 again from the successor: the key
+    /// is yielded once, with its old value (a step without its record of the buckets it took
+    /// yielded both values).
+    #[test]
+    fn an_entry_moved_and_replaced_while_a_step_walks_is_yielded_once() {
+        static ROOT: AtomicPtr<Table<u64, u64>> = AtomicPtr::new(std::ptr::null_mut());
+        static STEPS: AtomicUsize = AtomicUsize::new(0);
+        static FREED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+        ROOT.store(Box::into_raw(Table::with_limits(2, Limits::NEVER)), Release);
+        assert_eq!(put(&ROOT, 1, 10), None);
+        assert_eq!(put(&ROOT, 2, 20), None);
+        BETWEEN_TABLES.with(|b| {
+            b.set(Some(|| {
+                // Key 1 (hash 1: reversed, class 1 of 2) is in the second step.
+                if STEPS.fetch_add(1, Relaxed) != 1 {
+                    return;
+                }
+                let old = ROOT.load(Acquire);
+                let new = Box::into_raw(Table::with_limits(4, Limits::NEVER));
+                // SAFETY: the root's table, alive until the test frees it.
+                unsafe { &*old }.next.store(new, Release);
+                // SAFETY: as above.
+                match unsafe { moves::help_move(&ROOT, old, usize::MAX, false) } {
+                    Moved::Finished(old) => FREED.lock().unwrap().push(old as usize),
+                    _ => unreachable!("an unlimited budget finishes the move"),
+                }
+                let replaced = put(&ROOT, 1, 11).expect("key 1 is in the new table");
+                FREED.lock().unwrap().push(replaced);
+            }))
+        });
+        // SAFETY: nothing is freed before the iteration ends.
+        let mut got: Vec<(u64, u64)> = unsafe { Iter::new(&ROOT) }.map(|(k, v)| (*k, *v)).collect();
+        BETWEEN_TABLES.with(|b| b.set(None));
+        got.sort_unstable();
+        assert_eq!(got, [(1, 10), (2, 20)], "each key once");
+        let [old_table, old_node] = FREED.lock().unwrap()[..] else {
+            panic!("the step ran no resize")
+        };
+        // SAFETY: the iteration is over and nothing else uses the tables: the old table
+        // (whose nodes moved on), the replaced node and the current table with its nodes.
+        unsafe {
+            drop(Box::from_raw(old_table as *mut Table<u64, u64>));
+            drop(Box::from_raw(old_node as *mut Node<u64, u64>));
+            drop(table::take_all(ROOT.load(Acquire)));
+        }
+    }
 
     #[test]
     fn a_step_covers_one_class_of_the_coarser_table() {

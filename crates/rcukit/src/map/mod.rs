@@ -458,8 +458,9 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
 
     /// The entries, in no particular order, valid while both `guard` and the map are
     /// borrowed. Each entry present throughout the iteration is yielded exactly once, also
-    /// across resizes (see [`Iter`]); an entry replaced meanwhile may appear with its old
-    /// value, its new one, or both.
+    /// across resizes (see [`Iter`]); an entry replaced meanwhile is yielded once too, with
+    /// its old value or its new one. Entries inserted or removed meanwhile may or may not be
+    /// (a key removed and inserted again is two entries, and may be yielded twice).
     #[track_caller]
     pub fn iter<'g, G: ReadSection>(&'g self, guard: &'g G) -> Iter<'g, K, V> {
         domain_ref::check_guard("RcuHashMap", guard, self.domain.rcu());
