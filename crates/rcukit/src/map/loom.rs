@@ -1,7 +1,7 @@
 //! loom models of the map's tables (run with `RUSTFLAGS="--cfg rcukit_loom"`; see README):
 //! a lookup racing an insert, a removal and a resize step; a lookup racing the reuse of a lane
-//! and the move of a bucket with an overflow line; an iteration racing resizes; an insert
-//! racing the lock-free move of an empty bucket. The real table code runs (its
+//! and the move of a bucket with an overflow line; an iteration racing resizes, and racing a
+//! resize and a replacement; an insert racing the lock-free move of an empty bucket. The real table code runs (its
 //! atomics and locks come from `sync.rs`); reclamation is left out (unlinked nodes are freed
 //! when the model ends), since the domain's own models cover grace periods.
 
@@ -206,6 +206,71 @@ fn loom_map_iteration_racing_a_grow_and_a_shrink() {
 #[should_panic(expected = "each key present throughout exactly once")]
 fn loom_map_busted_iteration_without_its_record_is_caught() {
     iteration_racing_a_grow_and_a_shrink(true);
+}
+
+/// An iteration racing a grow and a replacement of the one key: key 1 (hash 1) in a 2-bucket
+/// table is replaced (value 10, then 11) while a mover moves the table into 4 buckets. The
+/// replacement lands in the old table or the new one, before or after the iteration's step
+/// walks either; the iteration must yield key 1 exactly once, with either value.
+fn iteration_racing_a_grow_and_a_replacement(busted_no_record: bool) {
+    let mut model = loom::model::Builder::new();
+    // One preemption finds the broken twin's failure; `LOOM_MAX_PREEMPTIONS=2` explores more
+    // (about two minutes).
+    model.preemption_bound = model.preemption_bound.or(Some(1));
+    model.check(move || {
+        let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(2))));
+        assert!(insert(&root, 1, 1, 10).is_none());
+        let iterator = {
+            let root = root.clone();
+            thread::spawn(move || {
+                // SAFETY: nothing is freed before the model ends.
+                let mut iter = unsafe { Iter::new(&*root) };
+                iter.busted_no_record = busted_no_record;
+                let values: Vec<u64> = iter.map(|(_, v)| *v).collect();
+                assert!(
+                    values == [10] || values == [11],
+                    "key 1 exactly once, with either value: {values:?}"
+                );
+            })
+        };
+        let writer = {
+            let root = root.clone();
+            thread::spawn(move || insert(&root, 1, 1, 11).map(|old| old as usize))
+        };
+        let old = root.load(Acquire);
+        // SAFETY: nothing is freed before the model ends; `old` came from the root.
+        unsafe { &*old }.next.store(
+            Box::into_raw(Table::new(4)),
+            std::sync::atomic::Ordering::Release,
+        );
+        // SAFETY: as above.
+        let Moved::Finished(old) = (unsafe { moves::help_move(&root, old, usize::MAX, false) })
+        else {
+            unreachable!("an unlimited budget finishes the move")
+        };
+        iterator.join().unwrap();
+        let replaced = writer.join().unwrap().expect("key 1 was present");
+        // SAFETY: the model is over: nobody else uses the map; the old table's nodes moved on,
+        // and the replaced node is unlinked.
+        unsafe {
+            drop(table::take_all(root.load(Acquire)));
+            drop(Box::from_raw(old));
+            drop(Box::from_raw(replaced as *mut Node<u64, u64>));
+        }
+    });
+}
+
+#[test]
+fn loom_map_iteration_racing_a_grow_and_a_replacement() {
+    iteration_racing_a_grow_and_a_replacement(false);
+}
+
+/// Without its record of the buckets each table took, loom finds the step that takes key 1
+/// from the old table, and then its replacement from the new one.
+#[test]
+#[should_panic(expected = "key 1 exactly once")]
+fn loom_map_busted_iteration_racing_a_replacement_is_caught() {
+    iteration_racing_a_grow_and_a_replacement(true);
 }
 
 /// An insert into an empty bucket racing the mover that marks that bucket moved without its
