@@ -375,32 +375,12 @@ impl<K, V> FusedIterator for IntoIter<K, V> {}
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::{Iter, Range, BETWEEN_TABLES};
-    use crate::map::moves::{self, Moved};
-    use crate::map::table::{self, Limits, Node, Table};
-    use crate::sync::AtomicPtr;
+    use crate::map::by_hand::{self, Root};
+    use crate::map::table::{self, Node, Table};
     use crate::{Rcu, RcuHashMap};
     use std::sync::atomic::AtomicUsize;
     use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
     use std::sync::Mutex;
-
-    /// Insert `key` (its hash is the key) with `value` into the map rooted at `root`, or
-    /// replace its value; the replaced node, if any (as an address, freed by the caller).
-    fn put(root: &AtomicPtr<Table<u64, u64>>, key: u64, value: u64) -> Option<usize> {
-        let node = Node::new(key, key, value);
-        loop {
-            // SAFETY: the tests free nothing before they end.
-            let spot = unsafe { table::locate(&*root.load(Acquire), key, &mut |k| *k == key) };
-            let Some(locked) = spot.lock() else { continue };
-            return if spot.found.is_null() {
-                // SAFETY: validated lock; `node` is unpublished with this hash.
-                unsafe { locked.insert(node) };
-                None
-            } else {
-                // SAFETY: as above, and the spot found a node.
-                Some(unsafe { locked.replace(node) } as usize)
-            };
-        }
-    }
 
     /// A step takes key 1 from the bucket of the table it started in; then, before the step
     /// walks the successor, a resize moves that bucket into the successor and a writer
@@ -409,29 +389,25 @@ mod tests {
     /// yielded both values).
     #[test]
     fn an_entry_moved_and_replaced_while_a_step_walks_is_yielded_once() {
-        static ROOT: AtomicPtr<Table<u64, u64>> = AtomicPtr::new(std::ptr::null_mut());
+        static ROOT: Root = Root::new(std::ptr::null_mut());
         static STEPS: AtomicUsize = AtomicUsize::new(0);
         static FREED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-        ROOT.store(Box::into_raw(Table::with_limits(2, Limits::NEVER)), Release);
-        assert_eq!(put(&ROOT, 1, 10), None);
-        assert_eq!(put(&ROOT, 2, 20), None);
+        ROOT.store(Box::into_raw(Table::new(2)), Release);
+        assert_eq!(by_hand::insert(&ROOT, 1, 1, 10), None);
+        assert_eq!(by_hand::insert(&ROOT, 2, 2, 20), None);
         BETWEEN_TABLES.with(|b| {
             b.set(Some(|| {
                 // Key 1 (hash 1: reversed, class 1 of 2) is in the second step.
                 if STEPS.fetch_add(1, Relaxed) != 1 {
                     return;
                 }
-                let old = ROOT.load(Acquire);
-                let new = Box::into_raw(Table::with_limits(4, Limits::NEVER));
-                // SAFETY: the root's table, alive until the test frees it.
-                unsafe { &*old }.next.store(new, Release);
-                // SAFETY: as above.
-                match unsafe { moves::help_move(&ROOT, old, usize::MAX, false) } {
-                    Moved::Finished(old) => FREED.lock().unwrap().push(old as usize),
-                    _ => unreachable!("an unlimited budget finishes the move"),
-                }
-                let replaced = put(&ROOT, 1, 11).expect("key 1 is in the new table");
-                FREED.lock().unwrap().push(replaced);
+                // SAFETY: no other resize runs.
+                let old = unsafe { by_hand::resize(&ROOT, 4) };
+                let replaced = by_hand::insert(&ROOT, 1, 1, 11).expect("key 1 is in the new table");
+                FREED
+                    .lock()
+                    .unwrap()
+                    .extend([old as usize, replaced as usize]);
             }))
         });
         // SAFETY: nothing is freed before the iteration ends.

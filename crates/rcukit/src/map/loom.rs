@@ -1,10 +1,12 @@
 //! loom models of the map's tables (run with `RUSTFLAGS="--cfg rcukit_loom"`; see README):
 //! a lookup racing an insert, a removal and a resize step; a lookup racing the reuse of a lane
 //! and the move of a bucket with an overflow line; an iteration racing resizes, and racing a
-//! resize and a replacement; an insert racing the lock-free move of an empty bucket. The real table code runs (its
-//! atomics and locks come from `sync.rs`); reclamation is left out (unlinked nodes are freed
-//! when the model ends), since the domain's own models cover grace periods.
+//! resize and a replacement; an insert racing the lock-free move of an empty bucket. The real
+//! table code runs (its atomics and locks come from `sync.rs`, driven as in `by_hand.rs`);
+//! reclamation is left out (unlinked nodes are freed when the model ends), since the domain's
+//! own models cover grace periods.
 
+use super::by_hand::{self, current, insert, Root};
 use super::iter::Iter;
 use super::moves::{self, Moved};
 use super::table::{self, Node, Table};
@@ -13,35 +15,11 @@ use loom::thread;
 use std::sync::atomic::Ordering::Acquire;
 use std::sync::{Arc, Mutex};
 
-type Root = AtomicPtr<Table<u64, u64>>;
-
 /// What the model unlinked, freed at its end.
 #[derive(Default)]
 struct Unlinked {
     nodes: Vec<usize>,
     tables: Vec<usize>,
-}
-
-fn current(root: &Root) -> &Table<u64, u64> {
-    // SAFETY: nothing is freed before the model ends.
-    unsafe { &*root.load(Acquire) }
-}
-
-fn insert(root: &Root, hash: u64, key: u64, value: u64) -> Option<*mut Node<u64, u64>> {
-    let node = Node::new(hash, key, value);
-    loop {
-        // SAFETY: nothing is freed before the model ends.
-        let spot = unsafe { table::locate(current(root), hash, &mut |k| *k == key) };
-        let Some(locked) = spot.lock() else { continue };
-        return if spot.found.is_null() {
-            // SAFETY: validated lock; `node` is unpublished with this hash.
-            unsafe { locked.insert(node) };
-            None
-        } else {
-            // SAFETY: as above, and the spot found a node.
-            Some(unsafe { locked.replace(node) })
-        };
-    }
 }
 
 fn remove(root: &Root, hash: u64, key: u64) -> Option<*mut Node<u64, u64>> {
@@ -163,21 +141,11 @@ fn iteration_racing_a_grow_and_a_shrink(busted_no_record: bool) {
                 assert_eq!(keys, [0, 1, 3], "each key present throughout exactly once");
             })
         };
-        let mut old_tables = Vec::new();
-        for size in [4, 1] {
-            let old = root.load(Acquire);
-            // SAFETY: nothing is freed before the model ends; `old` came from the root.
-            let old_ref = unsafe { &*old };
-            old_ref.next.store(
-                Box::into_raw(Table::new(size)),
-                std::sync::atomic::Ordering::Release,
-            );
-            // SAFETY: as above.
-            match unsafe { moves::help_move(&root, old, usize::MAX, false) } {
-                Moved::Finished(old) => old_tables.push(old),
-                _ => unreachable!("an unlimited budget finishes the move"),
-            }
-        }
+        // SAFETY: this thread is the model's only mover.
+        let old_tables: Vec<_> = [4, 1]
+            .into_iter()
+            .map(|size| unsafe { by_hand::resize(&root, size) })
+            .collect();
         iterator.join().unwrap();
         // SAFETY: the model is over: nobody else uses the map.
         drop(unsafe { table::take_all(root.load(Acquire)) });
@@ -237,17 +205,8 @@ fn iteration_racing_a_grow_and_a_replacement(busted_no_record: bool) {
             let root = root.clone();
             thread::spawn(move || insert(&root, 1, 1, 11).map(|old| old as usize))
         };
-        let old = root.load(Acquire);
-        // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        unsafe { &*old }.next.store(
-            Box::into_raw(Table::new(4)),
-            std::sync::atomic::Ordering::Release,
-        );
-        // SAFETY: as above.
-        let Moved::Finished(old) = (unsafe { moves::help_move(&root, old, usize::MAX, false) })
-        else {
-            unreachable!("an unlimited budget finishes the move")
-        };
+        // SAFETY: this thread is the model's only mover.
+        let old = unsafe { by_hand::resize(&root, 4) };
         iterator.join().unwrap();
         let replaced = writer.join().unwrap().expect("key 1 was present");
         // SAFETY: the model is over: nobody else uses the map; the old table's nodes moved on,

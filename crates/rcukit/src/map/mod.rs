@@ -239,6 +239,8 @@
 
 mod builder;
 mod bulk;
+#[cfg(test)]
+mod by_hand;
 mod compute;
 mod iter;
 mod line;

@@ -57,7 +57,7 @@ impl Limits {
 
 impl<K, V> Table<K, V> {
     /// A table of `buckets` buckets (a power of two) that never asks to be resized.
-    #[cfg(rcukit_loom)]
+    #[cfg(test)]
     pub(crate) fn new(buckets: usize) -> Box<Self> {
         Self::with_limits(buckets, Limits::NEVER)
     }
