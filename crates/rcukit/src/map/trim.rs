@@ -379,13 +379,25 @@ mod tests {
         }
     }
 
-    /// Wait until `done` (a guard against a hang, not a measurement: it takes milliseconds).
-    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+    /// Wait until `done`, for at most `limit` (a guard against a hang, not a measurement: it
+    /// takes milliseconds); whether it happened.
+    fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + limit;
         while !done() {
-            assert!(Instant::now() < deadline, "{what}: never happened");
+            if Instant::now() >= deadline {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
+        true
+    }
+
+    /// [`within`] 30 s, which must happen.
+    fn eventually(what: &str, done: impl FnMut() -> bool) {
+        assert!(
+            within(Duration::from_secs(30), done),
+            "{what}: never happened"
+        );
     }
 
     /// Run `child` in a forked child (under a 10 s deadline), and whether it returned true.
@@ -504,10 +516,7 @@ mod tests {
             WORLD.hold_trim.store(false, SeqCst);
             WORLD.set(10 * SECOND + SECOND / 2);
             TRIMS.ask(&WORLD);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while WORLD.trims() == 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            within(Duration::from_secs(5), || WORLD.trims() != 0);
             WORLD.trims() == 1 && TRIMS.started.load(SeqCst) == 11 * SECOND
         });
         WORLD.hold_trim.store(false, SeqCst);
@@ -533,10 +542,7 @@ mod tests {
             WORLD.hold_sleep.store(false, SeqCst);
             WORLD.set(10 * SECOND + SECOND * 6 / 10);
             TRIMS.ask(&WORLD);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while WORLD.trims() == 1 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            within(Duration::from_secs(5), || WORLD.trims() != 1);
             WORLD.trims() == 2 && WORLD.threads.load(SeqCst) == 2
         });
         WORLD.hold_sleep.store(false, SeqCst);
