@@ -100,8 +100,8 @@ impl<S, D> MapBuilder<S, D> {
     /// a thread of its own, `rcukit-trim`, that then exits), and costs about 5 ns per block
     /// freed since the last one; memory given back is faulted in again when the process fills
     /// it later (a fill of a million entries ran about 12% slower into memory just given back
-    /// than into memory the allocator had kept). See [the map's memory](crate::map#memory). It does nothing with
-    /// other C libraries.
+    /// than into memory the allocator had kept). See [the map's memory](crate::map#memory).
+    /// It does nothing with other C libraries.
     pub fn trim_allocator(mut self, trim: bool) -> Self {
         self.trim_allocator = trim;
         self

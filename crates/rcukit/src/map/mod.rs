@@ -226,8 +226,8 @@
 //! process, so that a map filled and emptied many times a second does not fault its memory in
 //! again each time; a trim asked for sooner runs when the second is up, on a thread of its
 //! own): a million entries inserted and then all removed leave about 4 MiB resident at once and
-//! 0.6 MiB a second later, instead of 35 MiB. [`MapBuilder::trim_allocator`] turns that off. The essay in `map/trim.rs`
-//! gives the measurements and the rule.
+//! 0.6 MiB a second later, instead of 35 MiB. [`MapBuilder::trim_allocator`] turns that off.
+//! The essay in `map/trim.rs` gives the measurements and the rule.
 //!
 //! # Thread exit and `fork()`
 //!
