@@ -25,25 +25,30 @@ fn resident() -> i64 {
 /// 200,000 entries of 48-byte nodes (64-byte blocks): about 13 MB of nodes, a table of 4 MiB.
 const ENTRIES: u64 = 200_000;
 
+/// A map whose largest table is small: 25,000 entries, about 1.6 MB of nodes, a table of
+/// 512 KiB.
+const FEW_ENTRIES: u64 = 25_000;
+
 type Map = RcuHashMap<u64, [u64; 4]>;
 
-/// Fill a new map, let `empty` empty or drop it, and check that what the fill added to the
-/// resident set mostly goes away. The process trims at most once a second, and a trim asked
-/// for sooner runs when the second is up: the check waits for it (30 s at most, a guard
-/// against a trim that never comes, not a measurement).
-fn gives_back(what: &str, empty: impl FnOnce(Map)) {
+/// Fill a new map with `entries` entries, let `empty` empty or drop it, and check that what
+/// the fill added to the resident set (at least `least` MiB) mostly goes away. The process
+/// trims at most once a second, and a trim asked for sooner runs when the second is up: the
+/// check waits for it (30 s at most, a guard against a trim that never comes, not a
+/// measurement).
+fn gives_back(what: &str, entries: u64, least: f64, empty: impl FnOnce(Map, u64)) {
     let map = Map::new();
     let before = resident();
-    for k in 0..ENTRIES {
+    for k in 0..entries {
         map.pin().insert(k, [k; 4]);
     }
     map.domain().barrier();
     let peak = resident();
-    empty(map);
+    empty(map, entries);
     let mib = |b: i64| b as f64 / (1 << 20) as f64;
     let grown = mib(peak - before);
     assert!(
-        grown > 10.0,
+        grown > least,
         "the fill grew the resident set by {grown:.1} MiB only"
     );
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -60,9 +65,9 @@ fn gives_back(what: &str, empty: impl FnOnce(Map)) {
     }
 }
 
-/// Remove every entry of `map` and let the deferred frees run.
-fn remove_all(map: Map) {
-    for k in 0..ENTRIES {
+/// Remove the `entries` entries of `map` and let the deferred frees run.
+fn remove_all(map: Map, entries: u64) {
+    for k in 0..entries {
         assert_eq!(map.pin().remove(&k).map(|v| v[0]), Some(k));
     }
     assert!(map.is_empty());
@@ -80,10 +85,22 @@ fn removed_entries_and_dropped_maps_give_their_memory_back() {
     warm.domain().barrier();
 
     // Emptied by removes: the table shrinks away, and a large shrink trims.
-    gives_back("removing every entry", remove_all);
+    gives_back("removing every entry", ENTRIES, 10.0, remove_all);
     // At once again: this shrink's trim comes less than a second after the last one, and
     // runs when the second is up.
-    gives_back("removing every entry again within the second", remove_all);
+    gives_back(
+        "removing every entry again within the second",
+        ENTRIES,
+        10.0,
+        remove_all,
+    );
     // Dropped whole (its trim runs on a callback worker, or a second after the last one).
-    gives_back("dropping the map", drop);
+    gives_back("dropping the map", ENTRIES, 10.0, |map, _| drop(map));
+    // A map that never had a large table: what it freed counts, not the size of one table.
+    gives_back(
+        "removing every entry of a smaller map",
+        FEW_ENTRIES,
+        1.0,
+        remove_all,
+    );
 }

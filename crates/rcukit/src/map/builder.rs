@@ -92,16 +92,16 @@ impl<S, D> MapBuilder<S, D> {
         self
     }
 
-    /// Whether to ask the C allocator to give free memory back to the system after the map
-    /// shrinks away a table of 1 MiB or more, and after a map with such a table is dropped
-    /// (default: yes). With glibc, the nodes of removed entries otherwise stay in the
-    /// allocator's bins for the life of the process. The trim runs on a callback worker, at
-    /// most once a second in the process (one asked for sooner runs when the second is up, on
-    /// a thread of its own, `rcukit-trim`, that then exits), and costs about 5 ns per block
-    /// freed since the last one; memory given back is faulted in again when the process fills
-    /// it later (a fill of a million entries ran about 12% slower into memory just given back
-    /// than into memory the allocator had kept). See [the map's memory](crate::map#memory).
-    /// It does nothing with other C libraries.
+    /// Whether to ask the C allocator to give free memory back to the system once the map has freed
+    /// 128 KiB since it last asked, by shrinking (the tables it shrank away and the entries they
+    /// lost) or by being dropped (default: yes). With glibc, the nodes of removed entries otherwise
+    /// stay in the allocator's bins for the life of the process. The trim runs on a callback
+    /// worker, at most once a second in the process (one asked for sooner runs when the second is
+    /// up, on a thread of its own, `rcukit-trim`, that then exits), and costs about 5 ns per block
+    /// freed since the last one; memory given back is faulted in again when the process fills it
+    /// later (a fill of a million entries ran about 12% slower into memory just given back than
+    /// into memory the allocator had kept). See [the map's memory](crate::map#memory). It does
+    /// nothing with other C libraries.
     pub fn trim_allocator(mut self, trim: bool) -> Self {
         self.trim_allocator = trim;
         self
@@ -162,6 +162,7 @@ impl<S, D> MapBuilder<S, D> {
                 busted_drop_values_at_once: self.busted,
             },
             min_buckets: AtomicUsize::new(buckets),
+            freed: Default::default(),
             _owns: PhantomData,
         };
         map.init_limits();

@@ -78,7 +78,8 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
 
     /// Install a table of `target` buckets as `table`'s successor, unless one already is.
     fn start_resize(&self, table: &Table<K, V>, target: usize) {
-        let new = Box::into_raw(Table::with_limits(target, self.limits_for(target)));
+        let new = Table::with_limits(target, self.limits_for(target)).made_for(self.len());
+        let new = Box::into_raw(new);
         if table
             .next
             .compare_exchange(ptr::null_mut(), new, AcqRel, Acquire)

@@ -192,20 +192,18 @@
 //!
 //! `Hash` and `Eq` run in the calling thread, with no lock of the map held, inside a read-side
 //! critical section (the caller's guard, or one the map opens; so they must not wait for a
-//! grace period of the map's domain: a `synchronize` there panics, as always inside a
-//! guard). The closures of the writers run the same way; those of
-//! [`update`](RcuHashMap::update), [`compute`](RcuHashMap::compute) and
-//! [`remove_if`](RcuHashMap::remove_if) may run more than once when another writer changes the
-//! bucket in between (like `AtomicU64::fetch_update`); the makers of
-//! [`get_or_insert_with`](RcuHashMap::get_or_insert_with) and
+//! grace period of the map's domain: a `synchronize` there panics, as always inside a guard).
+//! The closures of the writers run the same way; those of [`update`](RcuHashMap::update),
+//! [`compute`](RcuHashMap::compute) and [`remove_if`](RcuHashMap::remove_if) may run more than
+//! once when another writer changes the bucket in between (like `AtomicU64::fetch_update`); the
+//! makers of [`get_or_insert_with`](RcuHashMap::get_or_insert_with) and
 //! [`update_or_insert_with`](RcuHashMap::update_or_insert_with) run at most once. Values made
 //! by discarded attempts are dropped in the calling thread when the call returns (not while it
 //! retries, so that a value whose `Drop` writes to the key's bucket cannot keep the call
-//! retrying). Removed and replaced entries are
-//! retired (by a guard-taking writer at once, by a [`MapRef`] when it drops, by the bulk
-//! writers after their critical section ends), so their `Drop` runs where
-//! [retired objects run](crate::docs::internal::callbacks::invoke); a retired entry drops its key and its value
-//! apart, so that a panic in one still drops the other.
+//! retrying). Removed and replaced entries are retired (by a guard-taking writer at once, by a
+//! [`MapRef`] when it drops, by the bulk writers after their critical section ends), so their
+//! `Drop` runs where [retired objects run](crate::docs::internal::callbacks::invoke); a retired
+//! entry drops its key and its value apart, so that a panic in one still drops the other.
 //!
 //! # `Send` and `Sync`
 //!
@@ -219,15 +217,16 @@
 //! 64 bytes per bucket: 52 bytes per entry at a million `u64` entries, counted as resident
 //! memory. Removed entries are freed after a grace period; a table whose entries fall below a
 //! quarter per bucket is replaced by a smaller one, and the old one freed after a grace period.
-//! With glibc, freed nodes stay in the allocator's bins, so after the map shrinks away a table
-//! of 1 MiB or more, and after such a map is dropped, the map asks the allocator to give free
-//! pages back to the system (`malloc_trim`, on a callback worker of the map's domain once the
-//! old table and the entries removed before it are freed, and at most once a second in the
-//! process, so that a map filled and emptied many times a second does not fault its memory in
-//! again each time; a trim asked for sooner runs when the second is up, on a thread of its
-//! own): a million entries inserted and then all removed leave about 4 MiB resident at once and
-//! 0.6 MiB a second later, instead of 35 MiB. [`MapBuilder::trim_allocator`] turns that off.
-//! The essay in `map/trim.rs` gives the measurements and the rule.
+//! With glibc, freed nodes stay in the allocator's bins, so once a map has freed 128 KiB (the
+//! tables it shrank away and the entries they lost, or all of it when dropped) since it last
+//! asked, it asks the allocator to give free pages back to the system (`malloc_trim`, on a
+//! callback worker of the map's domain once the old table and the entries removed before it are
+//! freed, and at most once a second in the process, so that a map filled and emptied many times
+//! a second does not fault its memory in again each time; a trim asked for sooner runs when the
+//! second is up, on a thread of its own): a million entries inserted and then all removed leave
+//! about 4 MiB resident at once and 0.6 MiB a second later, instead of 35 MiB.
+//! [`MapBuilder::trim_allocator`] turns that off. The essay in `map/trim.rs` gives the
+//! measurements and the rule.
 //!
 //! # Thread exit and `fork()`
 //!
@@ -290,6 +289,8 @@ pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
     /// The table never shrinks below this many buckets (the capacity asked for at
     /// construction or by `reserve`; `shrink_to_fit` lowers it).
     min_buckets: AtomicUsize,
+    /// What the map freed since it last asked for an allocator trim (a hint: see `trim`).
+    freed: trim::Freed,
     _owns: PhantomData<Box<Node<K, V>>>,
 }
 
@@ -567,21 +568,21 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         }
         if let Some(old) = table {
             // SAFETY: the table is alive until retired just below.
-            let (bytes, shrunk) = unsafe { ((*old).bytes(), (*old).shrunk_away()) };
+            let (bytes, freed) = unsafe { ((*old).bytes(), (*old).shrunk_away(self.len())) };
             // SAFETY: the old table stopped being the root (claim 6) and is retired once; its
             // drop frees only its lines. Its size counts in full, so that the domain frees a
             // large table soon (its memory is most of what a shrink gives back).
             unsafe { rcu.retire_raw_sized(old, bytes) };
-            if shrunk {
-                self.trim_after_freeing(bytes);
+            if let Some(freed) = freed {
+                self.trim_after_freeing(freed);
             }
         }
     }
 
-    /// After the map shrank away a table of `bytes` bytes, or was dropped with one: ask for an
-    /// allocator trim if the table was large and the map's policy wants it (see `trim`).
+    /// After the map freed `bytes` bytes, by a shrink or by its drop: ask for an allocator
+    /// trim when it is due, if the map's policy wants trims (see `trim`: "When").
     fn trim_after_freeing(&self, bytes: usize) {
-        if self.policy.trim_allocator && bytes >= trim::FROM_BYTES {
+        if self.policy.trim_allocator && self.freed.count(bytes) {
             trim::after_retired(self.domain.rcu());
         }
     }
@@ -591,7 +592,7 @@ impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
     fn drop(&mut self) {
         let root = self.root.load(Relaxed);
         // SAFETY: `&mut self`: the root table is alive until `take_all` below.
-        let bytes = unsafe { (*root).bytes() };
+        let bytes = unsafe { (*root).bytes() } + self.len() * std::mem::size_of::<Node<K, V>>();
         // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; nodes
         // retired earlier are owned by the domain, not reachable from here.
         drop(unsafe { table::take_all(root) });

@@ -31,7 +31,9 @@ pub(crate) struct Table<K, V> {
     pub(crate) finished: AtomicUsize,
     /// Overflow lines hung on this table's buckets, freed with it.
     overflows: AtomicUsize,
-    /// See [`Table::shrunk_away`] (a hint for `trim`, outside the map's protocol).
+    /// The map's entry count when this table was made, and whether it was moved into a
+    /// smaller one: hints for `trim`, outside the map's protocol (see [`Table::shrunk_away`]).
+    entries_when_made: usize,
     shrunk_away: AtomicBool,
     /// The entry counts outside which the map's policy may want another size (grow past
     /// `.0`, shrink below `.1`): a write compares the count with these and looks at the policy
@@ -72,6 +74,7 @@ impl<K, V> Table<K, V> {
             claimed: AtomicUsize::new(0),
             finished: AtomicUsize::new(0),
             overflows: AtomicUsize::new(0),
+            entries_when_made: 0,
             shrunk_away: AtomicBool::new(false),
             limits: (
                 AtomicUsize::new(limits.above),
@@ -96,11 +99,24 @@ impl<K, V> Table<K, V> {
         self.mask + 1
     }
 
-    /// Whether this table was moved into a smaller one: set by the thread that finished its
-    /// resize, for that thread, which retires it (the successor may be freed by then, so it
-    /// is not looked at again).
-    pub(crate) fn shrunk_away(&self) -> bool {
-        self.shrunk_away.load(Relaxed)
+    /// Note that the map held `entries` entries when this table was made (see
+    /// [`Table::shrunk_away`]).
+    pub(crate) fn made_for(mut self: Box<Self>, entries: usize) -> Box<Self> {
+        self.entries_when_made = entries;
+        self
+    }
+
+    /// If this table was moved into a smaller one, at least how many bytes the map freed
+    /// between this table's making and now, when it holds `entries` entries: this table's
+    /// lines, and the nodes of the entries it lost (a lower bound: entries inserted and
+    /// removed again while this table was current do not count). Set by the thread that
+    /// finished the resize, for that thread, which retires the table (the successor may be
+    /// freed by then, so it is not looked at again).
+    pub(crate) fn shrunk_away(&self, entries: usize) -> Option<usize> {
+        self.shrunk_away.load(Relaxed).then(|| {
+            let lost = self.entries_when_made.saturating_sub(entries);
+            self.bytes() + lost * std::mem::size_of::<Node<K, V>>()
+        })
     }
 
     /// The finisher of this table's resize into `new` notes whether it was a shrink (see
@@ -547,4 +563,22 @@ pub(crate) unsafe fn take_all<K, V>(current: *mut Table<K, V>) -> Vec<Box<Node<K
         // pointer comes from its slot.
         .map(|node| unsafe { Box::from_raw(node) })
         .collect()
+}
+
+#[cfg(all(test, not(rcukit_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_shrunk_away_counts_its_lines_and_the_entries_it_lost() {
+        let node = std::mem::size_of::<Node<u64, u64>>();
+        let old = Table::<u64, u64>::new(64).made_for(200);
+        assert_eq!(old.shrunk_away(10), None, "not moved yet");
+        old.note_moved_into(&Table::new(128));
+        assert_eq!(old.shrunk_away(10), None, "a grow frees no entries");
+        old.note_moved_into(&Table::new(16));
+        assert_eq!(old.shrunk_away(10), Some(old.bytes() + 190 * node));
+        // More entries now than when it was made: only its lines count.
+        assert_eq!(old.shrunk_away(300), Some(old.bytes()));
+    }
 }

@@ -129,6 +129,7 @@ where
             domain: self.domain.clone(),
             policy: self.policy,
             min_buckets: AtomicUsize::new(floor),
+            freed: Default::default(),
             _owns: PhantomData,
         };
         copy.init_limits();

@@ -1,5 +1,5 @@
-//! Giving the memory of removed entries back to the system: after the map shrinks away a large
-//! table, and after a large map is dropped, the C allocator is asked to return its free pages.
+//! Giving the memory of removed entries back to the system: once a map has freed 128 KiB by
+//! shrinking or by being dropped, the C allocator is asked to return its free pages.
 //!
 //! # Why
 //!
@@ -17,19 +17,35 @@
 //!
 //! # When
 //!
-//! With the default load factors, a table of `B` buckets is made for more than `2B` entries (it
-//! grows past 4 per bucket from a table half its size), and it is shrunk away below `B / 4`
-//! entries: a shrink away from a table of [`FROM_BYTES`] (1 MiB of lines, 16,384 buckets) or
-//! more means that most of at least 28,000 removed nodes have been freed since that table was
-//! made. So after retiring the old table of such a shrink, the writer that finished it queues
-//! the trim as a closure of the map's domain ([`after_retired`]). A thread that queues a
-//! closure first hands the objects it retired to the domain's workers (see
+//! A map counts the bytes it frees ([`Freed`]). When it shrinks away a table, it adds that
+//! table's lines and the nodes of the entries it lost since the table was made: the map's
+//! entry count then less its count now, a lower bound (entries inserted and removed again
+//! while the table was current do not count). When it is dropped, it adds its table and every
+//! node. Once the count since the map's last ask reaches [`FROM_BYTES`], 128 KiB, the thread
+//! that crossed it asks for a trim. That is glibc's own default trim threshold: less free
+//! memory than that at the top of its heap, glibc keeps too.
+//!
+//! With the default load factors, a table of `B` buckets that a grow made held more than `2B`
+//! entries, and it is shrunk away below `B / 4`: that shrink comes with at least `1.75 B`
+//! entries lost. So a map that held a few thousand entries asks at its first shrink, and one
+//! emptied after holding 100,000 `u64` entries asks at its first two (from 32,768 and 4,096
+//! buckets); its last shrinks, from small tables, free less than the mark, which waits for
+//! the map's next ask. Counting what was freed, not the size of the table shrunk away,
+//! matters for maps that never grow large tables: 25,000 entries of 64-byte blocks have a
+//! table of 512 KiB and 1.6 MB of nodes, and a rule that waited for a table of 1 MiB left all
+//! of it resident after they were removed (`tests/map_memory.rs`). With 20,000 `u64` entries
+//! removed, 0.9 MiB stayed above the empty map under that rule and 0.3 MiB when counting; a
+//! `malloc_trim(0)` called afterwards left 0.1-0.2 MiB either way (a scratch program, three
+//! runs each).
+//!
+//! The shrinking writer asks after retiring the old table, by queuing the trim as a closure
+//! of the map's domain ([`after_retired`]). A thread that queues a closure first hands the
+//! objects it retired to the domain's workers (see
 //! [`local`](crate::docs::internal::callbacks::local)), so the trim runs on a worker after the
 //! grace period, after the old table and the nodes this thread removed before the shrink have
 //! been freed; nodes that other threads removed are freed about then, and what a trim misses
-//! the next one takes. A map dropped with a table of [`FROM_BYTES`] or more frees its nodes at
-//! once and queues a trim the same way. (A table made large by a capacity or `reserve` and
-//! shrunk by `shrink_to_fit` trims too, for little.)
+//! the next one takes. A dropped map frees its nodes at once and asks the same way. (A table
+//! made large by a capacity or `reserve` and shrunk by `shrink_to_fit` counts too.)
 //!
 //! The trim never runs on the thread that removes, shrinks or drops: a trim takes milliseconds
 //! (5 ms after a million frees on an idle machine, 15 ms beside two busy threads), which would
@@ -100,11 +116,12 @@
 
 use crate::Rcu;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
-/// Tables of at least this many bytes of lines trim when they are shrunk away (module docs).
-pub(crate) const FROM_BYTES: usize = 1 << 20;
+/// A map asks for a trim once it has freed this many bytes since its last ask (module docs:
+/// "When"): glibc's own default trim threshold.
+pub(crate) const FROM_BYTES: usize = 128 << 10;
 
 /// The least time between two trims in the process (module docs: "How often").
 pub(crate) const EVERY: Duration = Duration::from_secs(1);
@@ -119,6 +136,19 @@ static TRIMS: Trims = Trims::new();
 /// the calling thread retired into `rcu` before (module docs: "When").
 pub(crate) fn after_retired(rcu: &Rcu) {
     rcu.call(|| TRIMS.ask(&System));
+}
+
+/// What one map freed since it last asked for a trim (module docs: "When").
+#[derive(Debug, Default)]
+pub(crate) struct Freed(AtomicUsize);
+
+impl Freed {
+    /// Count `bytes` freed; whether the caller should ask for a trim.
+    pub(crate) fn count(&self, bytes: usize) -> bool {
+        let total = self.0.fetch_add(bytes, Relaxed) + bytes;
+        // Of two threads that both cross the mark, the one that takes the count asks.
+        total >= FROM_BYTES && self.0.swap(0, Relaxed) >= FROM_BYTES
+    }
 }
 
 /// What trimming needs from the system: a clock, the trim itself, a way to wait and a thread
@@ -324,6 +354,7 @@ mod tests {
         hold_sleep: AtomicBool,
         hold_trim: AtomicBool,
         in_trim: AtomicBool,
+        refuse_threads: AtomicBool,
     }
 
     impl Fake {
@@ -335,6 +366,7 @@ mod tests {
                 hold_sleep: AtomicBool::new(false),
                 hold_trim: AtomicBool::new(false),
                 in_trim: AtomicBool::new(false),
+                refuse_threads: AtomicBool::new(false),
             }
         }
 
@@ -370,6 +402,9 @@ mod tests {
         }
 
         fn spawn(&self, body: Box<dyn FnOnce() + Send>) -> bool {
+            if self.refuse_threads.load(SeqCst) {
+                return false;
+            }
             self.threads.fetch_add(1, SeqCst);
             crate::threads::spawn("trim-test".to_string(), body).is_ok()
         }
@@ -500,6 +535,35 @@ mod tests {
         TRIMS.ask(&WORLD);
         eventually("the next deferred trim", || WORLD.trims() == 3);
         assert_eq!(WORLD.threads.load(SeqCst), 2);
+    }
+
+    /// A trim asked for too soon when no thread can be started waits for the next ask, which
+    /// starts the thread: the failed start leaves no waiter recorded that would never trim.
+    #[test]
+    fn a_waiting_thread_that_could_not_start_is_started_by_the_next_ask() {
+        static TRIMS: Trims = Trims::new();
+        static WORLD: Fake = Fake::at(10 * SECOND);
+        TRIMS.ask(&WORLD);
+        WORLD.refuse_threads.store(true, SeqCst);
+        WORLD.set(10 * SECOND + SECOND / 2);
+        TRIMS.ask(&WORLD);
+        assert_eq!(TRIMS.waiter.load(SeqCst), 0, "no thread waits");
+        assert!(TRIMS.wanted.load(SeqCst), "the trim is still wanted");
+        WORLD.refuse_threads.store(false, SeqCst);
+        TRIMS.ask(&WORLD);
+        eventually("the deferred trim", || WORLD.trims() == 2);
+        assert_eq!(WORLD.threads.load(SeqCst), 1);
+    }
+
+    /// The rule of "When": an ask each time a map has freed [`FROM_BYTES`] since its last.
+    #[test]
+    fn a_map_asks_each_time_it_freed_enough() {
+        let freed = Freed::default();
+        assert!(!freed.count(FROM_BYTES - 1), "not enough yet");
+        assert!(freed.count(1), "enough, counted over two frees");
+        assert!(!freed.count(FROM_BYTES / 2), "the count starts again");
+        assert!(freed.count(FROM_BYTES), "enough again");
+        assert!(freed.count(2 * FROM_BYTES), "enough at once");
     }
 
     /// A child forked while a thread of its parent is in the middle of a trim trims a second
