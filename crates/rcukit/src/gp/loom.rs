@@ -93,6 +93,8 @@ fn announce_store(busted: bool) {
     loom::model(move || {
         let d = domain();
         let published = Arc::new(AtomicU64::new(1));
+        // loom's cell is not `Sync`: sharing it unsynchronized is what the model checks.
+        #[allow(clippy::arc_with_non_send_sync)]
         let object = Arc::new(loom::cell::UnsafeCell::new(7u64));
         let record = reader_record(&d);
         let reader = {

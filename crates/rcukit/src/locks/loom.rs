@@ -80,6 +80,8 @@ fn recseq_writer_without_wait_busted() {
 fn percpu_model(writer_slots: std::ops::Range<usize>, path: Path) {
     loom::model(move || {
         let lock = Arc::new(RawPerCpuRwLock::with_slots(2).unwrap());
+        // loom's cell is not `Sync`: sharing it unsynchronized is what the model checks.
+        #[allow(clippy::arc_with_non_send_sync)]
         let data = Arc::new(loom::cell::UnsafeCell::new(0u64));
         let reader = {
             let (lock, data) = (lock.clone(), data.clone());
@@ -121,6 +123,8 @@ fn percpu_rwlock_writer_missing_a_slot_busted() {
 fn percpu_rwlock_writers_exclude_each_other() {
     loom::model(|| {
         let lock = Arc::new(RawPerCpuRwLock::with_slots(2).unwrap());
+        // loom's cell is not `Sync`: sharing it unsynchronized is what the model checks.
+        #[allow(clippy::arc_with_non_send_sync)]
         let data = Arc::new(loom::cell::UnsafeCell::new(0u64));
         let other = {
             let (lock, data) = (lock.clone(), data.clone());

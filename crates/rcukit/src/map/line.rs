@@ -264,14 +264,14 @@ impl<N> Drop for Lines<N> {
         if self.mapped == 0 {
             // SAFETY: the lines came from `Box::into_raw` of a `Box<[Line<N>]>` of this length.
             drop(unsafe { Box::from_raw(slice) });
-            return;
-        }
-        #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
-        // SAFETY: the lines are initialized and dropped once, here; then the mapping (ours
-        // alone, `mapped` bytes from `ptr`) is unmapped and nothing refers to it any more.
-        unsafe {
-            std::ptr::drop_in_place(slice);
-            libc::munmap(self.ptr.as_ptr().cast(), self.mapped);
+        } else {
+            #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+            // SAFETY: the lines are initialized and dropped once, here; then the mapping (ours
+            // alone, `mapped` bytes from `ptr`) is unmapped and nothing refers to it any more.
+            unsafe {
+                std::ptr::drop_in_place(slice);
+                libc::munmap(self.ptr.as_ptr().cast(), self.mapped);
+            }
         }
     }
 }

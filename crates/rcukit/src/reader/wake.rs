@@ -215,6 +215,9 @@ mod loom_models {
     use std::sync::atomic::Ordering::{Acquire, Release};
     use std::time::Duration;
 
+    /// A reader of the models: its section counter and its wake word.
+    type Reader = (Arc<AtomicU64>, Arc<WakeWord>);
+
     /// A reader inside a section leaves it (L1-L3) while a writer that waits for it goes to
     /// sleep (S1-S5): the writer must always wake up.
     fn reader_leaves_while_the_writer_goes_to_sleep(busted_reader: bool) {
@@ -352,7 +355,8 @@ mod loom_models {
                 .iter()
                 .map(|(ctr, word)| spawn_leaving(ctr, word, &[1, 2]))
                 .collect();
-            let mut pending: Vec<(&(Arc<AtomicU64>, Arc<WakeWord>), Option<u32>)> =
+            // Each reader, and the wake count last seen on its word.
+            let mut pending: Vec<(&Reader, Option<u32>)> =
                 readers.iter().map(|r| (r, None)).collect();
             loop {
                 pending.retain(|((ctr, _), _)| ctr.load(Acquire) < 2);
