@@ -35,7 +35,7 @@
 //! table of 512 KiB and 1.6 MB of nodes, and a rule that waited for a table of 1 MiB left all
 //! of it resident after they were removed (`tests/map_memory.rs`). With 20,000 `u64` entries
 //! removed, 0.9 MiB stayed above the empty map under that rule and 0.3 MiB when counting; a
-//! `malloc_trim(0)` called afterwards left 0.1-0.2 MiB either way (a scratch program, three
+//! `malloc_trim(0)` called afterwards left 0.1-0.3 MiB either way (a scratch program, three
 //! runs each).
 //!
 //! The shrinking writer asks after retiring the old table, by queuing the trim as a closure
