@@ -1274,3 +1274,35 @@ fn an_iteration_held_across_many_resizes_finishes_and_yields_each_entry_once() {
         );
     });
 }
+
+/// Maps held as values of a map: a removed one is dropped where retired objects run, and a
+/// dropped outer map drops the rest in place. An inner map that freed enough asks for an
+/// allocator trim from there (a `call` into the domain from inside its own callbacks, or from
+/// a map's `Drop`). Every inner entry is still dropped exactly once, and nothing hangs.
+#[test]
+fn maps_dropped_as_values_ask_for_trims_and_drop_every_entry() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct Counted;
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, SeqCst);
+        }
+    }
+    // 5,000 entries: a table of 2,048 buckets (128 KiB), enough to ask on drop.
+    let per_inner = scale(5_000, 50) as u64;
+    let outer: RcuHashMap<u64, RcuHashMap<u64, Counted>> = RcuHashMap::new();
+    for o in 0..8 {
+        let inner = RcuHashMap::new();
+        for k in 0..per_inner {
+            inner.pin().insert(k, Counted);
+        }
+        outer.pin().insert(o, inner);
+    }
+    for o in 0..4 {
+        assert!(outer.pin().remove(&o).is_some());
+    }
+    drop(outer);
+    Rcu::global().barrier();
+    Rcu::global().barrier();
+    assert_eq!(DROPS.load(SeqCst), 8 * per_inner as usize);
+}

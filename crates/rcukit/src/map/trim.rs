@@ -566,6 +566,29 @@ mod tests {
         assert!(freed.count(2 * FROM_BYTES), "enough at once");
     }
 
+    /// Several threads counting at once: at least one of them asks, and never more than one
+    /// per [`FROM_BYTES`] counted.
+    #[test]
+    fn threads_counting_at_once_ask_at_most_once_per_mark() {
+        let freed = Freed::default();
+        let (threads, per_thread, each) = (4, 1000, FROM_BYTES / 8);
+        let asks = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for _ in 0..per_thread {
+                        if freed.count(each) {
+                            asks.fetch_add(1, SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        let asks = asks.load(SeqCst);
+        let most = threads * per_thread * each / FROM_BYTES;
+        assert!((1..=most).contains(&asks), "{asks} asks, at most {most}");
+    }
+
     /// A child forked while a thread of its parent is in the middle of a trim trims a second
     /// later: it inherits the time of that trim, not a lock that nobody in the child would
     /// ever release.
