@@ -874,6 +874,78 @@ fn racing_inserts_of_absent_keys_agree_on_one_winner() {
     });
 }
 
+/// Keys whose `Hash` gives a new value on every call and whose `Eq` says "equal" to every key,
+/// to none (not even itself) or the truth, written, read, iterated and retained by four threads
+/// at once: the map cannot find such keys again, but it must stay sound. Every value made is
+/// dropped exactly once, and an iteration yields exactly the entries the map counts.
+#[test]
+fn keys_whose_hash_and_eq_lie_leave_the_map_sound() {
+    use std::hash::Hash;
+    use std::sync::atomic::AtomicU64;
+    static NOISE: AtomicU64 = AtomicU64::new(1);
+    static MODE: AtomicUsize = AtomicUsize::new(0);
+    #[derive(Clone, Copy)]
+    struct Liar(u64);
+    impl Hash for Liar {
+        fn hash<H: Hasher>(&self, h: &mut H) {
+            let noise = NOISE.fetch_add(0x9E37_79B9_7F4A_7C15, Relaxed);
+            match MODE.load(Relaxed) % 3 {
+                0 => noise.hash(h),                  // a new hash on every call
+                1 => (self.0 ^ (noise & 3)).hash(h), // one of four hashes per key
+                _ => (noise & 1).hash(h),            // two hashes for all keys
+            }
+        }
+    }
+    impl PartialEq for Liar {
+        fn eq(&self, other: &Self) -> bool {
+            match MODE.load(Relaxed) / 3 {
+                0 => self.0 == other.0,
+                1 => true,
+                _ => false,
+            }
+        }
+    }
+    impl Eq for Liar {}
+
+    let per_thread = scale(3_000, 40) as u64;
+    for mode in 0..9 {
+        MODE.store(mode, Relaxed);
+        let rcu = domain();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let made = AtomicUsize::new(0);
+        {
+            let map = RcuHashMap::<Liar, Counted, RandomState, _>::with_domain(Arc::clone(&rcu));
+            thread::scope(|s| {
+                for t in 0..4 {
+                    let (map, drops, made) = (&map, &drops, &made);
+                    s.spawn(move || {
+                        let value = || {
+                            made.fetch_add(1, SeqCst);
+                            Counted(t, Arc::clone(drops))
+                        };
+                        for i in 0..per_thread {
+                            let key = Liar((i * 7 + t) % 500);
+                            let pinned = map.pin();
+                            match (i + t) % 8 {
+                                0..=2 => drop(pinned.insert(key, value())),
+                                3 => drop(pinned.remove(&key)),
+                                4 => drop(pinned.get(&key)),
+                                5 => drop(pinned.try_insert(key, value())),
+                                6 => drop(pinned.get_or_insert_with(key, value)),
+                                _ if i % 200 == 7 => drop(map.retain(|k, _| k.0 % 5 != 0)),
+                                _ => assert!(pinned.iter().count() <= (4 * per_thread) as usize),
+                            }
+                        }
+                    });
+                }
+            });
+            assert_eq!(map.pin().iter().count(), map.len(), "mode {mode}");
+        }
+        rcu.barrier();
+        assert_eq!(drops.load(SeqCst), made.load(SeqCst), "mode {mode}");
+    }
+}
+
 /// A value whose `Drop` writes to the map it lived in, keys whose `Eq` reads it, closures
 /// that write to the map they run in: user code re-entering the map must neither deadlock
 /// nor corrupt it.
