@@ -3,9 +3,9 @@
 //!
 //! Run with `cargo bench -p rcukit --bench map` (about 15 minutes on 2 cores).
 //! `RCUKIT_BENCH_QUICK=1` (or `-- --quick`) gives a smoke run; `RCUKIT_BENCH_PARTS` picks parts
-//! (`lookups,writes,memory`, the default all three), `RCUKIT_BENCH_SIZES` the key counts
-//! (default `100000,1000000`), `RCUKIT_BENCH_ROUNDS` and `RCUKIT_BENCH_MS` the number of
-//! rounds and the length of one lookup measurement; `RCUKIT_BENCH_VERBOSE=1` prints every
+//! (`lookups,writes,memory`, the default all three, and `layouts`), `RCUKIT_BENCH_SIZES` the
+//! key counts (default `100000,1000000`), `RCUKIT_BENCH_ROUNDS` and `RCUKIT_BENCH_MS` the
+//! number of rounds and the length of one lookup measurement; `RCUKIT_BENCH_VERBOSE=1` prints every
 //! measurement to stderr as it is taken. Built as a test (`cargo test --benches`, no `--bench`
 //! argument) it runs as a tiny smoke run.
 //!
@@ -46,10 +46,17 @@
 //! 1.5 s after that (an allocator trim that `RcuHashMap` held back to once a second has run
 //! by then).
 //!
+//! **Layouts** (`map_parts/layouts.rs`, only when named in `RCUKIT_BENCH_PARTS`): one reader's
+//! lookups in `RcuHashMap` beside hashbrown read under a guard (the most an RCU map with
+//! hashbrown's layout could reach) and beside a probe of the map's lines with the entries in
+//! place of the node pointers.
+//!
 //! The tables give the median over the rounds and the min-max; the ratios are ratios of
 //! medians, with the min-max of the per-round ratios. On a 2-core machine a busy writer beside
 //! 2 readers makes 3 busy threads on 2 cores.
 
+#[path = "map_parts/layouts.rs"]
+mod layouts;
 #[path = "map_parts/lookups.rs"]
 mod lookups;
 #[path = "map_parts/maps.rs"]
@@ -150,6 +157,7 @@ fn main() {
                 "lookups" => lookups::run(&cfg, n),
                 "writes" => writes::run(&cfg, n),
                 "memory" => memory::run(&cfg, n),
+                "layouts" => layouts::run(&cfg, n),
                 other => panic!("RCUKIT_BENCH_PARTS: unknown part {other:?}"),
             }
         }
