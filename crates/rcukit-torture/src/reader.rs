@@ -48,8 +48,9 @@
 //!
 //! # Reading through thread exit
 //!
-//! With faults on, every other reader thread that reaches the end of its lifetime does not
-//! leave directly: its registration moves into a thread-local of its own, which the thread
+//! With faults on, every other reader thread that reaches the end of its lifetime (the first,
+//! the third, ...: so any run in which a reader's lifetime ended reads through an exit) does
+//! not leave directly: its registration moves into a thread-local of its own, which the thread
 //! used before any of rcukit's, so it is destroyed *after* rcukit's per-thread tables. Its
 //! destructor keeps reading (still online, for a QSBR reader; with guards taken after rcukit's
 //! table is gone, for the others), with every check of a normal section, and only then drops
@@ -129,9 +130,9 @@ impl Local {
 /// The body of a reader thread: read until the run stops or, if `lifetime` is set, until it
 /// has passed (the engine then respawns the reader in a new thread).
 pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Option<Duration>) {
-    let through_exit = lifetime.is_some() && seed % 2 == 0;
-    if through_exit {
-        // Used before any of rcukit's thread-locals, so destroyed after all of them.
+    if lifetime.is_some() {
+        // Used before any of rcukit's thread-locals, so destroyed after all of them (whether
+        // this thread reads through its exit is decided when its lifetime ends).
         AT_EXIT.with(|_| ());
     }
     let owner = shared.clone();
@@ -167,7 +168,10 @@ pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Optio
             std::thread::yield_now();
         }
     }
-    if through_exit && !shared.stop.load(Relaxed) {
+    let through_exit = deadline.is_some()
+        && !shared.stop.load(Relaxed)
+        && shared.lifetimes_ended.fetch_add(1, Relaxed) % 2 == 0;
+    if through_exit {
         AT_EXIT.with(|a| {
             *a.0.borrow_mut() = Some(Box::new(move || {
                 let shared: &Shared<F> = &owner;

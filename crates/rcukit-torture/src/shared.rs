@@ -29,6 +29,9 @@ pub(crate) struct Shared<F: Flavor> {
     pub(crate) has_owned: bool,
     /// Threads that have finished (successfully or by panicking).
     pub(crate) finished: AtomicUsize,
+    /// Reader threads that reached the end of their lifetime before the run stopped: the
+    /// first, third, ... of them read through their thread's exit.
+    pub(crate) lifetimes_ended: AtomicUsize,
 }
 
 impl<F: Flavor> Shared<F> {
@@ -56,6 +59,7 @@ impl<F: Flavor> Shared<F> {
             owned,
             has_owned,
             finished: AtomicUsize::new(0),
+            lifetimes_ended: AtomicUsize::new(0),
         };
         (shared, inboxes)
     }
