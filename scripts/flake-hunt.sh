@@ -22,7 +22,7 @@ mkdir -p "$out"
 
 # The executables of the test targets a cargo command builds (`--no-run`), one per line.
 test_binaries() {
-    "$@" --no-run --message-format=json 2>/dev/null | python3 -c '
+    "$@" --no-run --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     try:

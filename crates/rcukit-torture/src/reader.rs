@@ -168,7 +168,7 @@ pub(crate) fn run<F: Flavor>(shared: &Arc<Shared<F>>, seed: u64, lifetime: Optio
             std::thread::yield_now();
         }
     }
-    let through_exit = deadline.is_some()
+    let through_exit = lifetime.is_some()
         && !shared.stop.load(Relaxed)
         && shared.lifetimes_ended.fetch_add(1, Relaxed) % 2 == 0;
     if through_exit {

@@ -5,9 +5,9 @@
 //! `RCUKIT_BENCH_QUICK=1` (or `-- --quick`) gives a smoke run; `RCUKIT_BENCH_PARTS` picks parts
 //! (`lookups,writes,memory`, the default all three, and `layouts`), `RCUKIT_BENCH_SIZES` the
 //! key counts (default `100000,1000000`), `RCUKIT_BENCH_ROUNDS` and `RCUKIT_BENCH_MS` the
-//! number of rounds and the length of one lookup measurement; `RCUKIT_BENCH_VERBOSE=1` prints every
-//! measurement to stderr as it is taken. Built as a test (`cargo test --benches`, no `--bench`
-//! argument) it runs as a tiny smoke run.
+//! number of rounds and the length of one lookup measurement; `RCUKIT_BENCH_VERBOSE=1` prints
+//! every measurement to stderr as it is taken. Built as a test (`cargo test --benches`, no
+//! `--bench` argument) it runs as a tiny smoke run.
 //!
 //! **Maps** (one row each, every row in every round, the order rotating from round to round):
 //! * `RcuHashMap` (global domain), a guard (`map.domain().read()`) per lookup, and one guard

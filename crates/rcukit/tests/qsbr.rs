@@ -488,7 +488,7 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
     // to announce in the next grace period. (Those after the end do not give way: the waiter
     // withdrew its request before its grace period ended.)
     let sent = std::cell::Cell::new(0u64);
-    let end_grace_period = |n: usize, announce: &std::sync::mpsc::Sender<()>| {
+    let end_grace_period = |n: usize| {
         wait_until("the grace period", || {
             announce.send(()).unwrap();
             sent.set(sent.get() + 1);
@@ -544,7 +544,7 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
         });
         // The first grace period waits 20 ms for H: a long wait.
         std::thread::sleep(Duration::from_millis(20));
-        end_grace_period(1, &announce);
+        end_grace_period(1);
         // Y at most once, and H at most once: at the quiescent state that ended the grace
         // period, if the waiter's request still stood (H is then past its target).
         let after_first = gave_way();
@@ -562,7 +562,7 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
         let expected = after_first + u64::from(give_way);
         assert_eq!(gave_way(), expected, "once per grace period");
         // H's quiescent state ends it (H may give way then too: it is past the target).
-        end_grace_period(2, &announce);
+        end_grace_period(2);
         let after_second = gave_way();
         assert!(after_second <= expected + 1);
         // No grace period waits now: nobody gives way.
