@@ -71,9 +71,26 @@ where
     V: Send + 'static,
     D: DomainRef,
 {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: dropped exactly once, here; nothing borrowed from it outlives `self`.
         unsafe { ManuallyDrop::drop(&mut self.guard) };
+        let kept = self.unlinked.get_mut();
+        // A handle that unlinked nothing (a read, an insert of a new key) ends here.
+        if kept.first.is_some() || !kept.tables.is_empty() {
+            self.retire_kept();
+        }
+    }
+}
+
+impl<K, V, S, D> MapRef<'_, K, V, S, D>
+where
+    K: Send + 'static,
+    V: Send + 'static,
+    D: DomainRef,
+{
+    /// Retire what the handle's writes unlinked (its guard has ended).
+    fn retire_kept(&mut self) {
         let kept = self.unlinked.get_mut();
         if kept.nodes.is_empty() {
             // The common case (a handle made for one write): at most one node.

@@ -1,0 +1,72 @@
+//! Iteration over an [`RcuFlatMap`]: one walk of one table (see the map's module docs,
+//! "Iteration", for why an entry present throughout is yielded exactly once).
+
+use super::table::{self, Table};
+use super::RcuFlatMap;
+use crate::domain_ref::DomainRef;
+use crate::section::ReadSection;
+use std::sync::atomic::Ordering::Relaxed;
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFlatMap<K, V, S, D> {
+    /// The entries, in no particular order, valid while both `guard` and the map are borrowed:
+    /// a walk of the table that was the map's when the iteration began (see [`Iter`]).
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's.
+    #[track_caller]
+    pub fn iter<'g, G: ReadSection>(&'g self, guard: &'g G) -> Iter<'g, K, V> {
+        // Counted under the writer lock, so that every write either sees the count or is done
+        // (and seen by the walk) before it.
+        let lock = self.lock();
+        let table = self.table(guard);
+        table.iterators.fetch_add(1, Relaxed);
+        drop(lock);
+        Iter {
+            table,
+            group: 0,
+            fulls: table::fulls(table.ctrl(0)),
+        }
+    }
+}
+
+/// The entries of an [`RcuFlatMap`], from [`RcuFlatMap::iter`].
+///
+/// It walks one table, the map's when the iteration began, group by group, and yields the
+/// slots it sees full: it ends after one pass over that table whatever the writers do (a
+/// rebuild makes a new table and leaves this one as it was). An entry present throughout the
+/// iteration is yielded exactly once, with its value before or after any replacement made
+/// meanwhile; an entry inserted or removed meanwhile may or may not be. Starting an iteration
+/// waits for a write under way; while it lasts, the first replacement that would move an entry
+/// to another group rebuilds the table instead (see the module docs, "Iteration").
+pub struct Iter<'g, K, V> {
+    table: &'g Table<K, V>,
+    group: usize,
+    fulls: table::Mask,
+}
+
+impl<K, V> Drop for Iter<'_, K, V> {
+    fn drop(&mut self) {
+        self.table.iterators.fetch_sub(1, Relaxed);
+    }
+}
+
+impl<'g, K, V> Iterator for Iter<'g, K, V> {
+    type Item = (&'g K, &'g V);
+
+    fn next(&mut self) -> Option<(&'g K, &'g V)> {
+        loop {
+            if let Some(slot) = self.fulls.next() {
+                // SAFETY: seen full with acquire (claim 1); the table lives for 'g.
+                let (k, v) = unsafe { self.table.entry(self.group, slot) };
+                return Some((k, v));
+            }
+            self.group += 1;
+            if self.group >= self.table.groups() {
+                self.group = self.table.groups();
+                return None;
+            }
+            self.fulls = table::fulls(self.table.ctrl(self.group));
+        }
+    }
+}

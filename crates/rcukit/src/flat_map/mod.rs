@@ -1,0 +1,653 @@
+//! [`RcuFlatMap`]: a hash map of `Copy` keys and values stored inline in the table, whose
+//! lookups take no lock and write nothing shared, and whose writes allocate nothing and retire
+//! nothing (only a resize retires its old table). For maps of numbers, addresses and small
+//! tuples that are read on every packet and written now and then: where [`RcuHashMap`]'s node
+//! per entry costs a cache miss per lookup and an allocation and a retire per write.
+//!
+//! [`RcuHashMap`]: crate::RcuHashMap
+//!
+//! ```
+//! use rcukit::RcuFlatMap;
+//!
+//! // A table from flow (source, destination, port) to its verdict index.
+//! let flows: RcuFlatMap<(u32, u32, u16), u32> = RcuFlatMap::new();
+//! assert_eq!(flows.insert((1, 2, 443), 7), None);
+//! assert_eq!(flows.insert((1, 2, 443), 8), Some(7)); // the old value, copied out
+//!
+//! // Readers: a guard, a lookup, no lock.
+//! let guard = flows.domain().read();
+//! assert_eq!(flows.get(&(1, 2, 443), &guard), Some(&8));
+//! drop(guard);
+//! assert_eq!(flows.get_copied(&(1, 2, 443)), Some(8)); // the same, with a guard of its own
+//!
+//! assert_eq!(flows.update(&(1, 2, 443), |v| v + 1), Some(9));
+//! assert_eq!(flows.remove(&(1, 2, 443)), Some(9));
+//! assert!(flows.is_empty());
+//! ```
+//!
+//! # Structure
+//!
+//! The table is the layout of the SwissTable family (Abseil's `flat_hash_map`, Rust's
+//! `hashbrown`), made safe for readers that run beside a writer: `2^k` groups of eight slots;
+//! for each group one 64-bit control word, one byte per slot, in an array of its own; and
+//! the slots, each an entry `(K, V)`, in a second array. A control byte is `EMPTY`,
+//! `TOMBSTONE` (the entry was removed) or, for a full slot, the top seven bits of the entry's
+//! hash. A hash's low bits pick its home group; its probe visits the groups in triangular
+//! steps from there, which visit every group of a power-of-two table.
+//!
+//! A lookup loads the group's control word, compares the tag with its eight bytes at once,
+//! compares the key of each slot whose byte matches, and stops at the first group that has an
+//! `EMPTY` byte. With the control words of a million entries in 2 MiB, that is usually one
+//! cache miss per lookup: the entry's.
+//!
+//! Writers take the map's writer lock (one writer at a time; readers never take it). An
+//! insert writes its entry into the first `EMPTY` slot of its probe and then stores the
+//! group's control word with the slot's tag; a remove stores `TOMBSTONE` in its byte; an
+//! insert that replaces a value writes the new entry into a free slot first and then turns the
+//! old slot into a tombstone. **No slot is written twice in a table's life**: a tombstone is
+//! never reused. When the table has no `EMPTY` slot left to give (seven in eight slots are
+//! full or tombstones), the writer builds a new table (twice the size if more than half of
+//! what the old one could hold is live, the same size otherwise, to drop the tombstones;
+//! smaller after removals left it one-eighth full), copies the live entries into it, makes it
+//! the map's table with one pointer store, and retires the old table: readers still in it
+//! finish there.
+//!
+//! # Why lookups are correct
+//!
+//! The claims, for a reader that loaded the table pointer (with acquire) under a guard:
+//!
+//! 1. **What it reads is initialized and stays as it was.** The writer writes a slot before
+//!    it stores (with release) the control word that shows the slot full, and the reader loads
+//!    the control word (with acquire) before it reads the slot; no slot is written again in
+//!    the table's life; and the table is freed only after a grace period that began after it
+//!    stopped being the map's table, which the reader's guard holds back. The bit trick that
+//!    compares a tag with eight bytes has false positives, but only on bytes below `0x80`:
+//!    full slots, so initialized too. `EMPTY` (`0xFF`) and `TOMBSTONE` (`0x80`) never match.
+//! 2. **A key present throughout a lookup is found.** In one table a control byte only goes
+//!    `EMPTY` → full → `TOMBSTONE`. The key's slot was the first `EMPTY` one of its probe when
+//!    it was written, so every group before it on the probe had no `EMPTY` byte then, and
+//!    never has one again: the lookup cannot stop before the key's group. If the key moved to
+//!    a new table meanwhile, the old table keeps its slot full: it was copied, not removed.
+//! 3. **A replaced value is seen old or new, never neither.** The new entry's slot becomes
+//!    full before the old one becomes a tombstone (two release stores, in that order; one
+//!    store when both are in the same group). A reader that saw the tombstone (with acquire)
+//!    therefore sees the new slot full. The new slot is the first `EMPTY` one of the probe,
+//!    which is the group of the old slot or a later one, so a reader that passed the old slot
+//!    reaches it.
+//! 4. **The user's `Hash` and `Eq` cannot break the table.** A lookup that gets wrong answers
+//!    from them returns a wrong entry or none; it always stops (at most one visit per group)
+//!    and only reads slots claim 1 covers. A writer runs them before it changes anything, or
+//!    (a resize's hashing) on a table nobody else sees yet, which it drops if they panic.
+//!
+//! # Iteration
+//!
+//! An iteration walks the groups of one table in index order, loading each control word once
+//! and yielding its full slots. Claim 3 orders a replacement along the *probe*, not along the
+//! walk: when a replacement's new slot is in another group, that group can come before the old
+//! one in index order (a probe wraps around the table), and a walk that passed the new group
+//! before the new slot became full and reached the old one after it became a tombstone would
+//! miss the entry. So an iteration registers on its table under the writer lock, and while a
+//! table has iterations a replacement that would change groups rebuilds the table instead:
+//! the walked table then changes no more, and the new table has no iteration on it, so this
+//! costs at most one rebuild per iteration begun. A replacement within one group is one store
+//! of the control word, which the walk loads once: it sees the old slot or the new one. Hence
+//! an entry present throughout an iteration is yielded exactly once. Registering under the
+//! lock is what makes this hold: a write either finished before the iteration registered (and
+//! the walk sees all its stores, having taken the lock after it) or sees the registration.
+//! An iteration that is leaked (never dropped) leaves its table registered, which only makes
+//! replacements on that table rebuild it, once.
+//!
+//! Entries are bit copies (`K` and `V` are `Copy`): a resize copies them, a reader holding a
+//! reference into an old table holds a copy of the value as it was, and nothing is dropped
+//! when a table is freed. That is why the map needs `Copy`: a value with interior mutability
+//! (an atomic, a `Mutex`) changed through a reference into an old table would be lost.
+
+mod iter;
+#[cfg(all(test, rcukit_loom))]
+mod loom;
+mod table;
+mod traits;
+
+pub use iter::Iter;
+
+use crate::domain_ref::{self, DomainRef};
+use crate::section::ReadSection;
+use crate::sync::{AtomicPtr, AtomicUsize, Mutex};
+use crate::Rcu;
+use std::borrow::Borrow;
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use table::{Table, GROUP, TOMBSTONE};
+
+/// A hash map of `Copy` entries stored inline, whose readers take no lock; see the
+/// [module docs](self).
+pub struct RcuFlatMap<K, V, S = RandomState, D = &'static Rcu>
+where
+    K: Copy + Send + 'static,
+    V: Copy + Send + 'static,
+    D: DomainRef,
+{
+    root: AtomicPtr<Table<K, V>>,
+    len: AtomicUsize,
+    writer: Mutex<Writer>,
+    hasher: S,
+    domain: D,
+    _entries: PhantomData<(K, V)>,
+}
+
+/// The writer's own counts, for the current table.
+struct Writer {
+    /// `EMPTY` slots the table may still give before it is full (seven in eight slots full
+    /// or tombstones).
+    room: usize,
+    /// The table never shrinks below this many groups.
+    min_groups: usize,
+}
+
+// SAFETY: readers on any thread share `&K`/`&V` (need `Sync`); entries written by one thread
+// are read and copied by others (need `Send`); the hasher is used through `&S` by every
+// thread, the domain handle through `&D`.
+unsafe impl<K, V, S, D> Sync for RcuFlatMap<K, V, S, D>
+where
+    K: Copy + Send + Sync + 'static,
+    V: Copy + Send + Sync + 'static,
+    S: Sync,
+    D: DomainRef + Sync,
+{
+}
+// SAFETY: moving the map moves its tables (which it owns), its hasher and its handle.
+unsafe impl<K, V, S, D> Send for RcuFlatMap<K, V, S, D>
+where
+    K: Copy + Send + 'static,
+    V: Copy + Send + 'static,
+    S: Send,
+    D: DomainRef + Send,
+{
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::panic::RefUnwindSafe
+    for RcuFlatMap<K, V, S, D>
+{
+}
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::panic::UnwindSafe
+    for RcuFlatMap<K, V, S, D>
+{
+}
+
+/// Slots a table of `groups` groups may fill (full or tombstones) before it is rebuilt.
+fn usable(groups: usize) -> usize {
+    groups * GROUP / 8 * 7
+}
+
+/// The fewest groups (a power of two) whose usable slots hold `entries`.
+fn groups_for(entries: usize) -> usize {
+    let slots = entries.saturating_mul(8).div_ceil(7).max(1);
+    slots.div_ceil(GROUP).next_power_of_two()
+}
+
+thread_local! {
+    /// The map whose writer lock this thread holds, if any (to refuse re-entry).
+    static WRITING: Cell<usize> = const { Cell::new(0) };
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static> RcuFlatMap<K, V> {
+    /// An empty map on the global domain.
+    pub fn new() -> Self {
+        Self::with_capacity_and_hasher(0, RandomState::new())
+    }
+
+    /// An empty map on the global domain with room for `capacity` entries before it grows; it
+    /// does not shrink below that room.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::with_capacity_and_hasher(capacity, RandomState::new())
+    }
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static> Default for RcuFlatMap<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S> RcuFlatMap<K, V, S> {
+    /// An empty map on the global domain, hashing with `hasher`.
+    pub fn with_hasher(hasher: S) -> Self {
+        Self::with_capacity_and_hasher(0, hasher)
+    }
+
+    /// An empty map on the global domain with room for `capacity` entries, hashing with
+    /// `hasher`.
+    pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
+        Self::with_capacity_hasher_in(capacity, hasher, Rcu::global())
+    }
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFlatMap<K, V, S, D> {
+    /// An empty map on `domain` with room for `capacity` entries, hashing with `hasher`.
+    pub fn with_capacity_hasher_in(capacity: usize, hasher: S, domain: D) -> Self {
+        let groups = groups_for(capacity);
+        RcuFlatMap {
+            root: AtomicPtr::new(Box::into_raw(Box::new(Table::new(groups)))),
+            len: AtomicUsize::new(0),
+            writer: Mutex::new(Writer {
+                room: usable(groups),
+                min_groups: groups,
+            }),
+            hasher,
+            domain,
+            _entries: PhantomData,
+        }
+    }
+
+    /// The map's domain: take guards for [`get`](Self::get) with `domain().read()`.
+    pub fn domain(&self) -> &Rcu {
+        self.domain.rcu()
+    }
+
+    /// The map's hasher.
+    pub fn hasher(&self) -> &S {
+        &self.hasher
+    }
+
+    /// The number of entries (exact when no write is under way).
+    pub fn len(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
+    /// Whether the map has no entries (exact when no write is under way).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many entries the current table holds (seven in eight of its slots). Slots that
+    /// removals and replacements used up count until the next rebuild drops them.
+    pub fn capacity(&self) -> usize {
+        let guard = self.domain().read();
+        usable(self.table(&guard).groups())
+    }
+
+    /// The table, for a reader holding `guard`.
+    #[inline(always)]
+    #[track_caller]
+    fn table<'g, G: ReadSection>(&'g self, guard: &'g G) -> &'g Table<K, V> {
+        domain_ref::check_guard("RcuFlatMap", guard, self.domain.rcu());
+        // SAFETY: the root is never null; a table is retired only after it stopped being the
+        // root, and the guard (of this domain) holds that grace period back for 'g.
+        unsafe { &*self.root.load(Acquire) }
+    }
+
+    /// The writer lock, refusing re-entry from the user's code that runs under it.
+    #[track_caller]
+    fn lock(&self) -> WriteLock<'_, K, V, S, D> {
+        // Under loom every model thread is one OS thread: the mark would see the others.
+        let me = if cfg!(rcukit_loom) {
+            0
+        } else {
+            self as *const Self as usize
+        };
+        if me != 0 && WRITING.with(Cell::get) == me {
+            panic!(
+                "rcukit: RcuFlatMap written from code the map runs under its writer lock (the \
+                 key's Hash or Eq, or a closure given to a write): that would deadlock"
+            );
+        }
+        let guard = self.writer.lock();
+        let outer = WRITING.with(|w| w.replace(me));
+        WriteLock {
+            map: self,
+            writer: ManuallyDrop::new(guard),
+            outer,
+            unlinked: Vec::new(),
+        }
+    }
+}
+
+/// The writer lock, this thread's mark of holding it, and the tables the writes under it
+/// unlinked: retired once the lock is let go (retiring may run other objects' drops, which
+/// must not run under a lock of the map's), also when a write unwinds.
+struct WriteLock<'m, K, V, S, D>
+where
+    K: Copy + Send + 'static,
+    V: Copy + Send + 'static,
+    D: DomainRef,
+{
+    map: &'m RcuFlatMap<K, V, S, D>,
+    writer: ManuallyDrop<crate::sync::MutexGuard<'m, Writer>>,
+    outer: usize,
+    unlinked: Vec<*mut Table<K, V>>,
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> Drop
+    for WriteLock<'_, K, V, S, D>
+{
+    fn drop(&mut self) {
+        WRITING.with(|w| w.set(self.outer));
+        // SAFETY: dropped once, here.
+        unsafe { ManuallyDrop::drop(&mut self.writer) };
+        for old in self.unlinked.drain(..) {
+            // SAFETY: `old` stopped being the root under the lock and is retired once, here;
+            // dropping it frees its arrays and drops no entry (entries are bit copies, and a
+            // table is never the sole owner of anything).
+            unsafe {
+                let bytes = (*old).bytes();
+                self.map.domain.rcu().retire_raw_sized(old, bytes);
+            }
+        }
+    }
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::ops::Deref
+    for WriteLock<'_, K, V, S, D>
+{
+    type Target = Writer;
+    fn deref(&self) -> &Writer {
+        &self.writer
+    }
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::ops::DerefMut
+    for WriteLock<'_, K, V, S, D>
+{
+    fn deref_mut(&mut self) -> &mut Writer {
+        &mut self.writer
+    }
+}
+
+impl<K, V, S, D> RcuFlatMap<K, V, S, D>
+where
+    K: Copy + Hash + Eq + Send + 'static,
+    V: Copy + Send + 'static,
+    S: BuildHasher,
+    D: DomainRef,
+{
+    /// The entry for `key`, valid while both `guard` and the map are borrowed. Lock-free: the
+    /// probe of the key's groups.
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's.
+    #[inline]
+    #[track_caller]
+    pub fn get_key_value<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<(&'g K, &'g V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+    {
+        let table = self.table(guard);
+        let hash = self.hasher.hash_one(key);
+        table.find(hash, |k| k.borrow() == key).map(|(k, v)| (k, v))
+    }
+
+    /// The value for `key`, valid while both `guard` and the map are borrowed.
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's.
+    #[inline]
+    #[track_caller]
+    pub fn get<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<&'g V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+    {
+        self.get_key_value(key, guard).map(|(_, v)| v)
+    }
+
+    /// A copy of the value for `key`, read under a guard the map takes and drops.
+    #[inline]
+    pub fn get_copied<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let guard = self.domain().read();
+        self.get(key, &guard).copied()
+    }
+
+    /// Whether the map holds `key`.
+    #[inline]
+    #[track_caller]
+    pub fn contains_key<Q, G>(&self, key: &Q, guard: &G) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+    {
+        self.get_key_value(key, guard).is_some()
+    }
+
+    /// The current table, for the holder of the writer lock.
+    fn table_mine(&self, _lock: &WriteLock<'_, K, V, S, D>) -> &Table<K, V> {
+        // SAFETY: only a holder of the writer lock replaces the root, and a table is retired
+        // only after that, so the root stays alive while `_lock` is held.
+        unsafe { &*self.root.load(Relaxed) }
+    }
+
+    /// Insert `key` → `value`; returns the value it replaced. The replaced entry stays readable
+    /// by readers that found it until their guards end.
+    pub fn insert(&self, key: K, value: V) -> Option<V> {
+        let hash = self.hasher.hash_one(key);
+        let mut lock = self.lock();
+        self.put(&mut lock, hash, key, value, true)
+    }
+
+    /// Insert `key` → `value` if the map has no entry for `key`; else leave the map as it is
+    /// and return the current value.
+    pub fn try_insert(&self, key: K, value: V) -> Result<(), V> {
+        let hash = self.hasher.hash_one(key);
+        let mut lock = self.lock();
+        match self.put(&mut lock, hash, key, value, false) {
+            None => Ok(()),
+            Some(current) => Err(current),
+        }
+    }
+
+    /// The value for `key`, inserting `make()` first if there is none: atomic with respect to
+    /// every other write (`make` runs under the map's writer lock, at most once; it must not
+    /// write to this map, which panics).
+    pub fn get_or_insert_with<F: FnOnce() -> V>(&self, key: K, make: F) -> V {
+        let hash = self.hasher.hash_one(key);
+        let mut lock = self.lock();
+        let table = self.table_mine(&lock);
+        if let Some((g, s)) = table.probe_for_write(hash, |k| k == &key).at {
+            // SAFETY: the key's slot is full; the table is alive under the lock.
+            return unsafe { table.entry(g, s) }.1;
+        }
+        let value = make();
+        self.put(&mut lock, hash, key, value, false);
+        value
+    }
+
+    /// Replace the value for `key` with `f(value)`, atomically with respect to every other
+    /// write (`f` runs under the map's writer lock, once; it must not write to this map, which
+    /// panics). Returns the new value, or `None` (and does not call `f`) if `key` is absent.
+    pub fn update<Q, F>(&self, key: &Q, f: F) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        F: FnOnce(V) -> V,
+    {
+        let hash = self.hasher.hash_one(key);
+        let mut lock = self.lock();
+        let table = self.table_mine(&lock);
+        let (g, s) = table.probe_for_write(hash, |k| k.borrow() == key).at?;
+        // SAFETY: as in `get_or_insert_with`.
+        let (k, old) = *unsafe { table.entry(g, s) };
+        let new = f(old);
+        self.put(&mut lock, hash, k, new, true);
+        Some(new)
+    }
+
+    /// Remove the entry for `key`; returns its value. Readers that found the entry keep
+    /// reading it until their guards end.
+    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.remove_if(key, |_, _| true).map(|(_, v)| v)
+    }
+
+    /// Remove the entry for `key` if `condition(key, value)` holds, atomically with respect to
+    /// every other write (`condition` runs under the map's writer lock); returns the entry.
+    pub fn remove_if<Q, F>(&self, key: &Q, condition: F) -> Option<(K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        F: FnOnce(&K, &V) -> bool,
+    {
+        let hash = self.hasher.hash_one(key);
+        let mut lock = self.lock();
+        let table = self.table_mine(&lock);
+        let (g, s) = table.probe_for_write(hash, |k| k.borrow() == key).at?;
+        // SAFETY: as in `get_or_insert_with`.
+        let entry = *unsafe { table.entry(g, s) };
+        if !condition(&entry.0, &entry.1) {
+            return None;
+        }
+        table.bury(g, s);
+        let len = self.len.load(Relaxed) - 1;
+        self.len.store(len, Relaxed);
+        self.shrink_if_sparse(&mut lock, len);
+        Some(entry)
+    }
+
+    /// Keep only the entries for which `keep(key, value)` holds (`keep` runs under the map's
+    /// writer lock, once per entry; it must not write to this map, which panics).
+    pub fn retain<F: FnMut(&K, &V) -> bool>(&self, mut keep: F) {
+        let mut lock = self.lock();
+        let table = self.table_mine(&lock);
+        let mut len = self.len.load(Relaxed);
+        for g in 0..table.groups() {
+            let word = table.ctrl_mine(g);
+            let mut next = word;
+            for s in table::fulls(word) {
+                // SAFETY: full; alive under the lock.
+                let (k, v) = unsafe { table.entry(g, s) };
+                if !keep(k, v) {
+                    next = table::with_byte(next, s, TOMBSTONE);
+                    len -= 1;
+                }
+            }
+            if next != word {
+                table.set_ctrl(g, next);
+                self.len.store(len, Relaxed);
+            }
+        }
+        self.shrink_if_sparse(&mut lock, len);
+    }
+
+    /// Remove every entry; the table goes back to the size the map was made with.
+    pub fn clear(&self) {
+        let mut lock = self.lock();
+        let groups = lock.min_groups;
+        self.replace_root(&mut lock, Box::new(Table::new(groups)), 0);
+    }
+
+    /// Make sure `additional` more entries fit without a rebuild.
+    pub fn reserve(&self, additional: usize) {
+        let mut lock = self.lock();
+        if lock.room >= additional {
+            return;
+        }
+        let len = self.len.load(Relaxed);
+        let groups = groups_for(len.saturating_add(additional)).max(lock.min_groups);
+        self.rebuild(&mut lock, groups);
+    }
+
+    /// The write itself, under the lock: insert, or replace when `replace` (else return the
+    /// current value).
+    fn put(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        hash: u64,
+        key: K,
+        value: V,
+        replace: bool,
+    ) -> Option<V> {
+        loop {
+            let table = self.table_mine(lock);
+            let found = table.probe_for_write(hash, |k| k == &key);
+            if let (Some((g, s)), false) = (found.at, replace) {
+                // SAFETY: full; alive under the lock.
+                return Some(unsafe { table.entry(g, s) }.1);
+            }
+            // A replacement into another group while an iteration walks the table could move
+            // the entry behind the walk: rebuild first (see "Iteration").
+            let moves = matches!((found.at, found.free), (Some((g, _)), Some((fg, _))) if g != fg);
+            let walked = moves && table.iterators.load(Relaxed) > 0;
+            if found.free.is_none() || lock.room == 0 || walked {
+                // No room: rebuild, then probe again (the user's `Eq` ran; its answers may
+                // differ, which only changes what the map holds).
+                let len = self.len.load(Relaxed);
+                let groups = if len + 1 > usable(table.groups()) / 2 {
+                    table.groups() * 2
+                } else {
+                    table.groups()
+                };
+                self.rebuild(lock, groups);
+                continue;
+            }
+            lock.room -= 1;
+            // SAFETY: this writer holds the lock; `found` is fresh and has a free slot.
+            let old = unsafe { table.place(&found, hash, (key, value)) };
+            if old.is_none() {
+                self.len.store(self.len.load(Relaxed) + 1, Relaxed);
+            }
+            return old.map(|(_, v)| v);
+        }
+    }
+
+    /// After a removal left `len` entries: rebuild smaller if the table is one-eighth full.
+    fn shrink_if_sparse(&self, lock: &mut WriteLock<'_, K, V, S, D>, len: usize) {
+        let groups = self.table_mine(lock).groups();
+        if groups <= lock.min_groups || len >= usable(groups) / 8 {
+            return;
+        }
+        let target = groups_for(len.saturating_mul(2)).max(lock.min_groups);
+        if target < groups {
+            self.rebuild(lock, target);
+        }
+    }
+
+    /// Copy the live entries into a new table of `groups` groups and make it the root (the
+    /// old one is retired when the lock is let go).
+    fn rebuild(&self, lock: &mut WriteLock<'_, K, V, S, D>, groups: usize) {
+        let new = Box::new(Table::new(groups));
+        // The user's `Hash` may panic here: `new` is then dropped, unseen.
+        let len = self
+            .table_mine(lock)
+            .copy_live_into(&new, |k| self.hasher.hash_one(k));
+        self.replace_root(lock, new, len);
+    }
+
+    /// Make `new` (holding `len` entries) the root; the old root is retired when the lock is
+    /// let go.
+    fn replace_root(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        new: Box<Table<K, V>>,
+        len: usize,
+    ) {
+        lock.room = usable(new.groups()) - len;
+        self.len.store(len, Relaxed);
+        let old = self.root.swap(Box::into_raw(new), Release);
+        lock.unlinked.push(old);
+    }
+}
+
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> Drop
+    for RcuFlatMap<K, V, S, D>
+{
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; earlier
+        // tables were retired to the domain, the root is ours alone.
+        drop(unsafe { Box::from_raw(self.root.load(Relaxed)) });
+    }
+}

@@ -1,0 +1,478 @@
+//! `RcuFlatMap`: the API against `std::collections::HashMap`, readers beside a writer that
+//! rebuilds the table under them, iteration under rebuilds, and hostile keys and closures.
+
+use proptest::prelude::*;
+use rcukit::{Rcu, RcuFlatMap};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::Arc;
+
+const fn scale(normal: usize, miri: usize) -> usize {
+    if cfg!(miri) {
+        miri
+    } else {
+        normal
+    }
+}
+
+#[test]
+fn the_api_in_one_thread() {
+    let map: RcuFlatMap<u32, u64> = RcuFlatMap::new();
+    assert!(map.is_empty());
+    assert_eq!(map.insert(1, 10), None);
+    assert_eq!(map.insert(1, 11), Some(10));
+    assert_eq!(map.try_insert(1, 12), Err(11));
+    assert_eq!(map.try_insert(2, 20), Ok(()));
+    assert_eq!(map.get_or_insert_with(3, || 30), 30);
+    assert_eq!(map.get_or_insert_with(3, || unreachable!()), 30);
+    assert_eq!(map.update(&1, |v| v + 1), Some(12));
+    assert_eq!(map.update(&9, |_| unreachable!()), None);
+    assert_eq!(map.remove_if(&2, |_, v| *v == 0), None);
+    assert_eq!(map.remove_if(&2, |_, v| *v == 20), Some((2, 20)));
+    assert_eq!(map.len(), 2);
+    let guard = map.domain().read();
+    assert_eq!(map.get(&1, &guard), Some(&12));
+    assert_eq!(map.get_key_value(&3, &guard), Some((&3, &30)));
+    assert!(map.contains_key(&3, &guard));
+    assert!(!map.contains_key(&2, &guard));
+    let mut all: Vec<_> = map.iter(&guard).map(|(k, v)| (*k, *v)).collect();
+    all.sort();
+    assert_eq!(all, [(1, 12), (3, 30)]);
+    drop(guard);
+    assert_eq!(format!("{map:?}").len(), "{1: 12, 3: 30}".len());
+    map.retain(|k, _| *k == 3);
+    assert_eq!(map.get_copied(&3), Some(30));
+    assert_eq!(map.get_copied(&1), None);
+    map.clear();
+    assert!(map.is_empty());
+    assert_eq!(map.get_copied(&3), None);
+    map.reserve(1000);
+    assert!(map.capacity() >= 1000);
+    let mut map: RcuFlatMap<u32, u32> = (0..100).map(|i| (i, i * 2)).collect();
+    map.extend([(1000, 1), (1, 1)]);
+    assert_eq!(map.len(), 101);
+    assert_eq!(map.get_copied(&1), Some(1));
+}
+
+#[test]
+fn a_guard_of_another_domain_is_refused() {
+    let other = Rcu::new();
+    let map: RcuFlatMap<u32, u32> = RcuFlatMap::new();
+    map.insert(1, 1);
+    let guard = other.read();
+    let err = catch_unwind(AssertUnwindSafe(|| map.get(&1, &guard).copied())).unwrap_err();
+    let msg = err.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("RcuFlatMap"), "{msg}");
+}
+
+#[test]
+fn the_map_is_send_sync_and_unwind_safe() {
+    fn check<T: Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+    check::<RcuFlatMap<u64, (u32, u32)>>();
+    check::<RcuFlatMap<u64, u64, std::collections::hash_map::RandomState, Arc<Rcu>>>();
+}
+
+#[test]
+fn removing_everything_gives_the_room_back() {
+    let map: RcuFlatMap<u64, u64> = RcuFlatMap::new();
+    let empty = map.capacity();
+    for i in 0..scale(100_000, 2_000) as u64 {
+        map.insert(i, i);
+    }
+    let full = map.capacity();
+    assert!(full >= map.len());
+    for i in 0..scale(100_000, 2_000) as u64 {
+        assert_eq!(map.remove(&i), Some(i));
+    }
+    assert!(map.is_empty());
+    assert!(
+        map.capacity() <= empty.max(64),
+        "capacity {} after removing all (empty {empty}, full {full})",
+        map.capacity()
+    );
+    // Updates of one key use fresh slots; the table is rebuilt at its size, not grown.
+    map.insert(7, 0);
+    let before = map.capacity();
+    for v in 0..scale(100_000, 2_000) as u64 {
+        map.insert(7, v);
+    }
+    assert_eq!(map.capacity(), before);
+    assert_eq!(map.len(), 1);
+}
+
+#[test]
+fn with_capacity_keeps_its_room() {
+    let map: RcuFlatMap<u64, u64> = RcuFlatMap::with_capacity(10_000);
+    let room = map.capacity();
+    assert!(room >= 10_000);
+    for i in 0..10_000 {
+        map.insert(i, i);
+    }
+    for i in 0..10_000 {
+        map.remove(&i);
+    }
+    assert_eq!(map.capacity(), room);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u8, u16),
+    TryInsert(u8, u16),
+    Remove(u8),
+    RemoveIf(u8, u16),
+    Update(u8),
+    GetOrInsert(u8, u16),
+    Retain(u8),
+    Clear,
+    Reserve(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::TryInsert(k, v)),
+        6 => any::<u8>().prop_map(Op::Remove),
+        1 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::RemoveIf(k, v)),
+        2 => any::<u8>().prop_map(Op::Update),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+        1 => any::<u8>().prop_map(Op::Retain),
+        1 => Just(Op::Clear),
+        1 => any::<u8>().prop_map(Op::Reserve),
+    ]
+}
+
+fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
+    let mut model: HashMap<u8, u16> = HashMap::new();
+    for op in ops {
+        match *op {
+            Op::Insert(k, v) => assert_eq!(map.insert(k, v), model.insert(k, v)),
+            Op::TryInsert(k, v) => {
+                let expected = match model.get(&k) {
+                    Some(&c) => Err(c),
+                    None => {
+                        model.insert(k, v);
+                        Ok(())
+                    }
+                };
+                assert_eq!(map.try_insert(k, v), expected);
+            }
+            Op::Remove(k) => assert_eq!(map.remove(&k), model.remove(&k)),
+            Op::RemoveIf(k, v) => {
+                let hit = model.get(&k).is_some_and(|&c| c % 2 == v % 2);
+                let expected = if hit { model.remove_entry(&k) } else { None };
+                assert_eq!(map.remove_if(&k, |_, c| c % 2 == v % 2), expected);
+            }
+            Op::Update(k) => {
+                let expected = model.get_mut(&k).map(|v| {
+                    *v = v.wrapping_mul(3).wrapping_add(1);
+                    *v
+                });
+                assert_eq!(
+                    map.update(&k, |v| v.wrapping_mul(3).wrapping_add(1)),
+                    expected
+                );
+            }
+            Op::GetOrInsert(k, v) => {
+                assert_eq!(
+                    map.get_or_insert_with(k, || v),
+                    *model.entry(k).or_insert(v)
+                );
+            }
+            Op::Retain(m) => {
+                let m = m | 1;
+                model.retain(|k, _| k % m != 0);
+                map.retain(|k, _| k % m != 0);
+            }
+            Op::Clear => {
+                model.clear();
+                map.clear();
+            }
+            Op::Reserve(n) => map.reserve(n as usize * 4),
+        }
+        assert_eq!(map.len(), model.len());
+    }
+    let guard = map.domain().read();
+    let mut seen = HashMap::new();
+    for (k, v) in map.iter(&guard) {
+        assert!(seen.insert(*k, *v).is_none(), "key {k} yielded twice");
+    }
+    assert_eq!(seen, model);
+    for k in 0..=255u8 {
+        assert_eq!(map.get(&k, &guard), model.get(&k));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 128 }))]
+
+    #[test]
+    fn sequences_of_operations_match_std_hashmap(
+        ops in proptest::collection::vec(op(), 0..scale(600, 40))
+    ) {
+        check_against_std(&RcuFlatMap::new(), &ops);
+    }
+}
+
+/// A stable key's value: the key in the high half, a version in the low half.
+fn stamp(key: u64, version: u64) -> u64 {
+    (key << 32) | (version & 0xFFFF_FFFF)
+}
+
+#[test]
+fn readers_find_every_stable_key_while_the_writer_rebuilds_the_table() {
+    const STABLE: u64 = 64;
+    let map: Arc<RcuFlatMap<u64, u64>> = Arc::new(RcuFlatMap::new());
+    for k in 0..STABLE {
+        map.insert(k, stamp(k, 0));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let lookups = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..3)
+        .map(|r| {
+            let (map, stop, lookups) = (map.clone(), stop.clone(), lookups.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                let mut last = vec![0u64; STABLE as usize];
+                while !stop.load(Relaxed) {
+                    let guard = map.domain().read();
+                    for k in 0..STABLE {
+                        let v = *map
+                            .get(&k, &guard)
+                            .unwrap_or_else(|| panic!("reader {r}: stable key {k} missing"));
+                        assert_eq!(v >> 32, k, "reader {r}: key {k} has another key's value");
+                        // Versions of one key only go up, as seen by one reader.
+                        assert!(v & 0xFFFF_FFFF >= last[k as usize], "key {k} went back");
+                        last[k as usize] = v & 0xFFFF_FFFF;
+                        n += 1;
+                    }
+                }
+                lookups.fetch_add(n, Relaxed);
+            })
+        })
+        .collect();
+    // The writer: grow to thousands of churn keys and shrink back, again and again, and bump
+    // the stable keys' versions in between.
+    let rounds = scale(40, 2);
+    for round in 1..=rounds as u64 {
+        for i in 0..scale(5_000, 200) as u64 {
+            map.insert(1_000_000 + i, i);
+            if i % 97 == 0 {
+                let k = i % STABLE;
+                map.insert(k, stamp(k, round * 100_000 + i));
+            }
+        }
+        for i in 0..scale(5_000, 200) as u64 {
+            map.remove(&(1_000_000 + i));
+            if i % 89 == 0 {
+                let k = i % STABLE;
+                map.update(&k, |v| stamp(k, (v & 0xFFFF_FFFF) + 1));
+            }
+        }
+    }
+    stop.store(true, Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert!(lookups.load(Relaxed) > 0);
+    assert_eq!(map.len(), STABLE as usize);
+}
+
+#[test]
+fn iteration_under_rebuilds_and_replacements_yields_each_stable_key_once_and_ends() {
+    const STABLE: u64 = 200;
+    let map: Arc<RcuFlatMap<u64, u64>> = Arc::new(RcuFlatMap::new());
+    for k in 0..STABLE {
+        map.insert(k, stamp(k, 0));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (map, stop) = (map.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Relaxed) {
+                map.insert(1_000_000 + i % 3_000, i);
+                if i % 2 == 1 {
+                    map.remove(&(1_000_000 + (i / 2) % 3_000));
+                }
+                if i % 7 == 0 {
+                    map.update(&(i % STABLE), |v| v + 1);
+                }
+                i += 1;
+            }
+        })
+    };
+    for _ in 0..scale(300, 5) {
+        let guard = map.domain().read();
+        let mut counts: HashMap<u64, usize> = HashMap::new();
+        let mut total = 0usize;
+        for (k, v) in map.iter(&guard) {
+            if *k < STABLE {
+                assert_eq!(v >> 32, *k);
+                *counts.entry(*k).or_default() += 1;
+            }
+            total += 1;
+            assert!(total < 1 << 20, "the iteration does not end");
+        }
+        for k in 0..STABLE {
+            let c = counts.get(&k).copied().unwrap_or(0);
+            assert_eq!(c, 1, "stable key {k} yielded {c} times");
+        }
+    }
+    stop.store(true, Relaxed);
+    writer.join().unwrap();
+}
+
+#[test]
+fn writers_on_several_threads_lose_no_update() {
+    let map: Arc<RcuFlatMap<u64, u64>> = Arc::new(RcuFlatMap::new());
+    let threads = 4;
+    let per = scale(20_000, 300) as u64;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let map = map.clone();
+            std::thread::spawn(move || {
+                for i in 0..per {
+                    // A shared counter, a key of our own, and churn that rebuilds the table.
+                    map.get_or_insert_with(0, || 0);
+                    map.update(&0, |v| v + 1);
+                    map.insert(1 + t * per + i, i);
+                    if i % 2 == 0 {
+                        map.remove(&(1 + t * per + i / 2));
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(map.get_copied(&0), Some(threads * per));
+    assert_eq!(
+        map.len() as u64,
+        1 + threads * per - threads * per.div_ceil(2)
+    );
+}
+
+/// A key whose `Hash` and `Eq` do what the test tells them to.
+#[derive(Clone, Copy, Debug)]
+struct Hostile(u32);
+
+static MODE: AtomicUsize = AtomicUsize::new(0);
+static CALLS: AtomicU64 = AtomicU64::new(0);
+const HONEST: usize = 0;
+const PANIC_IN_EQ: usize = 1;
+const PANIC_IN_HASH: usize = 2;
+const RANDOM_HASH: usize = 3;
+const EQ_TO_ALL: usize = 4;
+
+impl Hash for Hostile {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match MODE.load(Relaxed) {
+            PANIC_IN_HASH => panic!("hash"),
+            RANDOM_HASH => CALLS.fetch_add(1, Relaxed).hash(state),
+            _ => self.0.hash(state),
+        }
+    }
+}
+
+impl PartialEq for Hostile {
+    fn eq(&self, other: &Self) -> bool {
+        match MODE.load(Relaxed) {
+            PANIC_IN_EQ => panic!("eq"),
+            EQ_TO_ALL => true,
+            _ => self.0 == other.0,
+        }
+    }
+}
+impl Eq for Hostile {}
+
+type HostileMap =
+    RcuFlatMap<Hostile, u32, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>;
+
+#[test]
+fn keys_whose_hash_and_eq_panic_or_lie_leave_the_map_sound() {
+    // One test: MODE is global to the keys.
+    let map: HostileMap = RcuFlatMap::with_hasher(Default::default());
+    for i in 0..500 {
+        map.insert(Hostile(i), i);
+    }
+    // Panics in `Eq` (a write's probe) and in `Hash` (before the lock, and in a rebuild).
+    MODE.store(PANIC_IN_EQ, Relaxed);
+    for i in 0..50 {
+        assert!(catch_unwind(AssertUnwindSafe(|| map.insert(Hostile(i), 0))).is_err());
+        assert!(catch_unwind(AssertUnwindSafe(|| map.remove(&Hostile(i)))).is_err());
+    }
+    MODE.store(PANIC_IN_HASH, Relaxed);
+    assert!(catch_unwind(AssertUnwindSafe(|| map.insert(Hostile(1), 0))).is_err());
+    assert!(catch_unwind(AssertUnwindSafe(|| map.reserve(100_000))).is_err());
+    MODE.store(HONEST, Relaxed);
+    assert_eq!(map.len(), 500);
+    for i in 0..500 {
+        assert_eq!(
+            map.get_copied(&Hostile(i)),
+            Some(i),
+            "key {i} after the panics"
+        );
+    }
+    // Lying keys: the map holds what it holds, counts it right, and stays usable.
+    for mode in [RANDOM_HASH, EQ_TO_ALL] {
+        MODE.store(mode, Relaxed);
+        for i in 0..2_000 {
+            map.insert(Hostile(i % 700), i);
+            if i % 3 == 0 {
+                map.remove(&Hostile(i % 500));
+            }
+            let _ = map.get_copied(&Hostile(i));
+        }
+        MODE.store(HONEST, Relaxed);
+        let guard = map.domain().read();
+        assert_eq!(map.iter(&guard).count(), map.len());
+    }
+    map.clear();
+    for i in 0..100 {
+        map.insert(Hostile(i), i);
+    }
+    assert_eq!(map.len(), 100);
+}
+
+#[test]
+fn writing_from_code_the_map_runs_under_its_lock_panics_instead_of_deadlocking() {
+    let map: RcuFlatMap<u32, u32> = RcuFlatMap::new();
+    map.insert(1, 1);
+    let err = catch_unwind(AssertUnwindSafe(|| {
+        map.update(&1, |v| {
+            map.insert(2, 2);
+            v
+        })
+    }))
+    .unwrap_err();
+    let msg = err.downcast_ref::<&str>().copied().unwrap_or("");
+    assert!(msg.contains("writer lock"), "{msg:?}");
+    // The lock and the thread's mark were let go: the map works, reads inside closures too.
+    assert_eq!(map.insert(2, 2), None);
+    assert_eq!(map.update(&1, |v| v + map.get_copied(&2).unwrap()), Some(3));
+    let other: RcuFlatMap<u32, u32> = RcuFlatMap::new();
+    // Another map may be written from inside.
+    map.retain(|k, _| {
+        other.insert(*k, 0);
+        true
+    });
+    assert_eq!(other.len(), 2);
+}
+
+#[test]
+fn replaced_tables_are_freed_after_a_grace_period() {
+    let rcu = Arc::new(Rcu::new());
+    let map: RcuFlatMap<u64, u64, std::collections::hash_map::RandomState, Arc<Rcu>> =
+        RcuFlatMap::with_capacity_hasher_in(0, Default::default(), rcu.clone());
+    for i in 0..scale(50_000, 500) as u64 {
+        map.insert(i, i);
+    }
+    rcu.barrier();
+    let stats = rcu.stats();
+    assert!(stats.callbacks_invoked > 0, "no table retired: {stats:?}");
+    assert_eq!(stats.callbacks_queued, stats.callbacks_invoked, "{stats:?}");
+    assert_eq!(stats.pending_bytes, 0, "{stats:?}");
+}
