@@ -34,7 +34,7 @@ LAYERS = {
         ("the domain", "domain"),
         ("what a domain offers its users", "section qsbr"),
         ("containers' tie to a domain", "domain_ref"),
-        ("containers", "cell list map"),
+        ("containers", "cell list map flat_map"),
     ],
     "rcukit-torture": [
         ("foundations", "config flavor"),

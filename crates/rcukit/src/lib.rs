@@ -48,6 +48,7 @@
 //! | a value to keep past the read: in a struct, across `.await`, on another thread | [`RcuCell::snapshot`], [`RcuCell::load_arc`] |
 //! | a list that readers walk while writers edit it | [`RcuList<T>`](RcuList) |
 //! | a hash map with many more lookups than writes | [`RcuHashMap<K, V>`](RcuHashMap) (see [`map`] for a flow table served to packet threads) |
+//! | the same, for `Copy` keys and values (numbers, addresses, small tuples): no allocation per write, one cache miss per lookup | [`RcuFlatMap<K, V>`](RcuFlatMap) (see [`flat_map`]) |
 //! | a read section held across `.await` or handed to another thread | [`Rcu::read_owned`] → [`OwnedGuard`] |
 //! | your own lock-free structure with raw pointers | [`Rcu`]: [`read`](Rcu::read), [`retire`](Rcu::retire), [`synchronize`](Rcu::synchronize) |
 //! | threads that own their cores (packet loops) | [`Qsbr`] |
@@ -182,7 +183,8 @@
 //! the registry grace periods scan); grace periods; deferred work (callbacks, which see their
 //! domain only through a port) beside the lock alternatives; the domain ([`Rcu`], its guards,
 //! futures, fork repair); the read sections containers accept, and [`Qsbr`]; the containers
-//! ([`RcuCell`], [`RcuList`], and [`RcuHashMap`], whose guide is the public [`map`] module).
+//! ([`RcuCell`], [`RcuList`], [`RcuHashMap`] and [`RcuFlatMap`], whose guides are the public
+//! [`map`] and [`flat_map`] modules).
 //! Every module opens with an essay on why its algorithm is correct, and
 //! [`docs::internal`] gathers them in that order.
 //!
@@ -202,6 +204,7 @@
 // Public modules: documentation, the hash map's guide, reports. Everything else is reached
 // through the re-exports below.
 pub mod docs;
+pub mod flat_map;
 pub mod map;
 pub mod report;
 
@@ -242,6 +245,7 @@ pub use domain::{BarrierFuture, GpFuture};
 pub use domain::{Guard, NotSendUseReadOwned, Rcu, RcuBuilder, Stats, ThreadReader};
 pub use domain_ref::DomainRef;
 pub use error::Error;
+pub use flat_map::RcuFlatMap;
 pub use list::{Iter as ListIter, RcuList};
 pub use locks::percpu_rwlock::RawPerCpuRwLock;
 #[cfg(not(rcukit_loom))]

@@ -1,7 +1,7 @@
 //! How rcukit works inside: the essay of every internal module, layer by layer.
 //!
 //! rcukit's modules are private: what users need is at the crate root (with [`map`](crate::map)
-//! for the hash map's guide, [`report`](crate::report) for stall and panic reports, and the
+//! and [`flat_map`](crate::flat_map) for the hash maps' guides, [`report`](crate::report) for stall and panic reports, and the
 //! other pages of [`docs`](crate::docs)). Each module still opens with an essay on why its
 //! algorithm is correct, and this page gathers them, in the order of the layers below: a reader
 //! who goes top to bottom meets every module after the ones it builds on.
@@ -48,7 +48,7 @@
 //!    write).
 //! 8. **How a container names its domain**: [`domain_ref`](self::domain_ref).
 //! 9. **Containers**: [`cell`](self::cell), [`list`](self::list) and the public
-//!    [`map`](crate::map).
+//!    [`map`](crate::map) and [`flat_map`](crate::flat_map).
 //!
 //! The crate root re-exports the public types of every layer. To follow one object through the
 //! layers, read [how a retired object travels](self::callbacks#how-a-retired-object-travels).
