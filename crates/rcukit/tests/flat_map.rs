@@ -2,7 +2,7 @@
 //! rebuilds the table under them, iteration under rebuilds, and hostile keys and closures.
 
 use proptest::prelude::*;
-use rcukit::{Rcu, RcuFlatMap};
+use rcukit::{FenceKind, Rcu, RcuFlatMap};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -220,10 +220,23 @@ fn stamp(key: u64, version: u64) -> u64 {
     (key << 32) | (version & 0xFFFF_FFFF)
 }
 
+type InDomain = RcuFlatMap<u64, u64, std::collections::hash_map::RandomState, Arc<Rcu>>;
+
 #[test]
 fn readers_find_every_stable_key_while_the_writer_rebuilds_the_table() {
+    for fence in [FenceKind::Membarrier, FenceKind::SeqCst] {
+        let rcu = Arc::new(Rcu::builder().fence(fence).build().unwrap());
+        readers_beside_rebuilds(RcuFlatMap::with_capacity_hasher_in(
+            0,
+            Default::default(),
+            rcu,
+        ));
+    }
+}
+
+fn readers_beside_rebuilds(map: InDomain) {
     const STABLE: u64 = 64;
-    let map: Arc<RcuFlatMap<u64, u64>> = Arc::new(RcuFlatMap::new());
+    let map = Arc::new(map);
     for k in 0..STABLE {
         map.insert(k, stamp(k, 0));
     }
@@ -254,7 +267,10 @@ fn readers_find_every_stable_key_while_the_writer_rebuilds_the_table() {
         .collect();
     // The writer: grow to thousands of churn keys and shrink back, again and again, and bump
     // the stable keys' versions in between.
-    let rounds = scale(40, 2);
+    let rounds = std::env::var("RCUKIT_FLAT_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(scale(40, 2));
     for round in 1..=rounds as u64 {
         for i in 0..scale(5_000, 200) as u64 {
             map.insert(1_000_000 + i, i);

@@ -1,6 +1,6 @@
 //! The lookup part: readers alone, beside a writer (flat out or paced), and during resizes.
 
-use crate::maps::{consume, filled, splitmix64, value_of, with_row, BenchMap, ROWS};
+use crate::maps::{consume, filled, splitmix64, value_of, with_row, BenchMap, FLAT, RCU, ROWS};
 use crate::stats::{median, mops, ratio, show_ratio};
 use crate::Config;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -310,33 +310,40 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
                 println!();
             }
         }
-        println!("\nRcuHashMap (guard per lookup) ÷ each map, lookups (median of per-map medians; per-round range):\n");
-        println!(
-            "| map | 1 reader | 2 readers |{}",
-            if side {
-                " writer's writes/s, 2 readers |"
-            } else {
-                ""
+        for (top, top_name) in [(RCU, "RcuHashMap (guard per lookup)"), (FLAT, "RcuFlatMap")] {
+            println!(
+                "\n{top_name} ÷ each map, lookups (median of per-map medians; per-round range):\n"
+            );
+            println!(
+                "| map | 1 reader | 2 readers |{}",
+                if side {
+                    " writer's writes/s, 2 readers |"
+                } else {
+                    ""
+                }
+            );
+            println!("|---|---:|---:|{}", if side { "---:|" } else { "" });
+            for (row, name) in ROWS.iter().enumerate().skip(2) {
+                if row == top {
+                    continue;
+                }
+                print!("| {name} |");
+                for t in [1, 2] {
+                    let r = ratio(
+                        &series(samples, si, t, top, lookups),
+                        &series(samples, si, t, row, lookups),
+                    );
+                    print!(" {} |", show_ratio(r));
+                }
+                if side {
+                    let r = ratio(
+                        &series(samples, si, 2, top, writes),
+                        &series(samples, si, 2, row, writes),
+                    );
+                    print!(" {} |", show_ratio(r));
+                }
+                println!();
             }
-        );
-        println!("|---|---:|---:|{}", if side { "---:|" } else { "" });
-        for (row, name) in ROWS.iter().enumerate().skip(2) {
-            print!("| {name} |");
-            for t in [1, 2] {
-                let r = ratio(
-                    &series(samples, si, t, 0, lookups),
-                    &series(samples, si, t, row, lookups),
-                );
-                print!(" {} |", show_ratio(r));
-            }
-            if side {
-                let r = ratio(
-                    &series(samples, si, 2, 0, writes),
-                    &series(samples, si, 2, row, writes),
-                );
-                print!(" {} |", show_ratio(r));
-            }
-            println!();
         }
         println!();
     }

@@ -1,6 +1,6 @@
 //! The maps of the bench, each behind [`BenchMap`], and the rows that name them.
 
-use rcukit::RcuHashMap;
+use rcukit::{RcuFlatMap, RcuHashMap};
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,6 +148,30 @@ impl BenchMap for RcuPer64 {
             left -= batch;
         }
         sum
+    }
+}
+
+/// `RcuFlatMap` (inline entries), a guard per lookup.
+pub(crate) struct Flat(RcuFlatMap<u64, u64, Hasher>);
+
+impl BenchMap for Flat {
+    fn build() -> Self {
+        Self(RcuFlatMap::with_hasher(hasher()))
+    }
+    #[inline(always)]
+    fn get(&self, key: u64) -> Option<u64> {
+        let guard = self.0.domain().read();
+        self.0.get(&key, &guard).copied()
+    }
+    fn insert(&self, key: u64, value: u64) {
+        self.0.insert(key, value);
+    }
+    fn remove(&self, key: u64) {
+        self.0.remove(&key);
+    }
+    fn settle(&self) {
+        self.0.domain().barrier();
+        self.0.domain().barrier();
     }
 }
 
@@ -352,7 +376,7 @@ impl BenchMap for Evmap {
 }
 
 /// Every row of the lookup tables, in order.
-pub(crate) const ROWS: [&str; 10] = [
+pub(crate) const ROWS: [&str; 11] = [
     "RcuHashMap, guard per lookup",
     "RcuHashMap, guard per 64 lookups",
     "std RwLock<hashbrown>",
@@ -363,6 +387,7 @@ pub(crate) const ROWS: [&str; 10] = [
     "scc::HashMap",
     "scc::HashIndex",
     "evmap",
+    "RcuFlatMap, guard per lookup",
 ];
 
 /// Row indices the ratios name.
@@ -370,10 +395,11 @@ pub(crate) const RCU: usize = 0;
 pub(crate) const STD: usize = 2;
 pub(crate) const PL: usize = 3;
 pub(crate) const PAPAYA: usize = 5;
+pub(crate) const FLAT: usize = 10;
 
 /// Rows that take part in the one-thread write part and the memory part (the guard-per-64
 /// row is the same map as row 0; evmap is a single-writer map that publishes in batches).
-pub(crate) const WRITE_ROWS: [usize; 8] = [0, 2, 3, 4, 5, 6, 7, 8];
+pub(crate) const WRITE_ROWS: [usize; 9] = [0, 2, 3, 4, 5, 6, 7, 8, 10];
 
 /// Run `$body` with `$M` the type of row `$row`.
 macro_rules! with_row {
@@ -415,8 +441,12 @@ macro_rules! with_row {
                 type $M = $crate::maps::SccIndex;
                 $body
             }
-            _ => {
+            9 => {
                 type $M = $crate::maps::Evmap;
+                $body
+            }
+            _ => {
+                type $M = $crate::maps::Flat;
                 $body
             }
         }

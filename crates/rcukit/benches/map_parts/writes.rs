@@ -2,7 +2,7 @@
 //! in interleaved rounds.
 
 use crate::maps::{
-    splitmix64, value_of, with_row, BenchMap, PAPAYA, PL, RCU, ROWS, STD, WRITE_ROWS,
+    splitmix64, value_of, with_row, BenchMap, FLAT, PAPAYA, PL, RCU, ROWS, STD, WRITE_ROWS,
 };
 use crate::stats::{mops, ratio, show_ratio};
 use crate::Config;
@@ -55,32 +55,37 @@ pub(crate) fn run(cfg: &Config, n: usize) {
     }
     println!("### One thread: {n} inserts into an empty map, then {n} removes\n");
     println!(
-        "| map | M inserts/s | M removes/s | RcuHashMap ÷ it, inserts | RcuHashMap ÷ it, removes |"
+        "| map | M inserts/s | M removes/s | RcuHashMap ÷ it, inserts | RcuHashMap ÷ it, removes \
+         | RcuFlatMap ÷ it, inserts | RcuFlatMap ÷ it, removes |"
     );
-    println!("|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for &row in &WRITE_ROWS {
         println!(
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             ROWS[row],
             mops(&ins[row]),
             mops(&rem[row]),
             show_ratio(ratio(&ins[RCU], &ins[row])),
-            show_ratio(ratio(&rem[RCU], &rem[row]))
+            show_ratio(ratio(&rem[RCU], &rem[row])),
+            show_ratio(ratio(&ins[FLAT], &ins[row])),
+            show_ratio(ratio(&rem[FLAT], &rem[row]))
         );
     }
     println!();
-    for (name, row, goal) in [
-        ("papaya", PAPAYA, 1.0),
-        ("std RwLock<hashbrown>", STD, 0.5),
-        ("parking_lot RwLock<hashbrown>", PL, 0.5),
-    ] {
-        for (what, v) in [("inserts", &ins), ("removes", &rem)] {
-            let r = ratio(&v[RCU], &v[row]);
-            println!(
-                "* {what}, RcuHashMap ÷ {name}: {} (goal ≥ {goal}x: {})",
-                show_ratio(r),
-                if r.0 >= goal { "met" } else { "**not met**" }
-            );
+    for (top, top_name) in [(RCU, "RcuHashMap"), (FLAT, "RcuFlatMap")] {
+        for (name, row, goal) in [
+            ("papaya", PAPAYA, 1.0),
+            ("std RwLock<hashbrown>", STD, 0.5),
+            ("parking_lot RwLock<hashbrown>", PL, 0.5),
+        ] {
+            for (what, v) in [("inserts", &ins), ("removes", &rem)] {
+                let r = ratio(&v[top], &v[row]);
+                println!(
+                    "* {what}, {top_name} ÷ {name}: {} (goal ≥ {goal}x: {})",
+                    show_ratio(r),
+                    if r.0 >= goal { "met" } else { "**not met**" }
+                );
+            }
         }
     }
     println!();
