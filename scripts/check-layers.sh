@@ -26,7 +26,7 @@ from rust_source import code_only
 # `docs::internal`; the torture's and the lab's lib.rs) in step with these lists.
 LAYERS = {
     "rcukit": [
-        ("foundations", "sync report error threads"),
+        ("foundations", "sync report error threads pages"),
         ("primitives", "barrier seq per_thread"),
         ("read side", "reader"),
         ("grace periods", "gp"),

@@ -212,6 +212,7 @@ pub mod report;
 // (`scripts/check-layers.sh`; `docs::internal` tells the story).
 // Foundations (with the public `report`).
 mod error;
+mod pages;
 mod sync;
 mod threads;
 // Primitives.

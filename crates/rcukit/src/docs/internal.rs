@@ -29,8 +29,9 @@
 //! them.
 //!
 //! 1. **Foundations**: [`sync`](self::sync) (the one switch between `std` and loom, and the
-//!    bottom half of fork support), [`threads`](self::threads) (rcukit's own threads), and the
-//!    public [`report`](crate::report) and `Error`.
+//!    bottom half of fork support), [`threads`](self::threads) (rcukit's own threads),
+//!    [`pages`](self::pages) (large zeroed arrays in mappings of their own), and the public
+//!    [`report`](crate::report) and `Error`.
 //! 2. **Primitives**: [`barrier`](self::barrier) (the light/heavy barrier pair),
 //!    [`seq`](self::seq) (sequence numbers and cookies), [`per_thread`](self::per_thread) (a
 //!    thread's state per domain, found in O(1)).
@@ -63,6 +64,10 @@ pub mod sync {
 
 pub mod threads {
     #![doc = include_str!("../threads.md")]
+}
+
+pub mod pages {
+    #![doc = include_str!("../pages.md")]
 }
 
 pub mod barrier {

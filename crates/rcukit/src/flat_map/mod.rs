@@ -30,9 +30,9 @@
 //! The table is the layout of the SwissTable family (Abseil's `flat_hash_map`, Rust's
 //! `hashbrown`), made safe for readers that run beside a writer: `2^k` groups of eight slots;
 //! for each group one 64-bit control word, one byte per slot, in an array of its own; and
-//! the slots, each an entry `(K, V)`, in a second array. A control byte is `EMPTY`,
-//! `TOMBSTONE` (the entry was removed) or, for a full slot, the top seven bits of the entry's
-//! hash. A hash's low bits pick its home group; its probe visits the groups in triangular
+//! the slots, each an entry `(K, V)`, in a second array. A control byte is `EMPTY` (zero),
+//! `TOMBSTONE` (the entry was removed) or, for a full slot, its tag: the high bit and the top
+//! seven bits of the entry's hash. A hash's low bits pick its home group; its probe visits the groups in triangular
 //! steps from there, which visit every group of a power-of-two table.
 //!
 //! A lookup loads the group's control word, compares the tag with its eight bytes at once,
@@ -61,8 +61,9 @@
 //!    the control word (with acquire) before it reads the slot; no slot is written again in
 //!    the table's life; and the table is freed only after a grace period that began after it
 //!    stopped being the map's table, which the reader's guard holds back. The bit trick that
-//!    compares a tag with eight bytes has false positives, but only on bytes below `0x80`:
-//!    full slots, so initialized too. `EMPTY` (`0xFF`) and `TOMBSTONE` (`0x80`) never match.
+//!    compares a tag with eight bytes has false positives, but only on bytes with the high
+//!    bit set: full slots, so initialized too. `EMPTY` (`0`) and `TOMBSTONE` (`0x7F`) never
+//!    match.
 //! 2. **A key present throughout a lookup is found.** In one table a control byte only goes
 //!    `EMPTY` → full → `TOMBSTONE`. The key's slot was the first `EMPTY` one of its probe when
 //!    it was written, so every group before it on the probe had no `EMPTY` byte then, and

@@ -1,11 +1,13 @@
 //! One table of an [`RcuFlatMap`](super::RcuFlatMap): control bytes in groups of eight, one
 //! word per group, beside an array of inline entries; and the probe sequence over the groups.
 //!
-//! A control byte is [`EMPTY`], [`TOMBSTONE`] or, for a full slot, the top seven bits of the
-//! entry's hash (below `0x80`). In one table a byte only ever goes `EMPTY` → full →
-//! `TOMBSTONE`, and a slot is written once, before its byte becomes full: see the map's
-//! module docs for why that makes lock-free lookups correct.
+//! A control byte is [`EMPTY`] (zero, so that a table's arrays start as zero pages: see
+//! [`PageArray`]), [`TOMBSTONE`] or, for a full slot, its tag: the high bit and the top seven
+//! bits of the entry's hash. In one table a byte only ever goes `EMPTY` → full → `TOMBSTONE`,
+//! and a slot is written once, before its byte becomes full: see the map's module docs for
+//! why that makes lock-free lookups correct.
 
+use crate::pages::PageArray;
 use crate::sync::{AtomicU64, AtomicUsize, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -14,10 +16,11 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 pub(crate) const GROUP: usize = 8;
 
 /// The control byte of a slot never written in this table.
-pub(crate) const EMPTY: u8 = 0xFF;
+pub(crate) const EMPTY: u8 = 0;
 
-/// The control byte of a slot whose entry was removed (its data stays as it was).
-pub(crate) const TOMBSTONE: u8 = 0x80;
+/// The control byte of a slot whose entry was removed (its data stays as it was). Not 1: the
+/// zero-byte trick of [`empties`] reports a byte of 1 just above a zero one.
+pub(crate) const TOMBSTONE: u8 = 0x7F;
 
 /// Eight bytes of `b`.
 const fn repeat(b: u8) -> u64 {
@@ -27,10 +30,10 @@ const fn repeat(b: u8) -> u64 {
 const HIGH: u64 = repeat(0x80);
 const LOW: u64 = repeat(0x01);
 
-/// The tag of a hash: its top seven bits, a full slot's control byte.
+/// The tag of a hash, a full slot's control byte: the high bit and the hash's top seven bits.
 #[inline(always)]
 pub(crate) fn tag(hash: u64) -> u8 {
-    (hash >> 57) as u8
+    0x80 | (hash >> 57) as u8
 }
 
 /// A set of slots of one group, as the high bit of each slot's byte in a control word.
@@ -75,24 +78,26 @@ impl Iterator for Mask {
 }
 
 /// The slots of `word` whose byte may be `tag`: every such slot, and now and then a full slot
-/// with another tag (the bit trick's false positives are bytes equal to `tag ^ 1` above a
-/// match, so always full slots: `EMPTY` and `TOMBSTONE` have the high bit set and never match).
+/// with another tag. The zero-byte trick on `word ^ tag` reports the bytes equal to `tag`, and
+/// above the lowest of them, bytes equal to `tag ^ 1`: full ones (high bit set). `EMPTY` and
+/// `TOMBSTONE` differ from a tag in the high bit, which the trick never reports.
 #[inline(always)]
 pub(crate) fn matches(word: u64, tag: u8) -> Mask {
     let x = word ^ repeat(tag);
     Mask(x.wrapping_sub(LOW) & !x & HIGH)
 }
 
-/// The `EMPTY` slots of `word` (exact: only `0xFF` has both top bits set).
+/// The `EMPTY` slots of `word`. Exact: the zero-byte trick's false positives are bytes of 1
+/// above a zero one, and no control byte is 1 (`TOMBSTONE` is `0x7F`, tags are `0x80` and up).
 #[inline(always)]
 pub(crate) fn empties(word: u64) -> Mask {
-    Mask(word & (word << 1) & HIGH)
+    Mask(word.wrapping_sub(LOW) & !word & HIGH)
 }
 
-/// The full slots of `word` (exact: the bytes whose high bit is clear).
+/// The full slots of `word` (exact: the bytes whose high bit is set).
 #[inline(always)]
 pub(crate) fn fulls(word: u64) -> Mask {
-    Mask(!word & HIGH)
+    Mask(word & HIGH)
 }
 
 /// `word` with the byte of `slot` set to `byte`.
@@ -129,10 +134,11 @@ impl Iterator for Probe {
 /// One slot: an entry, written once (or never).
 type Slot<K, V> = UnsafeCell<MaybeUninit<(K, V)>>;
 
-/// A table: `groups` (a power of two) control words and `groups * GROUP` slots.
+/// A table: `groups` (a power of two) control words and `groups * GROUP` slots, each array a
+/// [`PageArray`] (a mapping of its own when large, given back to the system when freed).
 pub(crate) struct Table<K, V> {
-    ctrl: Box<[AtomicU64]>,
-    slots: Box<[Slot<K, V>]>,
+    ctrl: PageArray<AtomicU64>,
+    slots: PageArray<Slot<K, V>>,
     /// Iterations walking this table (counted up under the map's writer lock): while there
     /// are any, no entry moves to another group of this table (see the map's "Iteration").
     pub(crate) iterators: AtomicUsize,
@@ -142,12 +148,14 @@ impl<K, V> Table<K, V> {
     /// An empty table of `groups` groups (a power of two, at least 1).
     pub(crate) fn new(groups: usize) -> Table<K, V> {
         debug_assert!(groups.is_power_of_two());
-        Table {
-            ctrl: (0..groups).map(|_| AtomicU64::new(repeat(EMPTY))).collect(),
-            slots: (0..groups * GROUP)
-                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-                .collect(),
-            iterators: AtomicUsize::new(0),
+        // SAFETY: all-zero bits are an all-`EMPTY` control word, and a valid unwritten slot
+        // (`MaybeUninit` takes any bits).
+        unsafe {
+            Table {
+                ctrl: PageArray::zeroed(groups, || AtomicU64::new(repeat(EMPTY))),
+                slots: PageArray::zeroed(groups * GROUP, || UnsafeCell::new(MaybeUninit::uninit())),
+                iterators: AtomicUsize::new(0),
+            }
         }
     }
 

@@ -17,12 +17,13 @@
 //! zero lane means an empty one. The table's index takes the hash's low bits, so tag and index
 //! never share a bit while a table has fewer than 2^52 buckets.
 //!
-//! A table's buckets are one allocation. On Linux, a table of 4 MiB or more is a mapping of
-//! its own (zero pages are empty lines), aligned to huge pages and advised to use transparent
-//! huge pages before any page is touched: a lookup in a table of millions of buckets then pays
-//! a cache miss for its line, not also a miss in the TLB; and the mapping goes back to the
-//! system when the table is freed.
+//! A table's buckets are one allocation, a [`PageArray`]: on Linux, a table of 4 MiB or more is
+//! a mapping of its own (zero pages are empty lines), advised to use transparent huge pages
+//! before any page is touched: a lookup in a table of millions of buckets then pays a cache
+//! miss for its line, not also a miss in the TLB; and the mapping goes back to the system when
+//! the table is freed.
 
+use crate::pages::PageArray;
 use crate::sync::{AtomicPtr, AtomicU64, Backoff};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -222,170 +223,22 @@ impl<N> Drop for LineLock<'_, N> {
     }
 }
 
-/// Tables of at least this many bytes are advised to use huge pages.
-#[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
-const HUGE_TABLE_BYTES: usize = 4 << 20;
-
-/// The size (and alignment) of a transparent huge page on x86-64 and most Arm kernels.
-#[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
-const HUGE_PAGE: usize = 2 << 20;
-
-/// A table's lines, one allocation: from the global allocator, or, for a table of at least
-/// [`HUGE_TABLE_BYTES`] on Linux, a private anonymous mapping of its own, aligned to huge pages
-/// and advised to use them before any of its pages is touched. (From the allocator, a large
-/// zeroed block may be recycled heap memory that the allocator zeroes itself: its pages are
-/// then resident as small pages before any advice could apply.) Unmapped when dropped, so a
-/// shrunk table's memory goes back to the system at once.
-pub(crate) struct Lines<N> {
-    ptr: std::ptr::NonNull<Line<N>>,
-    len: usize,
-    /// Bytes mapped for the lines (0: a `Box<[Line<N>]>`).
-    mapped: usize,
-}
-
-// SAFETY: `Lines` owns its lines as a `Box<[Line<N>]>` would; it is `Send` and `Sync` exactly
-// when the lines are.
-unsafe impl<N> Send for Lines<N> where Line<N>: Send {}
-// SAFETY: as above.
-unsafe impl<N> Sync for Lines<N> where Line<N>: Sync {}
-
-impl<N> std::ops::Deref for Lines<N> {
-    type Target = [Line<N>];
-
-    fn deref(&self) -> &[Line<N>] {
-        // SAFETY: `ptr` points to `len` initialized lines that live as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<N> Drop for Lines<N> {
-    fn drop(&mut self) {
-        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
-        if self.mapped == 0 {
-            // SAFETY: the lines came from `Box::into_raw` of a `Box<[Line<N>]>` of this length.
-            drop(unsafe { Box::from_raw(slice) });
-        } else {
-            #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
-            // SAFETY: the lines are initialized and dropped once, here; then the mapping (ours
-            // alone, `mapped` bytes from `ptr`) is unmapped and nothing refers to it any more.
-            unsafe {
-                std::ptr::drop_in_place(slice);
-                libc::munmap(self.ptr.as_ptr().cast(), self.mapped);
-            }
-        }
-    }
-}
+/// A table's lines, one allocation (large tables a mapping of their own: see [`PageArray`]).
+pub(crate) type Lines<N> = PageArray<Line<N>>;
 
 /// `n` empty lines.
 pub(crate) fn lines<N>(n: usize) -> Lines<N> {
-    #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
-    if n * std::mem::size_of::<Line<N>>() >= HUGE_TABLE_BYTES {
-        if let Some(lines) = huge_zeroed(n) {
-            return lines;
-        }
-    }
-    let boxed: Box<[Line<N>]> = (0..n).map(|_| Line::new()).collect();
-    let len = boxed.len();
-    let ptr = Box::into_raw(boxed).cast::<Line<N>>();
-    Lines {
-        // SAFETY: `Box::into_raw` never returns null.
-        ptr: unsafe { std::ptr::NonNull::new_unchecked(ptr) },
-        len,
-        mapped: 0,
-    }
-}
-
-/// `n` lines in a fresh mapping aligned to huge pages and advised to use them before any page
-/// is touched (zero pages: all-zero bits are an empty line); `None` if the system refuses the
-/// mapping (the caller then takes the allocator's memory).
-#[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
-fn huge_zeroed<N>(n: usize) -> Option<Lines<N>> {
-    let bytes = n
-        .checked_mul(std::mem::size_of::<Line<N>>())?
-        .checked_next_multiple_of(HUGE_PAGE)?;
-    let reserve = bytes.checked_add(HUGE_PAGE)?;
-    // SAFETY: a private anonymous mapping at an address of the kernel's choice; it overlaps
-    // nothing of ours.
-    let raw = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            reserve,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if raw == libc::MAP_FAILED {
-        return None;
-    }
-    let start = (raw as usize).next_multiple_of(HUGE_PAGE);
-    let (head, tail) = (
-        start - raw as usize,
-        reserve - bytes - (start - raw as usize),
-    );
-    // SAFETY: `[raw, start)` and `[start + bytes, raw + reserve)` are whole pages of the fresh
-    // mapping outside the part kept (either may be empty); the advice on the kept part changes
-    // no contents, and its failure only costs the huge pages, so results are ignored.
-    unsafe {
-        if head > 0 {
-            libc::munmap(raw, head);
-        }
-        if tail > 0 {
-            libc::munmap((start + bytes) as *mut libc::c_void, tail);
-        }
-        libc::madvise(start as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE);
-    }
-    Some(Lines {
-        // SAFETY: `start` lies inside a successful mapping, so it is not null; its zero pages
-        // are `n` empty lines (zero words, null pointers), 64-byte aligned.
-        ptr: unsafe { std::ptr::NonNull::new_unchecked(start as *mut Line<N>) },
-        len: n,
-        mapped: bytes,
-    })
+    // SAFETY: all-zero bits are an empty line (zero words, null pointers), as `Line::new`.
+    unsafe { PageArray::zeroed(n, Line::new) }
 }
 
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::*;
 
-    /// A large table is a mapping of its own, aligned to huge pages, with no page resident
-    /// before its first use (so the advice applies to every page), advised to use huge pages,
-    /// and of empty lines.
     #[test]
-    #[cfg(target_os = "linux")]
-    fn a_large_table_is_a_fresh_mapping_advised_to_use_huge_pages() {
-        let n = 2 * HUGE_TABLE_BYTES / std::mem::size_of::<Line<u64>>();
-        let lines = lines::<u64>(n);
-        assert_eq!(lines.len(), n);
-        assert_eq!(lines.mapped, 2 * HUGE_TABLE_BYTES);
-        let start = lines.as_ptr() as usize;
-        assert_eq!(start % HUGE_PAGE, 0);
-        let pages = lines.mapped / 4096;
-        let mut resident = vec![0u8; pages];
-        // SAFETY: the range is our mapping, page-aligned; `resident` has a byte per page.
-        let r = unsafe { libc::mincore(start as *mut _, lines.mapped, resident.as_mut_ptr()) };
-        assert_eq!(r, 0);
-        assert!(
-            resident.iter().all(|&p| p & 1 == 0),
-            "pages resident before use"
-        );
-        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-            let head = format!("{start:x}-");
-            let vma = smaps
-                .split_inclusive('\n')
-                .skip_while(|line| !line.starts_with(&head))
-                .take_while(|line| line.starts_with(&head) || !line.contains('-'))
-                .collect::<String>();
-            // `hg`: the mapping carries MADV_HUGEPAGE.
-            let flags = vma
-                .lines()
-                .find(|l| l.starts_with("VmFlags:"))
-                .unwrap_or("");
-            assert!(flags.split_whitespace().any(|f| f == "hg"), "{vma}");
-        }
-        assert!(lines
+    fn lines_are_empty() {
+        assert!(lines::<u64>(1000)
             .iter()
             .all(|l| l.seq() == 0 && l.lanes.tags.load(Relaxed) == 0));
     }
