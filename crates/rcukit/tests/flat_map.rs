@@ -54,6 +54,34 @@ fn the_api_in_one_thread() {
     map.extend([(1000, 1), (1, 1)]);
     assert_eq!(map.len(), 101);
     assert_eq!(map.get_copied(&1), Some(1));
+    assert_eq!(map.update_or_insert_with(1, |v| v + 1, || 0), 2);
+    assert_eq!(map.update_or_insert_with(2000, |_| unreachable!(), || 7), 7);
+    let copy = map.clone();
+    assert!(copy == map);
+    copy.insert(1, 0);
+    assert!(copy != map);
+    let guard = map.domain().read();
+    let mut keys: Vec<u32> = map.keys(&guard).copied().collect();
+    keys.sort();
+    assert_eq!(keys.len(), 102);
+    assert_eq!(keys[..3], [0, 1, 2]);
+    assert_eq!(
+        map.values(&guard).map(|v| *v as u64).sum::<u64>(),
+        (0..100).map(|i| i * 2).sum::<u64>() - 2 + 2 + 1 + 7
+    );
+    drop(guard);
+    let big = map.capacity();
+    for k in 0..100 {
+        map.remove(&k);
+    }
+    map.shrink_to_fit();
+    assert!(
+        map.capacity() < big,
+        "{} after shrink_to_fit, {big} before",
+        map.capacity()
+    );
+    assert_eq!(map.len(), 2);
+    assert_eq!(map.get_copied(&2000), Some(7));
 }
 
 #[test]
@@ -127,6 +155,8 @@ enum Op {
     Retain(u8),
     Clear,
     Reserve(u8),
+    UpdateOrInsert(u8, u16),
+    ShrinkToFit,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -140,6 +170,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(Op::Retain),
         1 => Just(Op::Clear),
         1 => any::<u8>().prop_map(Op::Reserve),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::UpdateOrInsert(k, v)),
+        1 => Just(Op::ShrinkToFit),
     ]
 }
 
@@ -190,6 +222,17 @@ fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
                 map.clear();
             }
             Op::Reserve(n) => map.reserve(n as usize * 4),
+            Op::UpdateOrInsert(k, v) => {
+                let now = model
+                    .entry(k)
+                    .and_modify(|c| *c = c.wrapping_add(v))
+                    .or_insert(v);
+                assert_eq!(
+                    map.update_or_insert_with(k, |c| c.wrapping_add(v), || v),
+                    *now
+                );
+            }
+            Op::ShrinkToFit => map.shrink_to_fit(),
         }
         assert_eq!(map.len(), model.len());
     }

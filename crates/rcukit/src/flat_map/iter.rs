@@ -5,6 +5,7 @@ use super::table::{self, Table};
 use super::RcuFlatMap;
 use crate::domain_ref::DomainRef;
 use crate::section::ReadSection;
+use std::iter::FusedIterator;
 use std::sync::atomic::Ordering::Relaxed;
 
 impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFlatMap<K, V, S, D> {
@@ -28,6 +29,26 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
             fulls: table::fulls(table.ctrl(0)),
         }
     }
+
+    /// The keys, as [`iter`](Self::iter) yields them.
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's.
+    #[track_caller]
+    pub fn keys<'g, G: ReadSection>(&'g self, guard: &'g G) -> Keys<'g, K, V> {
+        Keys(self.iter(guard))
+    }
+
+    /// The values, as [`iter`](Self::iter) yields them.
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's.
+    #[track_caller]
+    pub fn values<'g, G: ReadSection>(&'g self, guard: &'g G) -> Values<'g, K, V> {
+        Values(self.iter(guard))
+    }
 }
 
 /// The entries of an [`RcuFlatMap`], from [`RcuFlatMap::iter`].
@@ -44,6 +65,34 @@ pub struct Iter<'g, K, V> {
     group: usize,
     fulls: table::Mask,
 }
+
+/// The keys of an [`RcuFlatMap`], from [`RcuFlatMap::keys`]; see [`Iter`].
+pub struct Keys<'g, K, V>(Iter<'g, K, V>);
+
+impl<'g, K, V> Iterator for Keys<'g, K, V> {
+    type Item = &'g K;
+
+    fn next(&mut self) -> Option<&'g K> {
+        self.0.next().map(|(k, _)| k)
+    }
+}
+
+impl<K, V> FusedIterator for Keys<'_, K, V> {}
+
+/// The values of an [`RcuFlatMap`], from [`RcuFlatMap::values`]; see [`Iter`].
+pub struct Values<'g, K, V>(Iter<'g, K, V>);
+
+impl<'g, K, V> Iterator for Values<'g, K, V> {
+    type Item = &'g V;
+
+    fn next(&mut self) -> Option<&'g V> {
+        self.0.next().map(|(_, v)| v)
+    }
+}
+
+impl<K, V> FusedIterator for Values<'_, K, V> {}
+
+impl<K, V> FusedIterator for Iter<'_, K, V> {}
 
 impl<K, V> Drop for Iter<'_, K, V> {
     fn drop(&mut self) {

@@ -109,7 +109,7 @@ mod loom;
 mod table;
 mod traits;
 
-pub use iter::Iter;
+pub use iter::{Iter, Keys, Values};
 
 use crate::domain_ref::{self, DomainRef};
 use crate::section::ReadSection;
@@ -252,6 +252,11 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
     /// The map's hasher.
     pub fn hasher(&self) -> &S {
         &self.hasher
+    }
+
+    /// The map's handle on its domain.
+    pub(crate) fn domain_ref(&self) -> &D {
+        &self.domain
     }
 
     /// The number of entries (exact when no write is under way).
@@ -485,6 +490,27 @@ where
         Some(new)
     }
 
+    /// Replace the value for `key` with `update(value)`, or insert `insert()` if there is
+    /// none: atomic with respect to every other write (the closures run under the map's writer
+    /// lock, one of them once; they must not write to this map, which panics). Returns the
+    /// value now in the map.
+    pub fn update_or_insert_with<U, I>(&self, key: K, update: U, insert: I) -> V
+    where
+        U: FnOnce(V) -> V,
+        I: FnOnce() -> V,
+    {
+        let hash = self.hasher.hash_one(key);
+        let mut lock = self.lock();
+        let table = self.table_mine(&lock);
+        let value = match table.probe_for_write(hash, |k| k == &key).at {
+            // SAFETY: as in `get_or_insert_with`.
+            Some((g, s)) => update(unsafe { table.entry(g, s) }.1),
+            None => insert(),
+        };
+        self.put(&mut lock, hash, key, value, true);
+        value
+    }
+
     /// Remove the entry for `key`; returns its value. Readers that found the entry keep
     /// reading it until their guards end.
     pub fn remove<Q>(&self, key: &Q) -> Option<V>
@@ -549,6 +575,15 @@ where
         let mut lock = self.lock();
         let groups = lock.min_groups;
         self.replace_root(&mut lock, Box::new(Table::new(groups)), 0);
+    }
+
+    /// Rebuild the table at the smallest size that holds the entries (and drops tombstones);
+    /// the map may then shrink below the capacity it was made with.
+    pub fn shrink_to_fit(&self) {
+        let mut lock = self.lock();
+        lock.min_groups = 1;
+        let groups = groups_for(self.len.load(Relaxed));
+        self.rebuild(&mut lock, groups);
     }
 
     /// Make sure `additional` more entries fit without a rebuild.
