@@ -100,7 +100,8 @@ pub struct Config {
     /// Readers run this long before the writer starts.
     #[serde(rename = "warmup_ms", serialize_with = "ser_ms")]
     pub warmup: Duration,
-    /// Length of the sustained-update phase and of the reader-only phase.
+    /// Length of the sustained-update phase and of the reader-only phase (each stretches, up
+    /// to 50 times, while the readers have not yet run at all: see `run.rs`).
     #[serde(rename = "phase_ms", serialize_with = "ser_ms")]
     pub phase: Duration,
     /// Interleaved rounds of the per-addition timing ([`AdditionRounds`]).

@@ -285,6 +285,9 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
     })
 }
 
+/// How many times its length a phase may stretch while the readers have not run.
+const PHASE_STRETCH: u32 = 50;
+
 /// The writer's three phases while the readers run: the seed's timed additions (their times
 /// into `update_times`), sustained updates (an addition and a removal at a time, as fast as
 /// the scheme lets the writer go; counted in `sustained_updates`), then the readers alone.
@@ -304,7 +307,15 @@ fn writer_phases(
     }
     let (c1, t1) = (measure::sum(counters), Instant::now());
     let extra = Rule::added(cfg.additions + 1);
-    while t1.elapsed() < cfg.phase || *sustained_updates % 2 == 1 {
+    // Each phase lasts `cfg.phase`, and longer (up to `PHASE_STRETCH` times) while the readers
+    // have not run at all: on a loaded machine they may get no CPU in a short phase, and a
+    // rate of zero would then describe the scheduler, not the scheme. The rates divide by the
+    // phase's real length.
+    let idle = |since: u64| measure::sum(counters) == since;
+    while t1.elapsed() < cfg.phase
+        || *sustained_updates % 2 == 1
+        || (idle(c1) && t1.elapsed() < cfg.phase * PHASE_STRETCH)
+    {
         let op = if *sustained_updates % 2 == 0 {
             Op::Append(extra)
         } else {
@@ -315,6 +326,9 @@ fn writer_phases(
     }
     let (c2, t2) = (measure::sum(counters), Instant::now());
     std::thread::sleep(cfg.phase);
+    while idle(c2) && t2.elapsed() < cfg.phase * PHASE_STRETCH {
+        std::thread::sleep(cfg.phase / 10);
+    }
     let (c3, t3) = (measure::sum(counters), Instant::now());
     [(c1 - c0, t1 - t0), (c2 - c1, t2 - t1), (c3 - c2, t3 - t2)]
 }
