@@ -53,6 +53,7 @@
 //! |---|---|---|
 //! | `rwlock-hashmap` (baseline) | `std::sync::RwLock<std::collections::HashMap>` | `read()` lock |
 //! | `rcu-hashmap` | `rcukit::RcuHashMap` in a domain of its own | one `read()` guard |
+//! | `rcu-flatmap` | `rcukit::RcuFlatMap` in a domain of its own, the record's `(id, expiry)` inline (the record is dropped at insert) | one `read()` guard |
 //! | `dashmap` | `dashmap::DashMap` (default shards) | the shard's read lock |
 //! | `papaya` | `papaya::HashMap` | `pin()` (a seize guard) |
 //! | `flurry` | `flurry::HashMap` (its own seize collector) | `guard()` |
@@ -197,9 +198,9 @@ pub struct Args {
     /// Time one lookup in this many [default: 64]
     #[arg(long)]
     pub sample_every: Option<u32>,
-    /// Maps to measure, comma-separated (rwlock-hashmap, rcu-hashmap, dashmap, papaya,
-    /// flurry, pl-rwlock-hashbrown, scc-hashmap, scc-hashindex, evmap, and with the c-peers
-    /// feature rculfhash) [default: all]
+    /// Maps to measure, comma-separated (rwlock-hashmap, rcu-hashmap, rcu-flatmap, dashmap,
+    /// papaya, flurry, pl-rwlock-hashbrown, scc-hashmap, scc-hashindex, evmap, and with the
+    /// c-peers feature rculfhash) [default: all]
     #[arg(long, value_delimiter = ',', value_parser = parse_map)]
     pub maps: Vec<MapId>,
 }

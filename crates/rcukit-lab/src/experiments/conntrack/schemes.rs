@@ -2,7 +2,7 @@
 
 use super::flow::{FlowBuild, FlowKey, FlowRecord};
 use anyhow::Result;
-use rcukit::{Rcu, RcuHashMap};
+use rcukit::{Rcu, RcuFlatMap, RcuHashMap};
 use serde::{Serialize, Serializer};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -17,6 +17,8 @@ pub enum MapId {
     RwlockHashmap,
     /// `rcukit::RcuHashMap`.
     RcuHashmap,
+    /// `rcukit::RcuFlatMap` (the record's `(id, expiry)` inline).
+    RcuFlatmap,
     /// `dashmap::DashMap`.
     Dashmap,
     /// `papaya::HashMap`.
@@ -49,6 +51,7 @@ impl MapId {
         let mut v = vec![
             MapId::RwlockHashmap,
             MapId::RcuHashmap,
+            MapId::RcuFlatmap,
             MapId::Dashmap,
             MapId::Papaya,
             MapId::Flurry,
@@ -67,6 +70,7 @@ impl MapId {
         match self {
             MapId::RwlockHashmap => "rwlock-hashmap",
             MapId::RcuHashmap => "rcu-hashmap",
+            MapId::RcuFlatmap => "rcu-flatmap",
             MapId::Dashmap => "dashmap",
             MapId::Papaya => "papaya",
             MapId::Flurry => "flurry",
@@ -86,6 +90,10 @@ impl MapId {
                 "std::sync::RwLock<std::collections::HashMap>: read lock per lookup"
             }
             MapId::RcuHashmap => "rcukit::RcuHashMap (own domain): one read() guard per lookup",
+            MapId::RcuFlatmap => {
+                "rcukit::RcuFlatMap (own domain; the record's (id, expiry) stored inline, the \
+                 record itself dropped at insert): one read() guard per lookup"
+            }
             MapId::Dashmap => "dashmap::DashMap 6 (default shards): shard read lock per lookup",
             MapId::Papaya => "papaya::HashMap 0.2: pin() per lookup",
             MapId::Flurry => "flurry::HashMap 0.5 (own collector): guard() per lookup",
@@ -138,6 +146,27 @@ impl FlowTable for RcuMap {
     }
     fn len(&self, _: &()) -> u64 {
         RcuHashMap::len(self) as u64
+    }
+}
+
+pub(super) type FlatMap = RcuFlatMap<FlowKey, (u64, u64), FlowBuild, Arc<Rcu>>;
+
+impl FlowTable for FlatMap {
+    type Reg = ();
+    fn register(&self) {}
+    #[inline]
+    fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
+        let guard = self.domain().read();
+        self.get(key, &guard).copied()
+    }
+    fn insert(&self, _: &(), key: FlowKey, rec: FlowRecord) {
+        RcuFlatMap::insert(self, key, rec.seen());
+    }
+    fn remove(&self, _: &(), key: &FlowKey) -> bool {
+        RcuFlatMap::remove(self, key).is_some()
+    }
+    fn len(&self, _: &()) -> u64 {
+        RcuFlatMap::len(self) as u64
     }
 }
 
@@ -416,6 +445,7 @@ impl FlowTable for crate::c_peers::Lfht {
 pub(super) enum AnyMap {
     Std(StdMap),
     Rcu(RcuMap, Arc<Rcu>),
+    Flat(FlatMap, Arc<Rcu>),
     Dash(DashFlows),
     Papaya(PapayaFlows),
     Flurry(FlurryFlows),
@@ -434,6 +464,7 @@ macro_rules! with_map {
         match $map {
             AnyMap::Std($t) => $body,
             AnyMap::Rcu($t, _) => $body,
+            AnyMap::Flat($t, _) => $body,
             AnyMap::Dash($t) => $body,
             AnyMap::Papaya($t) => $body,
             AnyMap::Flurry($t) => $body,
@@ -462,6 +493,11 @@ impl AnyMap {
                     .domain(rcu.clone())
                     .build()?;
                 AnyMap::Rcu(map, rcu)
+            }
+            MapId::RcuFlatmap => {
+                let rcu = Arc::new(Rcu::builder().name("lab-conntrack-flat").build()?);
+                let map = RcuFlatMap::with_capacity_hasher_in(capacity, FlowBuild, rcu.clone());
+                AnyMap::Flat(map, rcu)
             }
             MapId::Dashmap => AnyMap::Dash(dashmap::DashMap::with_capacity_and_hasher(
                 capacity, FlowBuild,
@@ -503,6 +539,12 @@ impl AnyMap {
                 while rcu.stats().callbacks_pending > 0 && Instant::now() < deadline {
                     rcu.barrier();
                 }
+                dropped.load(Relaxed)
+            }
+            AnyMap::Flat(map, rcu) => {
+                // Its records were dropped at insert; the tables it retired free after this.
+                drop(map);
+                rcu.barrier();
                 dropped.load(Relaxed)
             }
             AnyMap::SccIndex(map) => {
