@@ -132,13 +132,14 @@ fn removing_everything_gives_the_room_back() {
 
 #[test]
 fn with_capacity_keeps_its_room() {
-    let map: RcuFlatMap<u64, u64> = RcuFlatMap::with_capacity(10_000);
+    let n = scale(10_000, 500) as u64;
+    let map: RcuFlatMap<u64, u64> = RcuFlatMap::with_capacity(n as usize);
     let room = map.capacity();
-    assert!(room >= 10_000);
-    for i in 0..10_000 {
+    assert!(room >= n as usize);
+    for i in 0..n {
         map.insert(i, i);
     }
-    for i in 0..10_000 {
+    for i in 0..n {
         map.remove(&i);
     }
     assert_eq!(map.capacity(), room);
@@ -454,12 +455,13 @@ type HostileMap =
 fn keys_whose_hash_and_eq_panic_or_lie_leave_the_map_sound() {
     // One test: MODE is global to the keys.
     let map: HostileMap = RcuFlatMap::with_hasher(Default::default());
-    for i in 0..500 {
+    let n = scale(500, 40) as u32;
+    for i in 0..n {
         map.insert(Hostile(i), i);
     }
     // Panics in `Eq` (a write's probe) and in `Hash` (before the lock, and in a rebuild).
     MODE.store(PANIC_IN_EQ, Relaxed);
-    for i in 0..50 {
+    for i in 0..scale(50, 5) as u32 {
         assert!(catch_unwind(AssertUnwindSafe(|| map.insert(Hostile(i), 0))).is_err());
         assert!(catch_unwind(AssertUnwindSafe(|| map.remove(&Hostile(i)))).is_err());
     }
@@ -467,8 +469,8 @@ fn keys_whose_hash_and_eq_panic_or_lie_leave_the_map_sound() {
     assert!(catch_unwind(AssertUnwindSafe(|| map.insert(Hostile(1), 0))).is_err());
     assert!(catch_unwind(AssertUnwindSafe(|| map.reserve(100_000))).is_err());
     MODE.store(HONEST, Relaxed);
-    assert_eq!(map.len(), 500);
-    for i in 0..500 {
+    assert_eq!(map.len(), n as usize);
+    for i in 0..n {
         assert_eq!(
             map.get_copied(&Hostile(i)),
             Some(i),
@@ -478,10 +480,10 @@ fn keys_whose_hash_and_eq_panic_or_lie_leave_the_map_sound() {
     // Lying keys: the map holds what it holds, counts it right, and stays usable.
     for mode in [RANDOM_HASH, EQ_TO_ALL] {
         MODE.store(mode, Relaxed);
-        for i in 0..2_000 {
-            map.insert(Hostile(i % 700), i);
+        for i in 0..scale(2_000, 100) as u32 {
+            map.insert(Hostile(i % (n + n / 2)), i);
             if i % 3 == 0 {
-                map.remove(&Hostile(i % 500));
+                map.remove(&Hostile(i % n));
             }
             let _ = map.get_copied(&Hostile(i));
         }
