@@ -10,6 +10,16 @@ pub(crate) const HUGE_BYTES: usize = 4 << 20;
 #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Whether a large array's mapping is advised to use transparent huge pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pages {
+    /// Advised: fewer TLB misses for random probes, but each first touch of a 2 MiB page may
+    /// wait for the kernel to compact memory (with the common `defrag=madvise` setting).
+    Huge,
+    /// Not advised: the kernel's default for the mapping.
+    Default,
+}
+
 /// `len` values of `T`, one allocation: a `Box<[T]>`, or a mapping of its own (module docs).
 pub(crate) struct PageArray<T> {
     ptr: NonNull<T>,
@@ -25,19 +35,21 @@ unsafe impl<T: Send> Send for PageArray<T> {}
 unsafe impl<T: Sync> Sync for PageArray<T> {}
 
 impl<T> PageArray<T> {
-    /// `len` values, each `make()` or, in a mapping, all-zero bits.
+    /// `len` values, each `make()` or, in a mapping (advised as `pages` says), all-zero bits.
     ///
     /// # Safety
     ///
     /// A value of all-zero bits is a valid `T`, the same as what `make()` returns.
-    pub(crate) unsafe fn zeroed(len: usize, make: impl FnMut() -> T) -> PageArray<T> {
+    pub(crate) unsafe fn zeroed(len: usize, pages: Pages, make: impl FnMut() -> T) -> PageArray<T> {
         #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
         if len.saturating_mul(std::mem::size_of::<T>()) >= HUGE_BYTES {
             // SAFETY: forwarded: zero pages are valid values.
-            if let Some(array) = unsafe { Self::mapped_zeroed(len) } {
+            if let Some(array) = unsafe { Self::mapped_zeroed(len, pages) } {
                 return array;
             }
         }
+        #[cfg(not(all(target_os = "linux", not(rcukit_loom), not(miri))))]
+        let _ = pages;
         let mut make = make;
         let boxed: Box<[T]> = (0..len).map(|_| make()).collect();
         PageArray {
@@ -54,14 +66,15 @@ impl<T> PageArray<T> {
         self.mapped
     }
 
-    /// `len` zero values in a fresh mapping aligned to huge pages and advised to use them;
-    /// `None` if the system refuses the mapping (the caller then takes the allocator's memory).
+    /// `len` zero values in a fresh mapping aligned to huge pages, and advised to use them if
+    /// `pages` says so; `None` if the system refuses the mapping (the caller then takes the
+    /// allocator's memory).
     ///
     /// # Safety
     ///
     /// As for [`zeroed`](Self::zeroed).
     #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
-    unsafe fn mapped_zeroed(len: usize) -> Option<PageArray<T>> {
+    unsafe fn mapped_zeroed(len: usize, pages: Pages) -> Option<PageArray<T>> {
         if std::mem::align_of::<T>() > HUGE_PAGE {
             return None;
         }
@@ -100,7 +113,9 @@ impl<T> PageArray<T> {
             if tail > 0 {
                 libc::munmap((start + bytes) as *mut libc::c_void, tail);
             }
-            libc::madvise(start as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE);
+            if pages == Pages::Huge {
+                libc::madvise(start as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE);
+            }
         }
         Some(PageArray {
             // SAFETY: `start` lies inside a successful mapping, so it is not null; its zero
@@ -153,7 +168,7 @@ mod tests {
     fn a_large_array_is_a_fresh_mapping_advised_to_use_huge_pages() {
         let n = 2 * HUGE_BYTES / std::mem::size_of::<[u64; 8]>();
         // SAFETY: zero is a valid `[u64; 8]`, as `[0; 8]`.
-        let array = unsafe { PageArray::zeroed(n, || [0u64; 8]) };
+        let array = unsafe { PageArray::zeroed(n, Pages::Huge, || [0u64; 8]) };
         assert_eq!(array.len(), n);
         assert_eq!(array.mapped(), 2 * HUGE_BYTES);
         let start = array.as_ptr() as usize;
@@ -190,7 +205,7 @@ mod tests {
         let made = std::rc::Rc::new(());
         // SAFETY: the test never builds a mapping (the array is small); `Rc` is not zero-valid,
         // which only a mapping would need.
-        let array = unsafe { PageArray::zeroed(10, || made.clone()) };
+        let array = unsafe { PageArray::zeroed(10, Pages::Huge, || made.clone()) };
         assert_eq!(array.mapped(), 0);
         assert_eq!(std::rc::Rc::strong_count(&made), 11);
         drop(array);

@@ -7,7 +7,7 @@
 //! and a slot is written once, before its byte becomes full: see the map's module docs for
 //! why that makes lock-free lookups correct.
 
-use crate::pages::PageArray;
+use crate::pages::{PageArray, Pages};
 use crate::sync::{AtomicU64, AtomicUsize, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -135,7 +135,8 @@ impl Iterator for Probe {
 type Slot<K, V> = UnsafeCell<MaybeUninit<(K, V)>>;
 
 /// A table: `groups` (a power of two) control words and `groups * GROUP` slots, each array a
-/// [`PageArray`] (a mapping of its own when large, given back to the system when freed).
+/// [`PageArray`] (a mapping of its own when large, given back to the system when freed; not
+/// advised to use huge pages, which made filling a large table much slower).
 pub(crate) struct Table<K, V> {
     ctrl: PageArray<AtomicU64>,
     slots: PageArray<Slot<K, V>>,
@@ -152,8 +153,10 @@ impl<K, V> Table<K, V> {
         // (`MaybeUninit` takes any bits).
         unsafe {
             Table {
-                ctrl: PageArray::zeroed(groups, || AtomicU64::new(repeat(EMPTY))),
-                slots: PageArray::zeroed(groups * GROUP, || UnsafeCell::new(MaybeUninit::uninit())),
+                ctrl: PageArray::zeroed(groups, Pages::Default, || AtomicU64::new(repeat(EMPTY))),
+                slots: PageArray::zeroed(groups * GROUP, Pages::Default, || {
+                    UnsafeCell::new(MaybeUninit::uninit())
+                }),
                 iterators: AtomicUsize::new(0),
             }
         }

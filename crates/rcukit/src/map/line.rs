@@ -23,7 +23,7 @@
 //! miss for its line, not also a miss in the TLB; and the mapping goes back to the system when
 //! the table is freed.
 
-use crate::pages::PageArray;
+use crate::pages::{PageArray, Pages};
 use crate::sync::{AtomicPtr, AtomicU64, Backoff};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -229,7 +229,7 @@ pub(crate) type Lines<N> = PageArray<Line<N>>;
 /// `n` empty lines.
 pub(crate) fn lines<N>(n: usize) -> Lines<N> {
     // SAFETY: all-zero bits are an empty line (zero words, null pointers), as `Line::new`.
-    unsafe { PageArray::zeroed(n, Line::new) }
+    unsafe { PageArray::zeroed(n, Pages::Huge, Line::new) }
 }
 
 #[cfg(all(test, not(rcukit_loom)))]
