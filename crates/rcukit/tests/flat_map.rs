@@ -530,6 +530,16 @@ fn writing_from_code_the_map_runs_under_its_lock_panics_instead_of_deadlocking()
     assert_eq!(map.insert(2, 2), None);
     assert_eq!(map.update(&1, |v| v + map.get_copied(&2).unwrap()), Some(3));
     let other: RcuFlatMap<u32, u32> = RcuFlatMap::new();
+    // Iterating the map from inside is refused the same way.
+    let err = catch_unwind(AssertUnwindSafe(|| {
+        map.update(&1, |v| {
+            let guard = map.domain().read();
+            v + map.iter(&guard).count() as u32
+        })
+    }))
+    .unwrap_err();
+    let msg = err.downcast_ref::<&str>().copied().unwrap_or("");
+    assert!(msg.contains("iterated"), "{msg:?}");
     // Another map may be written from inside.
     map.retain(|k, _| {
         other.insert(*k, 0);

@@ -297,8 +297,9 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
         };
         if me != 0 && WRITING.with(Cell::get) == me {
             panic!(
-                "rcukit: RcuFlatMap written from code the map runs under its writer lock (the \
-                 key's Hash or Eq, or a closure given to a write): that would deadlock"
+                "rcukit: RcuFlatMap written or iterated from code the map runs under its writer \
+                 lock (the key's Hash or Eq, or a closure given to a write): that would deadlock \
+                 (lookups are fine there)"
             );
         }
         let guard = self.writer.lock();
