@@ -179,6 +179,9 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::p
 {
 }
 
+/// What a write found and what it wrote (see `RcuFlatMap::write`).
+type Written<K, V> = (Option<(K, V)>, Option<(K, V)>);
+
 /// Slots a table of `groups` groups may fill (full or tombstones) before it is rebuilt.
 fn usable(groups: usize) -> usize {
     groups * GROUP / 8 * 7
@@ -439,19 +442,17 @@ where
     /// Insert `key` → `value`; returns the value it replaced. The replaced entry stays readable
     /// by readers that found it until their guards end.
     pub fn insert(&self, key: K, value: V) -> Option<V> {
-        let hash = self.hasher.hash_one(key);
-        let mut lock = self.lock();
-        self.put(&mut lock, hash, key, value, true)
+        let (current, _) = self.write(&key, |k| k == &key, |_| Some((key, value)));
+        current.map(|(_, v)| v)
     }
 
     /// Insert `key` → `value` if the map has no entry for `key`; else leave the map as it is
     /// and return the current value.
     pub fn try_insert(&self, key: K, value: V) -> Result<(), V> {
-        let hash = self.hasher.hash_one(key);
-        let mut lock = self.lock();
-        match self.put(&mut lock, hash, key, value, false) {
-            None => Ok(()),
-            Some(current) => Err(current),
+        let decide = |current: Option<_>| current.is_none().then_some((key, value));
+        match self.write(&key, |k| k == &key, decide) {
+            (None, _) => Ok(()),
+            (Some((_, current)), _) => Err(current),
         }
     }
 
@@ -459,16 +460,9 @@ where
     /// every other write (`make` runs under the map's writer lock, at most once; it must not
     /// write to this map, which panics).
     pub fn get_or_insert_with<F: FnOnce() -> V>(&self, key: K, make: F) -> V {
-        let hash = self.hasher.hash_one(key);
-        let mut lock = self.lock();
-        let table = self.table_mine(&lock);
-        if let Some((g, s)) = table.probe_for_write(hash, |k| k == &key).at {
-            // SAFETY: the key's slot is full; the table is alive under the lock.
-            return unsafe { table.entry(g, s) }.1;
-        }
-        let value = make();
-        self.put(&mut lock, hash, key, value, false);
-        value
+        let decide = |current: Option<_>| current.is_none().then(|| (key, make()));
+        let (current, written) = self.write(&key, |k| k == &key, decide);
+        current.or(written).expect("an entry found or written").1
     }
 
     /// Replace the value for `key` with `f(value)`, atomically with respect to every other
@@ -480,15 +474,10 @@ where
         Q: Hash + Eq + ?Sized,
         F: FnOnce(V) -> V,
     {
-        let hash = self.hasher.hash_one(key);
-        let mut lock = self.lock();
-        let table = self.table_mine(&lock);
-        let (g, s) = table.probe_for_write(hash, |k| k.borrow() == key).at?;
-        // SAFETY: as in `get_or_insert_with`.
-        let (k, old) = *unsafe { table.entry(g, s) };
-        let new = f(old);
-        self.put(&mut lock, hash, k, new, true);
-        Some(new)
+        let decide = |current: Option<(K, V)>| current.map(|(k, v)| (k, f(v)));
+        self.write(key, |k| k.borrow() == key, decide)
+            .1
+            .map(|(_, v)| v)
     }
 
     /// Replace the value for `key` with `update(value)`, or insert `insert()` if there is
@@ -500,16 +489,12 @@ where
         U: FnOnce(V) -> V,
         I: FnOnce() -> V,
     {
-        let hash = self.hasher.hash_one(key);
-        let mut lock = self.lock();
-        let table = self.table_mine(&lock);
-        let value = match table.probe_for_write(hash, |k| k == &key).at {
-            // SAFETY: as in `get_or_insert_with`.
-            Some((g, s)) => update(unsafe { table.entry(g, s) }.1),
-            None => insert(),
+        let decide = |current: Option<(K, V)>| match current {
+            Some((k, v)) => Some((k, update(v))),
+            None => Some((key, insert())),
         };
-        self.put(&mut lock, hash, key, value, true);
-        value
+        let (_, written) = self.write(&key, |k| k == &key, decide);
+        written.expect("an entry written").1
     }
 
     /// Remove the entry for `key`; returns its value. Readers that found the entry keep
@@ -598,29 +583,36 @@ where
         self.rebuild(&mut lock, groups);
     }
 
-    /// The write itself, under the lock: insert, or replace when `replace` (else return the
-    /// current value).
-    fn put(
+    /// Every write but a removal: under the writer lock, find the entry of the key that `eq`
+    /// accepts (hashed like `key`), ask `decide` (once) what to write given that entry, and
+    /// write it, rebuilding the table first when it has no room (or when an iteration walks it
+    /// and the entry would change groups: see "Iteration"). Returns the entry found and the
+    /// entry written.
+    fn write<Q>(
         &self,
-        lock: &mut WriteLock<'_, K, V, S, D>,
-        hash: u64,
-        key: K,
-        value: V,
-        replace: bool,
-    ) -> Option<V> {
+        key: &Q,
+        mut eq: impl FnMut(&K) -> bool,
+        decide: impl FnOnce(Option<(K, V)>) -> Option<(K, V)>,
+    ) -> Written<K, V>
+    where
+        Q: Hash + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        let mut lock = self.lock();
+        let mut found = self.table_mine(&lock).probe_for_write(hash, &mut eq);
+        // SAFETY: the key's slot is full; the table is alive under the lock.
+        let current = found
+            .at
+            .map(|(g, s)| *unsafe { self.table_mine(&lock).entry(g, s) });
+        let Some(entry) = decide(current) else {
+            return (current, None);
+        };
         loop {
-            let table = self.table_mine(lock);
-            let found = table.probe_for_write(hash, |k| k == &key);
-            if let (Some((g, s)), false) = (found.at, replace) {
-                // SAFETY: full; alive under the lock.
-                return Some(unsafe { table.entry(g, s) }.1);
-            }
-            // A replacement into another group while an iteration walks the table could move
-            // the entry behind the walk: rebuild first (see "Iteration").
+            let table = self.table_mine(&lock);
             let moves = matches!((found.at, found.free), (Some((g, _)), Some((fg, _))) if g != fg);
             let walked = moves && table.iterators.load(Relaxed) > 0;
             if found.free.is_none() || lock.room == 0 || walked {
-                // No room: rebuild, then probe again (the user's `Eq` ran; its answers may
+                // Rebuild, then probe again (the user's `Eq` runs again; its answers may
                 // differ, which only changes what the map holds).
                 let len = self.len.load(Relaxed);
                 let groups = if len + 1 > usable(table.groups()) / 2 {
@@ -628,16 +620,16 @@ where
                 } else {
                     table.groups()
                 };
-                self.rebuild(lock, groups);
+                self.rebuild(&mut lock, groups);
+                found = self.table_mine(&lock).probe_for_write(hash, &mut eq);
                 continue;
             }
             lock.room -= 1;
             // SAFETY: this writer holds the lock; `found` is fresh and has a free slot.
-            let old = unsafe { table.place(&found, hash, (key, value)) };
-            if old.is_none() {
+            if unsafe { table.place(&found, hash, entry) }.is_none() {
                 self.len.store(self.len.load(Relaxed) + 1, Relaxed);
             }
-            return old.map(|(_, v)| v);
+            return (current, Some(entry));
         }
     }
 
