@@ -102,10 +102,10 @@ impl<T> PageArray<T> {
             start - raw as usize,
             reserve - bytes - (start - raw as usize),
         );
+        // Results ignored: a failed unmap leaves a hole we never use, a failed advice costs
+        // only the huge pages.
         // SAFETY: `[raw, start)` and `[start + bytes, raw + reserve)` are whole pages of the
-        // fresh mapping outside the part kept (either may be empty); the advice on the kept
-        // part changes no contents, and its failure only costs the huge pages, so results are
-        // ignored.
+        // fresh mapping outside the part kept; the advice changes no contents.
         unsafe {
             if head > 0 {
                 libc::munmap(raw, head);

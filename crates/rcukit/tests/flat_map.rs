@@ -1,6 +1,8 @@
 //! `RcuFlatMap`: the API against `std::collections::HashMap`, readers beside a writer that
 //! rebuilds the table under them, iteration under rebuilds, and hostile keys and closures.
 
+mod common;
+
 use proptest::prelude::*;
 use rcukit::{FenceKind, Rcu, RcuFlatMap};
 use std::collections::HashMap;
@@ -248,17 +250,8 @@ fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
     }
 }
 
-fn proptest_config() -> ProptestConfig {
-    let mut config = ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 128 });
-    if cfg!(miri) {
-        // No file system under Miri's isolation.
-        config.failure_persistence = None;
-    }
-    config
-}
-
 proptest! {
-    #![proptest_config(proptest_config())]
+    #![proptest_config(common::support::proptest_config(128))]
 
     #[test]
     fn sequences_of_operations_match_std_hashmap(

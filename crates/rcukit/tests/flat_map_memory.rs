@@ -10,18 +10,10 @@
 
 #![cfg(target_os = "linux")]
 
-use rcukit::RcuFlatMap;
+mod common;
 
-/// Resident bytes of this process.
-fn resident() -> i64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
-    let pages: i64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .expect("resident pages");
-    pages * 4096
-}
+use common::support::resident;
+use rcukit::RcuFlatMap;
 
 /// 500,000 entries of 16 bytes: a table of 16 MiB of slots and 1 MiB of control words.
 const ENTRIES: u64 = 500_000;

@@ -444,17 +444,8 @@ fn check_against_std<S: BuildHasher>(map: &RcuHashMap<u16, u32, S>, ops: &[Op]) 
     assert_eq!(seen, expected);
 }
 
-/// Fewer cases under Miri, and no regression file there (Miri's isolation has no `getcwd`).
-fn proptest_config() -> ProptestConfig {
-    let mut config = ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 64 });
-    if cfg!(miri) {
-        config.failure_persistence = None;
-    }
-    config
-}
-
 proptest! {
-    #![proptest_config(proptest_config())]
+    #![proptest_config(common::support::proptest_config(64))]
 
     #[test]
     fn sequences_of_operations_match_std_hashmap(ops in proptest::collection::vec(op(), 0..scale(400, 30))) {

@@ -8,19 +8,11 @@
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
+mod common;
+
+use common::support::resident;
 use rcukit::RcuHashMap;
 use std::time::{Duration, Instant};
-
-/// Resident bytes of this process.
-fn resident() -> i64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
-    let pages: i64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .expect("resident pages");
-    pages * 4096
-}
 
 /// 200,000 entries of 48-byte nodes (64-byte blocks): about 13 MB of nodes, a table of 4 MiB.
 const ENTRIES: u64 = 200_000;

@@ -28,6 +28,26 @@ fn put(table: &Table<u64, u64>, k: u64, v: u64) -> Option<u64> {
     unsafe { table.place(&found, hash(k), (k, v)) }.map(|e| e.1)
 }
 
+/// A thread that looks `key` up twice: it must find it, with `old` or `new`, and never `old`
+/// after `new`.
+fn spawn_reader(
+    root: &Arc<AtomicPtr<Table<u64, u64>>>,
+    key: u64,
+    old: u64,
+    new: u64,
+) -> thread::JoinHandle<()> {
+    let root = root.clone();
+    thread::spawn(move || {
+        let mut last = 0;
+        for _ in 0..2 {
+            let v = lookup(&root, key).expect("a key present throughout missed");
+            assert!(v == old || v == new, "a value never written: {v}");
+            assert!(v >= last, "the new value, then the old one");
+            last = v;
+        }
+    })
+}
+
 /// A table of two groups whose group 0 is full: keys 1..=8 (values 10 * key), all homed in
 /// group 0, so a replacement's new slot is in group 1.
 fn full_first_group() -> Box<Table<u64, u64>> {
@@ -44,18 +64,7 @@ fn a_lookup_racing_a_replacement_in_another_group_sees_old_or_new() {
     model.preemption_bound = Some(3);
     model.check(|| {
         let root = Arc::new(AtomicPtr::new(Box::into_raw(full_first_group())));
-        let reader = {
-            let root = root.clone();
-            thread::spawn(move || {
-                let mut last = 0;
-                for _ in 0..2 {
-                    let v = lookup(&root, 3).expect("a key present throughout missed");
-                    assert!(v == 30 || v == 31, "a value never written: {v}");
-                    assert!(v >= last, "the new value, then the old one");
-                    last = v;
-                }
-            })
-        };
+        let reader = spawn_reader(&root, 3, 30, 31);
         // SAFETY: freed at the model's end.
         let table = unsafe { &*root.load(Acquire) };
         assert_eq!(put(table, 3, 31), Some(30));
@@ -74,18 +83,7 @@ fn a_lookup_racing_a_rebuild_and_a_replacement_in_the_new_table_sees_old_or_new(
     model.preemption_bound = Some(3);
     model.check(|| {
         let root = Arc::new(AtomicPtr::new(Box::into_raw(full_first_group())));
-        let reader = {
-            let root = root.clone();
-            thread::spawn(move || {
-                let mut last = 0;
-                for _ in 0..2 {
-                    let v = lookup(&root, 5).expect("a key present throughout missed");
-                    assert!(v == 50 || v == 51, "a value never written: {v}");
-                    assert!(v >= last, "the new value, then the old one");
-                    last = v;
-                }
-            })
-        };
+        let reader = spawn_reader(&root, 5, 50, 51);
         // SAFETY: freed at the model's end.
         let old = unsafe { &*root.load(Acquire) };
         let new = Box::new(Table::new(4));

@@ -8,6 +8,7 @@
 
 #[cfg(unix)]
 pub(crate) mod fork;
+pub(crate) mod support;
 
 use rcukit::{FenceKind, Rcu};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
