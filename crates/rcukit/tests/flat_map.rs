@@ -392,6 +392,43 @@ fn iteration_under_rebuilds_and_replacements_yields_each_stable_key_once_and_end
     writer.join().unwrap();
 }
 
+/// The same walk with the writes made between its steps by the iterating thread itself: every
+/// interleaving of the walk with replacements (within a control word, to the other word of a
+/// group, to another group) comes up, without a race to win.
+#[test]
+fn writes_between_the_steps_of_an_iteration_leave_each_stable_key_yielded_once() {
+    const STABLE: u64 = 300;
+    let map: RcuFlatMap<u64, u64> = RcuFlatMap::new();
+    for k in 0..STABLE {
+        map.insert(k, stamp(k, 0));
+    }
+    let mut churn = 0u64;
+    for round in 0..scale(200, 10) as u64 {
+        let guard = map.domain().read();
+        let mut counts: HashMap<u64, usize> = HashMap::new();
+        for (step, (k, v)) in map.iter(&guard).enumerate() {
+            if *k < STABLE {
+                assert_eq!(v >> 32, *k);
+                *counts.entry(*k).or_default() += 1;
+            }
+            let step = step as u64;
+            map.update(&((step * 7 + round * 31) % STABLE), |v| v + 1);
+            if step % 3 == 0 {
+                // At most 500 churn keys live at once.
+                map.insert(1_000_000 + churn, churn);
+                if churn >= 500 {
+                    map.remove(&(1_000_000 + churn - 500));
+                }
+                churn += 1;
+            }
+        }
+        for k in 0..STABLE {
+            let c = counts.get(&k).copied().unwrap_or(0);
+            assert_eq!(c, 1, "round {round}: stable key {k} yielded {c} times");
+        }
+    }
+}
+
 #[test]
 fn writers_on_several_threads_lose_no_update() {
     let map: Arc<RcuFlatMap<u64, u64>> = Arc::new(RcuFlatMap::new());

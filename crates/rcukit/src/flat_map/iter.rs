@@ -25,7 +25,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
         drop(lock);
         Iter {
             table,
-            group: 0,
+            word: 0,
             fulls: table::fulls(table.ctrl(0)),
         }
     }
@@ -53,16 +53,17 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
 
 /// The entries of an [`RcuFlatMap`], from [`RcuFlatMap::iter`].
 ///
-/// It walks one table, the map's when the iteration began, group by group, and yields the
+/// It walks one table, the map's when the iteration began, control word by control word
+/// (eight slots each), and yields the
 /// slots it sees full: it ends after one pass over that table whatever the writers do (a
 /// rebuild makes a new table and leaves this one as it was). An entry present throughout the
 /// iteration is yielded exactly once, with its value before or after any replacement made
 /// meanwhile; an entry inserted or removed meanwhile may or may not be. Starting an iteration
 /// waits for a write under way; while it lasts, the first replacement that would move an entry
-/// to another group rebuilds the table instead (see the module docs, "Iteration").
+/// to another control word rebuilds the table instead (see the module docs, "Iteration").
 pub struct Iter<'g, K, V> {
     table: &'g Table<K, V>,
-    group: usize,
+    word: usize,
     fulls: table::Mask,
 }
 
@@ -107,15 +108,15 @@ impl<'g, K, V> Iterator for Iter<'g, K, V> {
         loop {
             if let Some(slot) = self.fulls.next() {
                 // SAFETY: seen full with acquire (claim 1); the table lives for 'g.
-                let (k, v) = unsafe { self.table.entry(self.group, slot) };
+                let (k, v) = unsafe { self.table.entry(self.word * table::WORD + slot) };
                 return Some((k, v));
             }
-            self.group += 1;
-            if self.group >= self.table.groups() {
-                self.group = self.table.groups();
+            self.word += 1;
+            if self.word >= self.table.words() {
+                self.word = self.table.words();
                 return None;
             }
-            self.fulls = table::fulls(self.table.ctrl(self.group));
+            self.fulls = table::fulls(self.table.ctrl(self.word));
         }
     }
 }

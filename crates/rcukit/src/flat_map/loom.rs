@@ -1,11 +1,12 @@
 //! loom models of the flat map's table (run with `RUSTFLAGS="--cfg rcukit_loom"`; see
-//! README): a lookup racing a replacement whose new slot is in another group, and a lookup
-//! racing a rebuild into a new table followed by a replacement there. The real table code
+//! README): a lookup racing a replacement whose new slot is in another group, one racing a
+//! replacement whose new slot is in the other control word of the same group, and one racing
+//! a rebuild into a new table followed by a replacement there. The real table code
 //! runs (the reader's `find`, the writer's `probe_for_write`, `place`, `bury` and
 //! `copy_live_into`); the map's lock and the domain are left out (one writer per model, and
 //! tables are freed when the model ends).
 
-use super::table::{Table, GROUP};
+use super::table::{Table, GROUP, WORD};
 use crate::sync::AtomicPtr;
 use loom::thread;
 use std::sync::atomic::Ordering::{Acquire, Release};
@@ -48,7 +49,7 @@ fn spawn_reader(
     })
 }
 
-/// A table of two groups whose group 0 is full: keys 1..=8 (values 10 * key), all homed in
+/// A table of two groups whose group 0 is full: keys 1..=16 (values 10 * key), all homed in
 /// group 0, so a replacement's new slot is in group 1.
 fn full_first_group() -> Box<Table<u64, u64>> {
     let table = Box::new(Table::new(2));
@@ -68,10 +69,33 @@ fn a_lookup_racing_a_replacement_in_another_group_sees_old_or_new() {
         // SAFETY: freed at the model's end.
         let table = unsafe { &*root.load(Acquire) };
         assert_eq!(put(table, 3, 31), Some(30));
-        table.bury(0, 0); // key 1's slot: a removal beside it
+        table.bury(0); // key 1's slot: a removal beside it
         reader.join().unwrap();
         assert_eq!(lookup(&root, 3), Some(31));
         assert_eq!(lookup(&root, 1), None);
+        // SAFETY: the model is over: nobody reads the table any more.
+        drop(unsafe { Box::from_raw(root.load(Acquire)) });
+    });
+}
+
+#[test]
+fn a_lookup_racing_a_replacement_into_the_other_word_of_its_group_sees_old_or_new() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(|| {
+        // One group: keys 1..=8 fill its first control word, so key 4's new slot is the first
+        // of the second word (two stores: the new byte, then the tombstone).
+        let table = Box::new(Table::new(1));
+        for k in 1..=WORD as u64 {
+            assert_eq!(put(&table, k, 10 * k), None);
+        }
+        let root = Arc::new(AtomicPtr::new(Box::into_raw(table)));
+        let reader = spawn_reader(&root, 4, 40, 41);
+        // SAFETY: freed at the model's end.
+        let table = unsafe { &*root.load(Acquire) };
+        assert_eq!(put(table, 4, 41), Some(40));
+        reader.join().unwrap();
+        assert_eq!(lookup(&root, 4), Some(41));
         // SAFETY: the model is over: nobody reads the table any more.
         drop(unsafe { Box::from_raw(root.load(Acquire)) });
     });

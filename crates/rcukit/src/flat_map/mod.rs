@@ -28,21 +28,23 @@
 //! # Structure
 //!
 //! The table is the layout of the SwissTable family (Abseil's `flat_hash_map`, Rust's
-//! `hashbrown`), made safe for readers that run beside a writer: `2^k` groups of eight slots;
-//! for each group one 64-bit control word, one byte per slot, in an array of its own; and
-//! the slots, each an entry `(K, V)`, in a second array. A control byte is `EMPTY` (zero),
-//! `TOMBSTONE` (the entry was removed) or, for a full slot, its tag: the high bit and the top
-//! seven bits of the entry's hash. A hash's low bits pick its home group; its probe visits the groups in triangular
-//! steps from there, which visit every group of a power-of-two table.
+//! `hashbrown`), made safe for readers that run beside a writer: `2^k` groups of sixteen
+//! slots; for each group two 64-bit control words, one byte per slot, in an array of their
+//! own; and the slots, each an entry `(K, V)`, in a second array. A control byte is `EMPTY`
+//! (zero), `TOMBSTONE` (the entry was removed) or, for a full slot, its tag: the high bit and
+//! the top seven bits of the entry's hash. A hash's low bits pick its home group; its probe
+//! visits the groups in triangular steps from there, which visit every group of a
+//! power-of-two table. Within a group, the probe's order is the first word's bytes, then the
+//! second's.
 //!
-//! A lookup loads the group's control word, compares the tag with its eight bytes at once,
-//! compares the key of each slot whose byte matches, and stops at the first group that has an
-//! `EMPTY` byte. With the control words of a million entries in 2 MiB, that is usually one
-//! cache miss per lookup: the entry's.
+//! A lookup loads the group's two control words, first then second, compares the tag with
+//! their sixteen bytes at once, compares the key of each slot whose byte matches, and stops at
+//! the first group that has an `EMPTY` byte. With the control words of a million entries in
+//! 2 MiB, that is usually one cache miss per lookup: the entry's.
 //!
 //! Writers take the map's writer lock (one writer at a time; readers never take it). An
 //! insert writes its entry into the first `EMPTY` slot of its probe and then stores the
-//! group's control word with the slot's tag; a remove stores `TOMBSTONE` in its byte; an
+//! slot's control word with the slot's tag; a remove stores `TOMBSTONE` in its byte; an
 //! insert that replaces a value writes the new entry into a free slot first and then turns the
 //! old slot into a tombstone. **No slot is written twice in a table's life**: a tombstone is
 //! never reused. When the table has no `EMPTY` slot left to give (seven in eight slots are
@@ -60,21 +62,25 @@
 //!    it stores (with release) the control word that shows the slot full, and the reader loads
 //!    the control word (with acquire) before it reads the slot; no slot is written again in
 //!    the table's life; and the table is freed only after a grace period that began after it
-//!    stopped being the map's table, which the reader's guard holds back. The bit trick that
-//!    compares a tag with eight bytes has false positives, but only on bytes with the high
-//!    bit set: full slots, so initialized too. `EMPTY` (`0`) and `TOMBSTONE` (`0x7F`) never
-//!    match.
+//!    stopped being the map's table, which the reader's guard holds back. The comparison of a
+//!    tag with a word's bytes is exact with SSE2 (x86-64); the bit trick used elsewhere has
+//!    false positives, but only on bytes with the high bit set: full slots, so initialized
+//!    too. `EMPTY` (`0`) and `TOMBSTONE` (`0x7F`) never match.
 //! 2. **A key present throughout a lookup is found.** In one table a control byte only goes
 //!    `EMPTY` → full → `TOMBSTONE`. The key's slot was the first `EMPTY` one of its probe when
-//!    it was written, so every group before it on the probe had no `EMPTY` byte then, and
-//!    never has one again: the lookup cannot stop before the key's group. If the key moved to
-//!    a new table meanwhile, the old table keeps its slot full: it was copied, not removed.
+//!    it was written, so every slot before it on the probe had a byte other than `EMPTY`
+//!    then, and never has `EMPTY` again: the lookup cannot stop before the key's group, and
+//!    in that group it loads the key's word, which shows the key full (the key was written
+//!    before the lookup began). If the key moved to a new table meanwhile, the old table keeps
+//!    its slot full: it was copied, not removed.
 //! 3. **A replaced value is seen old or new, never neither.** The new entry's slot becomes
 //!    full before the old one becomes a tombstone (two release stores, in that order; one
-//!    store when both are in the same group). A reader that saw the tombstone (with acquire)
-//!    therefore sees the new slot full. The new slot is the first `EMPTY` one of the probe,
-//!    which is the group of the old slot or a later one, so a reader that passed the old slot
-//!    reaches it.
+//!    store when both are in the same control word). A reader that saw the tombstone (with
+//!    acquire) therefore sees the new slot full in any word it loads afterwards. The new slot
+//!    is the first `EMPTY` one of the probe, which comes after the old slot on the probe (by
+//!    claim 2's argument): in the old slot's word, in the second word of its group, or in a
+//!    later group. A reader loads the words in probe order, so the new slot's word is the
+//!    old one's or a later load.
 //! 4. **The user's `Hash` and `Eq` cannot break the table.** A lookup that gets wrong answers
 //!    from them returns a wrong entry or none; it always stops (at most one visit per group)
 //!    and only reads slots claim 1 covers. A writer runs them before it changes anything, or
@@ -82,21 +88,23 @@
 //!
 //! # Iteration
 //!
-//! An iteration walks the groups of one table in index order, loading each control word once
-//! and yielding its full slots. Claim 3 orders a replacement along the *probe*, not along the
-//! walk: when a replacement's new slot is in another group, that group can come before the old
-//! one in index order (a probe wraps around the table), and a walk that passed the new group
-//! before the new slot became full and reached the old one after it became a tombstone would
-//! miss the entry. So an iteration registers on its table under the writer lock, and while a
-//! table has iterations a replacement that would change groups rebuilds the table instead:
-//! the walked table then changes no more, and the new table has no iteration on it, so this
-//! costs at most one rebuild per iteration begun. A replacement within one group is one store
-//! of the control word, which the walk loads once: it sees the old slot or the new one. Hence
-//! an entry present throughout an iteration is yielded exactly once. Registering under the
-//! lock is what makes this hold: a write either finished before the iteration registered (and
-//! the walk sees all its stores, having taken the lock after it) or sees the registration.
-//! An iteration that is leaked (never dropped) leaves its table registered, which only makes
-//! replacements on that table rebuild it, once.
+//! An iteration walks the control words of one table in index order, loading each once and
+//! yielding its full slots. Claim 3 orders a replacement along the *probe*, not along the
+//! walk: when a replacement's new slot is in another word, the walk may have loaded the new
+//! slot's word before the new slot became full and load the old slot's word after it became a
+//! tombstone (the probe wraps around the table, so a later group can have a lower index), and
+//! miss the entry; or load the old slot's word before the tombstone and the new slot's word
+//! after its byte became full (the second word of the same group, or a later group), and
+//! yield the entry twice. So an iteration registers on its table under the writer lock, and
+//! while a table has iterations a replacement that would change words rebuilds the table
+//! instead: the walked table then changes no more, and the new table has no iteration on it,
+//! so this costs at most one rebuild per iteration begun. A replacement within one word is one
+//! store, which the walk loads once: it sees the old slot or the new one. Hence an entry
+//! present throughout an iteration is yielded exactly once. Registering under the lock is what
+//! makes this hold: a write either finished before the iteration registered (and the walk sees
+//! all its stores, having taken the lock after it) or sees the registration. An iteration that
+//! is leaked (never dropped) leaves its table registered, which only makes replacements on
+//! that table rebuild it, once.
 //!
 //! Entries are bit copies (`K` and `V` are `Copy`): a resize copies them, a reader holding a
 //! reference into an old table holds a copy of the value as it was, and nothing is dropped
@@ -122,7 +130,7 @@ use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use table::{Table, GROUP, TOMBSTONE};
+use table::{word_of, Table, GROUP, TOMBSTONE, WORD};
 
 /// A hash map of `Copy` entries stored inline, whose readers take no lock; see the
 /// [module docs](self).
@@ -380,7 +388,7 @@ where
     /// # Panics
     ///
     /// If `guard` belongs to another domain than the map's.
-    #[inline]
+    #[inline(always)]
     #[track_caller]
     pub fn get_key_value<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<(&'g K, &'g V)>
     where
@@ -518,13 +526,13 @@ where
         let hash = self.hasher.hash_one(key);
         let mut lock = self.lock();
         let table = self.table_mine(&lock);
-        let (g, s) = table.probe_for_write(hash, |k| k.borrow() == key).at?;
-        // SAFETY: as in `get_or_insert_with`.
-        let entry = *unsafe { table.entry(g, s) };
+        let at = table.probe_for_write(hash, |k| k.borrow() == key).at?;
+        // SAFETY: the key's slot is full; the table is alive under the lock.
+        let entry = *unsafe { table.entry(at) };
         if !condition(&entry.0, &entry.1) {
             return None;
         }
-        table.bury(g, s);
+        table.bury(at);
         let len = self.len.load(Relaxed) - 1;
         self.len.store(len, Relaxed);
         self.shrink_if_sparse(&mut lock, len);
@@ -537,19 +545,19 @@ where
         let mut lock = self.lock();
         let table = self.table_mine(&lock);
         let mut len = self.len.load(Relaxed);
-        for g in 0..table.groups() {
-            let word = table.ctrl_mine(g);
+        for w in 0..table.words() {
+            let word = table.ctrl_mine(w);
             let mut next = word;
-            for s in table::fulls(word) {
+            for b in table::fulls(word) {
                 // SAFETY: full; alive under the lock.
-                let (k, v) = unsafe { table.entry(g, s) };
+                let (k, v) = unsafe { table.entry(w * WORD + b) };
                 if !keep(k, v) {
-                    next = table::with_byte(next, s, TOMBSTONE);
+                    next = table::with_byte(next, b, TOMBSTONE);
                     len -= 1;
                 }
             }
             if next != word {
-                table.set_ctrl(g, next);
+                table.set_ctrl(w, next);
                 self.len.store(len, Relaxed);
             }
         }
@@ -586,7 +594,7 @@ where
     /// Every write but a removal: under the writer lock, find the entry of the key that `eq`
     /// accepts (hashed like `key`), ask `decide` (once) what to write given that entry, and
     /// write it, rebuilding the table first when it has no room (or when an iteration walks it
-    /// and the entry would change groups: see "Iteration"). Returns the entry found and the
+    /// and the entry would change control words: see "Iteration"). Returns the entry found and the
     /// entry written.
     fn write<Q>(
         &self,
@@ -603,13 +611,13 @@ where
         // SAFETY: the key's slot is full; the table is alive under the lock.
         let current = found
             .at
-            .map(|(g, s)| *unsafe { self.table_mine(&lock).entry(g, s) });
+            .map(|at| *unsafe { self.table_mine(&lock).entry(at) });
         let Some(entry) = decide(current) else {
             return (current, None);
         };
         loop {
             let table = self.table_mine(&lock);
-            let moves = matches!((found.at, found.free), (Some((g, _)), Some((fg, _))) if g != fg);
+            let moves = matches!((found.at, found.free), (Some(at), Some(free)) if word_of(at) != word_of(free));
             let walked = moves && table.iterators.load(Relaxed) > 0;
             if found.free.is_none() || lock.room == 0 || walked {
                 // Rebuild, then probe again (the user's `Eq` runs again; its answers may
