@@ -50,8 +50,9 @@
 //!
 //! **Layouts** (`map_parts/layouts.rs`, only when named in `RCUKIT_BENCH_PARTS`): one reader's
 //! lookups in `RcuHashMap` beside hashbrown read under a guard (the most an RCU map with
-//! hashbrown's layout could reach) and beside a probe of the map's lines with the entries in
-//! place of the node pointers.
+//! hashbrown's layout could reach), beside a probe of the map's lines with the entries in
+//! place of the node pointers, and `RcuFlatMap` with a guard per lookup and with one guard for
+//! the run beside hashbrown with neither guard nor lock (what the tables cost alone).
 //!
 //! The tables give the median over the rounds and the min-max; the ratios are ratios of
 //! medians, with the min-max of the per-round ratios. On a 2-core machine a busy writer beside

@@ -16,12 +16,17 @@
 //!   table move at every resize, which is sound only for values without interior mutability
 //!   (`Copy`), so this layout would be a second map type.
 //!
+//! * **`RcuFlatMap`** (hashbrown's layout with sixteen-slot groups, made concurrent; entries
+//!   inline), with a guard per lookup and with one guard for the whole run; and hashbrown with
+//!   no guard and no lock (the lock held throughout, never contended): the last two show what
+//!   the tables cost alone, the first what a guard per lookup adds.
+//!
 //! One thread looks up random present keys (as the lookup part does) and checks every value.
 
 use crate::maps::{check, hasher, next_key, splitmix64, value_of, Hasher};
 use crate::stats::{mops, ratio, show_ratio};
 use crate::Config;
-use rcukit::{Rcu, RcuHashMap};
+use rcukit::{Rcu, RcuFlatMap, RcuHashMap};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -130,11 +135,14 @@ impl Inline {
 }
 
 /// The rows, in table order.
-const ROWS: [&str; 4] = [
+const ROWS: [&str; 7] = [
     "`RcuHashMap`, a guard per lookup",
     "std `RwLock<hashbrown>`",
     "hashbrown under a guard",
     "inline entries, a guard per lookup",
+    "`RcuFlatMap`, a guard per lookup",
+    "`RcuFlatMap`, one guard for the run",
+    "hashbrown, no guard, no lock",
 ];
 
 /// Checked lookups per second of one thread for `lookup`, over `count` random keys.
@@ -155,9 +163,11 @@ pub(crate) fn run(cfg: &Config, n: usize) {
     let keys: Vec<u64> = (0..n as u64).map(|i| splitmix64((1 << 60) + i)).collect();
     let rcu = Rcu::global();
     let map: RcuHashMap<u64, u64, Hasher> = RcuHashMap::with_hasher(hasher());
+    let flat: RcuFlatMap<u64, u64, Hasher> = RcuFlatMap::with_hasher(hasher());
     let mut brown: hashbrown::HashMap<u64, u64, Hasher> = hashbrown::HashMap::with_hasher(hasher());
     for &k in &keys {
         map.pin().insert(k, value_of(k));
+        flat.insert(k, value_of(k));
         brown.insert(k, value_of(k));
     }
     // One table for both hashbrown rows, so that they differ only in the lock.
@@ -179,10 +189,19 @@ pub(crate) fn run(cfg: &Config, n: usize) {
                         brown.get(&k).copied()
                     })
                 }
-                _ => rate(&keys, count, |k| {
+                3 => rate(&keys, count, |k| {
                     let _guard = rcu.read();
                     inline.get(k).copied()
                 }),
+                4 => rate(&keys, count, |k| flat.get(&k, &rcu.read()).copied()),
+                5 => {
+                    let guard = rcu.read(); // held throughout: no writer waits for it
+                    rate(&keys, count, |k| flat.get(&k, &guard).copied())
+                }
+                _ => {
+                    let brown = locked.read().unwrap();
+                    rate(&keys, count, |k| brown.get(&k).copied())
+                }
             };
             rates[row].push(r);
         }
