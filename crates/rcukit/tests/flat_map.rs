@@ -397,13 +397,13 @@ fn iteration_under_rebuilds_and_replacements_yields_each_stable_key_once_and_end
 /// group, to another group) comes up, without a race to win.
 #[test]
 fn writes_between_the_steps_of_an_iteration_leave_each_stable_key_yielded_once() {
-    const STABLE: u64 = 300;
+    const STABLE: u64 = scale(300, 40) as u64;
     let map: RcuFlatMap<u64, u64> = RcuFlatMap::new();
     for k in 0..STABLE {
         map.insert(k, stamp(k, 0));
     }
     let mut churn = 0u64;
-    for round in 0..scale(200, 10) as u64 {
+    for round in 0..scale(200, 3) as u64 {
         let guard = map.domain().read();
         let mut counts: HashMap<u64, usize> = HashMap::new();
         for (step, (k, v)) in map.iter(&guard).enumerate() {
@@ -414,10 +414,11 @@ fn writes_between_the_steps_of_an_iteration_leave_each_stable_key_yielded_once()
             let step = step as u64;
             map.update(&((step * 7 + round * 31) % STABLE), |v| v + 1);
             if step % 3 == 0 {
-                // At most 500 churn keys live at once.
+                // At most `CHURN` churn keys live at once.
+                const CHURN: u64 = scale(500, 60) as u64;
                 map.insert(1_000_000 + churn, churn);
-                if churn >= 500 {
-                    map.remove(&(1_000_000 + churn - 500));
+                if churn >= CHURN {
+                    map.remove(&(1_000_000 + churn - CHURN));
                 }
                 churn += 1;
             }

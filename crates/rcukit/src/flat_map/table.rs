@@ -91,7 +91,7 @@ pub(crate) struct Group([u64; WORDS]);
 mod sse2 {
     use super::{Group, Mask};
     use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set1_epi8, _mm_set_epi64x,
+        __m128i, _mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set1_epi64x, _mm_set_epi64x,
         _mm_setzero_si128,
     };
 
@@ -114,8 +114,10 @@ mod sse2 {
     #[inline(always)]
     #[allow(unused_unsafe)]
     pub(crate) fn matches(group: Group, tag: u8) -> Mask {
+        // Sixteen copies of `tag`: a multiply and a move (SSE2's byte broadcast takes four).
+        let eight = u64::from(tag).wrapping_mul(0x0101_0101_0101_0101);
         // SAFETY: as in `vector`.
-        equal(group, unsafe { _mm_set1_epi8(tag as i8) })
+        equal(group, unsafe { _mm_set1_epi64x(eight as i64) })
     }
 
     /// The `EMPTY` slots.
@@ -243,6 +245,8 @@ type Slot<K, V> = UnsafeCell<MaybeUninit<(K, V)>>;
 /// to the system when freed; not advised to use huge pages, which made filling a large table
 /// much slower).
 pub(crate) struct Table<K, V> {
+    /// `groups - 1`.
+    mask: usize,
     ctrl: PageArray<AtomicU64>,
     slots: PageArray<Slot<K, V>>,
     /// Iterations walking this table (counted up under the map's writer lock): while there
@@ -259,6 +263,7 @@ impl<K, V> Table<K, V> {
         // (`MaybeUninit` takes any bits).
         unsafe {
             Table {
+                mask: groups - 1,
                 ctrl: PageArray::zeroed(groups * WORDS, Pages::Default, || {
                     AtomicU64::new(repeat(EMPTY))
                 }),
@@ -271,7 +276,7 @@ impl<K, V> Table<K, V> {
     }
 
     pub(crate) fn groups(&self) -> usize {
-        self.ctrl.len() / WORDS
+        self.mask + 1
     }
 
     /// The number of control words.
@@ -289,11 +294,10 @@ impl<K, V> Table<K, V> {
     /// The groups `hash` visits.
     #[inline(always)]
     pub(crate) fn probe(&self, hash: u64) -> Probe {
-        let mask = self.groups() - 1;
         Probe {
-            group: hash as usize & mask,
+            group: hash as usize & self.mask,
             step: 0,
-            mask,
+            mask: self.mask,
         }
     }
 
@@ -311,9 +315,24 @@ impl<K, V> Table<K, V> {
     /// they show full was written before.
     #[inline(always)]
     pub(crate) fn group(&self, group: usize) -> Group {
-        let first = self.word(group * WORDS).load(Acquire);
-        let second = self.word(group * WORDS + 1).load(Acquire);
+        let words = self.words_of(group);
+        let first = words[0].load(Acquire);
+        let second = words[1].load(Acquire);
         Group([first, second])
+    }
+
+    /// The control words of `group` (one address computed, for both loads).
+    #[inline(always)]
+    fn words_of(&self, group: usize) -> &[AtomicU64; WORDS] {
+        debug_assert!(group < self.groups());
+        // SAFETY: `group` is in bounds (see `word`), and its words are consecutive.
+        unsafe {
+            &*self
+                .ctrl
+                .as_ptr()
+                .add(group * WORDS)
+                .cast::<[AtomicU64; WORDS]>()
+        }
     }
 
     /// The control words of `group`, for the writer (the only thread that stores to them).
