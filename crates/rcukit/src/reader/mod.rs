@@ -227,27 +227,56 @@ impl ReaderRecord {
     /// Count one more (possibly nested) entry and say whether it is the outermost one, in which
     /// case the caller publishes its own `ctr` value. [`enter`](Self::enter) is this plus RCU's
     /// epoch; [`RecSeq`](crate::RecSeq) reuses records with a sequence counter instead.
-    #[inline]
+    ///
+    /// The common case, an outermost entry on a record that is not orphaned, stores a constant
+    /// (`1`), and [`unnest`](Self::unnest)'s common case stores `0`: the value a store writes
+    /// then does not wait for the load before it, so one read's nesting word is no link in a
+    /// chain of loads and stores from every read before it (see "The protocol" in
+    /// [`reader`](crate::docs::internal::reader)).
+    #[inline(always)]
     pub(crate) fn nest(&self) -> bool {
         let n = self.nesting.load(Relaxed);
-        if n & COUNT_MASK == 0 {
-            // The outermost entry (the common case): no overflow to check.
-            self.nesting.store(n + 1, Relaxed);
+        if n == 0 {
+            self.nesting.store(1, Relaxed);
             return true;
         }
+        self.nest_other(n)
+    }
+
+    /// [`nest`](Self::nest) for a nested entry or an orphaned record (`n` is the word it
+    /// loaded).
+    #[cold]
+    #[inline(never)]
+    fn nest_other(&self, n: u32) -> bool {
         assert!(
             n & COUNT_MASK != COUNT_MASK,
             "rcukit: read-side critical sections nested 2^31 deep"
         );
         self.nesting.store(n + 1, Relaxed);
-        false
+        n & COUNT_MASK == 0
     }
 
     /// Undo one [`nest`](Self::nest). The caller publishes its "not reading" value when the
     /// answer says `outermost`, then calls [`release_orphan`] if it says `last_orphan_guard`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn unnest(&self) -> Unnest {
-        let n = self.nesting.load(Relaxed).wrapping_sub(1);
+        let n = self.nesting.load(Relaxed);
+        if n == 1 {
+            self.nesting.store(0, Relaxed);
+            return Unnest {
+                outermost: true,
+                last_orphan_guard: false,
+            };
+        }
+        self.unnest_other(n)
+    }
+
+    /// [`unnest`](Self::unnest) for a nested exit or an orphaned record (`n` is the word it
+    /// loaded).
+    #[cold]
+    #[inline(never)]
+    fn unnest_other(&self, n: u32) -> Unnest {
+        let n = n.wrapping_sub(1);
         self.nesting.store(n, Relaxed);
         Unnest {
             outermost: n & COUNT_MASK == 0,
