@@ -2,9 +2,14 @@
 
 use std::ptr::NonNull;
 
-/// Arrays of at least this many bytes are mappings of their own (Linux).
+/// Arrays advised to use huge pages are mappings of their own from this many bytes (Linux).
 #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
 pub(crate) const HUGE_BYTES: usize = 4 << 20;
+
+/// Other arrays are mappings of their own from this many bytes (Linux): glibc's default mmap
+/// threshold, the size from which it too maps a block, until it raises the threshold.
+#[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+pub(crate) const MAPPED_BYTES: usize = 128 << 10;
 
 /// The size (and alignment) of a transparent huge page on x86-64 and most Arm kernels.
 #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
@@ -13,12 +18,38 @@ const HUGE_PAGE: usize = 2 << 20;
 /// Whether a large array's mapping is advised to use transparent huge pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pages {
-    /// Advised: fewer TLB misses for random probes, but each first touch of a 2 MiB page may
-    /// wait for the kernel to compact memory (with the common `defrag=madvise` setting).
+    /// Advised, from [`HUGE_BYTES`], in a mapping aligned to huge pages: fewer TLB misses for
+    /// random probes, but each first touch of a 2 MiB page may wait for the kernel to compact
+    /// memory (with the common `defrag=madvise` setting).
     Huge,
-    /// Not advised: the kernel's default for the mapping.
+    /// Not advised (the kernel's default for the mapping), from [`MAPPED_BYTES`].
     Default,
 }
+
+impl Pages {
+    /// The size from which an array is a mapping of its own.
+    #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+    fn mapped_from(self) -> usize {
+        match self {
+            Pages::Huge => HUGE_BYTES,
+            Pages::Default => MAPPED_BYTES,
+        }
+    }
+
+    /// The alignment (and the multiple of its size) of an array's mapping.
+    #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+    fn alignment(self) -> usize {
+        match self {
+            Pages::Huge => HUGE_PAGE,
+            Pages::Default => SMALL_PAGE,
+        }
+    }
+}
+
+/// The smallest page size of the architectures rcukit maps arrays on; a mapping's length is
+/// a multiple of it (the kernel rounds it up to the system's page size, and unmaps as much).
+#[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+const SMALL_PAGE: usize = 4 << 10;
 
 /// `len` values of `T`, one allocation: a `Box<[T]>`, or a mapping of its own (module docs).
 pub(crate) struct PageArray<T> {
@@ -26,6 +57,8 @@ pub(crate) struct PageArray<T> {
     len: usize,
     /// Bytes mapped for the values (0: a `Box<[T]>`).
     mapped: usize,
+    /// A mapping that is kept a while for reuse when the array is dropped (`Pages::Default`).
+    reuse: bool,
 }
 
 // SAFETY: a `PageArray` owns its values as a `Box<[T]>` would; it is `Send` and `Sync` exactly
@@ -42,7 +75,11 @@ impl<T> PageArray<T> {
     /// A value of all-zero bits is a valid `T`, the same as what `make()` returns.
     pub(crate) unsafe fn zeroed(len: usize, pages: Pages, make: impl FnMut() -> T) -> PageArray<T> {
         #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
-        if len.saturating_mul(std::mem::size_of::<T>()) >= HUGE_BYTES {
+        if len.saturating_mul(std::mem::size_of::<T>()) >= pages.mapped_from() {
+            // SAFETY: forwarded: zero values are valid ones.
+            if let Some(array) = unsafe { Self::reused_zeroed(len, pages) } {
+                return array;
+            }
             // SAFETY: forwarded: zero pages are valid values.
             if let Some(array) = unsafe { Self::mapped_zeroed(len, pages) } {
                 return array;
@@ -57,7 +94,14 @@ impl<T> PageArray<T> {
             ptr: unsafe { NonNull::new_unchecked(Box::into_raw(boxed).cast::<T>()) },
             len,
             mapped: 0,
+            reuse: false,
         }
+    }
+
+    /// Unmap the array's mapping when it is dropped, instead of keeping it for reuse: for an
+    /// array whose owner knows that none of its size will be made soon.
+    pub(crate) fn give_back_when_dropped(&mut self) {
+        self.reuse = false;
     }
 
     /// Bytes mapped for the values (0 for an array from the allocator).
@@ -66,22 +110,58 @@ impl<T> PageArray<T> {
         self.mapped
     }
 
-    /// `len` zero values in a fresh mapping aligned to huge pages, and advised to use them if
-    /// `pages` says so; `None` if the system refuses the mapping (the caller then takes the
-    /// allocator's memory).
+    /// The alignment and the length of a mapping for `len` values (`None` if `T` needs a
+    /// larger alignment, or the length overflows).
+    #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+    fn mapping_size(len: usize, pages: Pages) -> Option<(usize, usize)> {
+        let align = pages.alignment();
+        if std::mem::align_of::<T>() > align {
+            return None;
+        }
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())?
+            .checked_next_multiple_of(align)?;
+        Some((align, bytes))
+    }
+
+    /// `len` zero values in a kept mapping of the size they need, zeroed (see "Reuse" in the
+    /// module docs); `None` if none is kept (or `pages` is not `Pages::Default`).
+    ///
+    /// # Safety
+    ///
+    /// As for [`zeroed`](Self::zeroed).
+    #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+    unsafe fn reused_zeroed(len: usize, pages: Pages) -> Option<PageArray<T>> {
+        if pages != Pages::Default {
+            return None;
+        }
+        let (_, bytes) = Self::mapping_size(len, pages)?;
+        let start = spares::take(bytes)?;
+        // SAFETY: a kept mapping of `bytes` bytes, ours alone since `take`; zeroing it makes
+        // its values `len` valid ones (the caller's promise).
+        unsafe { std::ptr::write_bytes(start as *mut u8, 0, bytes) };
+        Some(PageArray {
+            // SAFETY: a mapping's start is not null; it is aligned to a small page, at least
+            // `T`'s alignment (`mapping_size` checked).
+            ptr: unsafe { NonNull::new_unchecked(start as *mut T) },
+            len,
+            mapped: bytes,
+            reuse: true,
+        })
+    }
+
+    /// `len` zero values in a fresh mapping aligned as `pages` says (to huge pages, and advised
+    /// to use them, for [`Pages::Huge`]); `None` if the system refuses the mapping (the caller
+    /// then takes the allocator's memory).
     ///
     /// # Safety
     ///
     /// As for [`zeroed`](Self::zeroed).
     #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
     unsafe fn mapped_zeroed(len: usize, pages: Pages) -> Option<PageArray<T>> {
-        if std::mem::align_of::<T>() > HUGE_PAGE {
-            return None;
-        }
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())?
-            .checked_next_multiple_of(HUGE_PAGE)?;
-        let reserve = bytes.checked_add(HUGE_PAGE)?;
+        let (align, bytes) = Self::mapping_size(len, pages)?;
+        // Room to align the start (none needed for small pages: mappings start on one).
+        let reserve = bytes.checked_add(if align > SMALL_PAGE { align } else { 0 })?;
         // SAFETY: a private anonymous mapping at an address of the kernel's choice; it overlaps
         // nothing of ours.
         let raw = unsafe {
@@ -97,7 +177,7 @@ impl<T> PageArray<T> {
         if raw == libc::MAP_FAILED {
             return None;
         }
-        let start = (raw as usize).next_multiple_of(HUGE_PAGE);
+        let start = (raw as usize).next_multiple_of(align);
         let (head, tail) = (
             start - raw as usize,
             reserve - bytes - (start - raw as usize),
@@ -119,11 +199,12 @@ impl<T> PageArray<T> {
         }
         Some(PageArray {
             // SAFETY: `start` lies inside a successful mapping, so it is not null; its zero
-            // pages are `len` valid values (the caller's promise), aligned (huge-page aligned,
-            // and `T`'s alignment is at most that).
+            // pages are `len` valid values (the caller's promise), aligned (to `align`, and
+            // `T`'s alignment is at most that).
             ptr: unsafe { NonNull::new_unchecked(start as *mut T) },
             len,
             mapped: bytes,
+            reuse: pages == Pages::Default,
         })
     }
 }
@@ -147,12 +228,155 @@ impl<T> Drop for PageArray<T> {
         } else {
             #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
             // SAFETY: the values are initialized and dropped once, here; then the mapping (ours
-            // alone, `mapped` bytes from `ptr`) is unmapped and nothing refers to it any more.
+            // alone, `mapped` bytes from `ptr`) is kept for reuse or unmapped, and nothing
+            // refers to it any more.
             unsafe {
                 std::ptr::drop_in_place(slice);
-                libc::munmap(self.ptr.as_ptr().cast(), self.mapped);
+                let start = self.ptr.as_ptr() as usize;
+                if !(self.reuse && spares::keep(start, self.mapped)) {
+                    libc::munmap(start as *mut libc::c_void, self.mapped);
+                }
             }
         }
+    }
+}
+
+/// Mappings of dropped `Pages::Default` arrays, kept a while for the next array of the same
+/// size (module docs: "Reuse").
+#[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+mod spares {
+    use std::sync::{Mutex, MutexGuard};
+    use std::time::{Duration, Instant};
+
+    /// How long a dropped array's mapping is kept before it goes back to the system.
+    pub(super) const KEEP: Duration = Duration::from_secs(1);
+
+    /// At most this many mappings are kept, of at most [`MOST_BYTES`] in all.
+    const MOST: usize = 8;
+    const MOST_BYTES: usize = 64 << 20;
+
+    /// One kept mapping.
+    struct Spare {
+        start: usize,
+        bytes: usize,
+        dropped: Instant,
+    }
+
+    struct Spares {
+        kept: Vec<Spare>,
+        bytes: usize,
+        /// The process whose thread gives kept mappings back (its fork generation plus one; 0:
+        /// none), so that a child forked while its parent's thread waits starts its own.
+        waiter: u64,
+    }
+
+    static SPARES: Mutex<Spares> = Mutex::new(Spares {
+        kept: Vec::new(),
+        bytes: 0,
+        waiter: 0,
+    });
+
+    /// The kept mappings, if nobody else holds them now. Callers on a table's path never wait:
+    /// a child forked while another thread held the lock sees it held for ever, and only
+    /// maps and unmaps for itself.
+    fn try_lock() -> Option<MutexGuard<'static, Spares>> {
+        SPARES.try_lock().ok()
+    }
+
+    /// A kept mapping of exactly `bytes` bytes, now the caller's (its pages hold old values).
+    pub(super) fn take(bytes: usize) -> Option<usize> {
+        let mut spares = try_lock()?;
+        let i = spares.kept.iter().position(|s| s.bytes == bytes)?;
+        spares.bytes -= bytes;
+        Some(spares.kept.swap_remove(i).start)
+    }
+
+    /// Keep the mapping `[start, start + bytes)` for reuse, and make sure a thread gives it
+    /// back once it has been kept for [`KEEP`]; false if it is not kept (the caller then
+    /// unmaps it).
+    pub(super) fn keep(start: usize, bytes: usize) -> bool {
+        let Some(mut spares) = try_lock() else {
+            return false;
+        };
+        if spares.kept.len() >= MOST || spares.bytes + bytes > MOST_BYTES {
+            return false;
+        }
+        spares.kept.push(Spare {
+            start,
+            bytes,
+            dropped: Instant::now(),
+        });
+        spares.bytes += bytes;
+        let me = crate::sync::fork::generation() + 1;
+        if spares.waiter == me {
+            return true;
+        }
+        spares.waiter = me;
+        drop(spares);
+        if crate::threads::spawn("rcukit-pages".to_string(), move || give_back(me)).is_err() {
+            // No thread to give them back later: give them back now.
+            let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
+            if spares.waiter == me {
+                spares.waiter = 0;
+            }
+            drop(spares);
+            unmap(take_expired(None));
+        }
+        true
+    }
+
+    /// The thread that gives kept mappings back (`me`: its value of `waiter`): sleep until the
+    /// oldest has been kept for [`KEEP`], unmap those that have, and go on while any are kept.
+    fn give_back(me: u64) {
+        while let Some(oldest) = oldest_kept(me) {
+            std::thread::sleep((oldest + KEEP).saturating_duration_since(Instant::now()));
+            unmap(take_expired(Some(Instant::now())));
+        }
+    }
+
+    /// When the oldest kept mapping was dropped, for the thread `me`; `None` if it should
+    /// stop: another process's thread took over, or nothing is kept (then no thread waits,
+    /// and the next `keep` starts one).
+    fn oldest_kept(me: u64) -> Option<Instant> {
+        let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
+        if spares.waiter != me {
+            return None;
+        }
+        let oldest = spares.kept.iter().map(|s| s.dropped).min();
+        if oldest.is_none() {
+            spares.waiter = 0;
+        }
+        oldest
+    }
+
+    /// Take the kept mappings dropped [`KEEP`] or more before `now` (all of them for `None`).
+    fn take_expired(now: Option<Instant>) -> Vec<Spare> {
+        let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
+        let expired_at = |s: &Spare| match now {
+            Some(now) => now.duration_since(s.dropped) >= KEEP,
+            None => true,
+        };
+        let (expired, kept): (Vec<Spare>, Vec<Spare>) = std::mem::take(&mut spares.kept)
+            .into_iter()
+            .partition(expired_at);
+        spares.bytes = kept.iter().map(|s| s.bytes).sum();
+        spares.kept = kept;
+        expired
+    }
+
+    fn unmap(spares: Vec<Spare>) {
+        for spare in spares {
+            // SAFETY: a kept mapping is nobody's: taken out of the list under the lock, it is
+            // unmapped once, here.
+            unsafe { libc::munmap(spare.start as *mut libc::c_void, spare.bytes) };
+        }
+    }
+
+    /// Whether the mapping at `start` is kept now (for the tests; `None` if another thread
+    /// holds the list).
+    #[cfg(test)]
+    pub(super) fn is_kept(start: usize) -> Option<bool> {
+        Some(try_lock()?.kept.iter().any(|s| s.start == start))
     }
 }
 
@@ -198,6 +422,97 @@ mod tests {
             assert!(flags.split_whitespace().any(|f| f == "hg"), "{vma}");
         }
         assert!(array.iter().all(|v| *v == [0; 8]));
+    }
+
+    /// An array not advised to use huge pages is a mapping of its own from glibc's mmap
+    /// threshold on, page-aligned and rounded to pages only; below it, the allocator's.
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn a_mid_sized_array_is_a_mapping_of_its_own() {
+        let n = MAPPED_BYTES / std::mem::size_of::<u64>() + 3;
+        // SAFETY: zero is a valid `u64`.
+        let array = unsafe { PageArray::zeroed(n, Pages::Default, || 0u64) };
+        assert_eq!(array.mapped(), MAPPED_BYTES + SMALL_PAGE);
+        assert_eq!(array.as_ptr() as usize % SMALL_PAGE, 0);
+        assert!(array.iter().all(|v| *v == 0));
+        // SAFETY: as above.
+        let small = unsafe { PageArray::zeroed(n - 4 * 512, Pages::Default, || 0u64) };
+        assert_eq!(small.mapped(), 0);
+    }
+
+    /// A dropped mid-sized array's mapping is kept: the next array of its size reuses it,
+    /// zeroed, and once kept for a second it goes back to the system, also in a forked child.
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn a_dropped_mapping_is_reused_zeroed_then_given_back() {
+        // A size no other test maps.
+        let n = (MAPPED_BYTES + 7 * SMALL_PAGE) / std::mem::size_of::<u64>();
+        // SAFETY (each array below): zero is a valid `u64`.
+        let make = || unsafe { PageArray::zeroed(n, Pages::Default, || 0u64) };
+        // Keeping is skipped, never waited for, when another thread holds the list: retry.
+        let start = (0..100)
+            .find_map(|_| {
+                let array = make();
+                let start = array.as_ptr() as usize;
+                // SAFETY: the array's own values, written through its only handle.
+                unsafe { std::ptr::write_bytes(array.ptr.as_ptr(), 0xA5, n) };
+                drop(array);
+                (spares::is_kept(start) == Some(true)).then_some(start)
+            })
+            .expect("a dropped mapping was never kept");
+        let again = make();
+        assert_eq!(
+            again.as_ptr() as usize,
+            start,
+            "the kept mapping was not reused"
+        );
+        assert!(
+            again.iter().all(|v| *v == 0),
+            "a reused mapping was not zeroed"
+        );
+        drop(again);
+        assert!(given_back(start, 30), "a kept mapping was not given back");
+
+        // A child forked while this process's thread waits to give mappings back starts a
+        // thread of its own, and what it keeps goes back too. (The fork handlers of a domain
+        // count forks: the flat map's tables belong to one.)
+        let _ = crate::Rcu::global();
+        drop(make());
+        // SAFETY: the child drops an array, sleeps and reads atomics and the list, then
+        // leaves with `_exit`, running none of the parent's destructors.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let array = make();
+            let start = array.as_ptr() as usize;
+            drop(array);
+            // A list held by another thread at the fork stays held in the child, which then
+            // unmaps what it drops at once.
+            let ok = spares::is_kept(start).is_none() || given_back(start, 10);
+            // SAFETY: leaving the child at once.
+            unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child (it gives up within 10 s).
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "a mapping kept in a forked child was not given back ({status:#x})"
+        );
+    }
+
+    /// Whether the mapping at `start` stops being kept within `seconds` (or the list is held
+    /// by another thread: then it is not waited for).
+    #[cfg(target_os = "linux")]
+    fn given_back(start: usize, seconds: u64) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+        while spares::is_kept(start) == Some(true) {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        true
     }
 
     #[test]

@@ -54,6 +54,19 @@
 //! the map's table with one pointer store, and retires the old table: readers still in it
 //! finish there.
 //!
+//! # Memory
+//!
+//! A table of `2^k` groups takes 16 bytes of control words and `16 * size_of::<(K, V)>()` of
+//! slots per group; it holds up to seven entries in eight slots, and a growing map doubles
+//! it when more than half of that is live, so a million `u64` entries take about 37 bytes
+//! each. As entries are removed, the table shrinks, and an emptied map is down to one group.
+//! The table's arrays of 128 KiB and more are mappings of their own (see
+//! [`pages`](crate::docs::internal::pages)), given back to the system whatever the allocator
+//! would keep: a table that a larger one replaced as soon as it is freed (after a grace
+//! period), and one that a shrink, a rebuild at the same size or the map's drop freed a
+//! second later, unless a table of its size takes its pages meanwhile (a map refilled after
+//! it was emptied, a rebuild that drops tombstones). Smaller arrays come from the allocator.
+//!
 //! # Why lookups are correct
 //!
 //! The claims, for a reader that loaded the table pointer (with acquire) under a guard:
@@ -130,7 +143,7 @@ use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use table::{word_of, Table, GROUP, TOMBSTONE, WORD};
+use table::{groups_for, usable, word_of, Table, TOMBSTONE, WORD};
 
 /// A hash map of `Copy` entries stored inline, whose readers take no lock; see the
 /// [module docs](self).
@@ -189,17 +202,6 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::p
 
 /// What a write found and what it wrote (see `RcuFlatMap::write`).
 type Written<K, V> = (Option<(K, V)>, Option<(K, V)>);
-
-/// Slots a table of `groups` groups may fill (full or tombstones) before it is rebuilt.
-fn usable(groups: usize) -> usize {
-    groups * GROUP / 8 * 7
-}
-
-/// The fewest groups (a power of two) whose usable slots hold `entries`.
-fn groups_for(entries: usize) -> usize {
-    let slots = entries.saturating_mul(8).div_ceil(7).max(1);
-    slots.div_ceil(GROUP).next_power_of_two()
-}
 
 thread_local! {
     /// The map whose writer lock this thread holds, if any (to refuse re-entry).
@@ -674,6 +676,9 @@ where
     ) {
         lock.room = usable(new.groups()) - len;
         self.len.store(len, Relaxed);
+        if new.groups() > self.table_mine(lock).groups() {
+            self.table_mine(lock).give_back_when_freed();
+        }
         let old = self.root.swap(Box::into_raw(new), Release);
         lock.unlinked.push(old);
     }

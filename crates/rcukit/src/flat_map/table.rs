@@ -16,7 +16,7 @@
 //! hashbrown, which uses sixteen, on this project's 2-core machine).
 
 use crate::pages::{PageArray, Pages};
-use crate::sync::{AtomicU64, AtomicUsize, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -214,6 +214,17 @@ pub(crate) fn with_byte(word: u64, byte: usize, value: u8) -> u64 {
     u64::from_ne_bytes(bytes)
 }
 
+/// Slots a table of `groups` groups may fill (full or tombstones) before it is rebuilt.
+pub(crate) fn usable(groups: usize) -> usize {
+    groups * GROUP / 8 * 7
+}
+
+/// The fewest groups (a power of two) whose usable slots hold `entries`.
+pub(crate) fn groups_for(entries: usize) -> usize {
+    let slots = entries.saturating_mul(8).div_ceil(7).max(1);
+    slots.div_ceil(GROUP).next_power_of_two()
+}
+
 /// The groups a hash visits, in order: triangular steps from its home group, which visit
 /// every group of a power-of-two table once in its first `groups` steps.
 pub(crate) struct Probe {
@@ -241,9 +252,9 @@ impl Iterator for Probe {
 type Slot<K, V> = UnsafeCell<MaybeUninit<(K, V)>>;
 
 /// A table: `groups` (a power of two) groups, that is `groups * 2` control words and
-/// `groups * 16` slots, each array a [`PageArray`] (a mapping of its own when large, given back
-/// to the system when freed; not advised to use huge pages, which made filling a large table
-/// much slower).
+/// `groups * 16` slots, each array a [`PageArray`] (a mapping of its own from 128 KiB, given
+/// back to the system when freed; not advised to use huge pages, which made filling a large
+/// table much slower).
 pub(crate) struct Table<K, V> {
     /// `groups - 1`.
     mask: usize,
@@ -253,6 +264,19 @@ pub(crate) struct Table<K, V> {
     /// are any, no entry moves to another control word of this table (see the map's
     /// "Iteration").
     pub(crate) iterators: AtomicUsize,
+    /// Whether the arrays' mappings are kept for reuse when the table is freed (see
+    /// [`pages`](crate::docs::internal::pages), "Reuse"); cleared for a table that a larger one
+    /// replaced.
+    reuse: AtomicBool,
+}
+
+impl<K, V> Drop for Table<K, V> {
+    fn drop(&mut self) {
+        if !self.reuse.load(Relaxed) {
+            self.ctrl.give_back_when_dropped();
+            self.slots.give_back_when_dropped();
+        }
+    }
 }
 
 impl<K, V> Table<K, V> {
@@ -271,8 +295,16 @@ impl<K, V> Table<K, V> {
                     UnsafeCell::new(MaybeUninit::uninit())
                 }),
                 iterators: AtomicUsize::new(0),
+                reuse: AtomicBool::new(true),
             }
         }
+    }
+
+    /// Give the arrays' memory back to the system when the table is freed, not keeping it
+    /// for a table of the same size: a growing map, which replaced this table by a larger
+    /// one, will not build one of this size soon.
+    pub(crate) fn give_back_when_freed(&self) {
+        self.reuse.store(false, Relaxed);
     }
 
     pub(crate) fn groups(&self) -> usize {
