@@ -26,8 +26,8 @@ from rust_source import code_only
 # `docs::internal`; the torture's and the lab's lib.rs) in step with these lists.
 LAYERS = {
     "rcukit": [
-        ("foundations", "sync report error threads pages"),
-        ("primitives", "barrier seq per_thread"),
+        ("foundations", "sync report error threads"),
+        ("primitives", "barrier seq per_thread pages"),
         ("read side", "reader"),
         ("grace periods", "gp"),
         ("deferred work and the lock alternatives", "callbacks locks"),

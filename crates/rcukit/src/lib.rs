@@ -212,11 +212,11 @@ pub mod report;
 // (`scripts/check-layers.sh`; `docs::internal` tells the story).
 // Foundations (with the public `report`).
 mod error;
-mod pages;
 mod sync;
 mod threads;
 // Primitives.
 mod barrier;
+mod pages;
 mod per_thread;
 mod seq;
 // The read side.

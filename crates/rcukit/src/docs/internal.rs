@@ -29,12 +29,12 @@
 //! them.
 //!
 //! 1. **Foundations**: [`sync`](self::sync) (the one switch between `std` and loom, and the
-//!    bottom half of fork support), [`threads`](self::threads) (rcukit's own threads),
-//!    [`pages`](self::pages) (large zeroed arrays in mappings of their own), and the public
-//!    [`report`](crate::report) and `Error`.
+//!    bottom half of fork support), [`threads`](self::threads) (rcukit's own threads), and the
+//!    public [`report`](crate::report) and `Error`.
 //! 2. **Primitives**: [`barrier`](self::barrier) (the light/heavy barrier pair),
 //!    [`seq`](self::seq) (sequence numbers and cookies), [`per_thread`](self::per_thread) (a
-//!    thread's state per domain, found in O(1)).
+//!    thread's state per domain, found in O(1)), [`pages`](self::pages) (large zeroed arrays in
+//!    mappings of their own, kept a second for reuse by one of rcukit's threads).
 //! 3. **The read side**: [`reader`](self::reader): reader records and the registry grace
 //!    periods scan, with the counts of owned sections and the records of QSBR threads.
 //! 4. **Grace periods**: [`gp`](self::gp): the scan both kinds share, the normal and
