@@ -13,15 +13,14 @@
 
 mod common;
 
-use common::support::resident;
+use common::support::{gives_back_a_quarter, resident};
 use rcukit::RcuFlatMap;
-use std::time::{Duration, Instant};
 
 /// 500,000 entries of 16 bytes: a table of 16 MiB of slots and 1 MiB of control words.
 const ENTRIES: u64 = 500_000;
 
-/// 100,000 entries: a table of 2 MiB of slots and 128 KiB of control words; the tables it
-/// grew through start at 128 KiB.
+/// 100,000 entries: a table of 2 MiB of slots and 128 KiB of control words (below the 4 MiB
+/// from which arrays were mappings before).
 const FEW_ENTRIES: u64 = 100_000;
 
 type Map = RcuFlatMap<u64, u64>;
@@ -31,9 +30,8 @@ fn mib(b: i64) -> f64 {
 }
 
 /// Fill a new map with `entries` entries, empty it with `empty`, and check that what the fill
-/// added to the resident set (at least `least` MiB) mostly goes away. The process trims at
-/// most once a second, and a trim asked for sooner runs when the second is up: the check waits
-/// for it (30 s at most, a guard against a trim that never comes, not a measurement).
+/// added to the resident set (at least `least` MiB) mostly goes away. A dropped table's
+/// mappings are kept a second for reuse: the check waits for them to go (30 s at most).
 fn gives_back(what: &str, entries: u64, least: f64, empty: impl FnOnce(Map)) {
     let map = Map::new();
     let rcu = rcukit::Rcu::global();
@@ -42,26 +40,16 @@ fn gives_back(what: &str, entries: u64, least: f64, empty: impl FnOnce(Map)) {
         map.insert(k, k);
     }
     rcu.barrier();
-    let grown = mib(resident() - before);
+    let grown = resident() - before;
     assert!(
-        grown > least,
-        "the fill grew the resident set by {grown:.1} MiB only"
+        mib(grown) > least,
+        "the fill grew the resident set by {:.1} MiB only",
+        mib(grown)
     );
     empty(map);
     rcu.barrier();
     rcu.barrier();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let stays = mib(resident() - before);
-        if stays < grown / 4.0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: {stays:.1} MiB of the {grown:.1} MiB the fill took stayed resident"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    gives_back_a_quarter(what, before, grown);
 }
 
 /// Remove every entry of `map`, which then has a table of one group.

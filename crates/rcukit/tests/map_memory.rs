@@ -10,9 +10,8 @@
 
 mod common;
 
-use common::support::resident;
+use common::support::{gives_back_a_quarter, resident};
 use rcukit::RcuHashMap;
-use std::time::{Duration, Instant};
 
 /// 200,000 entries of 48-byte nodes (64-byte blocks): about 13 MB of nodes, a table of 4 MiB.
 const ENTRIES: u64 = 200_000;
@@ -37,24 +36,13 @@ fn gives_back(what: &str, entries: u64, least: f64, empty: impl FnOnce(Map, u64)
     map.domain().barrier();
     let peak = resident();
     empty(map, entries);
-    let mib = |b: i64| b as f64 / (1 << 20) as f64;
-    let grown = mib(peak - before);
+    let grown = peak - before;
+    let mib = grown as f64 / (1 << 20) as f64;
     assert!(
-        grown > least,
-        "the fill grew the resident set by {grown:.1} MiB only"
+        mib > least,
+        "the fill grew the resident set by {mib:.1} MiB only"
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let stays = mib(resident() - before);
-        if stays < grown / 4.0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "after {what} {stays:.1} MiB of {grown:.1} MiB stay resident"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    gives_back_a_quarter(&format!("after {what}"), before, grown);
 }
 
 /// Remove the `entries` entries of `map` and let the deferred frees run.

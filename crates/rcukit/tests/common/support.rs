@@ -1,5 +1,5 @@
-//! Small helpers several test binaries share: the process's resident set, and the proptest
-//! configuration for Miri.
+//! Small helpers several test binaries share: the process's resident set and the wait for it
+//! to come down, and the proptest configuration for Miri.
 
 use proptest::test_runner::Config as ProptestConfig;
 
@@ -12,6 +12,27 @@ pub(crate) fn resident() -> i64 {
         .and_then(|p| p.parse().ok())
         .expect("resident pages");
     pages * 4096
+}
+
+/// Wait until the resident set is less than a quarter of `grown` bytes above `before`, and fail
+/// (naming `what`) if it is not within 30 s: a guard against memory never given back, not a
+/// measurement (a process trims or unmaps what it kept at most once a second).
+pub(crate) fn gives_back_a_quarter(what: &str, before: i64, grown: i64) {
+    let mib = |b: i64| b as f64 / (1 << 20) as f64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let stays = resident() - before;
+        if stays < grown / 4 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {:.1} MiB of the {:.1} MiB the fill took stayed resident",
+            mib(stays),
+            mib(grown)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// `cases` cases, 2 under Miri, and no regression file there (Miri's isolation has no
