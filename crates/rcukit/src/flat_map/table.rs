@@ -253,8 +253,8 @@ type Slot<K, V> = UnsafeCell<MaybeUninit<(K, V)>>;
 
 /// A table: `groups` (a power of two) groups, that is `groups * 2` control words and
 /// `groups * 16` slots, each array a [`PageArray`] (a mapping of its own from 128 KiB, given
-/// back to the system when freed; not advised to use huge pages, which made filling a large
-/// table much slower).
+/// back to the system when freed or a second later; not advised to use huge pages, which made
+/// filling a large table much slower).
 pub(crate) struct Table<K, V> {
     /// `groups - 1`.
     mask: usize,
