@@ -249,7 +249,7 @@ mod spares {
     use std::time::{Duration, Instant};
 
     /// How long a dropped array's mapping is kept before it goes back to the system.
-    pub(super) const KEEP: Duration = Duration::from_secs(1);
+    const KEEP: Duration = Duration::from_secs(1);
 
     /// At most this many mappings are kept, of at most [`MOST_BYTES`] in all.
     const MOST: usize = 8;
@@ -264,7 +264,6 @@ mod spares {
 
     struct Spares {
         kept: Vec<Spare>,
-        bytes: usize,
         /// The process whose thread gives kept mappings back (its fork generation plus one; 0:
         /// none), so that a child forked while its parent's thread waits starts its own.
         waiter: u64,
@@ -272,7 +271,6 @@ mod spares {
 
     static SPARES: Mutex<Spares> = Mutex::new(Spares {
         kept: Vec::new(),
-        bytes: 0,
         waiter: 0,
     });
 
@@ -287,7 +285,6 @@ mod spares {
     pub(super) fn take(bytes: usize) -> Option<usize> {
         let mut spares = try_lock()?;
         let i = spares.kept.iter().position(|s| s.bytes == bytes)?;
-        spares.bytes -= bytes;
         Some(spares.kept.swap_remove(i).start)
     }
 
@@ -298,7 +295,8 @@ mod spares {
         let Some(mut spares) = try_lock() else {
             return false;
         };
-        if spares.kept.len() >= MOST || spares.bytes + bytes > MOST_BYTES {
+        let kept_bytes: usize = spares.kept.iter().map(|s| s.bytes).sum();
+        if spares.kept.len() >= MOST || kept_bytes + bytes > MOST_BYTES {
             return false;
         }
         spares.kept.push(Spare {
@@ -306,7 +304,6 @@ mod spares {
             bytes,
             dropped: Instant::now(),
         });
-        spares.bytes += bytes;
         let me = crate::sync::fork::generation() + 1;
         if spares.waiter == me {
             return true;
@@ -359,7 +356,6 @@ mod spares {
         let (expired, kept): (Vec<Spare>, Vec<Spare>) = std::mem::take(&mut spares.kept)
             .into_iter()
             .partition(expired_at);
-        spares.bytes = kept.iter().map(|s| s.bytes).sum();
         spares.kept = kept;
         expired
     }
