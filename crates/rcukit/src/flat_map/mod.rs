@@ -129,6 +129,7 @@ mod iter;
 mod loom;
 mod table;
 mod traits;
+mod write_lock;
 
 pub use iter::{Iter, Keys, Values};
 
@@ -137,13 +138,12 @@ use crate::section::ReadSection;
 use crate::sync::{AtomicPtr, AtomicUsize, Mutex};
 use crate::Rcu;
 use std::borrow::Borrow;
-use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use table::{groups_for, usable, word_of, Table, TOMBSTONE, WORD};
+use write_lock::{WriteLock, Writer};
 
 /// A hash map of `Copy` entries stored inline, whose readers take no lock; see the
 /// [module docs](self).
@@ -159,15 +159,6 @@ where
     hasher: S,
     domain: D,
     _entries: PhantomData<(K, V)>,
-}
-
-/// The writer's own counts, for the current table.
-struct Writer {
-    /// `EMPTY` slots the table may still give before it is full (seven in eight slots full
-    /// or tombstones).
-    room: usize,
-    /// The table never shrinks below this many groups.
-    min_groups: usize,
 }
 
 // SAFETY: readers on any thread share `&K`/`&V` (need `Sync`); entries written by one thread
@@ -202,11 +193,6 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::p
 
 /// What a write found and what it wrote (see `RcuFlatMap::write`).
 type Written<K, V> = (Option<(K, V)>, Option<(K, V)>);
-
-thread_local! {
-    /// The map whose writer lock this thread holds, if any (to refuse re-entry).
-    static WRITING: Cell<usize> = const { Cell::new(0) };
-}
 
 impl<K: Copy + Send + 'static, V: Copy + Send + 'static> RcuFlatMap<K, V> {
     /// An empty map on the global domain.
@@ -297,83 +283,6 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
         // SAFETY: the root is never null; a table is retired only after it stopped being the
         // root, and the guard (of this domain) holds that grace period back for 'g.
         unsafe { &*self.root.load(Acquire) }
-    }
-
-    /// The writer lock, refusing re-entry from the user's code that runs under it.
-    #[track_caller]
-    fn lock(&self) -> WriteLock<'_, K, V, S, D> {
-        // Under loom every model thread is one OS thread: the mark would see the others.
-        let me = if cfg!(rcukit_loom) {
-            0
-        } else {
-            self as *const Self as usize
-        };
-        if me != 0 && WRITING.with(Cell::get) == me {
-            panic!(
-                "rcukit: RcuFlatMap written or iterated from code the map runs under its writer \
-                 lock (the key's Hash or Eq, or a closure given to a write): that would deadlock \
-                 (lookups are fine there)"
-            );
-        }
-        let guard = self.writer.lock();
-        let outer = WRITING.with(|w| w.replace(me));
-        WriteLock {
-            map: self,
-            writer: ManuallyDrop::new(guard),
-            outer,
-            unlinked: Vec::new(),
-        }
-    }
-}
-
-/// The writer lock, this thread's mark of holding it, and the tables the writes under it
-/// unlinked: retired once the lock is let go (retiring may run other objects' drops, which
-/// must not run under a lock of the map's), also when a write unwinds.
-struct WriteLock<'m, K, V, S, D>
-where
-    K: Copy + Send + 'static,
-    V: Copy + Send + 'static,
-    D: DomainRef,
-{
-    map: &'m RcuFlatMap<K, V, S, D>,
-    writer: ManuallyDrop<crate::sync::MutexGuard<'m, Writer>>,
-    outer: usize,
-    unlinked: Vec<*mut Table<K, V>>,
-}
-
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> Drop
-    for WriteLock<'_, K, V, S, D>
-{
-    fn drop(&mut self) {
-        WRITING.with(|w| w.set(self.outer));
-        // SAFETY: dropped once, here.
-        unsafe { ManuallyDrop::drop(&mut self.writer) };
-        for old in self.unlinked.drain(..) {
-            // SAFETY: `old` stopped being the root under the lock and is retired once, here;
-            // dropping it frees its arrays and drops no entry (entries are bit copies, and a
-            // table is never the sole owner of anything).
-            unsafe {
-                let bytes = (*old).bytes();
-                self.map.domain.rcu().retire_raw_sized(old, bytes);
-            }
-        }
-    }
-}
-
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::ops::Deref
-    for WriteLock<'_, K, V, S, D>
-{
-    type Target = Writer;
-    fn deref(&self) -> &Writer {
-        &self.writer
-    }
-}
-
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::ops::DerefMut
-    for WriteLock<'_, K, V, S, D>
-{
-    fn deref_mut(&mut self) -> &mut Writer {
-        &mut self.writer
     }
 }
 
