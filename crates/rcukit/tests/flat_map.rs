@@ -544,6 +544,61 @@ fn keys_whose_hash_and_eq_panic_or_lie_leave_the_map_sound() {
     assert_eq!(map.len(), 100);
 }
 
+/// A key that hashes like every other: all entries lie on one probe, which crosses every group
+/// of the table, and a lookup of an absent key walks it to an `EMPTY` slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Colliding(u32);
+
+impl Hash for Colliding {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        0u8.hash(state);
+    }
+}
+
+#[test]
+fn lookups_stop_and_find_stable_keys_when_every_key_collides() {
+    const STABLE: u32 = 32;
+    let churn = scale(600, 40) as u32;
+    let rounds = scale(40, 2);
+    let map: Arc<
+        RcuFlatMap<Colliding, u32, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>,
+    > = Arc::new(RcuFlatMap::with_hasher(Default::default()));
+    for k in 0..STABLE {
+        map.insert(Colliding(k), k);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (map, stop) = (map.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut lookups = 0u64;
+            while !stop.load(Relaxed) || lookups == 0 {
+                for k in 0..STABLE {
+                    assert_eq!(map.get_copied(&Colliding(k)), Some(k), "stable key {k}");
+                }
+                // Never inserted: the probe must end at an `EMPTY` slot, past every group the
+                // churn filled or left tombstones in.
+                assert_eq!(map.get_copied(&Colliding(u32::MAX)), None);
+                lookups += u64::from(STABLE) + 1;
+            }
+            lookups
+        })
+    };
+    for round in 0..rounds {
+        // Fill the table to the brim (each insert walks the whole probe), then empty it
+        // again: tombstones in every group, rebuilds at the same size, shrinks.
+        for k in STABLE..STABLE + churn {
+            map.insert(Colliding(k), round as u32);
+        }
+        for k in STABLE..STABLE + churn {
+            assert_eq!(map.remove(&Colliding(k)), Some(round as u32));
+        }
+        assert_eq!(map.get_copied(&Colliding(u32::MAX)), None);
+    }
+    stop.store(true, Relaxed);
+    assert!(reader.join().expect("the reader panicked") > 0);
+    assert_eq!(map.len(), STABLE as usize);
+}
+
 #[test]
 fn writing_from_code_the_map_runs_under_its_lock_panics_instead_of_deadlocking() {
     let map: RcuFlatMap<u32, u32> = RcuFlatMap::new();

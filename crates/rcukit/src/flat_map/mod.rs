@@ -94,10 +94,20 @@
 //!    claim 2's argument): in the old slot's word, in the second word of its group, or in a
 //!    later group. A reader loads the words in probe order, so the new slot's word is the
 //!    old one's or a later load.
-//! 4. **The user's `Hash` and `Eq` cannot break the table.** A lookup that gets wrong answers
-//!    from them returns a wrong entry or none; it always stops (at most one visit per group)
-//!    and only reads slots claim 1 covers. A writer runs them before it changes anything, or
-//!    (a resize's hashing) on a table nobody else sees yet, which it drops if they panic.
+//! 4. **A lookup stops, within one visit of every group.** It stops at the first group with an
+//!    `EMPTY` byte, and every table always has one: the writer fills at most seven in eight
+//!    slots before it rebuilds (`room` counts the `EMPTY` slots it may still give, and every
+//!    write into an `EMPTY` slot takes one), and a byte never becomes `EMPTY` again once it
+//!    has left it. So some slot is `EMPTY` for the whole of the table's life, every value its
+//!    control word ever holds shows it `EMPTY` (whichever one a reader loads), and the
+//!    triangular probe reaches its group within the table's `groups` steps. The probe
+//!    therefore needs no bound of its own (hashbrown relies on the same invariant), which
+//!    saves a compare and a branch per group visited.
+//! 5. **The user's `Hash` and `Eq` cannot break the table.** A lookup that gets wrong answers
+//!    from them returns a wrong entry or none; it always stops (claim 4: the bytes decide
+//!    where, not the key) and only reads slots claim 1 covers. A writer runs them before it
+//!    changes anything, or (a resize's hashing) on a table nobody else sees yet, which it
+//!    drops if they panic.
 //!
 //! # Iteration
 //!

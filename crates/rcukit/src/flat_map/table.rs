@@ -233,6 +233,19 @@ pub(crate) struct Probe {
     mask: usize,
 }
 
+impl Probe {
+    /// The next group, with no bound: for a probe that stops at an `EMPTY` slot, which every
+    /// table keeps (see "Why lookups are correct", claim 4, in the map's essay).
+    #[inline(always)]
+    fn next_group(&mut self) -> usize {
+        debug_assert!(self.step <= self.mask, "a probe went past every group");
+        let group = self.group;
+        self.step += 1;
+        self.group = (self.group + self.step) & self.mask;
+        group
+    }
+}
+
 impl Iterator for Probe {
     type Item = usize;
 
@@ -241,10 +254,7 @@ impl Iterator for Probe {
         if self.step > self.mask {
             return None;
         }
-        let group = self.group;
-        self.step += 1;
-        self.group = (self.group + self.step) & self.mask;
-        Some(group)
+        Some(self.next_group())
     }
 }
 
@@ -431,11 +441,16 @@ impl<K, V> Table<K, V> {
     }
 
     /// A reader's lookup: the entry whose key `eq` accepts among the slots tagged like
-    /// `hash`, stopping at the first group with an `EMPTY` slot (claims 1 and 2).
+    /// `hash`, stopping at the first group with an `EMPTY` slot (claims 1 and 2). The probe
+    /// has no bound of its own: an `EMPTY` slot stops it within one visit of every group
+    /// (claim 4), and a bound checked at every group made lookups in a table of a million
+    /// entries a tenth slower.
     #[inline(always)]
     pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(&K) -> bool) -> Option<&(K, V)> {
         let tag = tag(hash);
-        for group in self.probe(hash) {
+        let mut probe = self.probe(hash);
+        loop {
+            let group = probe.next_group();
             let ctrl = self.group(group);
             for slot in ctrl.matches(tag) {
                 // SAFETY: the byte was seen full with acquire (claim 1); the caller's borrow
@@ -449,7 +464,6 @@ impl<K, V> Table<K, V> {
                 return None;
             }
         }
-        None
     }
 
     /// The writer's probe: the slot of the key `eq` accepts, and the first `EMPTY` slot of the
