@@ -339,23 +339,14 @@ where
     }
 
     /// A copy of the value for `key`, read under a guard the map takes and drops.
-    ///
-    /// The key is hashed before the read-side critical section opens, and the section holds
-    /// only the probe: the shortest section a lookup can have.
     #[inline]
     pub fn get_copied<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
         let guard = self.domain().read();
-        // SAFETY: as in `table`; the guard is of the map's domain, taken just above, so the
-        // check `table` makes is not needed.
-        let table = unsafe { &*self.root.load(Acquire) };
-        let value = table.find(hash, |k| k.borrow() == key).map(|&(_, v)| v);
-        drop(guard);
-        value
+        self.get(key, &guard).copied()
     }
 
     /// Whether the map holds `key`.
