@@ -4,30 +4,26 @@
 //! test): it reads the resident set of the whole process, so no other test may allocate beside
 //! it.
 //!
-//! A table's arrays of 128 KiB and more are mappings of their own, unmapped when freed; without
-//! that, glibc (whose mmap threshold rises each time it frees a block it had mapped) serves
-//! them from its heap and keeps them, and `malloc_trim` does not release the free space at the
-//! top of a thread's heap. Other C libraries are not checked here.
+//! A table's arrays of 128 KiB and more are mappings of their own, unmapped when freed or a
+//! second later; without that, glibc (whose mmap threshold rises each time it frees a block it
+//! had mapped) serves them from its heap and keeps them, and `malloc_trim` does not release the
+//! free space at the top of a thread's heap. Other C libraries are not checked here.
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 mod common;
 
-use common::support::{gives_back_a_quarter, resident};
+use common::support::{gives_back_a_quarter, mib, resident};
 use rcukit::RcuFlatMap;
 
 /// 500,000 entries of 16 bytes: a table of 16 MiB of slots and 1 MiB of control words.
 const ENTRIES: u64 = 500_000;
 
-/// 100,000 entries: a table of 2 MiB of slots and 128 KiB of control words (below the 4 MiB
-/// from which arrays were mappings before).
+/// 100,000 entries: a table of 2 MiB of slots and 128 KiB of control words, arrays below
+/// 4 MiB (mappings of their own from 128 KiB, kept a second for reuse).
 const FEW_ENTRIES: u64 = 100_000;
 
 type Map = RcuFlatMap<u64, u64>;
-
-fn mib(b: i64) -> f64 {
-    b as f64 / (1 << 20) as f64
-}
 
 /// Fill a new map with `entries` entries, empty it with `empty`, and check that what the fill
 /// added to the resident set (at least `least` MiB) mostly goes away. A dropped table's

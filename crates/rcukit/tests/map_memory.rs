@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::support::{gives_back_a_quarter, resident};
+use common::support::{gives_back_a_quarter, mib, resident};
 use rcukit::RcuHashMap;
 
 /// 200,000 entries of 48-byte nodes (64-byte blocks): about 13 MB of nodes, a table of 4 MiB.
@@ -37,10 +37,10 @@ fn gives_back(what: &str, entries: u64, least: f64, empty: impl FnOnce(Map, u64)
     let peak = resident();
     empty(map, entries);
     let grown = peak - before;
-    let mib = grown as f64 / (1 << 20) as f64;
     assert!(
-        mib > least,
-        "the fill grew the resident set by {mib:.1} MiB only"
+        mib(grown) > least,
+        "the fill grew the resident set by {:.1} MiB only",
+        mib(grown)
     );
     gives_back_a_quarter(&format!("after {what}"), before, grown);
 }

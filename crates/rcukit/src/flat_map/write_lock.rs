@@ -58,7 +58,7 @@ where
     V: Copy + Send + 'static,
     D: DomainRef,
 {
-    pub(super) map: &'m RcuFlatMap<K, V, S, D>,
+    map: &'m RcuFlatMap<K, V, S, D>,
     writer: ManuallyDrop<crate::sync::MutexGuard<'m, Writer>>,
     outer: usize,
     pub(super) unlinked: Vec<*mut Table<K, V>>,

@@ -14,11 +14,15 @@ pub(crate) fn resident() -> i64 {
     pages * 4096
 }
 
+/// `bytes` in MiB, for messages.
+pub(crate) fn mib(bytes: i64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
 /// Wait until the resident set is less than a quarter of `grown` bytes above `before`, and fail
 /// (naming `what`) if it is not within 30 s: a guard against memory never given back, not a
 /// measurement (a process trims or unmaps what it kept at most once a second).
 pub(crate) fn gives_back_a_quarter(what: &str, before: i64, grown: i64) {
-    let mib = |b: i64| b as f64 / (1 << 20) as f64;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let stays = resident() - before;
