@@ -421,6 +421,26 @@ impl<K, V> Table<K, V> {
         self.set_ctrl(w, with_byte(self.ctrl_mine(w), i % WORD, value));
     }
 
+    /// Ask the processor to start loading the first two cache lines of `group`'s entries (a
+    /// hint; it reads nothing and never faults), in the same breath as the group's control
+    /// words. A write fills a group's lowest `EMPTY` slot first, so the entries of a group
+    /// sit mostly in its first slots, and the entry a probe then reads (or the slot an insert
+    /// writes) is usually on its way already: its cache miss overlaps the control words'
+    /// instead of following it. On other architectures this does nothing.
+    #[inline(always)]
+    pub(crate) fn prefetch_entries(&self, group: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let first = self.slots.as_ptr().wrapping_add(group * GROUP).cast::<i8>();
+            // SAFETY: a prefetch is a hint; it reads nothing and faults on no address.
+            unsafe {
+                _mm_prefetch(first, _MM_HINT_T0);
+                _mm_prefetch(first.wrapping_add(64), _MM_HINT_T0);
+            }
+        }
+    }
+
     /// The entry of slot `i`.
     ///
     /// # Safety
@@ -461,6 +481,7 @@ impl<K, V> Table<K, V> {
         let mut probe = self.probe(hash);
         loop {
             let group = probe.next_group();
+            self.prefetch_entries(group);
             let ctrl = self.group(group);
             for slot in ctrl.matches(tag) {
                 // SAFETY: the byte was seen full with acquire (claim 1); the caller's borrow
@@ -483,6 +504,7 @@ impl<K, V> Table<K, V> {
         let tag = tag(hash);
         let mut at = None;
         for group in self.probe(hash) {
+            self.prefetch_entries(group);
             let ctrl = self.group_mine(group);
             if at.is_none() {
                 for slot in ctrl.matches(tag) {
