@@ -40,7 +40,11 @@
 //! A lookup loads the group's two control words, first then second, compares the tag with
 //! their sixteen bytes at once, compares the key of each slot whose byte matches, and stops at
 //! the first group that has an `EMPTY` byte. With the control words of a million entries in
-//! 2 MiB, that is usually one cache miss per lookup: the entry's.
+//! 2 MiB, that is usually one cache miss per lookup: the entry's. Each probe asks the processor
+//! for the first two cache lines of a group's entries as it loads the group's control words
+//! (a prefetch: a hint, which reads nothing the claims below need), and a write fills a
+//! group's lowest `EMPTY` slot first, so the entry's miss usually overlaps the control words'
+//! instead of following it.
 //!
 //! Writers take the map's writer lock (one writer at a time; readers never take it). An
 //! insert writes its entry into the first `EMPTY` slot of its probe and then stores the
