@@ -439,6 +439,8 @@ impl<K, V> Table<K, V> {
                 _mm_prefetch(first.wrapping_add(64), _MM_HINT_T0);
             }
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = group;
     }
 
     /// The entry of slot `i`.
