@@ -147,6 +147,53 @@ fn with_capacity_keeps_its_room() {
     assert_eq!(map.capacity(), room);
 }
 
+#[test]
+fn after_shrink_to_fit_a_map_made_with_capacity_shrinks_as_it_empties() {
+    let n = scale(10_000, 500) as u64;
+    let map: RcuFlatMap<u64, u64> = RcuFlatMap::with_capacity(n as usize);
+    map.shrink_to_fit();
+    let least = map.capacity();
+    assert!(least < n as usize);
+    for i in 0..n {
+        map.insert(i, i);
+    }
+    assert!(map.capacity() >= n as usize);
+    for i in 0..n {
+        map.remove(&i);
+    }
+    assert!(
+        map.capacity() <= least.max(64),
+        "capacity {} after removing all (least {least})",
+        map.capacity()
+    );
+    // `clear` goes back to the least table too, and a map refilled and emptied shrinks again.
+    for i in 0..n {
+        map.insert(i, i);
+    }
+    map.clear();
+    assert_eq!(map.capacity(), least);
+    for i in 0..n {
+        map.insert(i, i);
+    }
+    map.retain(|k, _| *k < 3);
+    assert!(map.capacity() <= least.max(64));
+    // Shrunk to fit a few hundred entries, a map made large shrinks further as they go.
+    let map: RcuFlatMap<u64, u64> = RcuFlatMap::with_capacity(n as usize);
+    for i in 0..300 {
+        map.insert(i, i);
+    }
+    map.shrink_to_fit();
+    let fit = map.capacity();
+    for i in 5..300 {
+        map.remove(&i);
+    }
+    assert!(
+        map.capacity() < fit,
+        "{} after removals, {fit} before",
+        map.capacity()
+    );
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Insert(u8, u16),
@@ -178,9 +225,22 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The shrink rule of a map made with `new()` (whose least table is one group): a removal
+/// leaves the table at its least size or at least one-eighth full.
+fn assert_not_sparse(map: &RcuFlatMap<u8, u16>, op: &Op) {
+    let least = RcuFlatMap::<u8, u16>::new().capacity();
+    assert!(
+        map.capacity() <= least || map.len() >= map.capacity() / 8,
+        "{} entries in a table of {} after {op:?}",
+        map.len(),
+        map.capacity()
+    );
+}
+
 fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
     let mut model: HashMap<u8, u16> = HashMap::new();
     for op in ops {
+        let len = model.len();
         match *op {
             Op::Insert(k, v) => assert_eq!(map.insert(k, v), model.insert(k, v)),
             Op::TryInsert(k, v) => {
@@ -238,6 +298,9 @@ fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
             Op::ShrinkToFit => map.shrink_to_fit(),
         }
         assert_eq!(map.len(), model.len());
+        if model.len() < len || matches!(op, Op::Retain(_)) {
+            assert_not_sparse(map, op);
+        }
     }
     let guard = map.domain().read();
     let mut seen = HashMap::new();

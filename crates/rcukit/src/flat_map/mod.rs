@@ -250,6 +250,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
             writer: Mutex::new(Writer {
                 room: usable(groups),
                 min_groups: groups,
+                sparse_below: 0,
             }),
             hasher,
             domain,
@@ -566,12 +567,20 @@ where
         }
     }
 
-    /// After a removal left `len` entries: rebuild smaller if the table is one-eighth full.
+    /// After a removal left `len` entries: rebuild smaller if the table is one-eighth full
+    /// (one comparison with a bound kept beside the lock; the rebuild is out of line).
+    #[inline(always)]
     fn shrink_if_sparse(&self, lock: &mut WriteLock<'_, K, V, S, D>, len: usize) {
-        let groups = self.table_mine(lock).groups();
-        if groups <= lock.min_groups || len >= usable(groups) / 8 {
-            return;
+        if len < lock.sparse_below {
+            self.shrink(lock, len);
         }
+    }
+
+    /// Rebuild the table smaller: the least size with room for twice its `len` entries.
+    #[cold]
+    #[inline(never)]
+    fn shrink(&self, lock: &mut WriteLock<'_, K, V, S, D>, len: usize) {
+        let groups = self.table_mine(lock).groups();
         let target = groups_for(len.saturating_mul(2)).max(lock.min_groups);
         if target < groups {
             self.rebuild(lock, target);
@@ -598,6 +607,11 @@ where
         len: usize,
     ) {
         lock.room = usable(new.groups()) - len;
+        lock.sparse_below = if new.groups() > lock.min_groups {
+            usable(new.groups()) / 8
+        } else {
+            0
+        };
         self.len.store(len, Relaxed);
         if new.groups() > self.table_mine(lock).groups() {
             self.table_mine(lock).give_back_when_freed();
