@@ -24,6 +24,10 @@ pub(crate) enum Pages {
     Huge,
     /// Not advised (the kernel's default for the mapping), from [`MAPPED_BYTES`].
     Default,
+    /// As `Default`, with every page made present when the array is mapped
+    /// (`MAP_POPULATE`), in one call instead of a fault per page: for an array whose owner
+    /// writes to nearly every page of it right away (see "Populated" in the module docs).
+    Populated,
 }
 
 impl Pages {
@@ -32,7 +36,7 @@ impl Pages {
     fn mapped_from(self) -> usize {
         match self {
             Pages::Huge => HUGE_BYTES,
-            Pages::Default => MAPPED_BYTES,
+            Pages::Default | Pages::Populated => MAPPED_BYTES,
         }
     }
 
@@ -41,7 +45,7 @@ impl Pages {
     fn alignment(self) -> usize {
         match self {
             Pages::Huge => HUGE_PAGE,
-            Pages::Default => SMALL_PAGE,
+            Pages::Default | Pages::Populated => SMALL_PAGE,
         }
     }
 }
@@ -57,7 +61,7 @@ pub(crate) struct PageArray<T> {
     len: usize,
     /// Bytes mapped for the values (0: a `Box<[T]>`).
     mapped: usize,
-    /// A mapping that is kept a while for reuse when the array is dropped (`Pages::Default`).
+    /// A mapping that is kept a while for reuse when the array is dropped (not `Pages::Huge`).
     reuse: bool,
 }
 
@@ -125,14 +129,15 @@ impl<T> PageArray<T> {
     }
 
     /// `len` zero values in a kept mapping of the size they need, zeroed (see "Reuse" in the
-    /// module docs); `None` if none is kept (or `pages` is not `Pages::Default`).
+    /// module docs; zeroing it makes every page present); `None` if none is kept (or `pages`
+    /// is `Pages::Huge`).
     ///
     /// # Safety
     ///
     /// As for [`zeroed`](Self::zeroed).
     #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
     unsafe fn reused_zeroed(len: usize, pages: Pages) -> Option<PageArray<T>> {
-        if pages != Pages::Default {
+        if pages == Pages::Huge {
             return None;
         }
         let (_, bytes) = Self::mapping_size(len, pages)?;
@@ -151,8 +156,8 @@ impl<T> PageArray<T> {
     }
 
     /// `len` zero values in a fresh mapping aligned as `pages` says (to huge pages, and advised
-    /// to use them, for [`Pages::Huge`]); `None` if the system refuses the mapping (the caller
-    /// then takes the allocator's memory).
+    /// to use them, for [`Pages::Huge`]; its pages made present, for [`Pages::Populated`]);
+    /// `None` if the system refuses the mapping (the caller then takes the allocator's memory).
     ///
     /// # Safety
     ///
@@ -162,6 +167,13 @@ impl<T> PageArray<T> {
         let (align, bytes) = Self::mapping_size(len, pages)?;
         // Room to align the start (none needed for small pages: mappings start on one).
         let reserve = bytes.checked_add(if align > SMALL_PAGE { align } else { 0 })?;
+        // `MAP_POPULATE` makes every page present in the call (a populated array is aligned to
+        // small pages, so none of the mapping is unmapped again below).
+        let populate = if pages == Pages::Populated {
+            libc::MAP_POPULATE
+        } else {
+            0
+        };
         // SAFETY: a private anonymous mapping at an address of the kernel's choice; it overlaps
         // nothing of ours.
         let raw = unsafe {
@@ -169,7 +181,7 @@ impl<T> PageArray<T> {
                 std::ptr::null_mut(),
                 reserve,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | populate,
                 -1,
                 0,
             )
@@ -204,7 +216,7 @@ impl<T> PageArray<T> {
             ptr: unsafe { NonNull::new_unchecked(start as *mut T) },
             len,
             mapped: bytes,
-            reuse: pages == Pages::Default,
+            reuse: pages != Pages::Huge,
         })
     }
 }
@@ -241,8 +253,8 @@ impl<T> Drop for PageArray<T> {
     }
 }
 
-/// Mappings of dropped `Pages::Default` arrays, kept a while for the next array of the same
-/// size (module docs: "Reuse").
+/// Mappings of dropped arrays not advised to use huge pages, kept a while for the next array
+/// of the same size (module docs: "Reuse").
 #[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
 mod spares {
     use std::sync::{Mutex, MutexGuard};
@@ -434,6 +446,26 @@ mod tests {
         // SAFETY: as above.
         let small = unsafe { PageArray::zeroed(n - 4 * 512, Pages::Default, || 0u64) };
         assert_eq!(small.mapped(), 0);
+    }
+
+    /// A populated array is a mapping of its own, as a default one is, with every page present
+    /// before its first use.
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn a_populated_array_has_its_pages_present_at_once() {
+        // A size no other test maps (so that no kept mapping is reused).
+        let n = (MAPPED_BYTES + 13 * SMALL_PAGE) / std::mem::size_of::<u64>();
+        // SAFETY: zero is a valid `u64`.
+        let array = unsafe { PageArray::zeroed(n, Pages::Populated, || 0u64) };
+        assert_eq!(array.mapped(), MAPPED_BYTES + 13 * SMALL_PAGE);
+        let start = array.as_ptr() as usize;
+        assert_eq!(start % SMALL_PAGE, 0);
+        let mut resident = vec![0u8; array.mapped() / SMALL_PAGE];
+        // SAFETY: the range is our mapping, page-aligned; `resident` has a byte per page.
+        let r = unsafe { libc::mincore(start as *mut _, array.mapped(), resident.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        assert!(resident.iter().all(|&p| p & 1 == 1), "pages not present");
+        assert!(array.iter().all(|v| *v == 0));
     }
 
     /// A dropped mid-sized array's mapping is kept: the next array of its size reuses it,

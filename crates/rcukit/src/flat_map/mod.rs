@@ -590,7 +590,7 @@ where
     /// Copy the live entries into a new table of `groups` groups and make it the root (the
     /// old one is retired when the lock is let go).
     fn rebuild(&self, lock: &mut WriteLock<'_, K, V, S, D>, groups: usize) {
-        let new = Box::new(Table::new(groups));
+        let new = Box::new(Table::to_fill(groups, self.len.load(Relaxed)));
         // The user's `Hash` may panic here: `new` is then dropped, unseen.
         let len = self
             .table_mine(lock)

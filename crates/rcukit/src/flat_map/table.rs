@@ -268,13 +268,21 @@ impl Iterator for Probe {
     }
 }
 
+/// Entries per 4 KiB page of slots from which a table about to receive them is mapped with its
+/// pages present ([`Table::to_fill`]). Entries land in groups chosen by their hashes; at `n` a
+/// page on average, a page stays untouched with a chance of about `e^-n`, under 2% for four,
+/// so populating costs next to no memory that the copy would not have touched anyway (and each
+/// page of control words serves sixteen pages of slots).
+pub(crate) const POPULATE_PER_PAGE: usize = 4;
+
 /// One slot: an entry, written once (or never).
 type Slot<K, V> = UnsafeCell<MaybeUninit<(K, V)>>;
 
 /// A table: `groups` (a power of two) groups, that is `groups * 2` control words and
 /// `groups * 16` slots, each array a [`PageArray`] (a mapping of its own from 128 KiB, given
-/// back to the system when freed or a second later; not advised to use huge pages, which made
-/// filling a large table much slower).
+/// back to the system when freed or a second later, its pages made present at once for a
+/// table built to be filled; not advised to use huge pages, which made filling a large table
+/// much slower).
 pub(crate) struct Table<K, V> {
     /// `groups - 1`.
     mask: usize,
@@ -300,18 +308,40 @@ impl<K, V> Drop for Table<K, V> {
 }
 
 impl<K, V> Table<K, V> {
-    /// An empty table of `groups` groups (a power of two, at least 1).
+    /// An empty table of `groups` groups (a power of two, at least 1), its pages faulted in as
+    /// writes first touch them.
     pub(crate) fn new(groups: usize) -> Table<K, V> {
+        Table::with_pages(groups, Pages::Default)
+    }
+
+    /// An empty table of `groups` groups about to receive `entries` entries, placed by their
+    /// hashes: with at least [`POPULATE_PER_PAGE`] of them for each page of slots, nearly every
+    /// page will be written, and the arrays' pages are made present at once
+    /// ([`Pages::Populated`]) instead of by a fault each.
+    pub(crate) fn to_fill(groups: usize, entries: usize) -> Table<K, V> {
+        Table::with_pages(groups, Table::<K, V>::pages_to_fill(groups, entries))
+    }
+
+    /// How [`to_fill`](Self::to_fill) maps the arrays of a table of `groups` groups for
+    /// `entries` entries.
+    pub(crate) fn pages_to_fill(groups: usize, entries: usize) -> Pages {
+        let slot_pages = (groups * GROUP * std::mem::size_of::<Slot<K, V>>()).div_ceil(4096);
+        if entries >= slot_pages.saturating_mul(POPULATE_PER_PAGE) {
+            Pages::Populated
+        } else {
+            Pages::Default
+        }
+    }
+
+    fn with_pages(groups: usize, pages: Pages) -> Table<K, V> {
         debug_assert!(groups.is_power_of_two());
         // SAFETY: all-zero bits are an all-`EMPTY` control word, and a valid unwritten slot
         // (`MaybeUninit` takes any bits).
         unsafe {
             Table {
                 mask: groups - 1,
-                ctrl: PageArray::zeroed(groups * WORDS, Pages::Default, || {
-                    AtomicU64::new(repeat(EMPTY))
-                }),
-                slots: PageArray::zeroed(groups * GROUP, Pages::Default, || {
+                ctrl: PageArray::zeroed(groups * WORDS, pages, || AtomicU64::new(repeat(EMPTY))),
+                slots: PageArray::zeroed(groups * GROUP, pages, || {
                     UnsafeCell::new(MaybeUninit::uninit())
                 }),
                 iterators: AtomicUsize::new(0),
@@ -606,79 +636,4 @@ pub(crate) struct Found {
 }
 
 #[cfg(all(test, not(rcukit_loom)))]
-mod tests {
-    use super::*;
-
-    /// A group of random control bytes: `EMPTY`, `TOMBSTONE` or a tag from a small set (so
-    /// that equal tags and tags one apart are common).
-    fn random_group(seed: &mut u64) -> ([u8; GROUP], Group) {
-        let mut bytes = [0; GROUP];
-        for b in &mut bytes {
-            *seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let r = (*seed >> 59) as u8;
-            *b = match r % 4 {
-                0 => EMPTY,
-                1 => TOMBSTONE,
-                _ => 0x80 | (r % 4),
-            };
-        }
-        let word = |w: usize| u64::from_ne_bytes(bytes[w * WORD..][..WORD].try_into().unwrap());
-        (bytes, Group([word(0), word(1)]))
-    }
-
-    fn exact(bytes: &[u8], test: impl Fn(u8) -> bool) -> u32 {
-        bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| test(**b))
-            .fold(0, |m, (j, _)| m | 1 << j)
-    }
-
-    #[test]
-    fn with_byte_sets_one_byte_in_memory_order() {
-        let mut seed = 0x1234_5678_9abc_def0_u64;
-        for _ in 0..1000 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let word = seed;
-            for byte in 0..WORD {
-                for value in [0, 1, TOMBSTONE, 0x80, 0xFF, (seed >> 56) as u8] {
-                    let mut bytes = word.to_ne_bytes();
-                    bytes[byte] = value;
-                    assert_eq!(with_byte(word, byte, value), u64::from_ne_bytes(bytes));
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn byte_tests_agree_with_a_byte_loop() {
-        let mut seed = 1;
-        for _ in 0..20_000 {
-            let (bytes, group) = random_group(&mut seed);
-            for tag in [0x80, 0x81, 0x82, 0x83] {
-                let want = exact(&bytes, |b| b == tag);
-                let full = exact(&bytes, |b| b >= 0x80);
-                let got = swar::matches(group, tag).0;
-                assert_eq!(got & want, want, "swar missed a match: {bytes:x?} {tag:x}");
-                assert_eq!(
-                    got & !full,
-                    0,
-                    "swar matched a slot not full: {bytes:x?} {tag:x}"
-                );
-                #[cfg(target_arch = "x86_64")]
-                assert_eq!(sse2::matches(group, tag).0, want, "{bytes:x?} {tag:x}");
-            }
-            let empty = exact(&bytes, |b| b == EMPTY);
-            assert_eq!(swar::empties(group).0, empty, "{bytes:x?}");
-            assert_eq!(group.empties().0, empty, "{bytes:x?}");
-            for w in 0..WORDS {
-                let full = exact(&bytes[w * WORD..][..WORD], |b| b >= 0x80);
-                assert_eq!(fulls(group.0[w]).0, full, "{bytes:x?}");
-            }
-        }
-    }
-}
+mod tests;
