@@ -48,9 +48,9 @@
 //!
 //! Writers take the map's writer lock (one writer at a time; readers never take it). An
 //! insert writes its entry into the first `EMPTY` slot of its probe and then stores the
-//! slot's control word with the slot's tag; a remove stores `TOMBSTONE` in its byte; an
-//! insert that replaces a value writes the new entry into a free slot first and then turns the
-//! old slot into a tombstone. **No slot is written twice in a table's life**: a tombstone is
+//! slot's control word with the slot's tag; a remove finds its slot as a lookup does and
+//! stores `TOMBSTONE` in its byte; an insert that replaces a value writes the new entry into a
+//! free slot first and then turns the old slot into a tombstone. **No slot is written twice in a table's life**: a tombstone is
 //! never reused. When the table has no `EMPTY` slot left to give (seven in eight slots are
 //! full or tombstones), the writer builds a new table (twice the size if more than half of
 //! what the old one could hold is live, the same size otherwise, to drop the tombstones;
@@ -452,7 +452,7 @@ where
         let hash = self.hasher.hash_one(key);
         let mut lock = self.lock();
         let table = self.table_mine(&lock);
-        let at = table.probe_for_write(hash, |k| k.borrow() == key).at?;
+        let at = table.find_slot(hash, |k| k.borrow() == key)?;
         // SAFETY: the key's slot is full; the table is alive under the lock.
         let entry = *unsafe { table.entry(at) };
         if !condition(&entry.0, &entry.1) {

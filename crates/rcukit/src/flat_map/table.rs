@@ -508,7 +508,27 @@ impl<K, V> Table<K, V> {
     /// (claim 4); a bound checked at every group cost about a tenth of a bare probe's time in
     /// a table of a million entries.
     #[inline(always)]
-    pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(&K) -> bool) -> Option<&(K, V)> {
+    pub(crate) fn find(&self, hash: u64, eq: impl FnMut(&K) -> bool) -> Option<&(K, V)> {
+        self.find_with(hash, eq, |_, entry| entry)
+    }
+
+    /// [`find`](Self::find), giving the slot: also the writer's probe for a removal, which
+    /// needs no free slot and so stops where a lookup stops (a probe that also looked for the
+    /// first `EMPTY` slot took about a fifth longer to remove from a table of 100,000 entries).
+    #[inline(always)]
+    pub(crate) fn find_slot(&self, hash: u64, eq: impl FnMut(&K) -> bool) -> Option<usize> {
+        self.find_with(hash, eq, |slot, _| slot)
+    }
+
+    /// The probe of [`find`](Self::find) and [`find_slot`](Self::find_slot): `found(slot,
+    /// entry)` for the entry whose key `eq` accepts.
+    #[inline(always)]
+    fn find_with<'t, R>(
+        &'t self,
+        hash: u64,
+        mut eq: impl FnMut(&K) -> bool,
+        found: impl FnOnce(usize, &'t (K, V)) -> R,
+    ) -> Option<R> {
         let tag = tag(hash);
         let mut probe = self.probe(hash);
         loop {
@@ -516,11 +536,12 @@ impl<K, V> Table<K, V> {
             self.prefetch_entries(group);
             let ctrl = self.group(group);
             for slot in ctrl.matches(tag) {
+                let i = group * GROUP + slot;
                 // SAFETY: the byte was seen full with acquire (claim 1); the caller's borrow
                 // of the table is what keeps it alive.
-                let entry = unsafe { self.entry(group * GROUP + slot) };
+                let entry = unsafe { self.entry(i) };
                 if eq(&entry.0) {
-                    return Some(entry);
+                    return Some(found(i, entry));
                 }
             }
             if ctrl.empties().any() {
