@@ -574,7 +574,14 @@ fn keys_whose_hash_and_eq_panic_or_lie_leave_the_map_sound() {
         assert!(catch_unwind(AssertUnwindSafe(|| map.insert(Hostile(i), 0))).is_err());
         assert!(catch_unwind(AssertUnwindSafe(|| map.remove(&Hostile(i)))).is_err());
     }
+    // A lookup that panics (in `Eq` under its guard, in `Hash` before it) leaves no read-side
+    // section open behind it: grace periods still end.
+    assert!(catch_unwind(AssertUnwindSafe(|| map.get_copied(&Hostile(1)))).is_err());
+    assert!(!map.domain().is_reading());
     MODE.store(PANIC_IN_HASH, Relaxed);
+    assert!(catch_unwind(AssertUnwindSafe(|| map.get_copied(&Hostile(1)))).is_err());
+    assert!(!map.domain().is_reading());
+    map.domain().synchronize();
     assert!(catch_unwind(AssertUnwindSafe(|| map.insert(Hostile(1), 0))).is_err());
     assert!(catch_unwind(AssertUnwindSafe(|| map.reserve(100_000))).is_err());
     MODE.store(HONEST, Relaxed);

@@ -344,14 +344,21 @@ where
     }
 
     /// A copy of the value for `key`, read under a guard the map takes and drops.
+    ///
+    /// The key is hashed before the guard is taken, and the guard, being the map's own
+    /// domain's, is not checked: a few loads fewer than [`get`](Self::get) with a guard of
+    /// the caller's, which counts for a lookup that costs little more than its cache misses.
     #[inline]
     pub fn get_copied<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let guard = self.domain().read();
-        self.get(key, &guard).copied()
+        let hash = self.hasher.hash_one(key);
+        let _guard = self.domain.rcu().read();
+        // SAFETY: the guard is of the map's own domain.
+        let table = unsafe { &*self.root.load(Acquire) };
+        table.find(hash, |k| k.borrow() == key).map(|(_, v)| *v)
     }
 
     /// Whether the map holds `key`.

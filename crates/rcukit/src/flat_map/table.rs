@@ -278,6 +278,39 @@ pub(crate) const POPULATE_PER_PAGE: usize = 4;
 /// One slot: an entry, written once (or never).
 type Slot<K, V> = UnsafeCell<MaybeUninit<(K, V)>>;
 
+/// The entry of slot `i` of `slots` (a table's slots, borrowed once for a whole probe: a slice
+/// in registers, where the table's field would be loaded again after every acquire load).
+///
+/// # Safety
+///
+/// As for [`Table::entry`].
+#[inline(always)]
+unsafe fn entry_in<K, V>(slots: &[Slot<K, V>], i: usize) -> &(K, V) {
+    debug_assert!(i < slots.len());
+    // SAFETY: a slot whose byte exists is in bounds (`GROUP` slots a group, `WORD` a word).
+    let cell = unsafe { slots.get_unchecked(i) };
+    // SAFETY: forwarded: a slot whose byte was full was written before that byte was stored
+    // (with release; seen with acquire), and is never written again.
+    cell.with(|p| unsafe { (*p).assume_init_ref() })
+}
+
+/// [`Table::prefetch_entries`], on a table's slots borrowed for a whole probe.
+#[inline(always)]
+fn prefetch_group<K, V>(slots: &[Slot<K, V>], group: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let first = slots.as_ptr().wrapping_add(group * GROUP).cast::<i8>();
+        // SAFETY: a prefetch is a hint; it reads nothing and faults on no address.
+        unsafe {
+            _mm_prefetch(first, _MM_HINT_T0);
+            _mm_prefetch(first.wrapping_add(64), _MM_HINT_T0);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (slots, group);
+}
+
 /// A table: `groups` (a power of two) groups, that is `groups * 2` control words and
 /// `groups * 16` slots, each array a [`PageArray`] (a mapping of its own from 128 KiB, given
 /// back to the system when freed or a second later, its pages made present at once for a
@@ -459,18 +492,7 @@ impl<K, V> Table<K, V> {
     /// instead of following it. On other architectures this does nothing.
     #[inline(always)]
     pub(crate) fn prefetch_entries(&self, group: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let first = self.slots.as_ptr().wrapping_add(group * GROUP).cast::<i8>();
-            // SAFETY: a prefetch is a hint; it reads nothing and faults on no address.
-            unsafe {
-                _mm_prefetch(first, _MM_HINT_T0);
-                _mm_prefetch(first.wrapping_add(64), _MM_HINT_T0);
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = group;
+        prefetch_group(&self.slots, group);
     }
 
     /// The entry of slot `i`.
@@ -481,13 +503,8 @@ impl<K, V> Table<K, V> {
     /// by the writer), and the reference does not outlive the table.
     #[inline(always)]
     pub(crate) unsafe fn entry(&self, i: usize) -> &(K, V) {
-        debug_assert!(i < self.slots.len());
-        // SAFETY: a slot whose byte exists is in bounds (`GROUP` slots a group, `WORD` a
-        // word).
-        let cell = unsafe { self.slots.get_unchecked(i) };
-        // SAFETY: forwarded: a slot whose byte was full was written before that byte was
-        // stored (with release; seen with acquire), and is never written again.
-        cell.with(|p| unsafe { (*p).assume_init_ref() })
+        // SAFETY: forwarded.
+        unsafe { entry_in(&self.slots, i) }
     }
 
     /// Write slot `i`'s entry (the writer only, before the slot's byte becomes full).
@@ -530,16 +547,17 @@ impl<K, V> Table<K, V> {
         found: impl FnOnce(usize, &'t (K, V)) -> R,
     ) -> Option<R> {
         let tag = tag(hash);
+        let slots: &'t [Slot<K, V>] = &self.slots;
         let mut probe = self.probe(hash);
         loop {
             let group = probe.next_group();
-            self.prefetch_entries(group);
+            prefetch_group(slots, group);
             let ctrl = self.group(group);
             for slot in ctrl.matches(tag) {
                 let i = group * GROUP + slot;
                 // SAFETY: the byte was seen full with acquire (claim 1); the caller's borrow
                 // of the table is what keeps it alive.
-                let entry = unsafe { self.entry(i) };
+                let entry = unsafe { entry_in(slots, i) };
                 if eq(&entry.0) {
                     return Some(found(i, entry));
                 }
