@@ -151,7 +151,7 @@ impl BenchMap for RcuPer64 {
     }
 }
 
-/// `RcuFlatMap` (inline entries), a guard per lookup.
+/// `RcuFlatMap` (inline entries), `get_copied` per lookup (a guard per lookup).
 pub(crate) struct Flat(RcuFlatMap<u64, u64, Hasher>);
 
 impl BenchMap for Flat {
@@ -160,8 +160,7 @@ impl BenchMap for Flat {
     }
     #[inline(always)]
     fn get(&self, key: u64) -> Option<u64> {
-        let guard = self.0.domain().read();
-        self.0.get(&key, &guard).copied()
+        self.0.get_copied(&key)
     }
     fn insert(&self, key: u64, value: u64) {
         self.0.insert(key, value);
