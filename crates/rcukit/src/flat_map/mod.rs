@@ -216,6 +216,12 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static> RcuFlatMap<K, V> {
 
     /// An empty map on the global domain with room for `capacity` entries before it grows; it
     /// does not shrink below that room.
+    ///
+    /// # Panics
+    ///
+    /// With "capacity overflow" if a table with that room would take more than `isize::MAX`
+    /// bytes (as std's maps do; an allocation the system refuses aborts the process, as
+    /// theirs do too).
     pub fn with_capacity(capacity: usize) -> Self {
         Self::with_capacity_and_hasher(capacity, RandomState::new())
     }
@@ -235,6 +241,12 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S> RcuFlatMap<K, V, S> 
 
     /// An empty map on the global domain with room for `capacity` entries, hashing with
     /// `hasher`.
+    ///
+    /// # Panics
+    ///
+    /// With "capacity overflow" if a table with that room would take more than `isize::MAX`
+    /// bytes (as std's maps do; an allocation the system refuses aborts the process, as
+    /// theirs do too).
     pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
         Self::with_capacity_hasher_in(capacity, hasher, Rcu::global())
     }
@@ -242,6 +254,12 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S> RcuFlatMap<K, V, S> 
 
 impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFlatMap<K, V, S, D> {
     /// An empty map on `domain` with room for `capacity` entries, hashing with `hasher`.
+    ///
+    /// # Panics
+    ///
+    /// With "capacity overflow" if a table with that room would take more than `isize::MAX`
+    /// bytes (as std's maps do; an allocation the system refuses aborts the process, as
+    /// theirs do too).
     pub fn with_capacity_hasher_in(capacity: usize, hasher: S, domain: D) -> Self {
         let groups = groups_for(capacity);
         RcuFlatMap {
@@ -514,6 +532,13 @@ where
     }
 
     /// Make sure `additional` more entries fit without a rebuild.
+    ///
+    /// # Panics
+    ///
+    /// With "capacity overflow" if a table with room for them and the map's entries would take more than `isize::MAX`
+    /// bytes (as std's maps do; an allocation the system refuses aborts the process, as
+    /// theirs do too).
+    /// The map is then as it was.
     pub fn reserve(&self, additional: usize) {
         let mut lock = self.lock();
         if lock.room >= additional {

@@ -358,7 +358,8 @@ impl<K, V> Table<K, V> {
     /// How [`to_fill`](Self::to_fill) maps the arrays of a table of `groups` groups for
     /// `entries` entries.
     pub(crate) fn pages_to_fill(groups: usize, entries: usize) -> Pages {
-        let slot_pages = (groups * GROUP * std::mem::size_of::<Slot<K, V>>()).div_ceil(4096);
+        let slot_bytes = groups.saturating_mul(GROUP * std::mem::size_of::<Slot<K, V>>());
+        let slot_pages = slot_bytes.div_ceil(4096);
         if entries >= slot_pages.saturating_mul(POPULATE_PER_PAGE) {
             Pages::Populated
         } else {
@@ -366,8 +367,19 @@ impl<K, V> Table<K, V> {
         }
     }
 
+    /// # Panics
+    ///
+    /// With "capacity overflow" if the table would take more than `isize::MAX` bytes, the most
+    /// an allocation may take: as in std's collections, a size no memory could have is a panic
+    /// the caller can catch, before anything is allocated, and only an allocation the system
+    /// refuses aborts.
     fn with_pages(groups: usize, pages: Pages) -> Table<K, V> {
         debug_assert!(groups.is_power_of_two());
+        assert!(
+            Table::<K, V>::bytes_of(groups).is_some(),
+            "rcukit: RcuFlatMap capacity overflow: a table of {groups} groups would take more \
+             than isize::MAX bytes"
+        );
         // SAFETY: all-zero bits are an all-`EMPTY` control word, and a valid unwritten slot
         // (`MaybeUninit` takes any bits).
         unsafe {
@@ -397,6 +409,15 @@ impl<K, V> Table<K, V> {
     /// The number of control words.
     pub(crate) fn words(&self) -> usize {
         self.ctrl.len()
+    }
+
+    /// The bytes of the arrays of a table of `groups` groups, if no more than `isize::MAX`.
+    fn bytes_of(groups: usize) -> Option<usize> {
+        let per_group =
+            WORDS * std::mem::size_of::<AtomicU64>() + GROUP * std::mem::size_of::<Slot<K, V>>();
+        groups
+            .checked_mul(per_group)
+            .filter(|&bytes| bytes <= isize::MAX as usize)
     }
 
     /// The bytes the table takes.
