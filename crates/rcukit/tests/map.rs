@@ -208,6 +208,51 @@ fn the_builder_refuses_bad_load_factors_with_the_setting_named() {
     assert_eq!(err.setting(), Some("min_load_factor"));
 }
 
+/// The message of a caught panic.
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(message) => *message,
+        Err(payload) => payload
+            .downcast_ref::<&str>()
+            .map_or_else(String::new, |s| s.to_string()),
+    }
+}
+
+#[test]
+fn a_capacity_past_the_largest_table_is_refused_and_changes_nothing() {
+    // The builder says so in its error; `with_capacity` and `reserve` panic with "capacity
+    // overflow" (as std's maps do) instead of asking the system for a table of 2^40 buckets,
+    // which aborts the process when it is refused.
+    let err = RcuHashMap::builder()
+        .capacity(usize::MAX)
+        .build::<u32, u32>()
+        .unwrap_err();
+    assert_eq!(err.setting(), Some("capacity"));
+    assert!(err.to_string().contains("capacity overflow"), "{err}");
+    let made = catch_unwind(|| RcuHashMap::<u64, u64>::with_capacity(usize::MAX));
+    let message = panic_message(made.expect_err("with_capacity(usize::MAX) made a map"));
+    assert!(message.contains("capacity overflow"), "{message}");
+    let map: RcuHashMap<u64, u64> = RcuHashMap::new();
+    for k in 0..100 {
+        map.pin().insert(k, k * 10);
+    }
+    let capacity = map.capacity();
+    for additional in [usize::MAX, usize::MAX / 2, 1 << 60] {
+        let reserved = catch_unwind(AssertUnwindSafe(|| map.reserve(additional)));
+        let message = panic_message(reserved.expect_err("an impossible reserve returned"));
+        assert!(message.contains("capacity overflow"), "{message}");
+        assert_eq!((map.len(), map.capacity()), (100, capacity));
+    }
+    // No floor was left behind: the map still shrinks to fit.
+    for k in 0..90 {
+        map.pin().remove(&k);
+    }
+    map.shrink_to_fit();
+    assert!(map.capacity() <= capacity);
+    let pinned = map.pin();
+    assert!((90..100).all(|k| pinned.get(&k) == Some(&(k * 10))));
+}
+
 #[test]
 #[should_panic(expected = "read with a Guard of domain")]
 fn a_guard_of_another_domain_is_refused() {

@@ -2,7 +2,7 @@
 //! factors), checked when the map is built.
 
 use super::table::{Limits, Table};
-use super::{Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
+use super::{buckets_to_hold, Policy, RcuHashMap, MAX_BUCKETS};
 use crate::domain_ref::DomainRef;
 use crate::sync::AtomicPtr;
 use crate::{Error, Rcu};
@@ -125,7 +125,8 @@ impl<S, D> MapBuilder<S, D> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSetting`] for load factors out of range.
+    /// [`Error::InvalidSetting`] for load factors out of range, and for a capacity past the
+    /// largest table (2^40 buckets; "capacity overflow").
     pub fn build<K, V>(self) -> Result<RcuHashMap<K, V, S, D>, Error>
     where
         D: DomainRef,
@@ -145,11 +146,16 @@ impl<S, D> MapBuilder<S, D> {
                 ),
             ));
         }
-        let wanted = (self.capacity as f64 / self.max_load as f64).ceil() as usize;
-        let buckets = wanted
-            .checked_next_power_of_two()
-            .unwrap_or(MAX_BUCKETS)
-            .clamp(MIN_BUCKETS, MAX_BUCKETS);
+        let Some(buckets) = buckets_to_hold(self.capacity, self.max_load) else {
+            return Err(Error::invalid(
+                "capacity",
+                format!(
+                    "capacity overflow: {} entries need more than the largest table \
+                     ({MAX_BUCKETS} buckets)",
+                    self.capacity
+                ),
+            ));
+        };
         let mut map = RcuHashMap {
             root: AtomicPtr::new(Box::into_raw(Table::with_limits(buckets, Limits::NEVER))),
             len: AtomicUsize::new(0),

@@ -4,7 +4,7 @@
 
 use super::moves::{self, Moved};
 use super::table::{self, Limits, Node, Table};
-use super::{Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
+use super::{buckets_to_hold, Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
 use crate::domain_ref::DomainRef;
 use crate::ReadSection;
 use std::hash::{BuildHasher, Hash};
@@ -123,11 +123,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
 
     /// The smallest table size that holds `entries` without growing.
     fn buckets_for(&self, entries: usize) -> usize {
-        let wanted = (entries as f64 / self.policy.max_load as f64).ceil() as usize;
-        wanted
-            .checked_next_power_of_two()
-            .unwrap_or(MAX_BUCKETS)
-            .clamp(MIN_BUCKETS, MAX_BUCKETS)
+        buckets_to_hold(entries, self.policy.max_load).unwrap_or(MAX_BUCKETS)
     }
 }
 
@@ -187,8 +183,20 @@ where
     /// Make room for `additional` more entries than the map holds now: the table grows at
     /// once (this call moves every bucket), and the map will not shrink below that room until
     /// [`shrink_to_fit`](Self::shrink_to_fit). Concurrent reads and writes go on meanwhile.
+    ///
+    /// # Panics
+    ///
+    /// With "capacity overflow" if the room needs more than the largest table (2^40 buckets),
+    /// as std's maps do, leaving the map as it was. (A table the system cannot give aborts
+    /// the process, as theirs do too.)
     pub fn reserve(&self, additional: usize) {
-        let wanted = self.buckets_for(self.len().saturating_add(additional));
+        let entries = self.len().saturating_add(additional);
+        let Some(wanted) = buckets_to_hold(entries, self.policy.max_load) else {
+            panic!(
+                "rcukit: RcuHashMap capacity overflow: room for {additional} more entries needs \
+                 more than the largest table ({MAX_BUCKETS} buckets)"
+            );
+        };
         self.min_buckets.fetch_max(wanted, Relaxed);
         self.resize_now_retiring();
     }

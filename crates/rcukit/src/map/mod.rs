@@ -279,6 +279,16 @@ const MIN_BUCKETS: usize = 16;
 /// The largest table: 2^40 buckets, far beyond any memory.
 const MAX_BUCKETS: usize = 1 << 40;
 
+/// The fewest buckets (a power of two, at least [`MIN_BUCKETS`]) that hold `entries` at the
+/// load factor `max_load`; `None` past [`MAX_BUCKETS`], a table the map never has.
+fn buckets_to_hold(entries: usize, max_load: f32) -> Option<usize> {
+    let wanted = (entries as f64 / f64::from(max_load)).ceil() as usize;
+    wanted
+        .checked_next_power_of_two()
+        .filter(|&buckets| buckets <= MAX_BUCKETS)
+        .map(|buckets| buckets.max(MIN_BUCKETS))
+}
+
 /// A concurrent hash map whose readers take no lock; see the [module docs](self).
 pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
     root: AtomicPtr<Table<K, V>>,
@@ -322,6 +332,11 @@ impl<K, V> RcuHashMap<K, V> {
 
     /// An empty map on the global domain with room for `capacity` entries before it grows; it
     /// does not shrink below that room (until [`shrink_to_fit`](Self::shrink_to_fit)).
+    ///
+    /// # Panics
+    ///
+    /// With "capacity overflow" if the room needs more than the largest table (2^40 buckets),
+    /// as std's maps do; [`builder`](Self::builder) returns that as an error instead.
     pub fn with_capacity(capacity: usize) -> Self {
         Self::with_capacity_and_hasher(capacity, RandomState::new())
     }
@@ -341,12 +356,17 @@ impl<K, V, S> RcuHashMap<K, V, S> {
 
     /// An empty map on the global domain with room for `capacity` entries, hashing with
     /// `hasher`.
+    ///
+    /// # Panics
+    ///
+    /// With "capacity overflow" if the room needs more than the largest table (2^40 buckets),
+    /// as std's maps do; [`builder`](Self::builder) returns that as an error instead.
     pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
         MapBuilder::new()
             .capacity(capacity)
             .hasher(hasher)
             .build()
-            .expect("default load factors are valid")
+            .unwrap_or_else(|error| panic!("rcukit: RcuHashMap: {error}"))
     }
 }
 
@@ -356,7 +376,7 @@ impl<K, V, D: DomainRef> RcuHashMap<K, V, RandomState, D> {
         MapBuilder::new()
             .domain(domain)
             .build()
-            .expect("default load factors are valid")
+            .unwrap_or_else(|error| panic!("rcukit: RcuHashMap: {error}"))
     }
 }
 
