@@ -36,6 +36,10 @@
 //! them again, then calls `shrink_to_fit` where the map has one, on a map built afresh for
 //! each measurement. (b') and (c) run at sizes up to 100,000 keys only. Each measurement runs
 //! for `RCUKIT_BENCH_MS` (default 400 ms); each reader divides its count by its own time.
+//! Beside a writer ((b) and (b')), a second ratio table divides each reader's count by its
+//! own CPU time (`CLOCK_THREAD_CPUTIME_ID`) instead: with more busy threads than cores, a
+//! writer that waits for its readers leaves them more of the CPU, and the first table counts
+//! that as their speed.
 //!
 //! **Writes** (`map_parts/writes.rs`): one thread inserts every key into an empty map (no
 //! capacity given), then removes every key; inserts/s and removes/s per map (evmap, a

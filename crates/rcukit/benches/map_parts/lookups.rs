@@ -64,8 +64,28 @@ fn scenarios(keys: usize) -> Vec<Scenario> {
 #[derive(Clone, Copy, Default)]
 struct Sample {
     lookups: f64,
+    /// Lookups per second of each reader's own CPU time, summed over the readers: beside a
+    /// writer, with more busy threads than cores, what the readers did with the CPU they got.
+    lookups_per_cpu: f64,
     writes: f64,
     cycles: u64,
+}
+
+/// The calling thread's CPU time, in seconds (`CLOCK_THREAD_CPUTIME_ID`; wall time where
+/// there is no such clock).
+fn thread_cpu_seconds(wall: Instant) -> f64 {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec for the call to fill.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9;
+        }
+    }
+    wall.elapsed().as_secs_f64()
 }
 
 /// Runs `threads` readers (and the scenario's writer) on `map` for `cfg.run_for`.
@@ -87,8 +107,11 @@ fn measure<M: BenchMap>(
                     let rng = splitmix64(0xdead_beef + t as u64) | 1;
                     barrier.wait();
                     let start = Instant::now();
+                    let cpu = thread_cpu_seconds(start);
                     let count = read_until_stopped(map, keys, rng, stop);
-                    count as f64 / start.elapsed().as_secs_f64()
+                    let cpu = thread_cpu_seconds(start) - cpu;
+                    let wall = start.elapsed().as_secs_f64();
+                    (count as f64 / wall, count as f64 / cpu.max(1e-9))
                 })
             })
             .collect();
@@ -108,10 +131,11 @@ fn measure<M: BenchMap>(
         barrier.wait();
         std::thread::sleep(cfg.run_for);
         stop.store(true, Ordering::Relaxed);
-        let lookups = readers.into_iter().map(|h| h.join().unwrap()).sum();
+        let rates: Vec<(f64, f64)> = readers.into_iter().map(|h| h.join().unwrap()).collect();
         let (writes, cycles) = writer.map_or((0.0, 0), |h| h.join().unwrap());
         Sample {
-            lookups,
+            lookups: rates.iter().map(|r| r.0).sum(),
+            lookups_per_cpu: rates.iter().map(|r| r.1).sum(),
             writes,
             cycles,
         }
@@ -344,6 +368,35 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
                 }
                 println!();
             }
+        }
+        if matches!(scenario, Scenario::Writer | Scenario::Paced) {
+            print_per_cpu(samples, si);
+        }
+        println!();
+    }
+}
+
+/// `RcuFlatMap` ÷ each map in lookups per second of the readers' own CPU time: with a busy
+/// writer there are more busy threads than this machine's cores, and a writer that waits for
+/// its readers leaves them more of the CPU, which the wall-clock table counts as speed.
+fn print_per_cpu(samples: &Samples, si: usize) {
+    let per_cpu = |s: &Sample| s.lookups_per_cpu;
+    println!(
+        "\nRcuFlatMap ÷ each map, lookups per second of the readers' own CPU time (median of \
+         per-map medians; per-round range):\n"
+    );
+    println!("| map | 1 reader | 2 readers |\n|---|---:|---:|");
+    for (row, name) in ROWS.iter().enumerate().skip(2) {
+        if row == FLAT {
+            continue;
+        }
+        print!("| {name} |");
+        for t in [1, 2] {
+            let r = ratio(
+                &series(samples, si, t, FLAT, per_cpu),
+                &series(samples, si, t, row, per_cpu),
+            );
+            print!(" {} |", show_ratio(r));
         }
         println!();
     }
