@@ -104,22 +104,13 @@ fn the_map_is_send_sync_and_unwind_safe() {
     check::<RcuFlatMap<u64, u64, std::collections::hash_map::RandomState, Arc<Rcu>>>();
 }
 
-/// The message of a caught panic.
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(message) => *message,
-        Err(payload) => payload
-            .downcast_ref::<&str>()
-            .map_or_else(String::new, |s| s.to_string()),
-    }
-}
-
 #[test]
 fn a_capacity_no_table_can_have_panics_as_capacity_overflow_and_changes_nothing() {
     // As std's collections do: a size past `isize::MAX` bytes is a capacity overflow (a panic,
     // which a caller can catch), not an allocation that fails (which aborts the process).
     let made = catch_unwind(|| RcuFlatMap::<u64, u64>::with_capacity(usize::MAX));
-    let message = panic_message(made.expect_err("with_capacity(usize::MAX) made a map"));
+    let message =
+        common::support::panic_message(made.expect_err("with_capacity(usize::MAX) made a map"));
     assert!(message.contains("capacity overflow"), "{message}");
     let map = RcuFlatMap::<u64, u64>::new();
     for k in 0..100 {
@@ -128,7 +119,8 @@ fn a_capacity_no_table_can_have_panics_as_capacity_overflow_and_changes_nothing(
     let capacity = map.capacity();
     for additional in [usize::MAX, usize::MAX / 2, 1 << 60] {
         let reserved = catch_unwind(AssertUnwindSafe(|| map.reserve(additional)));
-        let message = panic_message(reserved.expect_err("an impossible reserve returned"));
+        let message =
+            common::support::panic_message(reserved.expect_err("an impossible reserve returned"));
         assert!(message.contains("capacity overflow"), "{message}");
         assert_eq!((map.len(), map.capacity()), (100, capacity));
     }

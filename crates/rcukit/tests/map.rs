@@ -208,16 +208,6 @@ fn the_builder_refuses_bad_load_factors_with_the_setting_named() {
     assert_eq!(err.setting(), Some("min_load_factor"));
 }
 
-/// The message of a caught panic.
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(message) => *message,
-        Err(payload) => payload
-            .downcast_ref::<&str>()
-            .map_or_else(String::new, |s| s.to_string()),
-    }
-}
-
 #[test]
 fn a_capacity_past_the_largest_table_is_refused_and_changes_nothing() {
     // The builder says so in its error; `with_capacity` and `reserve` panic with "capacity
@@ -230,7 +220,8 @@ fn a_capacity_past_the_largest_table_is_refused_and_changes_nothing() {
     assert_eq!(err.setting(), Some("capacity"));
     assert!(err.to_string().contains("capacity overflow"), "{err}");
     let made = catch_unwind(|| RcuHashMap::<u64, u64>::with_capacity(usize::MAX));
-    let message = panic_message(made.expect_err("with_capacity(usize::MAX) made a map"));
+    let message =
+        common::support::panic_message(made.expect_err("with_capacity(usize::MAX) made a map"));
     assert!(message.contains("capacity overflow"), "{message}");
     let map: RcuHashMap<u64, u64> = RcuHashMap::new();
     for k in 0..100 {
@@ -239,7 +230,8 @@ fn a_capacity_past_the_largest_table_is_refused_and_changes_nothing() {
     let capacity = map.capacity();
     for additional in [usize::MAX, usize::MAX / 2, 1 << 60] {
         let reserved = catch_unwind(AssertUnwindSafe(|| map.reserve(additional)));
-        let message = panic_message(reserved.expect_err("an impossible reserve returned"));
+        let message =
+            common::support::panic_message(reserved.expect_err("an impossible reserve returned"));
         assert!(message.contains("capacity overflow"), "{message}");
         assert_eq!((map.len(), map.capacity()), (100, capacity));
     }

@@ -1,5 +1,5 @@
 //! Small helpers several test binaries share: the process's resident set and the wait for it
-//! to come down, and the proptest configuration for Miri.
+//! to come down, the proptest configuration for Miri, and the message of a caught panic.
 
 use proptest::test_runner::Config as ProptestConfig;
 
@@ -47,4 +47,14 @@ pub(crate) fn proptest_config(cases: u32) -> ProptestConfig {
         config.failure_persistence = None;
     }
     config
+}
+
+/// The message of a caught panic (a `String` or a `&str` payload; empty for any other).
+pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(message) => *message,
+        Err(payload) => payload
+            .downcast_ref::<&str>()
+            .map_or_else(String::new, |s| s.to_string()),
+    }
 }
