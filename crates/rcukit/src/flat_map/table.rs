@@ -294,7 +294,12 @@ unsafe fn entry_in<K, V>(slots: &[Slot<K, V>], i: usize) -> &(K, V) {
     cell.with(|p| unsafe { (*p).assume_init_ref() })
 }
 
-/// [`Table::prefetch_entries`], on a table's slots borrowed for a whole probe.
+/// Ask the processor to start loading the first two cache lines of `group`'s entries in
+/// `slots` (a table's slot array; a hint: it reads nothing and never faults), in the same
+/// breath as the group's control words. A write fills a group's lowest `EMPTY` slot first, so
+/// the entries of a group sit mostly in its first slots, and the entry a probe then reads (or
+/// the slot an insert writes) is usually on its way already: its cache miss overlaps the
+/// control words' instead of following it. On other architectures this does nothing.
 #[inline(always)]
 fn prefetch_group<K, V>(slots: &[Slot<K, V>], group: usize) {
     #[cfg(target_arch = "x86_64")]
@@ -505,17 +510,6 @@ impl<K, V> Table<K, V> {
         self.set_ctrl(w, with_byte(self.ctrl_mine(w), i % WORD, value));
     }
 
-    /// Ask the processor to start loading the first two cache lines of `group`'s entries (a
-    /// hint; it reads nothing and never faults), in the same breath as the group's control
-    /// words. A write fills a group's lowest `EMPTY` slot first, so the entries of a group
-    /// sit mostly in its first slots, and the entry a probe then reads (or the slot an insert
-    /// writes) is usually on its way already: its cache miss overlaps the control words'
-    /// instead of following it. On other architectures this does nothing.
-    #[inline(always)]
-    pub(crate) fn prefetch_entries(&self, group: usize) {
-        prefetch_group(&self.slots, group);
-    }
-
     /// The entry of slot `i`.
     ///
     /// # Safety
@@ -596,7 +590,7 @@ impl<K, V> Table<K, V> {
         let tag = tag(hash);
         let mut at = None;
         for group in self.probe(hash) {
-            self.prefetch_entries(group);
+            prefetch_group(&self.slots, group);
             let ctrl = self.group_mine(group);
             if at.is_none() {
                 for slot in ctrl.matches(tag) {
