@@ -22,7 +22,8 @@
 //! * evmap (10.x, left-right): each reader thread reads through a handle of its own; the one
 //!   writer sits behind a mutex and publishes (`refresh`) after every write;
 //! * `RcuFlatMap` (global domain, entries inline), `get_copied` per lookup (which takes and
-//!   drops a guard); its writes take no handle. The tables give ratios with both `RcuHashMap` and `RcuFlatMap` on top.
+//!   drops a guard); its writes take no handle. The tables give ratios with both
+//!   `RcuHashMap` and `RcuFlatMap` on top.
 //!
 //! Every map uses the same hasher, `foldhash::fast::FixedState::with_seed(SEED)`, with `u64`
 //! keys and `u64` values (`splitmix64` keys, spread over the whole `u64` range).

@@ -352,13 +352,7 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
                     continue;
                 }
                 print!("| {name} |");
-                for t in [1, 2] {
-                    let r = ratio(
-                        &series(samples, si, t, top, lookups),
-                        &series(samples, si, t, row, lookups),
-                    );
-                    print!(" {} |", show_ratio(r));
-                }
+                print_ratio_cells(samples, si, top, row, lookups);
                 if side {
                     let r = ratio(
                         &series(samples, si, 2, top, writes),
@@ -380,7 +374,6 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
 /// writer there are more busy threads than this machine's cores, and a writer that waits for
 /// its readers leaves them more of the CPU, which the wall-clock table counts as speed.
 fn print_per_cpu(samples: &Samples, si: usize) {
-    let per_cpu = |s: &Sample| s.lookups_per_cpu;
     println!(
         "\nRcuFlatMap ÷ each map, lookups per second of the readers' own CPU time (median of \
          per-map medians; per-round range):\n"
@@ -391,13 +384,18 @@ fn print_per_cpu(samples: &Samples, si: usize) {
             continue;
         }
         print!("| {name} |");
-        for t in [1, 2] {
-            let r = ratio(
-                &series(samples, si, t, FLAT, per_cpu),
-                &series(samples, si, t, row, per_cpu),
-            );
-            print!(" {} |", show_ratio(r));
-        }
+        print_ratio_cells(samples, si, FLAT, row, |s| s.lookups_per_cpu);
         println!();
+    }
+}
+
+/// One ratio row's cells: `top` ÷ `row` by `f`, with 1 and with 2 readers.
+fn print_ratio_cells(samples: &Samples, si: usize, top: usize, row: usize, f: fn(&Sample) -> f64) {
+    for t in [1, 2] {
+        let r = ratio(
+            &series(samples, si, t, top, f),
+            &series(samples, si, t, row, f),
+        );
+        print!(" {} |", show_ratio(r));
     }
 }

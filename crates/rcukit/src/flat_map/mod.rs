@@ -50,13 +50,13 @@
 //! insert writes its entry into the first `EMPTY` slot of its probe and then stores the
 //! slot's control word with the slot's tag; a remove finds its slot as a lookup does and
 //! stores `TOMBSTONE` in its byte; an insert that replaces a value writes the new entry into a
-//! free slot first and then turns the old slot into a tombstone. **No slot is written twice in a table's life**: a tombstone is
-//! never reused. When the table has no `EMPTY` slot left to give (seven in eight slots are
-//! full or tombstones), the writer builds a new table (twice the size if more than half of
-//! what the old one could hold is live, the same size otherwise, to drop the tombstones;
-//! smaller after removals left it one-eighth full), copies the live entries into it, makes it
-//! the map's table with one pointer store, and retires the old table: readers still in it
-//! finish there.
+//! free slot first and then turns the old slot into a tombstone. **No slot is written twice
+//! in a table's life**: a tombstone is never reused. When the table has no `EMPTY` slot left
+//! to give (seven in eight slots are full or tombstones), the writer builds a new table
+//! (twice the size if more than half of what the old one could hold is live, the same size
+//! otherwise, to drop the tombstones; smaller after removals left it one-eighth full), copies
+//! the live entries into it, makes it the map's table with one pointer store, and retires the
+//! old table: readers still in it finish there.
 //!
 //! # Memory
 //!
@@ -535,10 +535,9 @@ where
     ///
     /// # Panics
     ///
-    /// With "capacity overflow" if a table with room for them and the map's entries would take more than `isize::MAX`
-    /// bytes (as std's maps do; an allocation the system refuses aborts the process, as
-    /// theirs do too).
-    /// The map is then as it was.
+    /// With "capacity overflow" if a table with room for them and the map's entries would take
+    /// more than `isize::MAX` bytes, leaving the map as it was (as std's maps do; an
+    /// allocation the system refuses aborts the process, as theirs do too).
     pub fn reserve(&self, additional: usize) {
         let mut lock = self.lock();
         if lock.room >= additional {
