@@ -374,7 +374,9 @@ where
     {
         let hash = self.hasher.hash_one(key);
         let _guard = self.domain.rcu().read();
-        // SAFETY: the guard is of the map's own domain.
+        // SAFETY: as in `table`: the root is never null, and a table is retired only after it
+        // stopped being the root; the guard, of the map's own domain, holds that grace period
+        // back while the table is used here.
         let table = unsafe { &*self.root.load(Acquire) };
         table.find(hash, |k| k.borrow() == key).map(|(_, v)| *v)
     }
