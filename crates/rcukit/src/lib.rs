@@ -244,7 +244,7 @@ pub use domain::OwnedGuard;
 pub use domain::RawSection;
 pub use domain::{BarrierFuture, GpFuture};
 pub use domain::{Guard, NotSendUseReadOwned, Rcu, RcuBuilder, Stats, ThreadReader};
-pub use domain_ref::DomainRef;
+pub use domain_ref::{AnyDomainRef, DomainRef};
 pub use error::Error;
 pub use flat_map::RcuFlatMap;
 pub use list::{Iter as ListIter, RcuList};

@@ -166,6 +166,12 @@ impl Qsbr {
         self.rcu.inner()
     }
 
+    /// The domain's inner `Rcu`: containers check an online [`QsbrThread`] against it and
+    /// retire into it. Never handed to users: its guards and waits know nothing of QSBR.
+    pub(crate) fn rcu(&self) -> &Rcu {
+        &self.rcu
+    }
+
     /// A unique, never reused identifier of this domain (shared with [`Rcu::id`]'s sequence).
     pub fn id(&self) -> u64 {
         self.rcu.id()

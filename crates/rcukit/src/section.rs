@@ -2,14 +2,16 @@
 
 use crate::{Guard, OwnedGuard, Rcu};
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
     impl Sealed for crate::Guard<'_> {}
     impl Sealed for crate::OwnedGuard {}
 }
 
 /// A read-side critical section of one [`Rcu`] domain: [`Guard`] (`rcu.read()`) or [`OwnedGuard`]
-/// (`rcu.read_owned()`). Sealed; see the [module docs](crate::docs::internal::section).
+/// (`rcu.read_owned()`); or, for a container on a [`Qsbr`](crate::Qsbr) domain
+/// ([`RcuFlatMap`](crate::RcuFlatMap)), the reading thread's [`QsbrThread`](crate::QsbrThread)
+/// while it is online. Sealed; see the [module docs](crate::docs::internal::section).
 pub trait ReadSection: sealed::Sealed {
     /// Is this a critical section of `rcu`? (One pointer comparison.)
     fn is_of(&self, rcu: &Rcu) -> bool;

@@ -731,6 +731,31 @@ fn writing_from_code_the_map_runs_under_its_lock_panics_instead_of_deadlocking()
 }
 
 #[test]
+fn writing_a_map_from_code_run_under_another_maps_lock_run_under_its_own_panics() {
+    let (a, b): (RcuFlatMap<u32, u32>, RcuFlatMap<u32, u32>) =
+        (RcuFlatMap::new(), RcuFlatMap::new());
+    a.insert(1, 1);
+    b.insert(1, 1);
+    // A write to `a` runs a closure that writes `b`, whose closure comes back to `a`: `a`'s
+    // lock is this thread's, though not the one it took last.
+    let err = catch_unwind(AssertUnwindSafe(|| {
+        a.update(&1, |v| {
+            b.update(&1, |w| {
+                a.insert(2, 2);
+                w
+            });
+            v
+        })
+    }))
+    .unwrap_err();
+    assert!(common::support::panic_message(err).contains("writer lock"));
+    // Writing `b` from there, and `a` after both, work; the marks were let go in order.
+    assert_eq!(a.update(&1, |v| v + b.insert(1, 5).unwrap()), Some(2));
+    assert_eq!(b.update(&1, |w| w + a.insert(3, 3).unwrap_or(0)), Some(5));
+    assert_eq!((a.len(), b.len()), (2, 1));
+}
+
+#[test]
 fn replaced_tables_are_freed_after_a_grace_period() {
     let rcu = Arc::new(Rcu::new());
     let map: RcuFlatMap<u64, u64, std::collections::hash_map::RandomState, Arc<Rcu>> =

@@ -3,12 +3,14 @@
 
 use super::table::{self, Table};
 use super::RcuFlatMap;
-use crate::domain_ref::DomainRef;
+use crate::domain_ref::AnyDomainRef;
 use crate::section::ReadSection;
 use std::iter::FusedIterator;
 use std::sync::atomic::Ordering::Relaxed;
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFlatMap<K, V, S, D> {
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+    RcuFlatMap<K, V, S, D>
+{
     /// The entries, in no particular order, valid while both `guard` and the map are borrowed:
     /// a walk of the table that was the map's when the iteration began (see [`Iter`]).
     ///
@@ -20,14 +22,9 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
         // Counted under the writer lock, so that every write either sees the count or is done
         // (and seen by the walk) before it.
         let lock = self.lock();
-        let table = self.table(guard);
-        table.iterators.fetch_add(1, Relaxed);
+        let iter = Iter::walk(self.table(guard));
         drop(lock);
-        Iter {
-            table,
-            word: 0,
-            fulls: table::fulls(table.ctrl(0)),
-        }
+        iter
     }
 
     /// The keys, as [`iter`](Self::iter) yields them.
@@ -94,6 +91,19 @@ impl<'g, K, V> Iterator for Values<'g, K, V> {
 impl<K, V> FusedIterator for Values<'_, K, V> {}
 
 impl<K, V> FusedIterator for Iter<'_, K, V> {}
+
+impl<'g, K, V> Iter<'g, K, V> {
+    /// A walk of `table`, registered on it. The caller holds the writer lock (see
+    /// [`RcuFlatMap::iter`]).
+    pub(super) fn walk(table: &'g Table<K, V>) -> Self {
+        table.iterators.fetch_add(1, Relaxed);
+        Iter {
+            table,
+            word: 0,
+            fulls: table::fulls(table.ctrl(0)),
+        }
+    }
+}
 
 impl<K, V> Drop for Iter<'_, K, V> {
     fn drop(&mut self) {

@@ -1,143 +1,6 @@
-//! [`RcuFlatMap`]: a hash map of `Copy` keys and values stored inline in the table, whose
-//! lookups take no lock and write nothing shared, and whose writes allocate nothing and retire
-//! nothing (only a resize retires its old table). For maps of numbers, addresses and small
-//! tuples that are read on every packet and written now and then: where [`RcuHashMap`]'s node
-//! per entry costs a cache miss per lookup and an allocation and a retire per write.
-//!
-//! [`RcuHashMap`]: crate::RcuHashMap
-//!
-//! ```
-//! use rcukit::RcuFlatMap;
-//!
-//! // A table from flow (source, destination, port) to its verdict index.
-//! let flows: RcuFlatMap<(u32, u32, u16), u32> = RcuFlatMap::new();
-//! assert_eq!(flows.insert((1, 2, 443), 7), None);
-//! assert_eq!(flows.insert((1, 2, 443), 8), Some(7)); // the old value, copied out
-//!
-//! // Readers: a guard, a lookup, no lock.
-//! let guard = flows.domain().read();
-//! assert_eq!(flows.get(&(1, 2, 443), &guard), Some(&8));
-//! drop(guard);
-//! assert_eq!(flows.get_copied(&(1, 2, 443)), Some(8)); // the same, with a guard of its own
-//!
-//! assert_eq!(flows.update(&(1, 2, 443), |v| v + 1), Some(9));
-//! assert_eq!(flows.remove(&(1, 2, 443)), Some(9));
-//! assert!(flows.is_empty());
-//! ```
-//!
-//! # Structure
-//!
-//! The table is the layout of the SwissTable family (Abseil's `flat_hash_map`, Rust's
-//! `hashbrown`), made safe for readers that run beside a writer: `2^k` groups of sixteen
-//! slots; for each group two 64-bit control words, one byte per slot, in an array of their
-//! own; and the slots, each an entry `(K, V)`, in a second array. A control byte is `EMPTY`
-//! (zero), `TOMBSTONE` (the entry was removed) or, for a full slot, its tag: the high bit and
-//! the top seven bits of the entry's hash. A hash's low bits pick its home group; its probe
-//! visits the groups in triangular steps from there, which visit every group of a
-//! power-of-two table. Within a group, the probe's order is the first word's bytes, then the
-//! second's.
-//!
-//! A lookup loads the group's two control words, first then second, compares the tag with
-//! their sixteen bytes at once, compares the key of each slot whose byte matches, and stops at
-//! the first group that has an `EMPTY` byte. With the control words of a million entries in
-//! 2 MiB, that is usually one cache miss per lookup: the entry's. Each probe asks the processor
-//! for the first two cache lines of a group's entries as it loads the group's control words
-//! (a prefetch: a hint, which reads nothing the claims below need), and a write fills a
-//! group's lowest `EMPTY` slot first, so the entry's miss usually overlaps the control words'
-//! instead of following it.
-//!
-//! Writers take the map's writer lock (one writer at a time; readers never take it). An
-//! insert writes its entry into the first `EMPTY` slot of its probe and then stores the
-//! slot's control word with the slot's tag; a remove finds its slot as a lookup does and
-//! stores `TOMBSTONE` in its byte; an insert that replaces a value writes the new entry into a
-//! free slot first and then turns the old slot into a tombstone. **No slot is written twice
-//! in a table's life**: a tombstone is never reused. When the table has no `EMPTY` slot left
-//! to give (seven in eight slots are full or tombstones), the writer builds a new table
-//! (twice the size if more than half of what the old one could hold is live, the same size
-//! otherwise, to drop the tombstones; smaller after removals left it one-eighth full), copies
-//! the live entries into it, makes it the map's table with one pointer store, and retires the
-//! old table: readers still in it finish there.
-//!
-//! # Memory
-//!
-//! A table of `2^k` groups takes 16 bytes of control words and `16 * size_of::<(K, V)>()` of
-//! slots per group; it holds up to seven entries in eight slots, and a growing map doubles
-//! it when more than half of that is live, so a million `u64` entries take about 37 bytes
-//! each. As entries are removed, the table shrinks, and an emptied map is down to one group.
-//! The table's arrays of 128 KiB and more are mappings of their own (see
-//! [`pages`](crate::docs::internal::pages)), given back to the system whatever the allocator
-//! would keep: a table that a larger one replaced as soon as it is freed (after a grace
-//! period), and one that a shrink, a rebuild at the same size or the map's drop freed a
-//! second later, unless a table of its size takes its pages meanwhile (a map refilled after
-//! it was emptied, a rebuild that drops tombstones). Smaller arrays come from the allocator.
-//!
-//! # Why lookups are correct
-//!
-//! The claims, for a reader that loaded the table pointer (with acquire) under a guard:
-//!
-//! 1. **What it reads is initialized and stays as it was.** The writer writes a slot before
-//!    it stores (with release) the control word that shows the slot full, and the reader loads
-//!    the control word (with acquire) before it reads the slot; no slot is written again in
-//!    the table's life; and the table is freed only after a grace period that began after it
-//!    stopped being the map's table, which the reader's guard holds back. The comparison of a
-//!    tag with a word's bytes is exact with SSE2 (x86-64); the bit trick used elsewhere has
-//!    false positives, but only on bytes with the high bit set: full slots, so initialized
-//!    too. `EMPTY` (`0`) and `TOMBSTONE` (`0x7F`) never match.
-//! 2. **A key present throughout a lookup is found.** In one table a control byte only goes
-//!    `EMPTY` → full → `TOMBSTONE`. The key's slot was the first `EMPTY` one of its probe when
-//!    it was written, so every slot before it on the probe had a byte other than `EMPTY`
-//!    then, and never has `EMPTY` again: the lookup cannot stop before the key's group, and
-//!    in that group it loads the key's word, which shows the key full (the key was written
-//!    before the lookup began). If the key moved to a new table meanwhile, the old table keeps
-//!    its slot full: it was copied, not removed.
-//! 3. **A replaced value is seen old or new, never neither.** The new entry's slot becomes
-//!    full before the old one becomes a tombstone (two release stores, in that order; one
-//!    store when both are in the same control word). A reader that saw the tombstone (with
-//!    acquire) therefore sees the new slot full in any word it loads afterwards. The new slot
-//!    is the first `EMPTY` one of the probe, which comes after the old slot on the probe (by
-//!    claim 2's argument): in the old slot's word, in the second word of its group, or in a
-//!    later group. A reader loads the words in probe order, so the new slot's word is the
-//!    old one's or a later load.
-//! 4. **A lookup stops, within one visit of every group.** It stops at the first group with an
-//!    `EMPTY` byte, and every table always has one: the writer fills at most seven in eight
-//!    slots before it rebuilds (`room` counts the `EMPTY` slots it may still give, and every
-//!    write into an `EMPTY` slot takes one), and a byte never becomes `EMPTY` again once it
-//!    has left it. So some slot is `EMPTY` for the whole of the table's life, every value its
-//!    control word ever holds shows it `EMPTY` (whichever one a reader loads), and the
-//!    triangular probe reaches its group within the table's `groups` steps. The probe
-//!    therefore needs no bound of its own (hashbrown relies on the same invariant), which
-//!    saves a compare and a branch per group visited.
-//! 5. **The user's `Hash` and `Eq` cannot break the table.** A lookup that gets wrong answers
-//!    from them returns a wrong entry or none; it always stops (claim 4: the bytes decide
-//!    where, not the key) and only reads slots claim 1 covers. A writer runs them before it
-//!    changes anything, or (a resize's hashing) on a table nobody else sees yet, which it
-//!    drops if they panic.
-//!
-//! # Iteration
-//!
-//! An iteration walks the control words of one table in index order, loading each once and
-//! yielding its full slots. Claim 3 orders a replacement along the *probe*, not along the
-//! walk: when a replacement's new slot is in another word, the walk may have loaded the new
-//! slot's word before the new slot became full and load the old slot's word after it became a
-//! tombstone (the probe wraps around the table, so a later group can have a lower index), and
-//! miss the entry; or load the old slot's word before the tombstone and the new slot's word
-//! after its byte became full (the second word of the same group, or a later group), and
-//! yield the entry twice. So an iteration registers on its table under the writer lock, and
-//! while a table has iterations a replacement that would change words rebuilds the table
-//! instead: the walked table then changes no more, and the new table has no iteration on it,
-//! so this costs at most one rebuild per iteration begun. A replacement within one word is one
-//! store, which the walk loads once: it sees the old slot or the new one. Hence an entry
-//! present throughout an iteration is yielded exactly once. Registering under the lock is what
-//! makes this hold: a write either finished before the iteration registered (and the walk sees
-//! all its stores, having taken the lock after it) or sees the registration. An iteration that
-//! is leaked (never dropped) leaves its table registered, which only makes replacements on
-//! that table rebuild it, once.
-//!
-//! Entries are bit copies (`K` and `V` are `Copy`): a resize copies them, a reader holding a
-//! reference into an old table holds a copy of the value as it was, and nothing is dropped
-//! when a table is freed. That is why the map needs `Copy`: a value with interior mutability
-//! (an atomic, a `Mutex`) changed through a reference into an old table would be lost.
+#![doc = include_str!("README.md")]
 
+mod hold;
 mod iter;
 #[cfg(all(test, rcukit_loom))]
 mod loom;
@@ -147,7 +10,7 @@ mod write_lock;
 
 pub use iter::{Iter, Keys, Values};
 
-use crate::domain_ref::{self, DomainRef};
+use crate::domain_ref::{self, AnyDomainRef};
 use crate::section::ReadSection;
 use crate::sync::{AtomicPtr, AtomicUsize, Mutex};
 use crate::Rcu;
@@ -165,7 +28,7 @@ pub struct RcuFlatMap<K, V, S = RandomState, D = &'static Rcu>
 where
     K: Copy + Send + 'static,
     V: Copy + Send + 'static,
-    D: DomainRef,
+    D: AnyDomainRef,
 {
     root: AtomicPtr<Table<K, V>>,
     len: AtomicUsize,
@@ -183,7 +46,7 @@ where
     K: Copy + Send + Sync + 'static,
     V: Copy + Send + Sync + 'static,
     S: Sync,
-    D: DomainRef + Sync,
+    D: AnyDomainRef + Sync,
 {
 }
 // SAFETY: moving the map moves its tables (which it owns), its hasher and its handle.
@@ -192,15 +55,15 @@ where
     K: Copy + Send + 'static,
     V: Copy + Send + 'static,
     S: Send,
-    D: DomainRef + Send,
+    D: AnyDomainRef + Send,
 {
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::panic::RefUnwindSafe
-    for RcuFlatMap<K, V, S, D>
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+    std::panic::RefUnwindSafe for RcuFlatMap<K, V, S, D>
 {
 }
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::panic::UnwindSafe
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> std::panic::UnwindSafe
     for RcuFlatMap<K, V, S, D>
 {
 }
@@ -252,7 +115,9 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S> RcuFlatMap<K, V, S> 
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFlatMap<K, V, S, D> {
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+    RcuFlatMap<K, V, S, D>
+{
     /// An empty map on `domain` with room for `capacity` entries, hashing with `hasher`.
     ///
     /// # Panics
@@ -276,9 +141,11 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
         }
     }
 
-    /// The map's domain: take guards for [`get`](Self::get) with `domain().read()`.
-    pub fn domain(&self) -> &Rcu {
-        self.domain.rcu()
+    /// The map's domain: an [`Rcu`], whose guards (`domain().read()`) readers show to
+    /// [`get`](Self::get), or a [`Qsbr`](crate::Qsbr), whose online threads
+    /// (`domain().register()`) readers show instead.
+    pub fn domain(&self) -> &D::Domain {
+        self.domain.domain()
     }
 
     /// The map's hasher.
@@ -303,19 +170,29 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
 
     /// How many entries the current table holds (seven in eight of its slots). Slots that
     /// removals and replacements used up count until the next rebuild drops them.
+    ///
+    /// On a QSBR domain it reads under the writer lock (see the [module docs](self), "On a
+    /// QSBR domain").
     pub fn capacity(&self) -> usize {
-        let guard = self.domain().read();
-        usable(self.table(&guard).groups())
+        let hold = self.hold();
+        usable(self.held_table(&hold).groups())
     }
 
     /// The table, for a reader holding `guard`.
     #[inline(always)]
     #[track_caller]
     fn table<'g, G: ReadSection>(&'g self, guard: &'g G) -> &'g Table<K, V> {
-        domain_ref::check_guard("RcuFlatMap", guard, self.domain.rcu());
+        domain_ref::check_guard("RcuFlatMap", guard, domain_ref::protector(&self.domain));
         // SAFETY: the root is never null; a table is retired only after it stopped being the
         // root, and the guard (of this domain) holds that grace period back for 'g.
         unsafe { &*self.root.load(Acquire) }
+    }
+
+    /// The current table, for the holder of the writer lock.
+    fn table_mine(&self, _lock: &WriteLock<'_, K, V, S, D>) -> &Table<K, V> {
+        // SAFETY: only a holder of the writer lock replaces the root, and a table is retired
+        // only after that, so the root stays alive while `_lock` is held.
+        unsafe { &*self.root.load(Relaxed) }
     }
 }
 
@@ -324,7 +201,7 @@ where
     K: Copy + Hash + Eq + Send + 'static,
     V: Copy + Send + 'static,
     S: BuildHasher,
-    D: DomainRef,
+    D: AnyDomainRef,
 {
     /// The entry for `key`, valid while both `guard` and the map are borrowed. Lock-free: the
     /// probe of the key's groups.
@@ -366,6 +243,10 @@ where
     /// The key is hashed before the guard is taken, and the guard, being the map's own
     /// domain's, is not checked: a few loads fewer than [`get`](Self::get) with a guard of
     /// the caller's, which counts for a lookup that costs little more than its cache misses.
+    ///
+    /// On a QSBR domain the map cannot put the calling thread online, so it reads under its
+    /// writer lock (correct from any thread, but it waits for writes and makes them wait):
+    /// there, read with [`get`](Self::get) and the thread's [`QsbrThread`](crate::QsbrThread).
     #[inline]
     pub fn get_copied<Q>(&self, key: &Q) -> Option<V>
     where
@@ -373,11 +254,26 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
-        let _guard = self.domain.rcu().read();
+        let Some(_guard) = domain_ref::read_by_itself(&self.domain) else {
+            return self.get_copied_held(hash, key);
+        };
         // SAFETY: as in `table`: the root is never null, and a table is retired only after it
         // stopped being the root; the guard, of the map's own domain, holds that grace period
         // back while the table is used here.
         let table = unsafe { &*self.root.load(Acquire) };
+        table.find(hash, |k| k.borrow() == key).map(|(_, v)| *v)
+    }
+
+    /// `get_copied` on a QSBR domain: under the writer lock (see `hold`).
+    #[cold]
+    #[inline(never)]
+    fn get_copied_held<Q>(&self, hash: u64, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hold = self.hold();
+        let table = self.held_table(&hold);
         table.find(hash, |k| k.borrow() == key).map(|(_, v)| *v)
     }
 
@@ -391,13 +287,6 @@ where
         G: ReadSection,
     {
         self.get_key_value(key, guard).is_some()
-    }
-
-    /// The current table, for the holder of the writer lock.
-    fn table_mine(&self, _lock: &WriteLock<'_, K, V, S, D>) -> &Table<K, V> {
-        // SAFETY: only a holder of the writer lock replaces the root, and a table is retired
-        // only after that, so the root stays alive while `_lock` is held.
-        unsafe { &*self.root.load(Relaxed) }
     }
 
     /// Insert `key` → `value`; returns the value it replaced. The replaced entry stays readable
@@ -654,7 +543,7 @@ where
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> Drop
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> Drop
     for RcuFlatMap<K, V, S, D>
 {
     fn drop(&mut self) {

@@ -1,8 +1,9 @@
 //! The standard traits of [`RcuFlatMap`]: `Debug`, `Extend`, `FromIterator`, `Clone`,
-//! `PartialEq`, `Eq`.
+//! `PartialEq`, `Eq`. Those that read the map read it by themselves (see `hold`): on a QSBR
+//! domain, under its writer lock.
 
 use super::RcuFlatMap;
-use crate::domain_ref::DomainRef;
+use crate::domain_ref::AnyDomainRef;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
@@ -10,11 +11,12 @@ impl<K, V, S, D> fmt::Debug for RcuFlatMap<K, V, S, D>
 where
     K: Copy + Send + 'static + fmt::Debug,
     V: Copy + Send + 'static + fmt::Debug,
-    D: DomainRef,
+    D: AnyDomainRef,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let guard = self.domain().read();
-        f.debug_map().entries(self.iter(&guard)).finish()
+        let hold = self.hold();
+        let result = f.debug_map().entries(self.iter_held(&hold)).finish();
+        result
     }
 }
 
@@ -23,7 +25,7 @@ where
     K: Copy + Hash + Eq + Send + 'static,
     V: Copy + Send + 'static,
     S: BuildHasher,
-    D: DomainRef,
+    D: AnyDomainRef,
 {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, entries: I) {
         for (k, v) in entries {
@@ -50,7 +52,7 @@ where
     K: Copy + Hash + Eq + Send + 'static,
     V: Copy + Send + 'static,
     S: BuildHasher + Clone,
-    D: DomainRef + Clone,
+    D: AnyDomainRef + Clone,
 {
     /// A map with the same entries (as one iteration sees them), hasher and domain.
     fn clone(&self) -> Self {
@@ -59,10 +61,11 @@ where
             self.hasher().clone(),
             self.domain_ref().clone(),
         );
-        let guard = self.domain().read();
-        for (k, v) in self.iter(&guard) {
+        let hold = self.hold();
+        for (k, v) in self.iter_held(&hold) {
             copy.insert(*k, *v);
         }
+        drop(hold);
         copy
     }
 }
@@ -72,16 +75,46 @@ where
     K: Copy + Hash + Eq + Send + 'static,
     V: Copy + PartialEq + Send + 'static,
     S: BuildHasher,
-    D: DomainRef,
+    D: AnyDomainRef,
 {
     /// The same entries, as an iteration of each map sees them (exact when neither is written
     /// meanwhile).
     fn eq(&self, other: &Self) -> bool {
-        let (mine, theirs) = (self.domain().read(), other.domain().read());
-        self.len() == other.len()
-            && self
-                .iter(&mine)
-                .all(|(k, v)| other.get(k, &theirs) == Some(v))
+        if self.len() != other.len() {
+            return false;
+        }
+        if std::ptr::eq(self, other) {
+            // One hold: on a QSBR domain a second would be the same writer lock.
+            let hold = self.hold();
+            let equal = self
+                .iter_held(&hold)
+                .all(|(k, v)| self.get_held(k, &hold) == Some(v));
+            return equal;
+        }
+        // On QSBR domains the holds are writer locks: taken in address order, so that `a == b`
+        // and `b == a` on two threads cannot deadlock, and let go in the reverse order.
+        let self_first = (self as *const Self) < (other as *const Self);
+        let first = if self_first {
+            self.hold()
+        } else {
+            other.hold()
+        };
+        let second = if self_first {
+            other.hold()
+        } else {
+            self.hold()
+        };
+        let (mine, theirs) = if self_first {
+            (&first, &second)
+        } else {
+            (&second, &first)
+        };
+        let equal = self
+            .iter_held(mine)
+            .all(|(k, v)| other.get_held(k, theirs) == Some(v));
+        drop(second);
+        drop(first);
+        equal
     }
 }
 
@@ -90,6 +123,6 @@ where
     K: Copy + Hash + Eq + Send + 'static,
     V: Copy + Eq + Send + 'static,
     S: BuildHasher,
-    D: DomainRef,
+    D: AnyDomainRef,
 {
 }

@@ -3,8 +3,8 @@
 //! writes under it unlinked, retired once it is let go.
 
 use super::{RcuFlatMap, Table};
-use crate::domain_ref::DomainRef;
-use std::cell::Cell;
+use crate::domain_ref::AnyDomainRef;
+use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 
 /// The writer's own counts, for the current table.
@@ -21,11 +21,27 @@ pub(super) struct Writer {
 }
 
 thread_local! {
-    /// The map whose writer lock this thread holds, if any (to refuse re-entry).
+    /// The map whose writer lock this thread took last and holds, if any (to refuse re-entry).
     static WRITING: Cell<usize> = const { Cell::new(0) };
+    /// The other maps whose writer locks this thread holds, the one taken first first: the
+    /// user's code that a write runs may write another map, and that map's user code may
+    /// come back to the first. Only such nested writes push here.
+    static OUTER: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFlatMap<K, V, S, D> {
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+    RcuFlatMap<K, V, S, D>
+{
+    /// Does this thread hold the writer lock (it runs the user's code under it, perhaps that
+    /// of a write to another map inside)? Never under loom, where every model thread is one OS
+    /// thread.
+    #[inline(always)]
+    pub(super) fn locked_here(&self) -> bool {
+        let me = self as *const Self as usize;
+        let last = WRITING.with(Cell::get);
+        !cfg!(rcukit_loom) && (last == me || (last != 0 && held_outside(me)))
+    }
+
     /// The writer lock, refusing re-entry from the user's code that runs under it. Inlined,
     /// with its drop: a write's lock and unlock in a function of their own (the lock handed
     /// back through memory) made a one-thread loop of removes in a table of a million entries
@@ -39,11 +55,14 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
         } else {
             self as *const Self as usize
         };
-        if me != 0 && WRITING.with(Cell::get) == me {
+        if self.locked_here() {
             reentered();
         }
         let guard = self.writer.lock();
         let outer = WRITING.with(|w| w.replace(me));
+        if outer != 0 {
+            nest(outer);
+        }
         WriteLock {
             map: self,
             writer: ManuallyDrop::new(guard),
@@ -51,6 +70,36 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> RcuFla
             unlinked: ManuallyDrop::new(Vec::new()),
         }
     }
+}
+
+/// Is `map`'s writer lock held by this thread, other than the one it took last?
+#[cold]
+#[inline(never)]
+fn held_outside(map: usize) -> bool {
+    // Gone only while the thread's locals are destroyed: nothing is known there, as before a
+    // nested write pushed anything.
+    OUTER
+        .try_with(|outer| outer.borrow().contains(&map))
+        .unwrap_or(false)
+}
+
+/// Note that this thread holds `map`'s writer lock under a newer one.
+#[cold]
+#[inline(never)]
+fn nest(map: usize) {
+    let _ = OUTER.try_with(|outer| outer.borrow_mut().push(map));
+}
+
+/// The writer lock taken after `map`'s was let go: `map`'s is the last one held again.
+#[cold]
+#[inline(never)]
+fn unnest(map: usize) {
+    let _ = OUTER.try_with(|outer| {
+        let mut outer = outer.borrow_mut();
+        if outer.last() == Some(&map) {
+            outer.pop();
+        }
+    });
 }
 
 #[cold]
@@ -71,7 +120,7 @@ pub(super) struct WriteLock<'m, K, V, S, D>
 where
     K: Copy + Send + 'static,
     V: Copy + Send + 'static,
-    D: DomainRef,
+    D: AnyDomainRef,
 {
     map: &'m RcuFlatMap<K, V, S, D>,
     writer: ManuallyDrop<crate::sync::MutexGuard<'m, Writer>>,
@@ -79,12 +128,15 @@ where
     pub(super) unlinked: ManuallyDrop<Vec<*mut Table<K, V>>>,
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> Drop
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> Drop
     for WriteLock<'_, K, V, S, D>
 {
     #[inline(always)]
     fn drop(&mut self) {
         WRITING.with(|w| w.set(self.outer));
+        if self.outer != 0 {
+            unnest(self.outer);
+        }
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.writer) };
         // A vector never pushed to holds no memory: nothing to retire or free.
@@ -94,7 +146,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> Drop
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef>
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
     WriteLock<'_, K, V, S, D>
 {
     /// Retire the tables the writes unlinked (after the lock was let go), and free their
@@ -110,13 +162,13 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef>
             // table is never the sole owner of anything).
             unsafe {
                 let bytes = (*old).bytes();
-                self.map.domain.rcu().retire_raw_sized(old, bytes);
+                crate::domain_ref::protector(&self.map.domain).retire_raw_sized(old, bytes);
             }
         }
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::ops::Deref
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> std::ops::Deref
     for WriteLock<'_, K, V, S, D>
 {
     type Target = Writer;
@@ -125,7 +177,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::o
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: DomainRef> std::ops::DerefMut
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> std::ops::DerefMut
     for WriteLock<'_, K, V, S, D>
 {
     fn deref_mut(&mut self) -> &mut Writer {
