@@ -1406,3 +1406,242 @@ fn maps_dropped_as_values_ask_for_trims_and_drop_every_entry() {
     Rcu::global().barrier();
     assert_eq!(DROPS.load(SeqCst), 8 * per_inner as usize);
 }
+
+/// Closures of one map that write a second map whose closures write the first again (A → B →
+/// A), and closures of a map that read and iterate that same map. The map runs no user code
+/// under a bucket lock (module docs, "Where user code runs"), so it needs no "which lock do I
+/// hold" mark and refuses no nesting: every nested call completes, and each nested write lands
+/// exactly once. (A map that ran user code under a lock and marked only the innermost one it
+/// held would deadlock here: `RcuFlatMap` did.) Keys clump into five buckets, so the innermost
+/// write to `a` often changes the bucket the outer write walked, and the outer closure runs
+/// again; only its first run nests.
+#[test]
+fn closures_that_write_a_second_map_which_writes_the_first_complete_and_count_once() {
+    common::each_config(|rcu| {
+        let clumpy = || {
+            RcuHashMap::builder()
+                .hasher(Clumpy)
+                .domain(rcu)
+                .build::<u32, u64>()
+                .unwrap()
+        };
+        let (a, b) = (clumpy(), clumpy());
+        let n = scale(200, 10) as u32;
+        for i in 0..n {
+            nest_through_a_second_map(&a, &b, i);
+            // a's closure reads and iterates a itself.
+            let pinned = a.pin();
+            let seen = pinned.compute(i, |e| {
+                assert_eq!(a.pin().get(&i), e.map(|(_, v)| v));
+                Operation::<u64, usize>::Abort(a.pin().iter().count())
+            });
+            assert!(matches!(seen, Compute::Aborted(c) if c == 5 * (i as usize + 1)));
+        }
+        // retain's closure reads `a`, and computes in `b`, whose closure inserts into `a`.
+        let removed = a.retain(|&k, v| {
+            assert_eq!(a.pin().get(&k), Some(v));
+            if k >= n {
+                return true;
+            }
+            b.pin().compute(k, |f| {
+                assert!(f.is_none(), "b's entry of {k} was removed");
+                a.pin().insert(600_000 + k, u64::from(k));
+                Operation::<_, ()>::Insert(1)
+            });
+            k % 2 == 0
+        });
+        assert_eq!(removed, n as usize / 2, "the odd keys below n");
+        for i in 0..n {
+            let key = u64::from(i);
+            let expect_a = [(i, (i % 2 == 0).then_some(11)), (200_000 + i, Some(7))];
+            let expect_a = expect_a.into_iter().chain([
+                (100_000 + i, None),
+                (300_000 + i, Some(key)),
+                (400_000 + i, Some(key)),
+                (500_000 + i, Some(41)),
+                (600_000 + i, Some(key)),
+            ]);
+            for (k, v) in expect_a {
+                assert_eq!(a.get_cloned(&k), v, "a[{k}]");
+            }
+            for (k, v) in [
+                (i, Some(1)),
+                (200_000 + i, Some(8)),
+                (500_000 + i, Some(50)),
+            ] {
+                assert_eq!(b.get_cloned(&k), v, "b[{k}]");
+            }
+        }
+        assert_eq!(
+            (a.len(), b.len()),
+            (6 * n as usize - n as usize / 2, 3 * n as usize)
+        );
+        // Both maps still work.
+        for m in [&a, &b] {
+            assert_eq!(m.pin().insert(7_000_000, 1), None);
+            assert_eq!(m.pin().remove(&7_000_000), Some(&1));
+        }
+    });
+}
+
+/// For `i`, each writer of `a` whose user code writes `b`, whose user code writes `a` again.
+fn nest_through_a_second_map<D: rcukit::DomainRef>(
+    a: &RcuHashMap<u32, u64, Clumpy, D>,
+    b: &RcuHashMap<u32, u64, Clumpy, D>,
+    i: u32,
+) {
+    let key = u64::from(i);
+    let mut first = true;
+    let pinned = a.pin();
+    let done = pinned.compute(i, |e| {
+        if std::mem::take(&mut first) {
+            b.pin().compute(i, |f| {
+                a.pin().insert(100_000 + i, key);
+                Operation::<_, ()>::Insert(f.map_or(1, |(_, v)| v + 1))
+            });
+        }
+        Operation::<_, ()>::Insert(e.map_or(1, |(_, v)| v + 1))
+    });
+    assert!(matches!(done, Compute::Inserted(_, 1)));
+    // The innermost insert into `a` comes first: it stands, and a's made value is dropped.
+    let got = *a.pin().get_or_insert_with(200_000 + i, || {
+        b.pin().get_or_insert_with(200_000 + i, || {
+            a.pin().insert(200_000 + i, 7);
+            8
+        }) + 1000
+    });
+    assert_eq!(got, 7);
+    let mut first = true;
+    let updated = pinned.update(&i, |v| {
+        if std::mem::take(&mut first) {
+            b.pin().update(&i, |w| {
+                a.pin().insert(300_000 + i, key);
+                w + 10
+            });
+        }
+        v + 10
+    });
+    assert_eq!(updated.copied(), Some(11));
+    let mut verdict = None;
+    let removed = pinned.remove_if(&(100_000 + i), |_, _| {
+        *verdict.get_or_insert_with(|| {
+            b.pin()
+                .remove_if(&i, |_, _| {
+                    a.pin().insert(400_000 + i, key);
+                    true
+                })
+                .is_some()
+        })
+    });
+    assert_eq!(removed.map(|(k, v)| (*k, *v)), Some((100_000 + i, key)));
+    // a's maker runs b's, which inserts the key into `a`: the value a's maker made (60) is
+    // rejected, and a's update runs on the entry now there instead: 40 + 1.
+    let v = *a.pin().update_or_insert_with(
+        500_000 + i,
+        |v| v + 1,
+        || {
+            b.pin().update_or_insert_with(
+                500_000 + i,
+                |w| w + 1,
+                || {
+                    a.pin().insert(500_000 + i, 40);
+                    50
+                },
+            ) + 10
+        },
+    );
+    assert_eq!(v, 41);
+}
+
+/// A key whose `Hash` and `Eq` run a hook, unless three hooks already run in this thread (the
+/// stored keys' `Eq` would otherwise nest without end).
+#[derive(Clone)]
+struct Hooked(u32, Option<Arc<dyn Fn() + Send + Sync>>);
+type HookedMap = RcuHashMap<Hooked, u32, Clumpy>;
+
+thread_local! {
+    static HOOK_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+impl Hooked {
+    fn run_hook(&self) {
+        if let Some(hook) = &self.1 {
+            let depth = HOOK_DEPTH.with(|d| d.replace(d.get() + 1));
+            if depth < 3 {
+                hook();
+            }
+            HOOK_DEPTH.with(|d| d.set(depth));
+        }
+    }
+
+    /// The key `id`, whose hook tries to insert `Hooked(then_id, then)` (with value `then_id`)
+    /// into `target`.
+    fn to(id: u32, target: &Arc<HookedMap>, then_id: u32, then: Option<Hooked>) -> Hooked {
+        let target = Arc::downgrade(target);
+        let hook = move || {
+            if let Some(m) = target.upgrade() {
+                let key = Hooked(then_id, then.as_ref().and_then(|t| t.1.clone()));
+                // Through the writers' walk (under which `Eq` runs) even when present.
+                let _ = m.pin().try_insert(key, then_id);
+            }
+        };
+        Hooked(id, Some(Arc::new(hook)))
+    }
+}
+impl PartialEq for Hooked {
+    fn eq(&self, other: &Hooked) -> bool {
+        self.run_hook();
+        self.0 == other.0
+    }
+}
+impl Eq for Hooked {}
+impl std::hash::Hash for Hooked {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.run_hook();
+        self.0.hash(h)
+    }
+}
+
+/// Keys of `a` whose `Hash` and `Eq` write `b` with keys whose `Hash` and `Eq` write `a`
+/// (A → B → A), while another thread does the mirror (B → A → B): no lock of either map is
+/// held while user code runs, so neither nesting nor the opposite orders of the two threads
+/// (an ABBA deadlock for maps that hold locks there) can hang, and every hooked insert lands.
+#[test]
+fn keys_whose_hash_and_eq_write_a_second_map_which_writes_the_first_complete() {
+    let a: Arc<HookedMap> = Arc::new(RcuHashMap::with_hasher(Clumpy));
+    let b: Arc<HookedMap> = Arc::new(RcuHashMap::with_hasher(Clumpy));
+    let n = scale(100, 8) as u32;
+    thread::scope(|s| {
+        for (first, second, base) in [(&a, &b, 0), (&b, &a, 10_000)] {
+            s.spawn(move || {
+                for i in base..base + n {
+                    // first[i]'s hooks put second[i], whose hooks put first[1000 + i].
+                    let back = Hooked::to(i, first, 1000 + i, None);
+                    let key = Hooked::to(i, second, i, Some(back));
+                    assert!(first.pin().insert(key, i).is_none());
+                }
+            });
+        }
+    });
+    for (first, second, base) in [(&a, &b, 0), (&b, &a, 10_000)] {
+        for i in base..base + n {
+            let get = |m: &HookedMap, k| m.get_cloned(&Hooked(k, None));
+            assert_eq!(
+                (get(first, i), get(second, i)),
+                (Some(i), Some(i)),
+                "key {i}"
+            );
+            let back = 1000 + i;
+            assert_eq!((get(first, back), get(second, back)), (Some(back), None));
+        }
+    }
+    assert_eq!((a.len(), b.len()), (3 * n as usize, 3 * n as usize));
+    // Both maps still work, and hooked keys still nest on removal.
+    for m in [&a, &b] {
+        assert_eq!(
+            m.pin().remove(&Hooked::to(0, m, 5_000, None)).copied(),
+            Some(0)
+        );
+        assert_eq!(m.get_cloned(&Hooked(5_000, None)), Some(5_000));
+    }
+}
