@@ -22,8 +22,13 @@
 //! * evmap (10.x, left-right): each reader thread reads through a handle of its own; the one
 //!   writer sits behind a mutex and publishes (`refresh`) after every write;
 //! * `RcuFlatMap` (global domain, entries inline), `get_copied` per lookup (which takes and
-//!   drops a guard); its writes take no handle. The tables give ratios with both
-//!   `RcuHashMap` and `RcuFlatMap` on top.
+//!   drops a guard); its writes take no handle;
+//! * `RcuFlatMap` on a QSBR domain: each reader thread registers once and reads with no code
+//!   around a lookup, announcing a quiescent state per 256 lookups (liburcu's QSBR harness
+//!   announces one per so many reads too); lookups only (its writes are the row above's).
+//!
+//! The tables give ratios with `RcuHashMap`, `RcuFlatMap` and `RcuFlatMap` on a QSBR domain on
+//! top.
 //!
 //! Every map uses the same hasher, `foldhash::fast::FixedState::with_seed(SEED)`, with `u64`
 //! keys and `u64` values (`splitmix64` keys, spread over the whole `u64` range).
@@ -57,7 +62,8 @@
 //! lookups in `RcuHashMap` beside hashbrown read under a guard (the most an RCU map with
 //! hashbrown's layout could reach), beside a probe of the map's lines with the entries in
 //! place of the node pointers, and `RcuFlatMap` with a guard per lookup and with one guard for
-//! the run beside hashbrown with neither guard nor lock (what the tables cost alone).
+//! the run beside hashbrown with neither guard nor lock (what the tables cost alone), and
+//! `RcuFlatMap` on a QSBR domain.
 //!
 //! The tables give the median over the rounds and the min-max; the ratios are ratios of
 //! medians, with the min-max of the per-round ratios. On a 2-core machine a busy writer beside

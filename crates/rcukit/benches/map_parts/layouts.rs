@@ -20,14 +20,15 @@
 //!   inline), with a guard per lookup (`get_copied`, which takes and drops one) and with one
 //!   guard for the whole run; and hashbrown with no guard and no lock (the lock held
 //!   throughout, never contended): the last two show what the tables cost alone, the first
-//!   what a guard per lookup adds.
+//!   what a guard per lookup adds. And `RcuFlatMap` on a QSBR domain, read by a registered
+//!   thread with no code around a lookup and a quiescent state per 1,024 lookups.
 //!
 //! One thread looks up random present keys (as the lookup part does) and checks every value.
 
 use crate::maps::{check, hasher, next_key, splitmix64, value_of, Hasher};
 use crate::stats::{mops, ratio, show_ratio};
 use crate::Config;
-use rcukit::{Rcu, RcuFlatMap, RcuHashMap};
+use rcukit::{Qsbr, Rcu, RcuFlatMap, RcuHashMap};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -136,7 +137,7 @@ impl Inline {
 }
 
 /// The rows, in table order.
-const ROWS: [&str; 7] = [
+const ROWS: [&str; 8] = [
     "`RcuHashMap`, a guard per lookup",
     "std `RwLock<hashbrown>`",
     "hashbrown under a guard",
@@ -144,6 +145,7 @@ const ROWS: [&str; 7] = [
     "`RcuFlatMap`, `get_copied` (a guard per lookup)",
     "`RcuFlatMap`, one guard for the run",
     "hashbrown, no guard, no lock",
+    "`RcuFlatMap` on a QSBR domain, a quiescent state per 1,024 lookups",
 ];
 
 /// Checked lookups per second of one thread for `lookup`, over `count` random keys.
@@ -165,10 +167,14 @@ pub(crate) fn run(cfg: &Config, n: usize) {
     let rcu = Rcu::global();
     let map: RcuHashMap<u64, u64, Hasher> = RcuHashMap::with_hasher(hasher());
     let flat: RcuFlatMap<u64, u64, Hasher> = RcuFlatMap::with_hasher(hasher());
+    let qsbr = Qsbr::new();
+    let on_qsbr: RcuFlatMap<u64, u64, Hasher, &Qsbr> =
+        RcuFlatMap::with_capacity_hasher_in(0, hasher(), &qsbr);
     let mut brown: hashbrown::HashMap<u64, u64, Hasher> = hashbrown::HashMap::with_hasher(hasher());
     for &k in &keys {
         map.pin().insert(k, value_of(k));
         flat.insert(k, value_of(k));
+        on_qsbr.insert(k, value_of(k));
         brown.insert(k, value_of(k));
     }
     // One table for both hashbrown rows, so that they differ only in the lock.
@@ -199,9 +205,20 @@ pub(crate) fn run(cfg: &Config, n: usize) {
                     let guard = rcu.read(); // held throughout: no writer waits for it
                     rate(&keys, count, |k| flat.get(&k, &guard).copied())
                 }
-                _ => {
+                6 => {
                     let brown = locked.read().unwrap();
                     rate(&keys, count, |k| brown.get(&k).copied())
+                }
+                _ => {
+                    let mut me = qsbr.register();
+                    let mut n = 0u32;
+                    rate(&keys, count, |k| {
+                        n = n.wrapping_add(1);
+                        if n % 1024 == 0 {
+                            me.quiescent_state();
+                        }
+                        on_qsbr.get(&k, &me).copied()
+                    })
                 }
             };
             rates[row].push(r);

@@ -1,6 +1,8 @@
 //! The lookup part: readers alone, beside a writer (flat out or paced), and during resizes.
 
-use crate::maps::{consume, filled, splitmix64, value_of, with_row, BenchMap, FLAT, RCU, ROWS};
+use crate::maps::{
+    consume, filled, splitmix64, value_of, with_row, BenchMap, FLAT, FLAT_QSBR, RCU, ROWS,
+};
 use crate::stats::{median, mops, ratio, show_ratio};
 use crate::Config;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -334,7 +336,11 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
                 println!();
             }
         }
-        for (top, top_name) in [(RCU, "RcuHashMap (guard per lookup)"), (FLAT, "RcuFlatMap")] {
+        for (top, top_name) in [
+            (RCU, "RcuHashMap (guard per lookup)"),
+            (FLAT, "RcuFlatMap"),
+            (FLAT_QSBR, "RcuFlatMap on a QSBR domain"),
+        ] {
             println!(
                 "\n{top_name} ÷ each map, lookups (median of per-map medians; per-round range):\n"
             );
@@ -374,18 +380,23 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
 /// writer there are more busy threads than this machine's cores, and a writer that waits for
 /// its readers leaves them more of the CPU, which the wall-clock table counts as speed.
 fn print_per_cpu(samples: &Samples, si: usize) {
-    println!(
-        "\nRcuFlatMap ÷ each map, lookups per second of the readers' own CPU time (median of \
-         per-map medians; per-round range):\n"
-    );
-    println!("| map | 1 reader | 2 readers |\n|---|---:|---:|");
-    for (row, name) in ROWS.iter().enumerate().skip(2) {
-        if row == FLAT {
-            continue;
+    for (top, top_name) in [
+        (FLAT, "RcuFlatMap"),
+        (FLAT_QSBR, "RcuFlatMap on a QSBR domain"),
+    ] {
+        println!(
+            "\n{top_name} ÷ each map, lookups per second of the readers' own CPU time (median \
+             of per-map medians; per-round range):\n"
+        );
+        println!("| map | 1 reader | 2 readers |\n|---|---:|---:|");
+        for (row, name) in ROWS.iter().enumerate().skip(2) {
+            if row == top {
+                continue;
+            }
+            print!("| {name} |");
+            print_ratio_cells(samples, si, top, row, |s| s.lookups_per_cpu);
+            println!();
         }
-        print!("| {name} |");
-        print_ratio_cells(samples, si, FLAT, row, |s| s.lookups_per_cpu);
-        println!();
     }
 }
 

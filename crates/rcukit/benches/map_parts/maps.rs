@@ -1,6 +1,6 @@
 //! The maps of the bench, each behind [`BenchMap`], and the rows that name them.
 
-use rcukit::{RcuFlatMap, RcuHashMap};
+use rcukit::{Qsbr, QsbrThread, RcuFlatMap, RcuHashMap};
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -171,6 +171,80 @@ impl BenchMap for Flat {
     fn settle(&self) {
         self.0.domain().barrier();
         self.0.domain().barrier();
+    }
+}
+
+/// Lookups between two quiescent states of a QSBR reader: one `lookups` call's batch.
+const QS_EVERY: usize = 256;
+
+/// The QSBR domain of the `RcuFlatMap` row on one (one for the process).
+fn qsbr() -> &'static Qsbr {
+    static QSBR: std::sync::OnceLock<Qsbr> = std::sync::OnceLock::new();
+    QSBR.get_or_init(Qsbr::new)
+}
+
+thread_local! {
+    /// This thread's registration with `qsbr()`, made by its first lookup; the bench's threads
+    /// end with their measurement, which unregisters them.
+    static QSBR_ME: RefCell<Option<QsbrThread<'static>>> = const { RefCell::new(None) };
+}
+
+/// Run `f` with this thread online in `qsbr()`, then announce a quiescent state (liburcu's
+/// QSBR harness does one per so many reads, as this does per `lookups` batch).
+#[inline(always)]
+fn online<R>(f: impl FnOnce(&QsbrThread<'static>) -> R) -> R {
+    QSBR_ME.with(|me| {
+        let mut me = me.borrow_mut();
+        let me = me.get_or_insert_with(|| qsbr().register());
+        let r = f(me);
+        me.quiescent_state();
+        r
+    })
+}
+
+/// `RcuFlatMap` on a QSBR domain: reader threads register once and read with no code around
+/// a lookup, announcing a quiescent state per `QS_EVERY` lookups.
+pub(crate) struct FlatQsbr(RcuFlatMap<u64, u64, Hasher, &'static Qsbr>);
+
+impl BenchMap for FlatQsbr {
+    fn build() -> Self {
+        Self(RcuFlatMap::with_capacity_hasher_in(0, hasher(), qsbr()))
+    }
+    #[inline(always)]
+    fn get(&self, key: u64) -> Option<u64> {
+        online(|me| self.0.get(&key, me).copied())
+    }
+    fn insert(&self, key: u64, value: u64) {
+        self.0.insert(key, value);
+    }
+    fn remove(&self, key: u64) {
+        self.0.remove(&key);
+    }
+    fn settle(&self) {
+        // The calling thread must not be online: the barrier would wait for it.
+        QSBR_ME.with(|me| drop(me.borrow_mut().take()));
+        self.0.domain().barrier();
+        self.0.domain().barrier();
+    }
+
+    #[inline(always)]
+    fn lookups(&self, keys: &[u64], rng: &mut u64, n: usize) -> u64 {
+        let mut sum = 0u64;
+        let mut left = n;
+        while left > 0 {
+            let batch = left.min(QS_EVERY);
+            let part = online(|me| {
+                let mut part = 0u64;
+                for _ in 0..batch {
+                    let k = next_key(keys, rng);
+                    part = part.wrapping_add(check(k, self.0.get(&k, me).copied()));
+                }
+                part
+            });
+            sum = sum.wrapping_add(part);
+            left -= batch;
+        }
+        sum
     }
 }
 
@@ -375,7 +449,7 @@ impl BenchMap for Evmap {
 }
 
 /// Every row of the lookup tables, in order.
-pub(crate) const ROWS: [&str; 11] = [
+pub(crate) const ROWS: [&str; 12] = [
     "RcuHashMap, guard per lookup",
     "RcuHashMap, guard per 64 lookups",
     "std RwLock<hashbrown>",
@@ -387,6 +461,7 @@ pub(crate) const ROWS: [&str; 11] = [
     "scc::HashIndex",
     "evmap",
     "RcuFlatMap, guard per lookup",
+    "RcuFlatMap on a QSBR domain",
 ];
 
 /// Row indices the ratios name.
@@ -395,9 +470,11 @@ pub(crate) const STD: usize = 2;
 pub(crate) const PL: usize = 3;
 pub(crate) const PAPAYA: usize = 5;
 pub(crate) const FLAT: usize = 10;
+pub(crate) const FLAT_QSBR: usize = 11;
 
 /// Rows that take part in the one-thread write part and the memory part (the guard-per-64
-/// row is the same map as row 0; evmap is a single-writer map that publishes in batches).
+/// row is the same map as row 0, the QSBR row the same as row 10 for writes; evmap is a
+/// single-writer map that publishes in batches).
 pub(crate) const WRITE_ROWS: [usize; 9] = [0, 2, 3, 4, 5, 6, 7, 8, 10];
 
 /// Run `$body` with `$M` the type of row `$row`.
@@ -444,8 +521,12 @@ macro_rules! with_row {
                 type $M = $crate::maps::Evmap;
                 $body
             }
-            _ => {
+            10 => {
                 type $M = $crate::maps::Flat;
+                $body
+            }
+            _ => {
+                type $M = $crate::maps::FlatQsbr;
                 $body
             }
         }
