@@ -16,7 +16,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
     ///
     /// # Panics
     ///
-    /// If `guard` belongs to another domain than the map's.
+    /// If `guard` belongs to another domain than the map's, or is an offline `QsbrThread`.
     #[track_caller]
     pub fn iter<'g, G: ReadSection>(&'g self, guard: &'g G) -> Iter<'g, K, V> {
         // Counted under the writer lock, so that every write either sees the count or is done
@@ -31,7 +31,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
     ///
     /// # Panics
     ///
-    /// If `guard` belongs to another domain than the map's.
+    /// If `guard` belongs to another domain than the map's, or is an offline `QsbrThread`.
     #[track_caller]
     pub fn keys<'g, G: ReadSection>(&'g self, guard: &'g G) -> Keys<'g, K, V> {
         Keys(self.iter(guard))
@@ -41,7 +41,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
     ///
     /// # Panics
     ///
-    /// If `guard` belongs to another domain than the map's.
+    /// If `guard` belongs to another domain than the map's, or is an offline `QsbrThread`.
     #[track_caller]
     pub fn values<'g, G: ReadSection>(&'g self, guard: &'g G) -> Values<'g, K, V> {
         Values(self.iter(guard))

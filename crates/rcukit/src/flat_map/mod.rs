@@ -208,7 +208,7 @@ where
     ///
     /// # Panics
     ///
-    /// If `guard` belongs to another domain than the map's.
+    /// If `guard` belongs to another domain than the map's, or is an offline `QsbrThread`.
     #[inline(always)]
     #[track_caller]
     pub fn get_key_value<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<(&'g K, &'g V)>
@@ -226,7 +226,7 @@ where
     ///
     /// # Panics
     ///
-    /// If `guard` belongs to another domain than the map's.
+    /// If `guard` belongs to another domain than the map's, or is an offline `QsbrThread`.
     #[inline]
     #[track_caller]
     pub fn get<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<&'g V>
