@@ -11,7 +11,8 @@
 //! Such a call waits for a write under way and makes writes wait; the user's code it runs may
 //! read the map, and a write from it panics, as from any code the map runs under its lock.
 //! Called from such code (a closure given to a write, the key's `Hash` or `Eq` in a write), it
-//! takes no lock: the thread holds it already, and the write waits for the call.
+//! takes no lock: the thread holds it already, and the write waits for the call. Called from
+//! code that *another* map runs under its lock, it nests two locks, as a write would.
 
 use super::iter::Iter;
 use super::table::Table;
