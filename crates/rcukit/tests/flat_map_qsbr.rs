@@ -26,7 +26,7 @@ const fn scale(normal: usize, miri: usize) -> usize {
 type QsbrMap<K = u64, V = u64> = RcuFlatMap<K, V, RandomState, Arc<Qsbr>>;
 
 fn map_in(qsbr: &Arc<Qsbr>) -> QsbrMap {
-    RcuFlatMap::with_capacity_hasher_in(0, RandomState::new(), qsbr.clone())
+    RcuFlatMap::new_in(qsbr.clone())
 }
 
 #[test]

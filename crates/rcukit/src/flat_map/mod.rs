@@ -96,6 +96,17 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static> Default for RcuFlatMap<
     }
 }
 
+impl<K: Copy + Send + 'static, V: Copy + Send + 'static, D: AnyDomainRef>
+    RcuFlatMap<K, V, RandomState, D>
+{
+    /// An empty map on `domain`: `&rcu` or `Arc<Rcu>` (read under its guards), `&qsbr` or
+    /// `Arc<Qsbr>` (read by its online threads; see the [module docs](self), "On a QSBR
+    /// domain").
+    pub fn new_in(domain: D) -> Self {
+        Self::with_capacity_hasher_in(0, RandomState::new(), domain)
+    }
+}
+
 impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S> RcuFlatMap<K, V, S> {
     /// An empty map on the global domain, hashing with `hasher`.
     pub fn with_hasher(hasher: S) -> Self {
