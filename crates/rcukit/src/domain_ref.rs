@@ -83,43 +83,30 @@ impl<D: DomainRef> AnyDomainRef for D {
     }
 }
 
-impl AnyDomainRef for &Qsbr {
-    type Domain = Qsbr;
+/// The two QSBR handles' impls: the same but for the handle's type.
+macro_rules! qsbr_handle {
+    ($($handle:ty),*) => {$(
+        impl AnyDomainRef for $handle {
+            type Domain = Qsbr;
 
-    #[inline(always)]
-    fn domain(&self) -> &Qsbr {
-        self
-    }
+            #[inline(always)]
+            fn domain(&self) -> &Qsbr {
+                self
+            }
 
-    #[inline(always)]
-    fn protector(&self, _: sealed::Token) -> &Rcu {
-        self.rcu()
-    }
+            #[inline(always)]
+            fn protector(&self, _: sealed::Token) -> &Rcu {
+                self.rcu()
+            }
 
-    #[inline(always)]
-    fn read_by_itself(&self, _: sealed::Token) -> Option<Guard<'_>> {
-        None
-    }
+            #[inline(always)]
+            fn read_by_itself(&self, _: sealed::Token) -> Option<Guard<'_>> {
+                None
+            }
+        }
+    )*};
 }
-
-impl AnyDomainRef for Arc<Qsbr> {
-    type Domain = Qsbr;
-
-    #[inline(always)]
-    fn domain(&self) -> &Qsbr {
-        self
-    }
-
-    #[inline(always)]
-    fn protector(&self, _: sealed::Token) -> &Rcu {
-        self.rcu()
-    }
-
-    #[inline(always)]
-    fn read_by_itself(&self, _: sealed::Token) -> Option<Guard<'_>> {
-        None
-    }
-}
+qsbr_handle!(&Qsbr, Arc<Qsbr>);
 
 /// The `Rcu` that protects what `domain` protects (see [`AnyDomainRef::protector`]).
 #[inline(always)]

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::flat::{scale, stamp};
+
 use proptest::prelude::*;
 use rcukit::{FenceKind, Rcu, RcuFlatMap};
 use std::collections::HashMap;
@@ -10,14 +12,6 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
-
-const fn scale(normal: usize, miri: usize) -> usize {
-    if cfg!(miri) {
-        miri
-    } else {
-        normal
-    }
-}
 
 #[test]
 fn the_api_in_one_thread() {
@@ -350,11 +344,6 @@ proptest! {
     }
 }
 
-/// A stable key's value: the key in the high half, a version in the low half.
-fn stamp(key: u64, version: u64) -> u64 {
-    (key << 32) | (version & 0xFFFF_FFFF)
-}
-
 type InDomain = RcuFlatMap<u64, u64, std::collections::hash_map::RandomState, Arc<Rcu>>;
 
 #[test]
@@ -408,26 +397,7 @@ fn readers_beside_rebuilds(map: InDomain) {
         .collect();
     // The writer: grow to thousands of churn keys and shrink back, again and again, and bump
     // the stable keys' versions in between.
-    let rounds = std::env::var("RCUKIT_FLAT_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(scale(40, 2));
-    for round in 1..=rounds as u64 {
-        for i in 0..scale(5_000, 200) as u64 {
-            map.insert(1_000_000 + i, i);
-            if i % 97 == 0 {
-                let k = i % STABLE;
-                map.insert(k, stamp(k, round * 100_000 + i));
-            }
-        }
-        for i in 0..scale(5_000, 200) as u64 {
-            map.remove(&(1_000_000 + i));
-            if i % 89 == 0 {
-                let k = i % STABLE;
-                map.update(&k, |v| stamp(k, (v & 0xFFFF_FFFF) + 1));
-            }
-        }
-    }
+    common::flat::rebuild_under_readers(&map, STABLE);
     stop.store(true, Relaxed);
     for r in readers {
         r.join().unwrap();

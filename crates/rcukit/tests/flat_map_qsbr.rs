@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::flat::{scale, stamp};
+
 use common::support::panic_message;
 use rcukit::{Qsbr, QsbrThread, Rcu, RcuFlatMap};
 use std::cell::RefCell;
@@ -14,14 +16,6 @@ use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Barrier};
-
-const fn scale(normal: usize, miri: usize) -> usize {
-    if cfg!(miri) {
-        miri
-    } else {
-        normal
-    }
-}
 
 type QsbrMap<K = u64, V = u64> = RcuFlatMap<K, V, RandomState, Arc<Qsbr>>;
 
@@ -124,11 +118,6 @@ fn an_offline_thread_and_other_domains_sections_are_refused() {
     assert_eq!(map.get(&2, &me), Some(&2));
 }
 
-/// A stable key's value: the key in the high half, a version in the low half.
-fn stamp(key: u64, version: u64) -> u64 {
-    (key << 32) | (version & 0xFFFF_FFFF)
-}
-
 #[test]
 fn online_readers_find_every_stable_key_while_the_writer_rebuilds_the_table() {
     for fenced in [true, false] {
@@ -193,26 +182,7 @@ fn readers_beside_rebuilds(qsbr: &Arc<Qsbr>) {
             })
         })
         .collect();
-    let rounds = std::env::var("RCUKIT_FLAT_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(scale(40, 2));
-    for round in 1..=rounds as u64 {
-        for i in 0..scale(5_000, 200) as u64 {
-            map.insert(1_000_000 + i, i);
-            if i % 97 == 0 {
-                let k = i % STABLE;
-                map.insert(k, stamp(k, round * 100_000 + i));
-            }
-        }
-        for i in 0..scale(5_000, 200) as u64 {
-            map.remove(&(1_000_000 + i));
-            if i % 89 == 0 {
-                let k = i % STABLE;
-                map.update(&k, |v| stamp(k, (v & 0xFFFF_FFFF) + 1));
-            }
-        }
-    }
+    common::flat::rebuild_under_readers(&map, STABLE);
     stop.store(true, Relaxed);
     for r in readers {
         r.join().unwrap();

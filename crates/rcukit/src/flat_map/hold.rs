@@ -92,8 +92,6 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
-        let table = self.held_table(hold);
-        table.find(hash, |k| k.borrow() == key).map(|(_, v)| v)
+        self.find_in(self.held_table(hold), key).map(|(_, v)| v)
     }
 }

@@ -228,9 +228,18 @@ where
         Q: Hash + Eq + ?Sized,
         G: ReadSection,
     {
-        let table = self.table(guard);
+        self.find_in(self.table(guard), key).map(|(k, v)| (k, v))
+    }
+
+    /// The entry for `key` in `table`.
+    #[inline(always)]
+    fn find_in<'t, Q>(&self, table: &'t Table<K, V>, key: &Q) -> Option<&'t (K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let hash = self.hasher.hash_one(key);
-        table.find(hash, |k| k.borrow() == key).map(|(k, v)| (k, v))
+        table.find(hash, |k| k.borrow() == key)
     }
 
     /// The value for `key`, valid while both `guard` and the map are borrowed.

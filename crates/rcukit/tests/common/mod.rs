@@ -6,6 +6,7 @@
 //! threads that use it are scoped (`std::thread::scope`). A failure names the configuration.
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+pub(crate) mod flat;
 #[cfg(unix)]
 pub(crate) mod fork;
 pub(crate) mod support;
