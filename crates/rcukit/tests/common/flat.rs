@@ -1,0 +1,48 @@
+//! What the `RcuFlatMap` tests on either kind of domain share: the stable keys' stamped values
+//! and the writer that grows, shrinks and rebuilds the table under the readers.
+
+use rcukit::{AnyDomainRef, RcuFlatMap};
+use std::hash::BuildHasher;
+
+/// `normal` in ordinary runs, `miri` under Miri.
+pub(crate) const fn scale(normal: usize, miri: usize) -> usize {
+    if cfg!(miri) {
+        miri
+    } else {
+        normal
+    }
+}
+
+/// A stable key's value: the key in the high half, a version in the low half.
+pub(crate) fn stamp(key: u64, version: u64) -> u64 {
+    (key << 32) | (version & 0xFFFF_FFFF)
+}
+
+/// The writer: grow to thousands of churn keys and shrink back, again and again
+/// (`RCUKIT_FLAT_ROUNDS` times, default 40), and bump the versions of the `stable` keys
+/// `0..stable` in between.
+pub(crate) fn rebuild_under_readers<S: BuildHasher, D: AnyDomainRef>(
+    map: &RcuFlatMap<u64, u64, S, D>,
+    stable: u64,
+) {
+    let rounds = std::env::var("RCUKIT_FLAT_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(scale(40, 2));
+    for round in 1..=rounds as u64 {
+        for i in 0..scale(5_000, 200) as u64 {
+            map.insert(1_000_000 + i, i);
+            if i % 97 == 0 {
+                let k = i % stable;
+                map.insert(k, stamp(k, round * 100_000 + i));
+            }
+        }
+        for i in 0..scale(5_000, 200) as u64 {
+            map.remove(&(1_000_000 + i));
+            if i % 89 == 0 {
+                let k = i % stable;
+                map.update(&k, |v| stamp(k, (v & 0xFFFF_FFFF) + 1));
+            }
+        }
+    }
+}
