@@ -17,8 +17,9 @@
 //! * `P` packet threads (`--packet-threads`, default 1 and the number of cores) each look up
 //!   one flow per packet: a flow picked uniformly among the live ones, or, for `miss_percent`
 //!   of packets (5 %), a key that is never in the table (a packet of an unknown flow). Each
-//!   lookup takes the map's read side once (one `read()` guard, one read lock, one pin ...),
-//!   copies two fields of the record out and leaves.
+//!   lookup takes the map's read side once (one `read()` guard, one read lock, one pin ...;
+//!   nothing on a QSBR domain, whose packet threads stay online and announce a quiescent state
+//!   after every `sample_every` lookups), copies two fields of the record out and leaves.
 //! * One writer thread creates a new flow and expires the oldest at a steady `churn_rate`
 //!   (50,000 create+expire pairs per second by default), so the table stays at `flows` flows
 //!   (the oldest flow expires when the newest is created; a flow lives `flows / churn_rate`
@@ -54,6 +55,7 @@
 //! | `rwlock-hashmap` (baseline) | `std::sync::RwLock<std::collections::HashMap>` | `read()` lock |
 //! | `rcu-hashmap` | `rcukit::RcuHashMap` in a domain of its own | one `read()` guard |
 //! | `rcu-flatmap` | `rcukit::RcuFlatMap` in a domain of its own, the record's `(id, expiry)` inline (the record is dropped at insert) | one `read()` guard |
+//! | `rcu-flatmap-qsbr` | `rcukit::RcuFlatMap` on a `rcukit::Qsbr` domain of its own, the record's `(id, expiry)` inline; packet threads registered online, every other thread's registration offline | nothing (a `quiescent_state()` per batch of `sample_every` lookups) |
 //! | `dashmap` | `dashmap::DashMap` (default shards) | the shard's read lock |
 //! | `papaya` | `papaya::HashMap` | `pin()` (a seize guard) |
 //! | `flurry` | `flurry::HashMap` (its own seize collector) | `guard()` |
@@ -198,9 +200,9 @@ pub struct Args {
     /// Time one lookup in this many [default: 64]
     #[arg(long)]
     pub sample_every: Option<u32>,
-    /// Maps to measure, comma-separated (rwlock-hashmap, rcu-hashmap, rcu-flatmap, dashmap,
-    /// papaya, flurry, pl-rwlock-hashbrown, scc-hashmap, scc-hashindex, evmap, and with the
-    /// c-peers feature rculfhash) [default: all]
+    /// Maps to measure, comma-separated (rwlock-hashmap, rcu-hashmap, rcu-flatmap,
+    /// rcu-flatmap-qsbr, dashmap, papaya, flurry, pl-rwlock-hashbrown, scc-hashmap,
+    /// scc-hashindex, evmap, and with the c-peers feature rculfhash) [default: all]
     #[arg(long, value_delimiter = ',', value_parser = parse_map)]
     pub maps: Vec<MapId>,
 }

@@ -58,6 +58,16 @@ fn xorshift(x: &mut u64) -> u64 {
     *x
 }
 
+/// The key of flow `id`, or (`absent`) a key of the kind that is never in the table.
+#[inline]
+fn key_of(id: u64, absent: bool) -> FlowKey {
+    if absent {
+        FlowKey::absent(id)
+    } else {
+        FlowKey::of(id)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn packet_loop<M: FlowTable>(
     map: &M,
@@ -69,7 +79,8 @@ fn packet_loop<M: FlowTable>(
     miss_percent: u32,
     sample_every: u32,
 ) -> PacketOut {
-    let reg = map.register();
+    // On a QSBR domain the thread is online from here: a quiescent state after every batch.
+    let mut reg = map.register();
     let mut out = PacketOut {
         samples: Vec::with_capacity(1 << 16),
         ..PacketOut::default()
@@ -92,11 +103,7 @@ fn packet_loop<M: FlowTable>(
             let r = xorshift(&mut rng);
             let id = tail + (((r >> 32) * span) >> 32);
             let absent = (r & 0xFFFF) < miss_below;
-            let key = if absent {
-                FlowKey::absent(id)
-            } else {
-                FlowKey::of(id)
-            };
+            let key = key_of(id, absent);
             let found = if i == 0 {
                 let t0 = clock.ticks();
                 let found = map.lookup(&reg, &key);
@@ -110,6 +117,7 @@ fn packet_loop<M: FlowTable>(
             };
             tally.count(found, id, absent, window, &mut acc);
         }
+        map.quiescent(&mut reg);
         done += u64::from(sample_every);
         progress.publish(done);
         if measuring {
@@ -184,7 +192,7 @@ fn writer_loop<M: FlowTable>(
     flows: u64,
     dropped: &'static AtomicU64,
 ) -> WriterOut {
-    let reg = map.register();
+    let reg = map.register_writer();
     let mut out = WriterOut::default();
     let start = Instant::now();
     let max_backlog = (rate / 100).max(1);
@@ -229,7 +237,7 @@ fn writer_loop<M: FlowTable>(
 
 /// Insert flows `0..flows` from the calling thread.
 pub(super) fn fill<M: FlowTable>(map: &M, flows: u64, dropped: &'static AtomicU64) {
-    let reg = map.register();
+    let reg = map.register_writer();
     for i in 0..flows {
         map.insert(&reg, FlowKey::of(i), FlowRecord::new(i, flows, dropped));
     }
@@ -237,7 +245,7 @@ pub(super) fn fill<M: FlowTable>(map: &M, flows: u64, dropped: &'static AtomicU6
 
 /// Remove flows `tail..head` from the calling thread; the removals that found nothing.
 pub(super) fn drain<M: FlowTable>(map: &M, tail: u64, head: u64) -> u64 {
-    let reg = map.register();
+    let reg = map.register_writer();
     (tail..head)
         .filter(|&id| !map.remove(&reg, &FlowKey::of(id)))
         .count() as u64
@@ -252,7 +260,7 @@ pub(super) fn resident_bytes() -> Option<u64> {
 
 /// The map's `len()`, from the calling thread.
 pub(super) fn len_of<M: FlowTable>(map: &M) -> u64 {
-    let reg = map.register();
+    let reg = map.register_writer();
     map.len(&reg)
 }
 

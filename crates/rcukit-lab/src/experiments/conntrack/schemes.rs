@@ -2,7 +2,7 @@
 
 use super::flow::{FlowBuild, FlowKey, FlowRecord};
 use anyhow::Result;
-use rcukit::{Rcu, RcuFlatMap, RcuHashMap};
+use rcukit::{Qsbr, QsbrThread, Rcu, RcuFlatMap, RcuHashMap};
 use serde::{Serialize, Serializer};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -19,6 +19,8 @@ pub enum MapId {
     RcuHashmap,
     /// `rcukit::RcuFlatMap` (the record's `(id, expiry)` inline).
     RcuFlatmap,
+    /// `rcukit::RcuFlatMap` on a `rcukit::Qsbr` domain (packet threads registered online).
+    RcuFlatmapQsbr,
     /// `dashmap::DashMap`.
     Dashmap,
     /// `papaya::HashMap`.
@@ -52,6 +54,7 @@ impl MapId {
             MapId::RwlockHashmap,
             MapId::RcuHashmap,
             MapId::RcuFlatmap,
+            MapId::RcuFlatmapQsbr,
             MapId::Dashmap,
             MapId::Papaya,
             MapId::Flurry,
@@ -71,6 +74,7 @@ impl MapId {
             MapId::RwlockHashmap => "rwlock-hashmap",
             MapId::RcuHashmap => "rcu-hashmap",
             MapId::RcuFlatmap => "rcu-flatmap",
+            MapId::RcuFlatmapQsbr => "rcu-flatmap-qsbr",
             MapId::Dashmap => "dashmap",
             MapId::Papaya => "papaya",
             MapId::Flurry => "flurry",
@@ -94,6 +98,12 @@ impl MapId {
                 "rcukit::RcuFlatMap (own domain; the record's (id, expiry) stored inline, the \
                  record itself dropped at insert): one read() guard per lookup"
             }
+            MapId::RcuFlatmapQsbr => {
+                "rcukit::RcuFlatMap on a Qsbr domain of its own (the record's (id, expiry) stored \
+                 inline, the record itself dropped at insert; packet threads registered online, \
+                 the writer's registration offline): no code around a lookup, a quiescent state \
+                 per batch of --sample-every (64) lookups"
+            }
             MapId::Dashmap => "dashmap::DashMap 6 (default shards): shard read lock per lookup",
             MapId::Papaya => "papaya::HashMap 0.2: pin() per lookup",
             MapId::Flurry => "flurry::HashMap 0.5 (own collector): guard() per lookup",
@@ -115,23 +125,38 @@ impl MapId {
     }
 }
 
-/// What every map offers the experiment. `Reg` is a thread's registration (liburcu's
-/// threads must be registered readers; the Rust maps need none).
+/// What every map offers the experiment. `Reg` is a thread's registration, which may borrow
+/// the map (liburcu's threads must be registered readers, the QSBR map's readers are the
+/// domain's online threads; the other Rust maps need none).
 pub(super) trait FlowTable: Sync {
-    type Reg;
-    fn register(&self) -> Self::Reg;
+    type Reg<'m>
+    where
+        Self: 'm;
+    /// The registration of a packet thread (it looks flows up).
+    fn register(&self) -> Self::Reg<'_>;
+    /// The registration of a thread that makes no `lookup` (the writer, the fill and the
+    /// drain, `len`): `register`'s, but for a map whose registration would hold its grace
+    /// periods while the thread does other things.
+    fn register_writer(&self) -> Self::Reg<'_> {
+        self.register()
+    }
+    /// The thread holds no reference into the map here: the packet loop calls this after each
+    /// batch of `sample_every` lookups (nothing but for the QSBR map, where it announces a
+    /// quiescent state).
+    #[inline]
+    fn quiescent(&self, _reg: &mut Self::Reg<'_>) {}
     /// (id, expiry) of the flow, under one read-side section.
-    fn lookup(&self, reg: &Self::Reg, key: &FlowKey) -> Option<(u64, u64)>;
-    fn insert(&self, reg: &Self::Reg, key: FlowKey, rec: FlowRecord);
+    fn lookup(&self, reg: &Self::Reg<'_>, key: &FlowKey) -> Option<(u64, u64)>;
+    fn insert(&self, reg: &Self::Reg<'_>, key: FlowKey, rec: FlowRecord);
     /// Whether the flow was there.
-    fn remove(&self, reg: &Self::Reg, key: &FlowKey) -> bool;
-    fn len(&self, reg: &Self::Reg) -> u64;
+    fn remove(&self, reg: &Self::Reg<'_>, key: &FlowKey) -> bool;
+    fn len(&self, reg: &Self::Reg<'_>) -> u64;
 }
 
 pub(super) type RcuMap = RcuHashMap<FlowKey, FlowRecord, FlowBuild, Arc<Rcu>>;
 
 impl FlowTable for RcuMap {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -152,7 +177,7 @@ impl FlowTable for RcuMap {
 pub(super) type FlatMap = RcuFlatMap<FlowKey, (u64, u64), FlowBuild, Arc<Rcu>>;
 
 impl FlowTable for FlatMap {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -166,6 +191,45 @@ impl FlowTable for FlatMap {
         RcuFlatMap::remove(self, key).is_some()
     }
     fn len(&self, _: &()) -> u64 {
+        RcuFlatMap::len(self) as u64
+    }
+}
+
+pub(super) type FlatQsbrMap = RcuFlatMap<FlowKey, (u64, u64), FlowBuild, Arc<Qsbr>>;
+
+/// The flat map on a QSBR domain. A packet thread registers with the domain and stays online
+/// from its first lookup to its exit, announcing a quiescent state after each batch of
+/// lookups (it holds no reference into the map there: every lookup copies its two fields
+/// out). Every other thread (the writer, the fill and the drain, `len`) registers and goes
+/// offline at once: an offline registration holds no grace period, and writes and `len` read
+/// nothing through it; being a registration all the same keeps one handle type, so a lookup
+/// is the map's `get` and nothing else. The main thread holds none of these when it waits for
+/// the domain's callbacks at teardown (its fill, `len` and drain have dropped theirs).
+impl FlowTable for FlatQsbrMap {
+    type Reg<'m> = QsbrThread<'m>;
+    fn register(&self) -> QsbrThread<'_> {
+        self.domain().register()
+    }
+    fn register_writer(&self) -> QsbrThread<'_> {
+        let mut me = self.domain().register();
+        me.offline();
+        me
+    }
+    #[inline]
+    fn quiescent(&self, reg: &mut QsbrThread<'_>) {
+        reg.quiescent_state();
+    }
+    #[inline]
+    fn lookup(&self, reg: &QsbrThread<'_>, key: &FlowKey) -> Option<(u64, u64)> {
+        self.get(key, reg).copied()
+    }
+    fn insert(&self, _: &QsbrThread<'_>, key: FlowKey, rec: FlowRecord) {
+        RcuFlatMap::insert(self, key, rec.seen());
+    }
+    fn remove(&self, _: &QsbrThread<'_>, key: &FlowKey) -> bool {
+        RcuFlatMap::remove(self, key).is_some()
+    }
+    fn len(&self, _: &QsbrThread<'_>) -> u64 {
         RcuFlatMap::len(self) as u64
     }
 }
@@ -185,7 +249,7 @@ pub(super) fn write_std(
 }
 
 impl FlowTable for StdMap {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -207,7 +271,7 @@ impl FlowTable for StdMap {
 pub(super) type DashFlows = dashmap::DashMap<FlowKey, FlowRecord, FlowBuild>;
 
 impl FlowTable for DashFlows {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -227,7 +291,7 @@ impl FlowTable for DashFlows {
 pub(super) type PapayaFlows = papaya::HashMap<FlowKey, FlowRecord, FlowBuild>;
 
 impl FlowTable for PapayaFlows {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -247,7 +311,7 @@ impl FlowTable for PapayaFlows {
 pub(super) type FlurryFlows = flurry::HashMap<FlowKey, FlowRecord, FlowBuild>;
 
 impl FlowTable for FlurryFlows {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -270,7 +334,7 @@ impl FlowTable for FlurryFlows {
 pub(super) type PlFlows = parking_lot::RwLock<hashbrown::HashMap<FlowKey, FlowRecord, FlowBuild>>;
 
 impl FlowTable for PlFlows {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -292,7 +356,7 @@ impl FlowTable for PlFlows {
 pub(super) type SccFlows = scc::HashMap<FlowKey, FlowRecord, FlowBuild>;
 
 impl FlowTable for SccFlows {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -314,7 +378,7 @@ impl FlowTable for SccFlows {
 pub(super) type SccIndexFlows = scc::HashIndex<FlowKey, Arc<FlowRecord>, FlowBuild>;
 
 impl FlowTable for SccIndexFlows {
-    type Reg = ();
+    type Reg<'m> = ();
     fn register(&self) {}
     #[inline]
     fn lookup(&self, _: &(), key: &FlowKey) -> Option<(u64, u64)> {
@@ -378,27 +442,27 @@ impl EvFlows {
 }
 
 impl FlowTable for EvFlows {
-    type Reg = evmap::ReadHandle<FlowKey, EvRecord, (), FlowBuild>;
-    fn register(&self) -> Self::Reg {
+    type Reg<'m> = evmap::ReadHandle<FlowKey, EvRecord, (), FlowBuild>;
+    fn register(&self) -> Self::Reg<'_> {
         self.factory.handle()
     }
     #[inline]
-    fn lookup(&self, reg: &Self::Reg, key: &FlowKey) -> Option<(u64, u64)> {
+    fn lookup(&self, reg: &Self::Reg<'_>, key: &FlowKey) -> Option<(u64, u64)> {
         reg.get_one(key).map(|r| r.0.seen())
     }
-    fn insert(&self, _: &Self::Reg, key: FlowKey, rec: FlowRecord) {
+    fn insert(&self, _: &Self::Reg<'_>, key: FlowKey, rec: FlowRecord) {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         w.update(key, EvRecord(Box::new(rec)));
         w.refresh();
     }
-    fn remove(&self, reg: &Self::Reg, key: &FlowKey) -> bool {
+    fn remove(&self, reg: &Self::Reg<'_>, key: &FlowKey) -> bool {
         let present = reg.contains_key(key);
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         w.empty(*key);
         w.refresh();
         present
     }
-    fn len(&self, reg: &Self::Reg) -> u64 {
+    fn len(&self, reg: &Self::Reg<'_>) -> u64 {
         reg.len() as u64
     }
 }
@@ -408,16 +472,16 @@ impl FlowTable for EvFlows {
 /// has freed it.
 #[cfg(feature = "c-peers")]
 impl FlowTable for crate::c_peers::Lfht {
-    type Reg = crate::c_peers::LfhtThread;
-    fn register(&self) -> Self::Reg {
+    type Reg<'m> = crate::c_peers::LfhtThread;
+    fn register(&self) -> Self::Reg<'_> {
         crate::c_peers::Lfht::register(self)
     }
     #[inline]
-    fn lookup(&self, reg: &Self::Reg, key: &FlowKey) -> Option<(u64, u64)> {
+    fn lookup(&self, reg: &Self::Reg<'_>, key: &FlowKey) -> Option<(u64, u64)> {
         let (w0, w1) = key.words();
         crate::c_peers::Lfht::lookup(self, reg, w0, w1)
     }
-    fn insert(&self, reg: &Self::Reg, key: FlowKey, rec: FlowRecord) {
+    fn insert(&self, reg: &Self::Reg<'_>, key: FlowKey, rec: FlowRecord) {
         let (w0, w1) = key.words();
         let r = crate::c_peers::LfhtRecord {
             id: rec.id,
@@ -431,11 +495,11 @@ impl FlowTable for crate::c_peers::Lfht {
         // free is counted instead).
         std::mem::forget(rec);
     }
-    fn remove(&self, reg: &Self::Reg, key: &FlowKey) -> bool {
+    fn remove(&self, reg: &Self::Reg<'_>, key: &FlowKey) -> bool {
         let (w0, w1) = key.words();
         crate::c_peers::Lfht::remove(self, reg, w0, w1)
     }
-    fn len(&self, reg: &Self::Reg) -> u64 {
+    fn len(&self, reg: &Self::Reg<'_>) -> u64 {
         crate::c_peers::Lfht::len(self, reg)
     }
 }
@@ -446,6 +510,7 @@ pub(super) enum AnyMap {
     Std(StdMap),
     Rcu(RcuMap, Arc<Rcu>),
     Flat(FlatMap, Arc<Rcu>),
+    FlatQsbr(FlatQsbrMap, Arc<Qsbr>),
     Dash(DashFlows),
     Papaya(PapayaFlows),
     Flurry(FlurryFlows),
@@ -465,6 +530,7 @@ macro_rules! with_map {
             AnyMap::Std($t) => $body,
             AnyMap::Rcu($t, _) => $body,
             AnyMap::Flat($t, _) => $body,
+            AnyMap::FlatQsbr($t, _) => $body,
             AnyMap::Dash($t) => $body,
             AnyMap::Papaya($t) => $body,
             AnyMap::Flurry($t) => $body,
@@ -498,6 +564,11 @@ impl AnyMap {
                 let rcu = Arc::new(Rcu::builder().name("lab-conntrack-flat").build()?);
                 let map = RcuFlatMap::with_capacity_hasher_in(capacity, FlowBuild, rcu.clone());
                 AnyMap::Flat(map, rcu)
+            }
+            MapId::RcuFlatmapQsbr => {
+                let qsbr = Arc::new(Qsbr::builder().name("lab-conntrack-flat-qsbr").build()?);
+                let map = RcuFlatMap::with_capacity_hasher_in(capacity, FlowBuild, qsbr.clone());
+                AnyMap::FlatQsbr(map, qsbr)
             }
             MapId::Dashmap => AnyMap::Dash(dashmap::DashMap::with_capacity_and_hasher(
                 capacity, FlowBuild,
@@ -545,6 +616,12 @@ impl AnyMap {
                 // Its records were dropped at insert; the tables it retired free after this.
                 drop(map);
                 rcu.barrier();
+                dropped.load(Relaxed)
+            }
+            AnyMap::FlatQsbr(map, qsbr) => {
+                // As `Flat`; this thread is not registered with the domain, so it may wait.
+                drop(map);
+                qsbr.barrier();
                 dropped.load(Relaxed)
             }
             AnyMap::SccIndex(map) => {
