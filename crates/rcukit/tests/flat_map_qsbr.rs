@@ -7,7 +7,7 @@ mod common;
 
 use common::flat::{scale, stamp};
 
-use common::support::panic_message;
+use common::support::{assert_panics_with, panic_message};
 use rcukit::{Qsbr, QsbrThread, Rcu, RcuFlatMap};
 use std::cell::RefCell;
 use std::collections::hash_map::RandomState;
@@ -85,11 +85,8 @@ fn an_offline_thread_and_other_domains_sections_are_refused() {
     map.insert(1, 1);
     let mut me = qsbr.register();
     me.offline();
-    let msg =
-        panic_message(catch_unwind(AssertUnwindSafe(|| map.get(&1, &me).copied())).unwrap_err());
-    assert!(msg.contains("offline"), "{msg}");
-    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| map.iter(&me).count())).unwrap_err());
-    assert!(msg.contains("offline"), "{msg}");
+    assert_panics_with("offline", || map.get(&1, &me).copied());
+    assert_panics_with("offline", || map.iter(&me).count());
     me.online();
     assert_eq!(map.get(&1, &me), Some(&1));
     // Another QSBR domain's thread, and an `Rcu` guard.
@@ -104,16 +101,11 @@ fn an_offline_thread_and_other_domains_sections_are_refused() {
     );
     let rcu = Rcu::new();
     let guard = rcu.read();
-    let msg =
-        panic_message(catch_unwind(AssertUnwindSafe(|| map.get(&1, &guard).copied())).unwrap_err());
-    assert!(msg.contains("own domain"), "{msg}");
+    assert_panics_with("own domain", || map.get(&1, &guard).copied());
     // And a QSBR thread is no section of an `Rcu` domain's map.
     let rcu_map: RcuFlatMap<u64, u64> = RcuFlatMap::new();
     rcu_map.insert(1, 1);
-    let msg = panic_message(
-        catch_unwind(AssertUnwindSafe(|| rcu_map.get(&1, &me).copied())).unwrap_err(),
-    );
-    assert!(msg.contains("own domain"), "{msg}");
+    assert_panics_with("own domain", || rcu_map.get(&1, &me).copied());
     // Nothing was left locked or open.
     map.insert(2, 2);
     assert_eq!(map.get(&2, &me), Some(&2));
@@ -282,13 +274,9 @@ fn user_code_under_the_writer_lock_reads_by_itself_and_cannot_write() {
     map.retain(|_, _| format!("{map:?}").contains("2: 20") && map.clone() == map);
     assert_eq!(map.len(), 2);
     // A write from there panics, and leaves the lock and the mark let go.
-    let msg = panic_message(
-        catch_unwind(AssertUnwindSafe(|| {
-            map.update(&1, |v| v + map.insert(3, 3).unwrap_or(0))
-        }))
-        .unwrap_err(),
-    );
-    assert!(msg.contains("writer lock"), "{msg}");
+    assert_panics_with("writer lock", || {
+        map.update(&1, |v| v + map.insert(3, 3).unwrap_or(0))
+    });
     assert_eq!(map.insert(3, 3), None);
     assert_eq!(map.get_copied(&3), Some(3));
 }

@@ -83,27 +83,17 @@ where
         if self.len() != other.len() {
             return false;
         }
-        if std::ptr::eq(self, other) {
-            // One hold: on a QSBR domain a second would be the same writer lock.
-            let hold = self.hold();
-            let equal = self
-                .iter_held(&hold)
-                .all(|(k, v)| self.get_held(k, &hold) == Some(v));
-            return equal;
-        }
         // On QSBR domains the holds are writer locks: taken in address order, so that `a == b`
-        // and `b == a` on two threads cannot deadlock, and let go in the reverse order.
-        let self_first = (self as *const Self) < (other as *const Self);
-        let first = if self_first {
-            self.hold()
+        // and `b == a` on two threads cannot deadlock, and let go in the reverse order. A map
+        // compared with itself holds its lock once: the second hold finds it held here.
+        let self_first = (self as *const Self) <= (other as *const Self);
+        let (a, b) = if self_first {
+            (self, other)
         } else {
-            other.hold()
+            (other, self)
         };
-        let second = if self_first {
-            other.hold()
-        } else {
-            self.hold()
-        };
+        let first = a.hold();
+        let second = b.hold();
         let (mine, theirs) = if self_first {
             (&first, &second)
         } else {

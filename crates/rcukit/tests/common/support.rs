@@ -58,3 +58,13 @@ pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
             .map_or_else(String::new, |s| s.to_string()),
     }
 }
+
+/// Run `f`, which must panic with a message that contains `text`.
+#[track_caller]
+pub(crate) fn assert_panics_with<R>(text: &str, f: impl FnOnce() -> R) {
+    let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) else {
+        panic!("returned; expected a panic with {text:?}");
+    };
+    let message = panic_message(payload);
+    assert!(message.contains(text), "{message}");
+}
