@@ -128,8 +128,8 @@ enum Command {
         #[command(flatten)]
         args: peers::Args,
     },
-    /// A conntrack-like flow table under lookups and churn: RcuHashMap, RwLock<HashMap>,
-    /// dashmap, papaya, flurry (and liburcu's rculfhash with the c-peers feature)
+    /// A conntrack-like flow table under lookups and churn: RcuHashMap and RcuFlatMap beside
+    /// locked hash maps and the concurrent maps in use (see --maps)
     Conntrack {
         #[command(flatten)]
         common: CommonArgs,
