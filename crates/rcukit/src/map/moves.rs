@@ -58,10 +58,12 @@ pub(crate) unsafe fn help_move<K, V>(
             break;
         }
         let end = old.len().min(first + run);
+        let grows = new.len() > old.len();
         for index in first..end {
-            // Moving a bucket waits for cache misses on its nodes (their hashes); asking for
-            // the nodes of the bucket ahead now lets those misses overlap.
-            if index + PREFETCH_AHEAD < end {
+            // Moving a bucket into a larger table waits for cache misses on its nodes (their
+            // hashes); asking for the nodes of the bucket ahead now lets those misses overlap.
+            // Into a table no larger, a move reads no node (see `move_bucket`).
+            if grows && index + PREFETCH_AHEAD < end {
                 prefetch_nodes(old.bucket(index + PREFETCH_AHEAD));
             }
             // SAFETY: forwarded; `index` was claimed by this thread alone.
@@ -137,16 +139,34 @@ unsafe fn move_bucket<K, V>(
     let _ = busted_mark_first;
     // One change of the old bucket for the whole move, ending with `MOVED` in the same store:
     // a writer never sees a half-moved bucket with a settled state (claims 4 and 5).
+    let grows = new.len() > old.len();
     lock.change_marking(MOVED, || {
         // SAFETY: under the old bucket's lock its lines are its own and alive.
-        for (_, _, p) in unsafe { table::occupied(bucket) } {
-            // SAFETY: a node of the locked bucket: alive.
-            let hash = unsafe { (*p).hash };
-            let target = new.bucket(new.index(hash));
+        for (lanes, lane, p) in unsafe { table::occupied(bucket) } {
+            let (target, tag) = if grows {
+                // SAFETY: a node of the locked bucket: alive.
+                let hash = unsafe { (*p).hash };
+                (new.index(hash), line::tag_of(hash))
+            } else {
+                // Both sizes are powers of two and a bucket is the hash's low bits, so in a
+                // table no larger the node's bucket is this one's index's low bits, and its
+                // tag (the hash's high bits) is the one its lane holds: no cache miss on the
+                // node. (Under the lock the bucket's tags stay as they are.)
+                (
+                    index & (new.len() - 1),
+                    line::lane_tag(lanes.tags.load(Relaxed), lane),
+                )
+            };
+            debug_assert_eq!(
+                // SAFETY: as above.
+                (target, tag),
+                unsafe { (new.index((*p).hash), line::tag_of((*p).hash)) }
+            );
+            let target = new.bucket(target);
             // Lock order: an old table's bucket before a newer table's (writers hold one lock).
             let new_lock = target.lock();
             // SAFETY: `target` is `new`'s bucket for the node's hash, locked by us.
-            unsafe { new.place(target, &new_lock, p, line::tag_of(hash)) };
+            unsafe { new.place(target, &new_lock, p, tag) };
         }
     });
 }
