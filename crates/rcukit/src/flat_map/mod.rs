@@ -12,7 +12,7 @@ pub use iter::{Iter, Keys, Values};
 
 use crate::domain_ref::{self, AnyDomainRef};
 use crate::section::ReadSection;
-use crate::sync::{AtomicPtr, AtomicUsize, Mutex};
+use crate::sync::{AtomicPtr, AtomicUsize};
 use crate::Rcu;
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
@@ -20,7 +20,7 @@ use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use table::{groups_for, usable, word_of, Table, TOMBSTONE, WORD};
-use write_lock::{WriteLock, Writer};
+use write_lock::{WriteLock, Writer, WriterLock};
 
 /// A hash map of `Copy` entries stored inline, whose readers take no lock; see the
 /// [module docs](self).
@@ -32,7 +32,7 @@ where
 {
     root: AtomicPtr<Table<K, V>>,
     len: AtomicUsize,
-    writer: Mutex<Writer>,
+    writer: WriterLock,
     hasher: S,
     domain: D,
     _entries: PhantomData<(K, V)>,
@@ -141,11 +141,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
         RcuFlatMap {
             root: AtomicPtr::new(Box::into_raw(Box::new(Table::new(groups)))),
             len: AtomicUsize::new(0),
-            writer: Mutex::new(Writer {
-                room: usable(groups),
-                min_groups: groups,
-                sparse_below: 0,
-            }),
+            writer: WriterLock::new(Writer::for_table(groups, groups, 0)),
             hasher,
             domain,
             _entries: PhantomData,
@@ -548,12 +544,7 @@ where
         new: Box<Table<K, V>>,
         len: usize,
     ) {
-        lock.room = usable(new.groups()) - len;
-        lock.sparse_below = if new.groups() > lock.min_groups {
-            usable(new.groups()) / 8
-        } else {
-            0
-        };
+        **lock = Writer::for_table(new.groups(), lock.min_groups, len);
         self.len.store(len, Relaxed);
         if new.groups() > self.table_mine(lock).groups() {
             self.table_mine(lock).give_back_when_freed();

@@ -134,6 +134,10 @@ pub(crate) struct Table<K, V> {
     /// are any, no entry moves to another control word of this table (see the map's
     /// "Iteration").
     pub(crate) iterators: AtomicUsize,
+    /// The slots of a replacement across two control words between its two stores: the old
+    /// slot plus one, then the new (0 outside that moment). A child forked while another
+    /// thread was there finishes the replacement ([`finish_replace`](Self::finish_replace)).
+    replacing: [AtomicUsize; 2],
     /// Whether the arrays' mappings are kept for reuse when the table is freed (see
     /// [`pages`](crate::docs::internal::pages), "Reuse"); cleared for a table that a larger one
     /// replaced.
@@ -199,6 +203,7 @@ impl<K, V> Table<K, V> {
                     UnsafeCell::new(MaybeUninit::uninit())
                 }),
                 iterators: AtomicUsize::new(0),
+                replacing: [AtomicUsize::new(0), AtomicUsize::new(0)],
                 reuse: AtomicBool::new(true),
             }
         }
@@ -443,10 +448,48 @@ impl<K, V> Table<K, V> {
             let word = with_byte(self.ctrl_mine(w), free % WORD, tag(hash));
             self.set_ctrl(w, with_byte(word, at % WORD, TOMBSTONE));
         } else {
+            // Two stores: recorded first, so that a replacement whose writer vanished between
+            // them (in a forked child) can be finished (`finish_replace`). The release store
+            // of the new slot's word carries the record; the record is cleared after the
+            // tombstone's, with release too.
+            self.replacing[0].store(at + 1, Relaxed);
+            self.replacing[1].store(free, Relaxed);
             self.set_byte(free, tag(hash));
             self.set_byte(at, TOMBSTONE);
+            self.replacing[0].store(0, Release);
         }
         Some(old)
+    }
+
+    /// Finish a replacement across two control words that its writer left between its two
+    /// stores (the writer only: a forked child that took the writer lock over from a thread
+    /// it does not have). If the new slot is full, the new entry was published and the old
+    /// slot becomes a tombstone, as the writer would have made it; if not, the old entry
+    /// stays. Either way the key has one entry again.
+    pub(crate) fn finish_replace(&self) {
+        let at = self.replacing[0].load(Acquire);
+        if at == 0 {
+            return;
+        }
+        let (at, free) = (at - 1, self.replacing[1].load(Relaxed));
+        let full = |i: usize| self.ctrl_mine(word_of(i)).to_ne_bytes()[i % WORD] & 0x80 != 0;
+        if full(free) && full(at) {
+            self.bury(at);
+        }
+        self.replacing[0].store(0, Relaxed);
+    }
+
+    /// How many slots are full, and how many are not `EMPTY` (full or tombstones): the
+    /// writer's counts, taken from the control words (by a writer that cannot trust the ones
+    /// it kept: a forked child that took the writer lock over).
+    pub(crate) fn count_slots(&self) -> (usize, usize) {
+        let (mut full, mut used) = (0, 0);
+        for w in 0..self.words() {
+            let bytes = self.ctrl_mine(w).to_ne_bytes();
+            full += bytes.iter().filter(|&&b| b & 0x80 != 0).count();
+            used += bytes.iter().filter(|&&b| b != EMPTY).count();
+        }
+        (full, used)
     }
 
     /// Make the full slot `i` a tombstone (the writer only).

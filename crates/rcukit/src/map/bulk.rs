@@ -122,7 +122,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     }
 
     /// The smallest table size that holds `entries` without growing.
-    fn buckets_for(&self, entries: usize) -> usize {
+    pub(super) fn buckets_for(&self, entries: usize) -> usize {
         buckets_to_hold(entries, self.policy.max_load).unwrap_or(MAX_BUCKETS)
     }
 }
@@ -143,6 +143,7 @@ where
     where
         F: FnMut(&K, &V) -> bool,
     {
+        self.repair_if_forked();
         // Declared before the guard, so it retires after the critical section ends, also
         // when `keep` panics: what was unlinked by then is retired, not leaked.
         let mut unlinked = Unlinked::new(self);
@@ -165,6 +166,7 @@ where
 
     /// Remove every entry (each is retired). Entries inserted while it runs may stay.
     pub fn clear(&self) {
+        self.repair_if_forked();
         // Declared before the guard, as in `retain`: retired after the critical section.
         let mut unlinked = Unlinked::new(self);
         let guard = self.domain().read();
@@ -190,6 +192,7 @@ where
     /// as std's maps do, leaving the map as it was. (A table the system cannot give aborts
     /// the process, as theirs do too.)
     pub fn reserve(&self, additional: usize) {
+        self.repair_if_forked();
         let entries = self.len().saturating_add(additional);
         let Some(wanted) = buckets_to_hold(entries, self.policy.max_load) else {
             panic!(
@@ -206,6 +209,7 @@ where
     /// (the map then grows and shrinks by its load factors alone). Concurrent reads and
     /// writes go on meanwhile.
     pub fn shrink_to_fit(&self) {
+        self.repair_if_forked();
         self.min_buckets.store(MIN_BUCKETS, Relaxed);
         let mut unlinked = Unlinked::new(self);
         let guard = self.domain().read();

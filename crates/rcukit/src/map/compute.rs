@@ -100,6 +100,7 @@ where
         F: FnMut(Option<(&K, &V)>, Option<V>) -> Operation<V, T>,
     {
         let hash = self.hasher.hash_one(&key);
+        self.repair_if_forked();
         let mut key = Some(key);
         let mut rejected = None;
         // Results of aborts that had to be retried: dropped when the call returns, not while

@@ -423,7 +423,7 @@ mod tests {
         unsafe {
             drop(Box::from_raw(old_table as *mut Table<u64, u64>));
             drop(Box::from_raw(old_node as *mut Node<u64, u64>));
-            drop(table::take_all(ROOT.load(Acquire)));
+            drop(table::take_all(ROOT.load(Acquire), false));
         }
     }
 

@@ -92,7 +92,7 @@ fn lookup_racing_a_resize_step(busted_mark_first: bool) {
         assert_eq!(lookup(&root, 3, 3), None);
         assert_eq!(lookup(&root, 5, 5), Some(50));
         // SAFETY: the model is over: nobody else uses the map.
-        drop(unsafe { table::take_all(root.load(Acquire)) });
+        drop(unsafe { table::take_all(root.load(Acquire), false) });
         let unlinked = unlinked.lock().unwrap();
         for &node in &unlinked.nodes {
             // SAFETY: unlinked once, never reachable again.
@@ -148,7 +148,7 @@ fn iteration_racing_a_grow_and_a_shrink(busted_no_record: bool) {
             .collect();
         iterator.join().unwrap();
         // SAFETY: the model is over: nobody else uses the map.
-        drop(unsafe { table::take_all(root.load(Acquire)) });
+        drop(unsafe { table::take_all(root.load(Acquire), false) });
         for table in old_tables {
             // SAFETY: old tables, no longer the root; their nodes moved on.
             drop(unsafe { Box::from_raw(table) });
@@ -212,7 +212,7 @@ fn iteration_racing_a_grow_and_a_replacement(busted_no_record: bool) {
         // SAFETY: the model is over: nobody else uses the map; the old table's nodes moved on,
         // and the replaced node is unlinked.
         unsafe {
-            drop(table::take_all(root.load(Acquire)));
+            drop(table::take_all(root.load(Acquire), false));
             drop(Box::from_raw(old));
             drop(Box::from_raw(replaced as *mut Node<u64, u64>));
         }
@@ -262,7 +262,7 @@ fn loom_map_insert_racing_the_move_of_an_empty_bucket() {
         writer.join().unwrap();
         assert_eq!(lookup(&root, 2, 2), Some(20), "the insert was lost");
         // SAFETY: the model is over: nobody else uses the map.
-        drop(unsafe { table::take_all(root.load(Acquire)) });
+        drop(unsafe { table::take_all(root.load(Acquire), false) });
         // SAFETY: the old table, no longer the root; its nodes (if any) moved on.
         drop(unsafe { Box::from_raw(finished) });
     });
@@ -315,7 +315,7 @@ fn loom_map_lookup_racing_lane_reuse_and_the_move_of_an_overflow_line() {
         }
         assert_eq!(lookup(&root, 2, 2), None);
         // SAFETY: the model is over: nobody else uses the map.
-        drop(unsafe { table::take_all(root.load(Acquire)) });
+        drop(unsafe { table::take_all(root.load(Acquire), false) });
         // SAFETY: unlinked once, never reachable again.
         drop(unsafe { Box::from_raw(removed as *mut Node<u64, u64>) });
         // SAFETY: the old table, no longer the root; its nodes moved on.

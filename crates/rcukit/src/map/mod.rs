@@ -236,6 +236,7 @@
 //!
 //! [`RcuList`]: crate::RcuList
 
+mod after_fork;
 mod builder;
 mod bulk;
 #[cfg(test)]
@@ -268,8 +269,8 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::ptr;
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use table::{Node, Table};
 
 /// Buckets each write moves while a resize is under way.
@@ -301,6 +302,8 @@ pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
     min_buckets: AtomicUsize,
     /// What the map freed since it last asked for an allocator trim (a hint: see `trim`).
     freed: trim::Freed,
+    /// The fork generation the map was made or last repaired in (see `after_fork`).
+    generation: AtomicU64,
     _owns: PhantomData<Box<Node<K, V>>>,
 }
 
@@ -511,7 +514,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// The entries with mutable values (`&mut self`: nothing else runs).
     pub fn iter_mut(&mut self) -> IterMut<'_, K, V> {
         // SAFETY: exclusive access for the iterator's lifetime.
-        let nodes = unsafe { table::exclusive_nodes(self.root.load(Relaxed)) };
+        let nodes = unsafe { table::exclusive_nodes(self.root.load(Relaxed), self.forked()) };
         IterMut {
             nodes: nodes.into_iter(),
             _map: PhantomData,
@@ -615,7 +618,7 @@ impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
         let bytes = unsafe { (*root).bytes() } + self.len() * std::mem::size_of::<Node<K, V>>();
         // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; nodes
         // retired earlier are owned by the domain, not reachable from here.
-        drop(unsafe { table::take_all(root) });
+        drop(unsafe { table::take_all(root, self.forked()) });
         self.trim_after_freeing(bytes);
     }
 }
@@ -626,7 +629,7 @@ impl<K, V, S, D: DomainRef> IntoIterator for RcuHashMap<K, V, S, D> {
 
     fn into_iter(self) -> IntoIter<K, V> {
         // SAFETY: we own the map, and it is forgotten below (its drop never runs again).
-        let boxes = unsafe { table::take_all(self.root.load(Relaxed)) };
+        let boxes = unsafe { table::take_all(self.root.load(Relaxed), self.forked()) };
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: the hasher and the handle are moved out exactly once, here, and dropped;
         // the map itself is never dropped (ManuallyDrop).

@@ -521,12 +521,17 @@ pub(crate) unsafe fn detach_all<K, V>(table: &Table<K, V>, out: &mut Vec<*mut No
 
 /// Every node reachable from `current`, each once: with exclusive access no move is under
 /// way, so each node is in exactly one unmoved bucket of one table (a moved bucket's lanes
-/// still point at the nodes it copied, which live on in the next table).
+/// still point at the nodes it copied, which live on in the next table). In a process
+/// `forked` since the map's threads wrote it, a move may have been left halfway, with some
+/// nodes in two tables: then the repeats are dropped (see `after_fork`).
 ///
 /// # Safety
 ///
 /// Exclusive access to the map for as long as the pointers are used.
-pub(crate) unsafe fn exclusive_nodes<K, V>(current: *mut Table<K, V>) -> Vec<*mut Node<K, V>> {
+pub(crate) unsafe fn exclusive_nodes<K, V>(
+    current: *mut Table<K, V>,
+    forked: bool,
+) -> Vec<*mut Node<K, V>> {
     let mut nodes = Vec::new();
     let mut table = current as *const Table<K, V>;
     while !table.is_null() {
@@ -538,6 +543,10 @@ pub(crate) unsafe fn exclusive_nodes<K, V>(current: *mut Table<K, V>) -> Vec<*mu
         }
         table = t.next.load(Relaxed);
     }
+    if forked {
+        nodes.sort_unstable();
+        nodes.dedup();
+    }
     nodes
 }
 
@@ -548,9 +557,12 @@ pub(crate) unsafe fn exclusive_nodes<K, V>(current: *mut Table<K, V>) -> Vec<*mu
 ///
 /// Nobody else can reach the map any more (`&mut` access or ownership), and the root is not
 /// used again.
-pub(crate) unsafe fn take_all<K, V>(current: *mut Table<K, V>) -> Vec<Box<Node<K, V>>> {
+pub(crate) unsafe fn take_all<K, V>(
+    current: *mut Table<K, V>,
+    forked: bool,
+) -> Vec<Box<Node<K, V>>> {
     // SAFETY: exclusive access (caller's contract).
-    let nodes = unsafe { exclusive_nodes(current) };
+    let nodes = unsafe { exclusive_nodes(current, forked) };
     let mut table = current;
     while !table.is_null() {
         // SAFETY: tables reachable from the root are owned by the map and freed once here.
@@ -559,8 +571,8 @@ pub(crate) unsafe fn take_all<K, V>(current: *mut Table<K, V>) -> Vec<Box<Node<K
     }
     nodes
         .into_iter()
-        // SAFETY: each node is in exactly one unmoved bucket, so it is collected once; the
-        // pointer comes from its slot.
+        // SAFETY: each node is collected once (`exclusive_nodes`); the pointer comes from its
+        // slot.
         .map(|node| unsafe { Box::from_raw(node) })
         .collect()
 }

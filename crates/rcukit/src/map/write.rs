@@ -71,6 +71,7 @@ where
         guard: &'g G,
         sink: &impl Sink<K, V>,
     ) -> Put<'g, K, V> {
+        self.repair_if_forked();
         let node = OwnedNode(Node::new(hash, key, value));
         let mut table = self.table(guard);
         let mut unlinked = None;
@@ -138,6 +139,7 @@ where
         F: FnMut(&K, &V) -> bool,
     {
         let hash = self.hasher.hash_one(key);
+        self.repair_if_forked();
         let removed = loop {
             let table = self.table(guard);
             // SAFETY: protected by the guard.
@@ -183,6 +185,7 @@ where
         F: FnMut(&V) -> V,
     {
         let hash = self.hasher.hash_one(key);
+        self.repair_if_forked();
         // Values of attempts that had to be retried: dropped when the call returns, not while
         // it retries (a value whose `Drop` writes to the key's bucket would otherwise make
         // every attempt stale).

@@ -1,8 +1,8 @@
 #![doc = include_str!("fork.md")]
 
 use std::cell::Cell;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 /// Forks this process descends from (0 in the original process), counted by the child handler.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -33,6 +33,31 @@ fn token() -> u64 {
             t.get()
         })
         .unwrap_or(0)
+}
+
+/// The survivor's [`thread_address`]: the thread that made the latest fork.
+static SURVIVOR_ADDRESS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// A byte of each thread's own, whose address names the thread (see `thread_address`).
+    static HERE: Cell<u8> = const { Cell::new(0) };
+}
+
+/// A number that tells the calling thread from every other thread alive with it: the address
+/// of a thread-local byte (no load, no allocation, and it stays readable in thread-local
+/// destructors). For an object that records its holder in an atomic word, cheaply enough to
+/// do it at every use; in a forked child, [`is_survivor_address`] tells whether that holder
+/// is the one thread the child has of its parent's.
+#[inline(always)]
+pub(crate) fn thread_address() -> usize {
+    HERE.with(|here| here as *const Cell<u8> as usize)
+}
+
+/// Was `address` (a [`thread_address`]) the thread that made the latest fork? Never in a
+/// process that has not forked. (Other threads of the parent had other addresses; threads
+/// the child starts may be given one of those, never the survivor's.)
+pub(crate) fn is_survivor_address(address: usize) -> bool {
+    address != 0 && address == SURVIVOR_ADDRESS.load(Acquire)
 }
 
 /// The thread (and fork generation) that created a per-thread object.
@@ -69,7 +94,7 @@ pub(crate) use handlers::{at_prepare, Held, Stage};
 
 #[cfg(unix)]
 mod handlers {
-    use super::{token, GENERATION, SURVIVOR};
+    use super::{thread_address, token, GENERATION, SURVIVOR, SURVIVOR_ADDRESS};
     use std::any::Any;
     use std::cell::RefCell;
     use std::sync::atomic::Ordering::Release;
@@ -155,6 +180,7 @@ mod handlers {
 
     extern "C" fn child() {
         SURVIVOR.store(token(), Release);
+        SURVIVOR_ADDRESS.store(thread_address(), Release);
         GENERATION.fetch_add(1, Release);
         release();
     }

@@ -91,6 +91,11 @@ impl<T> Mutex<T> {
         }
     }
 
+    /// The value, through exclusive access (a poisoned lock's too).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Hold this lock across `fork()` (see [`fork`](crate::docs::internal::sync::fork)).
     #[cfg(unix)]
     pub(crate) fn hold_for_fork(&'static self, held: &mut fork::Held) {

@@ -1,0 +1,248 @@
+//! `fork()` of a process whose other threads read and write the maps: `RcuHashMap` resizing
+//! on the global domain, `RcuFlatMap` rebuilding on a QSBR domain with an online reader. The
+//! child reads every entry that no thread of the parent ever removes, writes both maps
+//! enough to grow and shrink them, waits for grace periods of the QSBR domain (whose online
+//! reader the child does not have), and reads from a thread of its own. A test binary of its
+//! own: it forks the whole process.
+#![cfg(unix)]
+
+mod common;
+
+use common::fork::{fork_within, succeeded};
+use rcukit::{Qsbr, RcuFlatMap, RcuHashMap};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+/// Keys `0..STABLE` are in both maps from the start and never removed.
+const STABLE: u64 = 1_000;
+
+/// Keys the parent's writers churn (inserted and removed, so that the tables grow and shrink).
+const CHURN: std::ops::Range<u64> = 1_000_000..1_030_000;
+
+/// Keys the child writes.
+const CHILD: std::ops::Range<u64> = 2_000_000..2_040_000;
+
+type FlatQsbr = RcuFlatMap<u64, u64, std::collections::hash_map::RandomState, Arc<Qsbr>>;
+
+fn value_of(key: u64) -> u64 {
+    key.wrapping_mul(3) + 1
+}
+
+/// The child's checks (panics on failure).
+fn child(hash: &RcuHashMap<u64, u64>, flat: &FlatQsbr, qsbr: &Arc<Qsbr>) {
+    let check_stable = |me: &rcukit::QsbrThread<'_>| {
+        let guard = hash.domain().read();
+        for k in 0..STABLE {
+            assert_eq!(
+                hash.get(&k, &guard),
+                Some(&value_of(k)),
+                "RcuHashMap lost {k}"
+            );
+            assert_eq!(flat.get(&k, me), Some(&value_of(k)), "RcuFlatMap lost {k}");
+        }
+    };
+    let mut me = qsbr.register();
+    check_stable(&me);
+    me.quiescent_state();
+    drop(me);
+    // Writes in the child: enough to grow both tables, then to shrink them again.
+    for k in CHILD {
+        hash.pin().insert(k, value_of(k));
+        flat.insert(k, value_of(k));
+    }
+    for k in CHILD {
+        assert_eq!(hash.pin().remove(&k).copied(), Some(value_of(k)));
+        assert_eq!(flat.remove(&k), Some(value_of(k)));
+    }
+    // Grace periods of the QSBR domain: the parent's online reader is not in the child.
+    qsbr.synchronize();
+    qsbr.barrier();
+    hash.domain().barrier();
+    // A thread of the child's own reads too.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let me = qsbr.register();
+            check_stable(&me);
+        });
+    });
+    let mut me = qsbr.register();
+    check_stable(&me);
+    // Every entry once, and counted: what the parent's writers were halfway through at the
+    // fork left neither a repeated entry nor a wrong count.
+    let guard = hash.domain().read();
+    let keys: Vec<u64> = hash.keys(&guard).copied().collect();
+    assert_eq!(keys.len(), hash.len(), "RcuHashMap's count");
+    assert_eq!(
+        keys.iter().collect::<HashSet<_>>().len(),
+        keys.len(),
+        "RcuHashMap repeats"
+    );
+    drop(guard);
+    let keys: Vec<u64> = flat.keys(&me).copied().collect();
+    assert_eq!(keys.len(), flat.len(), "RcuFlatMap's count");
+    assert_eq!(
+        keys.iter().collect::<HashSet<_>>().len(),
+        keys.len(),
+        "RcuFlatMap repeats"
+    );
+    me.quiescent_state();
+}
+
+#[test]
+fn a_forked_child_reads_and_writes_maps_its_parent_was_writing() {
+    let qsbr = Arc::new(Qsbr::new());
+    let hash = Arc::new(RcuHashMap::<u64, u64>::new());
+    let flat: Arc<FlatQsbr> = Arc::new(RcuFlatMap::new_in(qsbr.clone()));
+    for k in 0..STABLE {
+        hash.pin().insert(k, value_of(k));
+        flat.insert(k, value_of(k));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    // Writers that fill and empty their churn keys again and again: tables grow, shrink and
+    // move (RcuHashMap) or are rebuilt (RcuFlatMap) all the time.
+    {
+        let (hash, stop) = (hash.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for k in CHURN {
+                    hash.pin().insert(k, value_of(k));
+                }
+                for k in CHURN {
+                    hash.pin().remove(&k);
+                }
+            }
+        }));
+    }
+    {
+        let (flat, stop) = (flat.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for k in CHURN {
+                    flat.insert(k, value_of(k));
+                }
+                for k in CHURN {
+                    flat.remove(&k);
+                }
+            }
+        }));
+    }
+    // Readers: one online in the QSBR domain, one with guards of the global domain.
+    {
+        let (flat, qsbr, hash, stop) = (flat.clone(), qsbr.clone(), hash.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut me = qsbr.register();
+            let mut k = 0;
+            while !stop.load(Ordering::Relaxed) {
+                assert_eq!(flat.get(&k, &me), Some(&value_of(k)));
+                let guard = hash.domain().read();
+                assert_eq!(hash.get(&k, &guard), Some(&value_of(k)));
+                drop(guard);
+                k = (k + 1) % STABLE;
+                if k % 64 == 0 {
+                    me.quiescent_state();
+                }
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    for round in 0..24u64 {
+        let status = fork_within(Duration::from_secs(60), || child(&hash, &flat, &qsbr));
+        let status = match status {
+            Ok(status) => status,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                panic!("round {round}: {e}");
+            }
+        };
+        assert!(
+            succeeded(status),
+            "round {round}: the child failed ({status:#x})"
+        );
+        std::thread::sleep(Duration::from_millis(round * 7 % 20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// A fork while another thread is in the middle of a flat map write, inside the user's closure
+/// (which runs under the map's writer lock): the child does not have that thread, and takes
+/// the lock over; the write that thread was making never happened there.
+#[test]
+fn a_forked_child_writes_a_flat_map_whose_lock_a_vanished_thread_held() {
+    let map: Arc<RcuFlatMap<u64, u64>> = Arc::new(RcuFlatMap::new());
+    for k in 0..STABLE {
+        map.insert(k, value_of(k));
+    }
+    let (inside, release) = (Arc::new(Barrier::new(2)), Arc::new(AtomicBool::new(false)));
+    let writer = {
+        let (map, inside, release) = (map.clone(), inside.clone(), release.clone());
+        std::thread::spawn(move || {
+            map.update(&1, |v| {
+                inside.wait();
+                while !release.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                v + 1
+            })
+        })
+    };
+    inside.wait();
+    let status = fork_within(Duration::from_secs(60), || {
+        assert_eq!(
+            map.get_copied(&1),
+            Some(value_of(1)),
+            "the vanished write happened"
+        );
+        for k in CHILD {
+            map.insert(k, value_of(k));
+        }
+        assert_eq!(map.update(&1, |v| v + 10), Some(value_of(1) + 10));
+        assert_eq!(map.len() as u64, STABLE + CHILD.end - CHILD.start);
+        map.retain(|&k, _| k < STABLE);
+        assert_eq!(map.len() as u64, STABLE);
+    });
+    release.store(true, Ordering::Release);
+    assert_eq!(writer.join().unwrap(), Some(value_of(1) + 1));
+    let status = status.unwrap();
+    assert!(succeeded(status), "the child failed ({status:#x})");
+}
+
+/// A fork from the user's closure of a flat map write, which runs under the map's writer lock:
+/// the forking thread is the child's, and so is the lock. The write finishes in the child as
+/// in the parent; a thread the child starts meanwhile waits for the lock, then writes too.
+#[test]
+fn a_child_forked_from_a_flat_map_write_finishes_it() {
+    let map: Arc<RcuFlatMap<u64, u64>> = Arc::new(RcuFlatMap::new());
+    map.insert(1, 100);
+    let mut pid = 0;
+    let mut other = None;
+    let updated = map.update(&1, |v| {
+        // SAFETY: the child runs the rest of this test and leaves with `_exit`.
+        pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let map = map.clone();
+            other = Some(std::thread::spawn(move || map.insert(2, 200)));
+        }
+        v + 1
+    });
+    if pid == 0 {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            assert_eq!(updated, Some(101));
+            assert_eq!(other.take().unwrap().join().unwrap(), None);
+            assert_eq!(map.get_copied(&2), Some(200));
+            assert_eq!(map.insert(3, 300), None);
+            assert_eq!(map.len(), 3);
+        }));
+        // SAFETY: leaving the child without running the parent's destructors.
+        unsafe { libc::_exit(if outcome.is_ok() { 0 } else { 3 }) };
+    }
+    assert_eq!(updated, Some(101));
+    let status = common::fork::wait_within(pid, Duration::from_secs(60)).unwrap();
+    assert!(succeeded(status), "the child failed ({status:#x})");
+}
