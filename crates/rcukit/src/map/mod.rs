@@ -230,9 +230,12 @@
 //!
 //! # Thread exit and `fork()`
 //!
-//! The map keeps no per-thread state. Its bucket locks are held only for a few pointer
-//! stores; a child forked while another thread held one would wait on it forever, as with any
-//! lock: do not fork while other threads write the map.
+//! The map keeps no per-thread state. A child forked while another thread of its parent was
+//! in the middle of a write (holding a bucket's lock, moving a bucket, with a run of a resize
+//! claimed) does not have that thread: its first write rebuilds the map into a fresh table
+//! from the nodes the old tables hold, each once, and retires the old tables (`after_fork`;
+//! `tests/fork_maps.rs`, whose children hung in their first writes before). Reads need no
+//! repair.
 //!
 //! [`RcuList`]: crate::RcuList
 
