@@ -2,8 +2,8 @@
 //! on the global domain, `RcuFlatMap` rebuilding on a QSBR domain with an online reader. The
 //! child reads every entry that no thread of the parent ever removes, writes both maps
 //! enough to grow and shrink them, waits for grace periods of the QSBR domain (whose online
-//! reader the child does not have), and reads from a thread of its own. A test binary of its
-//! own: it forks the whole process.
+//! reader the child does not have), and reads from a thread of its own; or it drops its copy of
+//! the `RcuHashMap` without writing it. A test binary of its own: it forks the whole process.
 #![cfg(unix)]
 
 mod common;
@@ -90,6 +90,25 @@ fn child(hash: &RcuHashMap<u64, u64>, flat: &FlatQsbr, qsbr: &Arc<Qsbr>) {
     me.quiescent_state();
 }
 
+/// The child drops its copy of the map without writing it first: each node once, though a
+/// move may have been halfway at the fork (its nodes then in two tables; freeing them twice
+/// aborts the child).
+fn drop_in_child(hash: &RcuHashMap<u64, u64>) {
+    // SAFETY: the child's own copy of the map, taken over by the child; the parent's copy (and
+    // the child's `Arc` of it) is never used in the child again (it leaves with `_exit`).
+    let mine: RcuHashMap<u64, u64> = unsafe { std::ptr::read(hash) };
+    let guard = mine.domain().read();
+    for k in 0..STABLE {
+        assert_eq!(
+            mine.get(&k, &guard),
+            Some(&value_of(k)),
+            "RcuHashMap lost {k}"
+        );
+    }
+    drop(guard);
+    drop(mine);
+}
+
 #[test]
 fn a_forked_child_reads_and_writes_maps_its_parent_was_writing() {
     let qsbr = Arc::new(Qsbr::new());
@@ -149,7 +168,13 @@ fn a_forked_child_reads_and_writes_maps_its_parent_was_writing() {
     }
     std::thread::sleep(Duration::from_millis(50));
     for round in 0..24u64 {
-        let status = fork_within(Duration::from_secs(60), || child(&hash, &flat, &qsbr));
+        let status = fork_within(Duration::from_secs(60), || {
+            if round % 2 == 0 {
+                child(&hash, &flat, &qsbr);
+            } else {
+                drop_in_child(&hash);
+            }
+        });
         let status = match status {
             Ok(status) => status,
             Err(e) => {
