@@ -47,6 +47,9 @@ fn child(hash: &RcuHashMap<u64, u64>, flat: &FlatQsbr, qsbr: &Arc<Qsbr>) {
     check_stable(&me);
     me.quiescent_state();
     drop(me);
+    // A read that the flat map makes under its writer lock on a QSBR domain: the first use of
+    // that lock in the child.
+    assert_eq!(flat.get_copied(&0), Some(value_of(0)));
     // Writes in the child: enough to grow both tables, then to shrink them again.
     for k in CHILD {
         hash.pin().insert(k, value_of(k));
