@@ -16,7 +16,10 @@
 //! while every other thread of the child that writes waits for it:
 //!
 //! * If the mutex is free, or held by the thread that forked (which may fork from code that a
-//!   write runs under the lock, and will let it go), nothing is repaired.
+//!   write runs under the lock, and will let it go), nothing is repaired. (Unless the fork
+//!   interrupted a repair of the parent's, itself a forked child: the mutex may be half
+//!   written, and is replaced as below, with a floor that is not a power of two no larger than
+//!   the table taken as the table's size.)
 //! * Otherwise its holder is a thread the child does not have, which may have stopped at any
 //!   point of a write. The child puts a new mutex in its place and takes the writer's counts
 //!   again from the current table's control words (entries, and slots used), as a write that
@@ -193,14 +196,17 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
             {
                 continue;
             }
+            // A repair the fork interrupted may have left the mutex half written: replace it.
+            let interrupted = seen & REPAIRING != 0;
             let holder = lock.holder.load(Relaxed);
-            let vanished = match lock.mutex().try_lock() {
-                Some(free) => {
-                    drop(free);
-                    false
-                }
-                None => !fork::is_survivor_address(holder),
-            };
+            let vanished = interrupted
+                || match lock.mutex().try_lock() {
+                    Some(free) => {
+                        drop(free);
+                        false
+                    }
+                    None => !fork::is_survivor_address(holder),
+                };
             if vanished {
                 // SAFETY: every other thread of the child that writes waits for `REPAIRING`
                 // to clear, and no thread of the child borrows the mutex: its holder is gone.
@@ -220,9 +226,13 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
     unsafe fn take_over_writer(&self) {
         // SAFETY: no other thread borrows the mutex (caller's contract).
         let abandoned = unsafe { &mut *self.writer.mutex.get() };
-        let min_groups = abandoned.get_mut().min_groups;
         // SAFETY: the root is alive (the map is), and only this thread writes it.
         let table = unsafe { &*self.root.load(Acquire) };
+        // A table never has fewer groups than the floor, which is a power of two; a floor that
+        // is neither (a repair interrupted while it wrote the counts) becomes the table's size.
+        let min_groups = Some(abandoned.get_mut().min_groups)
+            .filter(|&floor| floor.is_power_of_two() && floor <= table.groups())
+            .unwrap_or(table.groups());
         table.finish_replace();
         let (full, used) = table.count_slots();
         self.len.store(full, Relaxed);
