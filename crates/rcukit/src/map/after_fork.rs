@@ -25,15 +25,17 @@
 //!    retires the old tables (their drops free lines, never nodes), and sets the entry count.
 //!
 //! Reads need none of this (lookups and iterations never wait for a bucket, and a bucket a
-//! move left halfway still has every node it had), and they go on beside the repair. The check costs a write two loads of words that stay in the cache. Dropping or
-//! consuming the map (with `&mut` or by value) in a child collects its nodes the same way,
-//! without the new table.
+//! move left halfway still has every node it had), and they go on beside the repair. The check
+//! costs a write two loads of words that stay in the cache. Dropping or consuming the map (with
+//! `&mut` or by value) in a child collects its nodes the same way, without the new table.
 //!
-//! Not covered: forking from the user's code that a write runs (`Hash`, `Eq`, the closures) and
-//! then writing the map from both the forking thread, as that write goes on, and another thread
-//! of the child. The forking thread's write began before the repair and may land in a table the
-//! repair left behind: it is lost (never freed, never seen). Forking from code rcukit runs is
-//! not supported anywhere (see `domain::fork`).
+//! A write checks after it hashes the key, so a fork from the key's `Hash` is followed by the
+//! repair in the forking thread itself. Not covered: a fork from the `Eq` or the closures that
+//! a write runs after that. The forking thread's write goes on in the tables as they were, where
+//! a bucket that a thread the child does not have held stays locked (the write may then wait
+//! forever), and where, once another thread of the child has repaired the map, it is lost
+//! (never freed, never seen). Forking from code rcukit runs is not supported anywhere (see
+//! `domain::fork`).
 
 use super::line;
 use super::table::{self, Table};
