@@ -1,10 +1,10 @@
 #![doc = include_str!("list.md")]
 
 use crate::domain_ref::{self, DomainRef};
+use crate::sync::fork_lock::{ForkLock, ForkLockGuard};
 #[cfg(doc)]
 use crate::Guard;
 use crate::{Rcu, ReadSection};
-use parking_lot::{Mutex, MutexGuard};
 use std::fmt;
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
@@ -43,7 +43,7 @@ struct Writer<T> {
 /// ```
 pub struct RcuList<T, D: DomainRef = &'static Rcu> {
     head: AtomicPtr<Node<T>>,
-    writer: Mutex<Writer<T>>,
+    writer: ForkLock<Writer<T>>,
     /// Number of elements, written only under the writer mutex.
     len: AtomicUsize,
     domain: D,
@@ -89,7 +89,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
     pub fn with_domain(domain: D) -> Self {
         RcuList {
             head: AtomicPtr::new(ptr::null_mut()),
-            writer: Mutex::new(Writer {
+            writer: ForkLock::new(Writer {
                 tail: ptr::null_mut(),
             }),
             len: AtomicUsize::new(0),
@@ -133,7 +133,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
 
     /// Insert `value` at the front. Readers already past the head do not see it.
     pub fn push_front(&self, value: T) {
-        let mut w = self.writer.lock();
+        let mut w = self.lock_writer();
         let node = Box::into_raw(Box::new(Node {
             value,
             next: AtomicPtr::new(self.head.load(Relaxed)),
@@ -147,7 +147,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
 
     /// Insert `value` at the back, in O(1).
     pub fn push_back(&self, value: T) {
-        let mut w = self.writer.lock();
+        let mut w = self.lock_writer();
         let node = Box::into_raw(Box::new(Node {
             value,
             next: AtomicPtr::new(ptr::null_mut()),
@@ -165,7 +165,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
         F: FnMut(&T) -> bool,
         T: Send + 'static,
     {
-        let mut w = self.writer.lock();
+        let mut w = self.lock_writer();
         let Some((prev, node)) = self.find(&mut pred) else {
             return false;
         };
@@ -193,7 +193,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
             rcu: self.domain.rcu(),
             nodes: Vec::new(),
         };
-        let mut w = self.writer.lock();
+        let mut w = self.lock_writer();
         let mut removed = 0;
         let mut prev: *mut Node<T> = ptr::null_mut();
         let mut node = self.head.load(Relaxed);
@@ -225,7 +225,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
         F: FnOnce(&T) -> T,
         T: Send + 'static,
     {
-        let mut w = self.writer.lock();
+        let mut w = self.lock_writer();
         let Some((prev, old)) = self.find(&mut pred) else {
             return false;
         };
@@ -301,7 +301,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
     /// The writer lock is held (`w`), and `node` is in the list right after `prev`.
     unsafe fn unlink(
         &self,
-        w: &mut MutexGuard<'_, Writer<T>>,
+        w: &mut ForkLockGuard<'_, Writer<T>>,
         prev: *mut Node<T>,
         node: *mut Node<T>,
     ) {
@@ -316,6 +316,34 @@ impl<T, D: DomainRef> RcuList<T, D> {
 
     fn bump_len(&self, by: usize) {
         self.len.store(self.len.load(Relaxed) + by, Relaxed);
+    }
+
+    /// The writer lock: a [`ForkLock`](crate::docs::internal::sync::fork_lock), which a forked child takes
+    /// over from a thread of its parent that held it (see "`fork()`" in the module docs).
+    #[inline(always)]
+    fn lock_writer(&self) -> ForkLockGuard<'_, Writer<T>> {
+        self.writer.lock(|_| self.writer_after_fork())
+    }
+
+    /// The writer's state in a forked child that took the lock over from a thread it does not
+    /// have, which may have stopped anywhere in a write: the tail and the count, from a walk of
+    /// the list. Each change readers see is one store of a link, so the list itself is whole;
+    /// what a write that stopped halfway may have left behind is a node linked but not yet
+    /// counted, or a tail not yet moved.
+    #[cold]
+    #[inline(never)]
+    fn writer_after_fork(&self) -> Writer<T> {
+        let (mut tail, mut len) = (ptr::null_mut(), 0);
+        let mut node = self.head.load(Acquire);
+        while !node.is_null() {
+            tail = node;
+            len += 1;
+            // SAFETY: a node in the list is alive: only writers retire nodes, and the other
+            // threads of the child that write wait for this takeover.
+            node = unsafe { (*node).next.load(Acquire) };
+        }
+        self.len.store(len, Relaxed);
+        Writer { tail }
     }
 }
 

@@ -6,8 +6,8 @@ use snapshot::ValuePtr;
 pub use snapshot::{OwnedSnapshot, Snapshot};
 
 use crate::domain_ref::{self, DomainRef};
+use crate::sync::fork_lock::ForkLock;
 use crate::{GpCookie, Guard, OwnedGuard, Rcu, ReadSection};
-use parking_lot::Mutex;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -83,7 +83,7 @@ pub struct RcuCell<T, D: DomainRef = &'static Rcu> {
     /// The current value; never null; owned by the cell.
     ptr: AtomicPtr<T>,
     /// Serializes writers (see the module docs).
-    writer: Mutex<()>,
+    writer: ForkLock<()>,
     domain: D,
     /// What dropping a value frees, for the domain's accounting (see
     /// [`retired_size`](RcuCell::retired_size)).
@@ -116,7 +116,7 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     pub fn with_domain(value: T, domain: D) -> Self {
         RcuCell {
             ptr: AtomicPtr::new(Box::into_raw(Box::new(value))),
-            writer: Mutex::new(()),
+            writer: ForkLock::new(()),
             domain,
             size_of: |_| std::mem::size_of::<T>(),
             _owns: PhantomData,
@@ -296,7 +296,7 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     /// Publish `new` (a pointer from `Box::into_raw`) under the writer lock; return the old
     /// pointer, now unreachable for readers that start later.
     fn publish(&self, new: *mut T) -> *mut T {
-        let _writer = self.writer.lock();
+        let _writer = self.writer.lock(|_| ());
         self.ptr.swap(new, AcqRel)
     }
 
@@ -429,7 +429,7 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     {
         self.check_can_wait(how);
         let old = {
-            let _writer = self.writer.lock();
+            let _writer = self.writer.lock(|_| ());
             let current = self.ptr.load(Acquire);
             // SAFETY: only writers reclaim values and they all hold the writer lock, so the
             // current value stays alive while we hold it.

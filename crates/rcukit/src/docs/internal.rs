@@ -60,6 +60,10 @@ pub mod sync {
     pub mod fork {
         #![doc = include_str!("../sync/fork.md")]
     }
+
+    pub mod fork_lock {
+        #![doc = include_str!("../sync/fork_lock.md")]
+    }
 }
 
 pub mod threads {

@@ -4,83 +4,30 @@
 //!
 //! # After `fork()`
 //!
-//! A child has only the thread that forked. If another thread of the parent held the writer
-//! lock at that moment (a write takes it for its whole length, the user's `Hash`, `Eq` and
-//! closures included, and a rebuild copies the whole table under it), the child's copy of the
-//! lock stays held forever, and the child's first write would wait for a thread it does not
-//! have. So the lock records the fork generation its holders belong to, and the thread that
-//! holds it (the address of a thread-local byte, from
-//! [`sync::fork`](crate::docs::internal::sync::fork), stored after the mutex is taken and
-//! cleared before it is let go). The first write (or self-read) of the
-//! map in a child sees a generation that is not the process's and repairs the lock, once,
-//! while every other thread of the child that writes waits for it:
-//!
-//! * If the mutex is free, or held by the thread that forked (which may fork from code that a
-//!   write runs under the lock, and will let it go), nothing is repaired. (Unless the fork
-//!   interrupted a repair of the parent's, itself a forked child: the mutex may be half
-//!   written, and is replaced as below, with a floor that is not a power of two no larger than
-//!   the table taken as the table's size.)
-//! * Otherwise its holder is a thread the child does not have, which may have stopped at any
-//!   point of a write. The child puts a new mutex in its place and takes the writer's counts
-//!   again from the current table's control words (entries, and slots used), as a write that
-//!   stopped halfway may have published its entry without counting it, or counted a table not
-//!   yet published. A write changes what readers see only by single stores of control words,
-//!   and one change takes two: a replacement whose new slot is in another word than the old
-//!   one. The table records such a replacement while it is between its stores, and the repair
-//!   finishes it (`Table::finish_replace`), so a key never has two entries. A table that the
-//!   vanished writer was filling and had not published is never seen and stays allocated, and
-//!   the tables it had unlinked but not yet retired stay too: the child's copies of memory
-//!   the parent frees.
-//!
-//! The check costs a write two loads of words that stay in the cache (the map's generation and
-//! the process's); the holder's record, one store after taking the mutex and one before letting
-//! it go.
+//! The lock is a [`ForkLock`](crate::docs::internal::sync::fork_lock): a child forked while a
+//! thread of its parent held it (a write holds it for its whole length, the user's `Hash`, `Eq`
+//! and closures included, and a rebuild copies the whole table under it) takes it over at its
+//! first write or self-read. That thread may have stopped at any point of a write, so the
+//! writer's counts are taken again from the current table's control words (entries, and slots
+//! used): a write that stopped halfway may have published its entry without counting it, or
+//! counted a table not yet published. A write changes what readers see only by single stores of
+//! control words, and one change takes two: a replacement whose new slot is in another word
+//! than the old one. The table records such a replacement while it is between its stores, and
+//! the takeover finishes it (`Table::finish_replace`), so a key never has two entries. A table
+//! that the vanished writer was filling and had not published is never seen and stays
+//! allocated, and the tables it had unlinked but not yet retired stay too: the child's copies
+//! of memory the parent frees.
 
 use super::table::usable;
 use super::{RcuFlatMap, Table};
 use crate::domain_ref::AnyDomainRef;
-use crate::sync::fork;
-use crate::sync::Mutex;
-use std::cell::{Cell, RefCell, UnsafeCell};
+use crate::sync::fork_lock::{ForkLock, ForkLockGuard};
+use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
-/// The writer's mutex, and what a forked child needs to take it over (see "After `fork()`").
-pub(super) struct WriterLock {
-    /// In a cell so that a forked child can put a new mutex in its place.
-    mutex: UnsafeCell<Mutex<Writer>>,
-    /// The fork generation whose threads may hold the mutex, with [`REPAIRING`] while a
-    /// child's thread repairs it.
-    generation: AtomicU64,
-    /// The thread that holds the mutex, as its [`thread_address`](fork::thread_address) (0:
-    /// nobody, or the moments between taking the mutex and recording it, and between clearing
-    /// it and letting the mutex go).
-    holder: AtomicUsize,
-}
-
-/// Set in [`WriterLock::generation`] while a thread of a forked child repairs the lock.
-const REPAIRING: u64 = 1 << 63;
-
-// SAFETY: the mutex is shared as any mutex is; the cell is written only by the repair, while no
-// other thread of the process can reach the mutex (see `RcuFlatMap::repair_after_fork`).
-unsafe impl Sync for WriterLock {}
-
-impl WriterLock {
-    pub(super) fn new(writer: Writer) -> WriterLock {
-        WriterLock {
-            mutex: UnsafeCell::new(Mutex::new(writer)),
-            generation: AtomicU64::new(fork::generation()),
-            holder: AtomicUsize::new(0),
-        }
-    }
-
-    fn mutex(&self) -> &Mutex<Writer> {
-        // SAFETY: the cell is replaced only while no thread borrows the mutex (see the `Sync`
-        // impl).
-        unsafe { &*self.mutex.get() }
-    }
-}
+/// The map's writer lock.
+pub(super) type WriterLock = ForkLock<Writer>;
 
 /// The writer's own counts, for the current table.
 pub(super) struct Writer {
@@ -149,11 +96,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
         if self.locked_here() {
             reentered();
         }
-        if self.writer.generation.load(Acquire) != fork::generation() {
-            self.repair_after_fork();
-        }
-        let guard = self.writer.mutex().lock();
-        self.writer.holder.store(fork::thread_address(), Relaxed);
+        let guard = self.writer.lock(|left| self.writer_after_fork(left));
         let outer = WRITING.with(|w| w.replace(me));
         if outer != 0 {
             nest(outer);
@@ -170,77 +113,24 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
 impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
     RcuFlatMap<K, V, S, D>
 {
-    /// The first write in a forked child: repair the writer lock if a thread the child does
-    /// not have holds it, or wait while another thread of the child repairs it (see "After
-    /// `fork()`").
+    /// The writer's counts in a forked child that took the lock over from a thread it does not
+    /// have (`left`: what that thread left, or `None` if the fork interrupted a takeover and
+    /// it may be half written; see "After `fork()`"), taken again from the current table.
     #[cold]
     #[inline(never)]
-    fn repair_after_fork(&self) {
-        let lock = &self.writer;
-        loop {
-            let now = fork::generation();
-            let seen = lock.generation.load(Acquire);
-            if seen == now {
-                return;
-            }
-            if seen == now | REPAIRING {
-                std::thread::yield_now();
-                continue;
-            }
-            // A generation of an earlier process, or a repair that a thread of an earlier
-            // process left halfway (that thread is gone too): this thread repairs.
-            if lock
-                .generation
-                .compare_exchange(seen, now | REPAIRING, Acquire, Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            // A repair the fork interrupted may have left the mutex half written: replace it.
-            let interrupted = seen & REPAIRING != 0;
-            let holder = lock.holder.load(Relaxed);
-            let vanished = interrupted
-                || match lock.mutex().try_lock() {
-                    Some(free) => {
-                        drop(free);
-                        false
-                    }
-                    None => !fork::is_survivor_address(holder),
-                };
-            if vanished {
-                // SAFETY: every other thread of the child that writes waits for `REPAIRING`
-                // to clear, and no thread of the child borrows the mutex: its holder is gone.
-                unsafe { self.take_over_writer() };
-            }
-            lock.generation.store(now, Release);
-            return;
-        }
-    }
-
-    /// Put a new mutex in place of the one a vanished thread holds, with the writer's counts
-    /// taken again from the current table.
-    ///
-    /// # Safety
-    ///
-    /// No other thread borrows the mutex or writes the map while this runs.
-    unsafe fn take_over_writer(&self) {
-        // SAFETY: no other thread borrows the mutex (caller's contract).
-        let abandoned = unsafe { &mut *self.writer.mutex.get() };
-        // SAFETY: the root is alive (the map is), and only this thread writes it.
+    fn writer_after_fork(&self, left: Option<Writer>) -> Writer {
+        // SAFETY: the root is alive (the map is), and only this thread writes it: the other
+        // threads of the child wait for the takeover.
         let table = unsafe { &*self.root.load(Acquire) };
-        // A table never has fewer groups than the floor, which is a power of two; a floor that
-        // is neither (a repair interrupted while it wrote the counts) becomes the table's size.
-        let min_groups = Some(abandoned.get_mut().min_groups)
-            .filter(|&floor| floor.is_power_of_two() && floor <= table.groups())
-            .unwrap_or(table.groups());
         table.finish_replace();
         let (full, used) = table.count_slots();
         self.len.store(full, Relaxed);
-        let writer = Writer::for_table(table.groups(), min_groups, used);
-        // SAFETY: as above. The abandoned mutex is overwritten as it is, without a drop: its
-        // guard is on the stack of a thread that does not exist here.
-        unsafe { std::ptr::write(abandoned, Mutex::new(writer)) };
-        self.writer.holder.store(0, Relaxed);
+        // A table never has fewer groups than the floor, which is a power of two.
+        let min_groups = left
+            .map(|w| w.min_groups)
+            .filter(|&floor| floor.is_power_of_two() && floor <= table.groups())
+            .unwrap_or(table.groups());
+        Writer::for_table(table.groups(), min_groups, used)
     }
 }
 
@@ -295,7 +185,7 @@ where
     D: AnyDomainRef,
 {
     map: &'m RcuFlatMap<K, V, S, D>,
-    writer: ManuallyDrop<crate::sync::MutexGuard<'m, Writer>>,
+    writer: ManuallyDrop<ForkLockGuard<'m, Writer>>,
     outer: usize,
     pub(super) unlinked: ManuallyDrop<Vec<*mut Table<K, V>>>,
 }
@@ -309,7 +199,6 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> Dro
         if self.outer != 0 {
             unnest(self.outer);
         }
-        self.map.writer.holder.store(0, Relaxed);
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.writer) };
         // A vector never pushed to holds no memory: nothing to retire or free.

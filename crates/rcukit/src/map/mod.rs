@@ -234,7 +234,7 @@
 //! in the middle of a write (holding a bucket's lock, moving a bucket, with a run of a resize
 //! claimed) does not have that thread: its first write rebuilds the map into a fresh table
 //! from the nodes the old tables hold, each once, and retires the old tables (`after_fork`;
-//! `tests/fork_maps.rs`, whose children hung in their first writes before). Reads need no
+//! `tests/fork_containers.rs`, whose children hung in their first writes before). Reads need no
 //! repair.
 //!
 //! [`RcuList`]: crate::RcuList

@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 pub(crate) mod fork;
+pub(crate) mod fork_lock;
 
 #[cfg(rcukit_loom)]
 pub(crate) use loom::sync::atomic::{

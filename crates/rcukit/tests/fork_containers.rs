@@ -1,15 +1,18 @@
-//! `fork()` of a process whose other threads read and write the maps: `RcuHashMap` resizing
-//! on the global domain, `RcuFlatMap` rebuilding on a QSBR domain with an online reader. The
-//! child reads every entry that no thread of the parent ever removes, writes both maps
-//! enough to grow and shrink them, waits for grace periods of the QSBR domain (whose online
-//! reader the child does not have), and reads from a thread of its own; or it drops its copy of
-//! the `RcuHashMap` without writing it. A test binary of its own: it forks the whole process.
+//! `fork()` of a process whose other threads read and write the containers. The maps:
+//! `RcuHashMap` resizing on the global domain, `RcuFlatMap` rebuilding on a QSBR domain with an
+//! online reader; the child reads every entry that no thread of the parent ever removes, writes
+//! both maps enough to grow and shrink them, waits for grace periods of the QSBR domain (whose
+//! online reader the child does not have), and reads from a thread of its own; or it drops its
+//! copy of the `RcuHashMap` without writing it. Then the writer locks of `RcuFlatMap`,
+//! `RcuCell` and `RcuList`, held in the user's closure by a thread of the parent at the fork,
+//! and `RcuList` written by other threads at the fork. A test binary of its own: it forks the
+//! whole process.
 #![cfg(unix)]
 
 mod common;
 
 use common::fork::{fork_within, succeeded};
-use rcukit::{Qsbr, RcuFlatMap, RcuHashMap};
+use rcukit::{Qsbr, RcuCell, RcuFlatMap, RcuHashMap, RcuList};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -273,4 +276,145 @@ fn a_child_forked_from_a_flat_map_write_finishes_it() {
     assert_eq!(updated, Some(101));
     let status = common::fork::wait_within(pid, Duration::from_secs(60)).unwrap();
     assert!(succeeded(status), "the child failed ({status:#x})");
+}
+
+/// A thread of the parent inside `hold` (which blocks until told to go on), holding whatever
+/// lock `hold` runs under, while the test forks: run `in_child` in the child, then let the
+/// thread go on and return what it returned.
+fn fork_while_held<R: Send + 'static>(
+    hold: impl FnOnce(&dyn Fn()) -> R + Send + 'static,
+    in_child: impl FnOnce(),
+) -> R {
+    let (inside, release) = (Arc::new(Barrier::new(2)), Arc::new(AtomicBool::new(false)));
+    let holder = {
+        let (inside, release) = (inside.clone(), release.clone());
+        std::thread::spawn(move || {
+            hold(&|| {
+                inside.wait();
+                while !release.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+    };
+    inside.wait();
+    let status = fork_within(Duration::from_secs(60), in_child);
+    release.store(true, Ordering::Release);
+    let held = holder.join().unwrap();
+    let status = status.unwrap();
+    assert!(succeeded(status), "the child failed ({status:#x})");
+    held
+}
+
+/// `RcuCell`'s writer lock, held in an `update` closure by a thread the child does not have:
+/// the child stores and updates; the update that thread was making never happened there.
+#[test]
+fn a_forked_child_writes_a_cell_whose_lock_a_vanished_thread_held() {
+    let cell = Arc::new(RcuCell::new(1u64));
+    let writer_cell = cell.clone();
+    fork_while_held(
+        move |wait| {
+            writer_cell.update(|v| {
+                wait();
+                v + 1
+            })
+        },
+        || {
+            assert_eq!(*cell.read(), 1, "the vanished update happened");
+            cell.update(|v| v + 10);
+            assert_eq!(*cell.read(), 11);
+            cell.store(7);
+            assert_eq!(*cell.read(), 7);
+        },
+    );
+    assert_eq!(*cell.read(), 2);
+}
+
+/// `RcuList`'s writer lock, held in an `update_first` closure by a thread the child does not
+/// have: the child pushes at both ends, removes and counts.
+#[test]
+fn a_forked_child_writes_a_list_whose_lock_a_vanished_thread_held() {
+    let list = Arc::new(RcuList::new());
+    for v in 0..10u64 {
+        list.push_back(v);
+    }
+    let writer_list = list.clone();
+    let updated = fork_while_held(
+        move |wait| {
+            writer_list.update_first(
+                |&v| v == 5,
+                |&v| {
+                    wait();
+                    v + 100
+                },
+            )
+        },
+        || {
+            list.push_back(10);
+            list.push_front(100);
+            assert!(list.remove_first(|&v| v == 0));
+            assert_eq!(list.len(), 11);
+            let guard = list.domain().read();
+            let all: Vec<u64> = list.iter(&guard).copied().collect();
+            assert_eq!(all, [100, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        },
+    );
+    assert!(updated);
+}
+
+/// `RcuList` pushed to and emptied by other threads at the fork: in the child the list is
+/// whole, its count is its length, and a push at the back lands after its last element (a
+/// write stopped after linking a node but before counting it or moving the tail is taken into
+/// account).
+#[test]
+fn a_forked_child_writes_a_list_its_parent_was_writing() {
+    let list = Arc::new(RcuList::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let (list, stop) = (list.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for v in 0..200 {
+                        if v % 2 == 0 {
+                            list.push_back(w * 1_000 + v);
+                        } else {
+                            list.push_front(w * 1_000 + v);
+                        }
+                    }
+                    list.retain(|v| v % 3 == 0);
+                    while list.remove_first(|_| true) {}
+                }
+            })
+        })
+        .collect();
+    for round in 0..24u64 {
+        let status = fork_within(Duration::from_secs(60), || {
+            let count = {
+                let guard = list.domain().read();
+                list.iter(&guard).count()
+            };
+            assert_eq!(list.len(), count, "the count");
+            list.push_back(u64::MAX);
+            let guard = list.domain().read();
+            assert_eq!(list.iter(&guard).last(), Some(&u64::MAX), "the tail");
+            assert_eq!(list.len(), count + 1);
+        });
+        let status = match status {
+            Ok(status) => status,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                panic!("round {round}: {e}");
+            }
+        };
+        assert!(
+            succeeded(status),
+            "round {round}: the child failed ({status:#x})"
+        );
+        std::thread::sleep(Duration::from_millis(round % 5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
 }

@@ -1,0 +1,153 @@
+#![doc = include_str!("fork_lock.md")]
+
+use super::fork;
+use super::Mutex;
+use std::cell::UnsafeCell;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+
+/// A mutex that a forked child takes over from a holder it does not have (see the module
+/// docs).
+pub(crate) struct ForkLock<T> {
+    /// In a cell so that a forked child can put a new mutex in its place.
+    mutex: UnsafeCell<Mutex<T>>,
+    /// The fork generation whose threads may hold the mutex, with [`REPAIRING`] while a
+    /// child's thread repairs it.
+    generation: AtomicU64,
+    /// The thread that holds the mutex (0: nobody, or the moments around taking and letting go
+    /// of the mutex: see the module docs).
+    holder: AtomicUsize,
+}
+
+/// Set in [`ForkLock::generation`] while a thread of a forked child repairs the lock.
+const REPAIRING: u64 = 1 << 63;
+
+// SAFETY: the mutex is shared as any mutex is (`T: Send`); the cell is written only by a
+// repair, while no other thread of the process borrows the mutex (see `ForkLock::after_fork`).
+unsafe impl<T: Send> Sync for ForkLock<T> {}
+
+/// The lock held; lets it go (clearing the holder's record first) when dropped.
+pub(crate) struct ForkLockGuard<'a, T> {
+    lock: &'a ForkLock<T>,
+    guard: ManuallyDrop<super::MutexGuard<'a, T>>,
+}
+
+impl<T> ForkLock<T> {
+    pub(crate) fn new(value: T) -> ForkLock<T> {
+        ForkLock {
+            mutex: UnsafeCell::new(Mutex::new(value)),
+            generation: AtomicU64::new(fork::generation()),
+            holder: AtomicUsize::new(0),
+        }
+    }
+
+    fn mutex(&self) -> &Mutex<T> {
+        // SAFETY: the cell is replaced only while no thread borrows the mutex (see the `Sync`
+        // impl).
+        unsafe { &*self.mutex.get() }
+    }
+
+    /// Take the lock. In a forked child whose parent's thread held it, `taken_over` first
+    /// repairs the value that thread left (see the module docs); it runs at most once per
+    /// fork, in whichever thread of the child locks first, and must not lock this lock.
+    #[inline(always)]
+    pub(crate) fn lock(&self, taken_over: impl FnOnce(Option<T>) -> T) -> ForkLockGuard<'_, T> {
+        if self.generation.load(Acquire) != fork::generation() {
+            self.after_fork(taken_over);
+        }
+        let guard = self.mutex().lock();
+        self.holder.store(fork::thread_address(), Relaxed);
+        ForkLockGuard {
+            lock: self,
+            guard: ManuallyDrop::new(guard),
+        }
+    }
+
+    /// The first `lock` in a forked child: repair the lock if a thread the child does not have
+    /// holds it, or wait while another thread of the child repairs it.
+    #[cold]
+    #[inline(never)]
+    fn after_fork(&self, taken_over: impl FnOnce(Option<T>) -> T) {
+        loop {
+            let now = fork::generation();
+            let seen = self.generation.load(Acquire);
+            if seen == now {
+                return;
+            }
+            if seen == now | REPAIRING {
+                std::thread::yield_now();
+                continue;
+            }
+            // A generation of an earlier process, or a repair that a thread of an earlier
+            // process left halfway (that thread is gone too): this thread repairs.
+            if self
+                .generation
+                .compare_exchange(seen, now | REPAIRING, Acquire, Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let interrupted = seen & REPAIRING != 0;
+            let holder = self.holder.load(Relaxed);
+            let vanished = interrupted
+                || match self.mutex().try_lock() {
+                    Some(free) => {
+                        drop(free);
+                        false
+                    }
+                    None => !fork::is_survivor_address(holder),
+                };
+            if vanished {
+                // SAFETY: every other thread of the child that locks waits for `REPAIRING` to
+                // clear, and none borrows the mutex: its holder does not exist here.
+                unsafe { self.take_over(interrupted, taken_over) };
+            }
+            self.generation.store(now, Release);
+            return;
+        }
+    }
+
+    /// Put a new mutex, with the value `taken_over` repaired, in place of the abandoned one.
+    ///
+    /// # Safety
+    ///
+    /// No other thread borrows the mutex meanwhile.
+    unsafe fn take_over(&self, interrupted: bool, taken_over: impl FnOnce(Option<T>) -> T) {
+        let abandoned = self.mutex.get();
+        let left = if interrupted {
+            None
+        } else {
+            // SAFETY: no other thread borrows the mutex (caller's contract); the value is moved
+            // out, and the mutex overwritten below without being dropped, so it is owned once.
+            Some(unsafe { std::ptr::read((*abandoned).get_mut()) })
+        };
+        let value = taken_over(left);
+        // SAFETY: as above; the abandoned mutex is overwritten as it is (no drop: its value was
+        // moved out, or was never whole, and its guard belongs to a thread that is gone).
+        unsafe { std::ptr::write(abandoned, Mutex::new(value)) };
+        self.holder.store(0, Relaxed);
+    }
+}
+
+impl<T> std::ops::Deref for ForkLockGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::DerefMut for ForkLockGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T> Drop for ForkLockGuard<'_, T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.lock.holder.store(0, Relaxed);
+        // SAFETY: dropped once, here.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+    }
+}
