@@ -41,17 +41,13 @@ use super::line;
 use super::table::{self, Table};
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
-use crate::sync::fork;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-
-/// Set in the map's generation while a thread of a forked child repairs it.
-const REPAIRING: u64 = 1 << 63;
 
 impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// Has this process forked since the map was last repaired or made (is a repair due)?
     #[inline(always)]
     pub(super) fn forked(&self) -> bool {
-        self.generation.load(Acquire) != fork::generation()
+        self.generation.forked()
     }
 }
 
@@ -61,41 +57,14 @@ where
     V: Send + 'static,
     D: DomainRef,
 {
-    /// Before a write: repair the map if the process forked since (see the module docs).
+    /// Before a write: repair the map if the process forked since (see the module docs), or
+    /// wait while another thread of the child repairs it. An interrupted repair needs nothing
+    /// more: the rebuild starts again from the root, whichever table that is.
     #[inline(always)]
     pub(super) fn repair_if_forked(&self) {
-        if self.forked() {
-            self.repair_after_fork();
-        }
-    }
-
-    /// Repair the map, or wait while another thread of the child repairs it.
-    #[cold]
-    #[inline(never)]
-    fn repair_after_fork(&self) {
-        loop {
-            let now = fork::generation();
-            let seen = self.generation.load(Acquire);
-            if seen == now {
-                return;
-            }
-            if seen == now | REPAIRING {
-                std::thread::yield_now();
-                continue;
-            }
-            // A generation of an earlier process, or a repair that a thread of an earlier
-            // process left halfway (that thread is gone too): this thread repairs.
-            if self
-                .generation
-                .compare_exchange(seen, now | REPAIRING, Acquire, Relaxed)
-                .is_ok()
-            {
-                // SAFETY: every other writer of the child waits for `REPAIRING` to clear.
-                unsafe { self.rebuild_after_fork() };
-                self.generation.store(now, Release);
-                return;
-            }
-        }
+        // SAFETY: every other writer of the child waits for the repair (the stamp).
+        self.generation
+            .repair_if_forked(|_| unsafe { self.rebuild_after_fork() });
     }
 
     /// Steps 1 and 2 of the module docs.

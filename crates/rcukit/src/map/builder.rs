@@ -169,7 +169,7 @@ impl<S, D> MapBuilder<S, D> {
             },
             min_buckets: AtomicUsize::new(buckets),
             freed: Default::default(),
-            generation: std::sync::atomic::AtomicU64::new(crate::sync::fork::generation()),
+            generation: crate::sync::fork::ForkStamp::new(),
             _owns: PhantomData,
         };
         map.init_limits();

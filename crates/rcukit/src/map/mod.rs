@@ -272,8 +272,8 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::ptr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
 use table::{Node, Table};
 
 /// Buckets each write moves while a resize is under way.
@@ -306,7 +306,7 @@ pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
     /// What the map freed since it last asked for an allocator trim (a hint: see `trim`).
     freed: trim::Freed,
     /// The fork generation the map was made or last repaired in (see `after_fork`).
-    generation: AtomicU64,
+    generation: crate::sync::fork::ForkStamp,
     _owns: PhantomData<Box<Node<K, V>>>,
 }
 

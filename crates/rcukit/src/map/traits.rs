@@ -130,7 +130,7 @@ where
             policy: self.policy,
             min_buckets: AtomicUsize::new(floor),
             freed: Default::default(),
-            generation: std::sync::atomic::AtomicU64::new(crate::sync::fork::generation()),
+            generation: crate::sync::fork::ForkStamp::new(),
             _owns: PhantomData,
         };
         copy.init_limits();

@@ -1,7 +1,7 @@
 #![doc = include_str!("fork.md")]
 
 use std::cell::Cell;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 /// Forks this process descends from (0 in the original process), counted by the child handler.
@@ -86,6 +86,66 @@ impl Owner {
     /// process that has not forked since the object was created.
     pub(crate) fn is_alive(&self) -> bool {
         self.generation == generation() || (self.token != 0 && self.token == SURVIVOR.load(Acquire))
+    }
+}
+
+/// The fork generation an object was made or last repaired in, for an object that a forked
+/// child repairs once, at its first use (the containers' writer locks, `RcuHashMap`): every
+/// use compares it with the process's generation (two loads of words that stay in the cache),
+/// and the first use in a child repairs the object while the child's other users wait.
+pub(crate) struct ForkStamp(AtomicU64);
+
+/// Set in a [`ForkStamp`] while a thread of a forked child repairs its object.
+const REPAIRING: u64 = 1 << 63;
+
+impl ForkStamp {
+    /// Stamped with the current generation: nothing to repair here.
+    pub(crate) fn new() -> ForkStamp {
+        ForkStamp(AtomicU64::new(generation()))
+    }
+
+    /// Has this process forked since the object was made or repaired?
+    #[inline(always)]
+    pub(crate) fn forked(&self) -> bool {
+        self.0.load(Acquire) != generation()
+    }
+
+    /// If the process forked since: run `repair(interrupted)` in this thread, or wait while
+    /// another thread of the process runs it; once per fork. `interrupted`: the fork copied a
+    /// repair that a thread of the parent (itself a forked child) had begun and not finished,
+    /// so what it was repairing may be half written.
+    #[inline(always)]
+    pub(crate) fn repair_if_forked(&self, repair: impl FnOnce(bool)) {
+        if self.forked() {
+            self.repair(repair);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn repair(&self, repair: impl FnOnce(bool)) {
+        loop {
+            let now = generation();
+            let seen = self.0.load(Acquire);
+            if seen == now {
+                return;
+            }
+            if seen == now | REPAIRING {
+                std::thread::yield_now();
+                continue;
+            }
+            // A generation of an earlier process, or a repair that a thread of an earlier
+            // process left halfway (that thread is gone too): this thread repairs.
+            if self
+                .0
+                .compare_exchange(seen, now | REPAIRING, Acquire, Relaxed)
+                .is_ok()
+            {
+                repair(seen & REPAIRING != 0);
+                self.0.store(now, Release);
+                return;
+            }
+        }
     }
 }
 

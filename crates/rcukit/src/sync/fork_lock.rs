@@ -1,27 +1,23 @@
 #![doc = include_str!("fork_lock.md")]
 
-use super::fork;
+use super::fork::{self, ForkStamp};
 use super::Mutex;
 use std::cell::UnsafeCell;
 use std::mem::ManuallyDrop;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// A mutex that a forked child takes over from a holder it does not have (see the module
 /// docs).
 pub(crate) struct ForkLock<T> {
     /// In a cell so that a forked child can put a new mutex in its place.
     mutex: UnsafeCell<Mutex<T>>,
-    /// The fork generation whose threads may hold the mutex, with [`REPAIRING`] while a
-    /// child's thread repairs it.
-    generation: AtomicU64,
+    /// The fork generation whose threads may hold the mutex.
+    generation: ForkStamp,
     /// The thread that holds the mutex (0: nobody, or the moments around taking and letting go
     /// of the mutex: see the module docs).
     holder: AtomicUsize,
 }
-
-/// Set in [`ForkLock::generation`] while a thread of a forked child repairs the lock.
-const REPAIRING: u64 = 1 << 63;
 
 // SAFETY: the mutex is shared as any mutex is (`T: Send`); the cell is written only by a
 // repair, while no other thread of the process borrows the mutex (see `ForkLock::after_fork`).
@@ -37,7 +33,7 @@ impl<T> ForkLock<T> {
     pub(crate) fn new(value: T) -> ForkLock<T> {
         ForkLock {
             mutex: UnsafeCell::new(Mutex::new(value)),
-            generation: AtomicU64::new(fork::generation()),
+            generation: ForkStamp::new(),
             holder: AtomicUsize::new(0),
         }
     }
@@ -53,9 +49,8 @@ impl<T> ForkLock<T> {
     /// fork, in whichever thread of the child locks first, and must not lock this lock.
     #[inline(always)]
     pub(crate) fn lock(&self, taken_over: impl FnOnce(Option<T>) -> T) -> ForkLockGuard<'_, T> {
-        if self.generation.load(Acquire) != fork::generation() {
-            self.after_fork(taken_over);
-        }
+        self.generation
+            .repair_if_forked(|interrupted| self.after_fork(interrupted, taken_over));
         let guard = self.mutex().lock();
         self.holder.store(fork::thread_address(), Relaxed);
         ForkLockGuard {
@@ -65,46 +60,24 @@ impl<T> ForkLock<T> {
     }
 
     /// The first `lock` in a forked child: repair the lock if a thread the child does not have
-    /// holds it, or wait while another thread of the child repairs it.
+    /// holds it (or if the fork `interrupted` a repair, which may have left the mutex half
+    /// written).
     #[cold]
     #[inline(never)]
-    fn after_fork(&self, taken_over: impl FnOnce(Option<T>) -> T) {
-        loop {
-            let now = fork::generation();
-            let seen = self.generation.load(Acquire);
-            if seen == now {
-                return;
-            }
-            if seen == now | REPAIRING {
-                std::thread::yield_now();
-                continue;
-            }
-            // A generation of an earlier process, or a repair that a thread of an earlier
-            // process left halfway (that thread is gone too): this thread repairs.
-            if self
-                .generation
-                .compare_exchange(seen, now | REPAIRING, Acquire, Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            let interrupted = seen & REPAIRING != 0;
-            let holder = self.holder.load(Relaxed);
-            let vanished = interrupted
-                || match self.mutex().try_lock() {
-                    Some(free) => {
-                        drop(free);
-                        false
-                    }
-                    None => !fork::is_survivor_address(holder),
-                };
-            if vanished {
-                // SAFETY: every other thread of the child that locks waits for `REPAIRING` to
-                // clear, and none borrows the mutex: its holder does not exist here.
-                unsafe { self.take_over(interrupted, taken_over) };
-            }
-            self.generation.store(now, Release);
-            return;
+    fn after_fork(&self, interrupted: bool, taken_over: impl FnOnce(Option<T>) -> T) {
+        let holder = self.holder.load(Relaxed);
+        let vanished = interrupted
+            || match self.mutex().try_lock() {
+                Some(free) => {
+                    drop(free);
+                    false
+                }
+                None => !fork::is_survivor_address(holder),
+            };
+        if vanished {
+            // SAFETY: every other thread of the child that locks waits for the repair (the
+            // stamp), and none borrows the mutex: its holder does not exist here.
+            unsafe { self.take_over(interrupted, taken_over) };
         }
     }
 
