@@ -52,7 +52,7 @@ fn exercise(rcu: &Rcu) {
 
 mod common;
 
-use common::fork::{fork_within, succeeded};
+use common::fork::{child_round, fork_within, succeeded};
 
 /// [`fork_within`] a minute.
 fn fork_and_wait(body: impl FnOnce()) -> Result<i32, String> {
@@ -141,23 +141,12 @@ fn a_forked_child_can_use_every_domain() {
     std::thread::sleep(Duration::from_millis(50));
 
     for round in 0..8u64 {
-        let status = fork_and_wait(|| {
+        child_round(round, Duration::from_secs(60), &stop, || {
             // SAFETY: the child's own copy of `alone`, taken over by the child; the parent's
             // copy is never used in the child (it leaves with `_exit`).
             let alone_in_child = unsafe { std::ptr::read(&alone) };
             child(global, &own, alone_in_child, round % 2 == 1);
         });
-        let status = match status {
-            Ok(status) => status,
-            Err(e) => {
-                stop.store(true, Ordering::Relaxed);
-                panic!("round {round}: {e}");
-            }
-        };
-        assert!(
-            succeeded(status),
-            "round {round}: the child failed ({status:#x})"
-        );
         std::thread::sleep(Duration::from_millis(round * 7 % 20));
         // The parent is unaffected.
         exercise(global);
@@ -222,23 +211,12 @@ fn a_forked_child_builds_domains_while_the_parent_was_building_them() {
         .collect();
     std::thread::sleep(Duration::from_millis(20));
     for round in 0..16 {
-        let status = fork_and_wait(|| {
+        child_round(round, Duration::from_secs(60), &stop, || {
             for _ in 0..3 {
                 let rcu = Rcu::builder().callback_workers(1).build().unwrap();
                 exercise(&rcu);
             }
         });
-        let status = match status {
-            Ok(status) => status,
-            Err(e) => {
-                stop.store(true, Ordering::Relaxed);
-                panic!("round {round}: {e}");
-            }
-        };
-        assert!(
-            succeeded(status),
-            "round {round}: the child failed ({status:#x})"
-        );
     }
     stop.store(true, Ordering::Relaxed);
     for b in builders {

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::fork::{fork_within, succeeded};
+use common::fork::{child_round, fork_within, succeeded};
 use rcukit::{Qsbr, RcuCell, RcuFlatMap, RcuHashMap, RcuList};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -174,24 +174,13 @@ fn a_forked_child_reads_and_writes_maps_its_parent_was_writing() {
     }
     std::thread::sleep(Duration::from_millis(50));
     for round in 0..24u64 {
-        let status = fork_within(Duration::from_secs(60), || {
+        child_round(round, Duration::from_secs(60), &stop, || {
             if round % 2 == 0 {
                 child(&hash, &flat, &qsbr);
             } else {
                 drop_in_child(&hash);
             }
         });
-        let status = match status {
-            Ok(status) => status,
-            Err(e) => {
-                stop.store(true, Ordering::Relaxed);
-                panic!("round {round}: {e}");
-            }
-        };
-        assert!(
-            succeeded(status),
-            "round {round}: the child failed ({status:#x})"
-        );
         std::thread::sleep(Duration::from_millis(round * 7 % 20));
     }
     stop.store(true, Ordering::Relaxed);
@@ -209,38 +198,30 @@ fn a_forked_child_writes_a_flat_map_whose_lock_a_vanished_thread_held() {
     for k in 0..STABLE {
         map.insert(k, value_of(k));
     }
-    let (inside, release) = (Arc::new(Barrier::new(2)), Arc::new(AtomicBool::new(false)));
-    let writer = {
-        let (map, inside, release) = (map.clone(), inside.clone(), release.clone());
-        std::thread::spawn(move || {
-            map.update(&1, |v| {
-                inside.wait();
-                while !release.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+    let writer_map = map.clone();
+    let updated = fork_while_held(
+        move |wait| {
+            writer_map.update(&1, |v| {
+                wait();
                 v + 1
             })
-        })
-    };
-    inside.wait();
-    let status = fork_within(Duration::from_secs(60), || {
-        assert_eq!(
-            map.get_copied(&1),
-            Some(value_of(1)),
-            "the vanished write happened"
-        );
-        for k in CHILD {
-            map.insert(k, value_of(k));
-        }
-        assert_eq!(map.update(&1, |v| v + 10), Some(value_of(1) + 10));
-        assert_eq!(map.len() as u64, STABLE + CHILD.end - CHILD.start);
-        map.retain(|&k, _| k < STABLE);
-        assert_eq!(map.len() as u64, STABLE);
-    });
-    release.store(true, Ordering::Release);
-    assert_eq!(writer.join().unwrap(), Some(value_of(1) + 1));
-    let status = status.unwrap();
-    assert!(succeeded(status), "the child failed ({status:#x})");
+        },
+        || {
+            assert_eq!(
+                map.get_copied(&1),
+                Some(value_of(1)),
+                "the vanished write happened"
+            );
+            for k in CHILD {
+                map.insert(k, value_of(k));
+            }
+            assert_eq!(map.update(&1, |v| v + 10), Some(value_of(1) + 10));
+            assert_eq!(map.len() as u64, STABLE + CHILD.end - CHILD.start);
+            map.retain(|&k, _| k < STABLE);
+            assert_eq!(map.len() as u64, STABLE);
+        },
+    );
+    assert_eq!(updated, Some(value_of(1) + 1));
 }
 
 /// A fork from the user's closure of a flat map write, which runs under the map's writer lock:
@@ -389,7 +370,7 @@ fn a_forked_child_writes_a_list_its_parent_was_writing() {
         })
         .collect();
     for round in 0..24u64 {
-        let status = fork_within(Duration::from_secs(60), || {
+        child_round(round, Duration::from_secs(60), &stop, || {
             // The count is a snapshot that a write in progress at the fork may have left
             // behind; the first write in the child sets it again.
             list.push_back(u64::MAX);
@@ -398,17 +379,6 @@ fn a_forked_child_writes_a_list_its_parent_was_writing() {
             assert_eq!(last, Some(&u64::MAX), "the tail");
             assert_eq!(list.len(), count, "the count");
         });
-        let status = match status {
-            Ok(status) => status,
-            Err(e) => {
-                stop.store(true, Ordering::Relaxed);
-                panic!("round {round}: {e}");
-            }
-        };
-        assert!(
-            succeeded(status),
-            "round {round}: the child failed ({status:#x})"
-        );
         std::thread::sleep(Duration::from_millis(round % 5));
     }
     stop.store(true, Ordering::Relaxed);

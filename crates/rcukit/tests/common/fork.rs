@@ -1,6 +1,7 @@
 //! Running code in a forked child under a deadline: a child that hangs is killed and reported,
 //! so no debugger is needed to tell a hang from a slow child.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Fork, run `body` in the child (its exit status: 0 if it returned, 3 if it panicked) and
@@ -41,4 +42,21 @@ pub(crate) fn wait_within(pid: libc::pid_t, limit: Duration) -> Result<i32, Stri
 /// Did the child exit with status 0?
 pub(crate) fn succeeded(status: i32) -> bool {
     libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+/// Round `round` of a test that forks beside busy threads of its own: run `body` in a child
+/// ([`fork_within`] `limit`) and require it to succeed. A hung child first sets `stop`, so that
+/// the busy threads end, then fails the test; a failed one fails it. Both name the round.
+pub(crate) fn child_round(round: u64, limit: Duration, stop: &AtomicBool, body: impl FnOnce()) {
+    let status = match fork_within(limit, body) {
+        Ok(status) => status,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            panic!("round {round}: {e}");
+        }
+    };
+    assert!(
+        succeeded(status),
+        "round {round}: the child failed ({status:#x})"
+    );
 }
