@@ -472,7 +472,7 @@ impl<K, V> Table<K, V> {
             return;
         }
         let (at, free) = (at - 1, self.replacing[1].load(Relaxed));
-        let full = |i: usize| self.ctrl_mine(word_of(i)).to_ne_bytes()[i % WORD] & 0x80 != 0;
+        let full = |i: usize| fulls(self.ctrl_mine(word_of(i))).contains(i % WORD);
         if full(free) && full(at) {
             self.bury(at);
         }
@@ -485,9 +485,9 @@ impl<K, V> Table<K, V> {
     pub(crate) fn count_slots(&self) -> (usize, usize) {
         let (mut full, mut used) = (0, 0);
         for w in 0..self.words() {
-            let bytes = self.ctrl_mine(w).to_ne_bytes();
-            full += bytes.iter().filter(|&&b| b & 0x80 != 0).count();
-            used += bytes.iter().filter(|&&b| b != EMPTY).count();
+            let word = self.ctrl_mine(w);
+            full += fulls(word).count();
+            used += word.to_ne_bytes().iter().filter(|&&b| b != EMPTY).count();
         }
         (full, used)
     }

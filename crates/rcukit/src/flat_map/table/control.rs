@@ -46,6 +46,12 @@ impl Mask {
         self.0 != 0
     }
 
+    /// Is slot `slot` in the set?
+    #[inline(always)]
+    pub(crate) fn contains(self, slot: usize) -> bool {
+        self.0 & (1 << slot) != 0
+    }
+
     /// The lowest slot in the set.
     #[inline(always)]
     pub(crate) fn lowest(self) -> Option<usize> {
