@@ -63,7 +63,9 @@
 //! [`update`](RcuHashMap::update), `Drop`) never runs under a lock of the map and may use the
 //! map itself. Under the lock a writer stores a pointer and a tag into a free lane (or links a
 //! new overflow line), or replaces or empties the lane of the entry it found: a handful of
-//! stores, no allocation but that of an overflow line. Lock-free insertion (`rculfhash`)
+//! stores, no allocation but that of an overflow line (an insert allocates its node before
+//! it walks, after asking the processor for the bucket's line, so that the allocation runs
+//! while the line's cache miss is served). Lock-free insertion (`rculfhash`)
 //! would spare the lock but needs a compare-and-swap per change and logically deleted markers
 //! that every reader must skip; with per-bucket locks a reader's lookup is a plain scan of a
 //! line, which is what makes lookups as cheap as they are.

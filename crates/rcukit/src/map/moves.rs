@@ -1,7 +1,7 @@
 //! Resizing: moving the buckets of a table into its successor, a run of buckets at a time
 //! (claims 3, 5 and 6 of the [map's essay](super)).
 
-use super::line::{self, LANES, MOVED};
+use super::line::{self, prefetch, LANES, MOVED};
 use super::table::{self, Table};
 use crate::sync::AtomicPtr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -97,19 +97,6 @@ fn prefetch_nodes<N>(bucket: &line::Line<N>) {
             prefetch(lanes.slots[lane].load(Relaxed));
         }
     }
-}
-
-/// A hint to bring `p`'s cache line in; never faults, whatever `p` is.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a prefetch only hints the cache: it reads nothing the program can observe and
-    // does not fault on any address (null, freed or unmapped).
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = p;
 }
 
 /// Copy every entry of bucket `index` of `old` into its bucket of `new`, then mark the old

@@ -17,6 +17,7 @@
 //! same key; closures that decide (`remove_if`'s condition, `update`'s function) may run more
 //! than once, each time with the newest entry.
 
+use super::line;
 use super::node::Node;
 use super::table::{self, Table};
 use super::RcuHashMap;
@@ -72,8 +73,11 @@ where
         sink: &impl Sink<K, V>,
     ) -> Put<'g, K, V> {
         self.repair_if_forked();
-        let node = OwnedNode(Node::new(hash, key, value));
         let mut table = self.table(guard);
+        // The bucket's line is usually a cache miss: ask for it before allocating the node, so
+        // that the allocation runs while it comes.
+        line::prefetch(table.bucket(table.index(hash)));
+        let node = OwnedNode(Node::new(hash, key, value));
         let mut unlinked = None;
         let mut len = None;
         let put = loop {
