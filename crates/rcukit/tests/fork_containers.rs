@@ -5,8 +5,9 @@
 //! online reader the child does not have), and reads from a thread of its own; or it drops its
 //! copy of the `RcuHashMap` without writing it. Then the writer locks of `RcuFlatMap`,
 //! `RcuCell` and `RcuList`, held in the user's closure by a thread of the parent at the fork,
-//! and `RcuList` written by other threads at the fork. A test binary of its own: it forks the
-//! whole process.
+//! and `RcuList` written by other threads at the fork. Last, `RcuHashMap` writes that fork
+//! from their own user code while other threads write the same bucket. A test binary of its
+//! own: it forks the whole process.
 #![cfg(unix)]
 
 mod common;
@@ -380,6 +381,235 @@ fn a_forked_child_writes_a_list_its_parent_was_writing() {
             assert_eq!(list.len(), count, "the count");
         });
         std::thread::sleep(Duration::from_millis(round % 5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+}
+
+/// Where the forking write's user code forks: armed by the test's thread for one site of its
+/// next write, and taken by the first call of that site on that thread.
+mod fork_site {
+    use std::cell::Cell;
+
+    /// The key's `Eq`.
+    pub(super) const EQ: u8 = 1;
+    /// The key's `Drop`.
+    pub(super) const DROP: u8 = 2;
+    /// The write's closure.
+    pub(super) const CLOSURE: u8 = 3;
+
+    thread_local! {
+        static ARMED: Cell<u8> = const { Cell::new(0) };
+        static PID: Cell<libc::pid_t> = const { Cell::new(-1) };
+    }
+
+    pub(super) fn arm(site: u8) {
+        ARMED.with(|a| a.set(site));
+        PID.with(|p| p.set(-1));
+    }
+
+    /// Fork here if `site` is armed (once); the child goes on from here.
+    pub(super) fn fork_if_armed(site: u8) {
+        if ARMED.with(|a| a.get()) == site {
+            ARMED.with(|a| a.set(0));
+            // SAFETY: the child goes on with the test's write, checks the map and leaves with
+            // `_exit` (see the test).
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork failed");
+            PID.with(|p| p.set(pid));
+        }
+    }
+
+    /// The fork's pid after the write: 0 in the child, -1 if the site was never reached.
+    pub(super) fn pid() -> libc::pid_t {
+        PID.with(|p| p.get())
+    }
+}
+
+/// A key whose `Eq` and `Drop` fork when its thread armed them (`fork_site`).
+#[derive(Debug, Clone)]
+struct ForkKey(u64);
+
+impl std::hash::Hash for ForkKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialEq for ForkKey {
+    fn eq(&self, other: &Self) -> bool {
+        fork_site::fork_if_armed(fork_site::EQ);
+        self.0 == other.0
+    }
+}
+
+impl Eq for ForkKey {}
+
+impl Drop for ForkKey {
+    fn drop(&mut self) {
+        fork_site::fork_if_armed(fork_site::DROP);
+    }
+}
+
+/// The key's value as the hash: keys that are equal modulo the table's bucket count share a
+/// bucket, so that the writers below change the forking write's own bucket.
+#[derive(Default, Clone)]
+struct Identity(u64);
+
+impl std::hash::Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0 << 8 | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type ForkMap = RcuHashMap<ForkKey, u64, std::hash::BuildHasherDefault<Identity>>;
+
+/// The key the forking writes use, and the keys of its bucket that the parent's writers churn.
+const FORKING: u64 = 0;
+const SAME_BUCKET: [u64; 6] = [1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20, 6 << 20];
+
+/// The forking write of round `round`, from user code it runs: the key's `Eq`, the closures of
+/// `remove_if`, `update` and `compute`, `retain`'s predicate, and the drop of a key that
+/// `try_insert` did not insert. Returns what the child checks afterwards: whether `FORKING` is
+/// in the map, and with which value.
+fn forking_write(map: &ForkMap, round: u64) -> Option<u64> {
+    let m = map.pin();
+    let before = m
+        .get(&ForkKey(FORKING))
+        .copied()
+        .expect("FORKING is present");
+    fork_site::arm(match round % 6 {
+        0 => fork_site::EQ,
+        5 => fork_site::DROP,
+        _ => fork_site::CLOSURE,
+    });
+    match round % 6 {
+        0 => {
+            // Replaces FORKING: `Eq` runs on the key found in the bucket.
+            m.insert(ForkKey(FORKING), before + 1);
+            Some(before + 1)
+        }
+        1 => {
+            let removed = m.remove_if(&ForkKey(FORKING), |_, _| {
+                fork_site::fork_if_armed(fork_site::CLOSURE);
+                true
+            });
+            assert_eq!(removed.map(|(_, v)| *v), Some(before));
+            None
+        }
+        2 => {
+            let new = m.update(&ForkKey(FORKING), |v| {
+                fork_site::fork_if_armed(fork_site::CLOSURE);
+                v + 2
+            });
+            assert_eq!(new, Some(&(before + 2)));
+            Some(before + 2)
+        }
+        3 => {
+            let _ = m.compute(ForkKey(FORKING), |entry| {
+                fork_site::fork_if_armed(fork_site::CLOSURE);
+                match entry {
+                    Some((_, v)) => rcukit::map::Operation::<u64, ()>::Insert(v + 3),
+                    None => rcukit::map::Operation::Insert(0),
+                }
+            });
+            Some(before + 3)
+        }
+        4 => {
+            drop(m);
+            map.retain(|k, _| {
+                fork_site::fork_if_armed(fork_site::CLOSURE);
+                k.0 != FORKING
+            });
+            None
+        }
+        _ => {
+            // The key not inserted is dropped before the write helps a resize.
+            assert!(m.try_insert(ForkKey(FORKING), 0).is_err());
+            Some(before)
+        }
+    }
+}
+
+/// A fork from the user code of an `RcuHashMap` write (the key's `Eq` or `Drop`, the write's
+/// closure, `retain`'s predicate) while two other threads write keys of the same bucket: the
+/// forking write goes on in the child, where a lock of the bucket may be held by a thread the
+/// child does not have. The child finishes the write, writes on and finds the map whole.
+#[test]
+fn a_child_forked_from_a_map_writes_user_code_finishes_the_write() {
+    let map: Arc<ForkMap> = Arc::new(ForkMap::with_hasher(Default::default()));
+    map.pin().insert(ForkKey(FORKING), 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (map, stop) = (map.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = SAME_BUCKET[(i as usize + w * 3) % SAME_BUCKET.len()];
+                    let m = map.pin();
+                    m.insert(ForkKey(k), i);
+                    m.update(&ForkKey(k), |v| v + 1);
+                    m.remove(&ForkKey(k));
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    for round in 0..48u64 {
+        if map.pin().get(&ForkKey(FORKING)).is_none() {
+            map.pin().insert(ForkKey(FORKING), round);
+        }
+        let expected = forking_write(&map, round);
+        let pid = fork_site::pid();
+        assert!(pid >= 0, "round {round}: the user code forked");
+        if pid == 0 {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let m = map.pin();
+                assert_eq!(
+                    m.get(&ForkKey(FORKING)).copied(),
+                    expected,
+                    "the forking write"
+                );
+                for &k in &SAME_BUCKET {
+                    m.insert(ForkKey(k), k);
+                    assert_eq!(m.update(&ForkKey(k), |v| v + 1), Some(&(k + 1)));
+                }
+                for &k in &SAME_BUCKET[..3] {
+                    assert_eq!(m.remove(&ForkKey(k)), Some(&(k + 1)));
+                }
+                drop(m);
+                let guard = map.domain().read();
+                let keys: HashSet<u64> = map.keys(&guard).map(|k| k.0).collect();
+                assert_eq!(keys.len(), map.len(), "every entry once, and counted");
+                assert!(SAME_BUCKET[3..].iter().all(|k| keys.contains(k)));
+                assert!(!SAME_BUCKET[..3].iter().any(|k| keys.contains(k)));
+            }));
+            // SAFETY: leaving the child without running the parent's destructors.
+            unsafe { libc::_exit(if outcome.is_ok() { 0 } else { 3 }) };
+        }
+        let status = match common::fork::wait_within(pid, Duration::from_secs(60)) {
+            Ok(status) => status,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                panic!("round {round} (fork site {}): {e}", round % 6);
+            }
+        };
+        assert!(
+            succeeded(status),
+            "round {round} (fork site {}): the child failed ({status:#x})",
+            round % 6
+        );
     }
     stop.store(true, Ordering::Relaxed);
     for w in writers {

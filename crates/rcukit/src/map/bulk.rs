@@ -97,6 +97,11 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         _guard: &G,
         budget: usize,
     ) -> Option<*mut Table<K, V>> {
+        if self.forked() {
+            // User code of the write forked (a key's `Drop`): no help in the tables of the
+            // parent; the child's next write repairs the map (module `after_fork`).
+            return None;
+        }
         // SAFETY: the guard (of this domain: every caller checked it or took it from
         // `self.domain()`) protects the current table and what it reaches.
         match unsafe { moves::help_move(&self.root, self.root.load(Acquire), budget, false) } {
@@ -108,6 +113,10 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// After a bulk change: start the resizes the policy asks for and help until none is
     /// left, returning the tables to retire.
     pub(crate) fn resize_now<G: ReadSection>(&self, guard: &G) -> Vec<*mut Table<K, V>> {
+        if self.forked() {
+            // `retain`'s predicate forked: as in `help_resize_by`.
+            return Vec::new();
+        }
         let mut finished = Vec::new();
         loop {
             let before = self.root.load(Acquire);
@@ -153,6 +162,9 @@ where
             if keep(&node.key, &node.value) {
                 continue;
             }
+            // `keep` may have forked: the removal then locks the repaired table, which holds
+            // the node too (module `after_fork`); the walk goes on in the tables it began in.
+            self.repair_if_forked();
             // SAFETY: protected by the guard; `node.hash` is the node's own hash.
             if let Some(n) = unsafe { table::unlink_exact(self.table(&guard), node.hash, node) } {
                 unlinked.nodes.push(n);

@@ -9,14 +9,14 @@
 //! the closure's view and its effect are one atomic step with respect to every other write of
 //! the key, and the closure may run more than once (as `AtomicU64::fetch_update`'s does).
 
+use super::after_fork;
 use super::node::Node;
 use super::table;
-use super::write::{OwnedNode, Sink};
+use super::write::{link, OwnedNode, Sink};
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
 use crate::ReadSection;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What a [`compute`](RcuHashMap::compute) closure asks for.
@@ -54,30 +54,6 @@ fn entry<K, V>(node: &Node<K, V>) -> (&K, &V) {
     (&node.key, &node.value)
 }
 
-/// Link `new` under `locked`: in place of the found node if `replace` (returned, unlinked),
-/// else in a free lane of the bucket, counted in `len` (the count it left is returned)
-/// before the lock is released, so that a removal of the entry, which locks the bucket after
-/// this, counts down after it (the count never runs below the entries present).
-///
-/// # Safety
-///
-/// As for [`table::Locked::insert`], and the spot found a node if `replace`.
-unsafe fn link<K, V>(
-    locked: table::Locked<'_, K, V>,
-    new: *mut Node<K, V>,
-    replace: bool,
-    len: &AtomicUsize,
-) -> (Option<*mut Node<K, V>>, Option<usize>) {
-    if replace {
-        // SAFETY: forwarded to the caller.
-        (Some(unsafe { locked.replace(new) }), None)
-    } else {
-        // SAFETY: forwarded to the caller.
-        unsafe { locked.insert(new) };
-        (None, Some(len.fetch_add(1, Relaxed).wrapping_add(1)))
-    }
-}
-
 impl<K, V, S, D> RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,
@@ -100,13 +76,14 @@ where
         F: FnMut(Option<(&K, &V)>, Option<V>) -> Operation<V, T>,
     {
         let hash = self.hasher.hash_one(&key);
-        self.repair_if_forked();
+        let mut generation = self.attempt_generation();
         let mut key = Some(key);
         let mut rejected = None;
         // Results of aborts that had to be retried: dropped when the call returns, not while
         // it retries (as for rejected values: see `compute_dropping_late`).
         let mut stale = Vec::new();
         loop {
+            self.renew_attempt(&mut generation);
             let table = self.table(guard);
             let k = key.as_ref().expect("the key is ours between attempts");
             // SAFETY: protected by the guard.
@@ -121,7 +98,10 @@ where
                 Operation::Abort(t) => stale.push(t),
                 Operation::Remove if current.is_none() => {}
                 Operation::Remove => {
-                    let Some(locked) = spot.lock() else { continue };
+                    // `None` also if `Eq` or `f` forked (module `after_fork`).
+                    let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
+                        continue;
+                    };
                     // SAFETY: validated lock, and the spot found a node.
                     let old = unsafe { locked.unlink() };
                     drop(locked);
@@ -129,7 +109,7 @@ where
                 }
                 Operation::Insert(value) => {
                     let node = OwnedNode(Node::new(hash, key.take().expect("ours"), value));
-                    let Some(locked) = spot.lock() else {
+                    let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
                         let (k, v) = node.into_parts();
                         key = Some(k);
                         rejected = Some(v);

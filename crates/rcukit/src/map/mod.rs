@@ -236,8 +236,11 @@
 //! in the middle of a write (holding a bucket's lock, moving a bucket, with a run of a resize
 //! claimed) does not have that thread: its first write rebuilds the map into a fresh table
 //! from the nodes the old tables hold, each once, and retires the old tables (`after_fork`;
-//! `tests/fork_containers.rs`, whose children hung in their first writes before). Reads need no
-//! repair.
+//! `tests/fork_containers.rs`, whose children hung in their first writes before). A write
+//! whose own user code forks (the key's `Eq`, a closure, a key's `Drop`, `retain`'s
+//! predicate) holds no lock of the map in the child: before it takes one it checks the fork
+//! generation it began in and, if the process forked since, starts again after that repair.
+//! Reads need no repair.
 //!
 //! [`RcuList`]: crate::RcuList
 

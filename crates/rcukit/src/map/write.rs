@@ -17,6 +17,7 @@
 //! same key; closures that decide (`remove_if`'s condition, `update`'s function) may run more
 //! than once, each time with the newest entry.
 
+use super::after_fork;
 use super::line;
 use super::node::Node;
 use super::table::{self, Table};
@@ -25,6 +26,7 @@ use crate::domain_ref::DomainRef;
 use crate::ReadSection;
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Where a write puts what it unlinked: a node, and a table whose resize it finished.
@@ -72,15 +74,18 @@ where
         guard: &'g G,
         sink: &impl Sink<K, V>,
     ) -> Put<'g, K, V> {
-        self.repair_if_forked();
+        let mut generation = self.attempt_generation();
         let mut table = self.table(guard);
         // The bucket's line is usually a cache miss: ask for it before allocating the node, so
         // that the allocation runs while it comes.
         line::prefetch(table.bucket(table.index(hash)));
         let node = OwnedNode(Node::new(hash, key, value));
-        let mut unlinked = None;
-        let mut len = None;
-        let put = loop {
+        let (new, (old, len)) = loop {
+            if after_fork::forked_since(generation) {
+                // The previous attempt's `Eq` forked: start again in the repaired map.
+                generation = self.attempt_generation();
+                table = self.table(guard);
+            }
             // SAFETY: the node is ours until linked.
             let key = unsafe { &(*node.0).key };
             // SAFETY: nodes and tables are protected by the guard.
@@ -91,40 +96,33 @@ where
                     continue; // the found node may have left the map meanwhile
                 }
                 let (_, value) = node.into_parts();
+                sink.take(None, self.help_resize(guard));
                 // SAFETY: found in the bucket as it still is: a published node, alive for 'g.
                 let current = unsafe { &*spot.found };
-                break Put::Occupied { current, value };
+                return Put::Occupied { current, value };
             }
-            let Some(locked) = spot.lock() else {
+            // `None` also if `Eq` forked (module `after_fork`).
+            let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
                 table = self.table(guard);
                 continue;
             };
             let new = node.publish();
-            // SAFETY (both branches): validated lock; `new` is unpublished with this hash;
-            // linked nodes live for 'g (the guard).
-            if spot.found.is_null() {
-                unsafe { locked.insert(new) };
-                // Counted before the unlock: a removal of this entry locks the bucket after
-                // it, so it counts down after this counts up and the count never runs below
-                // the entries present (nor wraps to `usize::MAX`).
-                len = Some(self.len.fetch_add(1, Relaxed).wrapping_add(1));
-                drop(locked);
-                // SAFETY: `new` is now linked, so it lives for 'g (the guard), as above.
-                break Put::Inserted(unsafe { &*new });
-            }
-            // SAFETY: as above, and the spot found the old node.
-            let old = unsafe { locked.replace(new) };
-            unlinked = Some(old);
-            break Put::Replaced {
-                // SAFETY: unlinked, retired no earlier than below: alive for 'g.
-                old: unsafe { &*old },
-            };
+            // SAFETY: validated lock; `new` is unpublished, with this hash; `found`: the old node.
+            let linked = unsafe { link(locked, new, !spot.found.is_null(), &self.len) };
+            break (new, linked);
         };
         if let Some(len) = len {
             self.maybe_start_resize(table, len);
         }
-        sink.take(unlinked, self.help_resize(guard));
-        put
+        sink.take(old, self.help_resize(guard));
+        match old {
+            // SAFETY: `new` is linked (and retired, if ever, after the guard): alive for 'g.
+            None => Put::Inserted(unsafe { &*new }),
+            // SAFETY: unlinked, retired no earlier than just now: alive for 'g.
+            Some(old) => Put::Replaced {
+                old: unsafe { &*old },
+            },
+        }
     }
 
     /// Remove `key`'s entry if `condition` holds for it; returns the removed entry. The
@@ -143,8 +141,9 @@ where
         F: FnMut(&K, &V) -> bool,
     {
         let hash = self.hasher.hash_one(key);
-        self.repair_if_forked();
+        let mut generation = self.attempt_generation();
         let removed = loop {
+            self.renew_attempt(&mut generation);
             let table = self.table(guard);
             // SAFETY: protected by the guard.
             let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
@@ -162,7 +161,10 @@ where
                 }
                 continue;
             }
-            let Some(locked) = spot.lock() else { continue };
+            // `None` also if `Eq` or the condition forked (module `after_fork`).
+            let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
+                continue;
+            };
             // SAFETY: validated lock, and the spot found a node.
             break unsafe { locked.unlink() };
         };
@@ -189,12 +191,13 @@ where
         F: FnMut(&V) -> V,
     {
         let hash = self.hasher.hash_one(key);
-        self.repair_if_forked();
+        let mut generation = self.attempt_generation();
         // Values of attempts that had to be retried: dropped when the call returns, not while
         // it retries (a value whose `Drop` writes to the key's bucket would otherwise make
         // every attempt stale).
         let mut discarded = Vec::new();
         let (old, new) = loop {
+            self.renew_attempt(&mut generation);
             let table = self.table(guard);
             // SAFETY: protected by the guard.
             let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
@@ -207,7 +210,8 @@ where
             // SAFETY: the found node is protected by the guard.
             let old = unsafe { &*spot.found };
             let node = OwnedNode(Node::new(hash, old.key.clone(), f(&old.value)));
-            let Some(locked) = spot.lock() else {
+            // `None` also if `Eq`, `Clone` or `f` forked (module `after_fork`).
+            let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
                 discarded.push(node);
                 continue;
             };
@@ -416,5 +420,29 @@ where
         F: FnMut(&V) -> V,
     {
         self.update_where(key, f, guard, self).map(|n| &n.value)
+    }
+}
+
+/// Link `new` under `locked`: in place of the found node if `replace` (returned, unlinked),
+/// else in a free lane of the bucket, counted in `len` (the count it left is returned)
+/// before the lock is released, so that a removal of the entry, which locks the bucket after
+/// this, counts down after it (the count never runs below the entries present).
+///
+/// # Safety
+///
+/// As for [`table::Locked::insert`], and the spot found a node if `replace`.
+pub(super) unsafe fn link<K, V>(
+    locked: table::Locked<'_, K, V>,
+    new: *mut Node<K, V>,
+    replace: bool,
+    len: &AtomicUsize,
+) -> (Option<*mut Node<K, V>>, Option<usize>) {
+    if replace {
+        // SAFETY: forwarded to the caller.
+        (Some(unsafe { locked.replace(new) }), None)
+    } else {
+        // SAFETY: forwarded to the caller.
+        unsafe { locked.insert(new) };
+        (None, Some(len.fetch_add(1, Relaxed).wrapping_add(1)))
     }
 }
