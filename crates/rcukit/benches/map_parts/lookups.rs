@@ -376,11 +376,13 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
     }
 }
 
-/// `RcuFlatMap` ÷ each map in lookups per second of the readers' own CPU time: with a busy
-/// writer there are more busy threads than this machine's cores, and a writer that waits for
-/// its readers leaves them more of the CPU, which the wall-clock table counts as speed.
+/// `RcuHashMap`, `RcuFlatMap` and `RcuFlatMap` on a QSBR domain ÷ each map in lookups per
+/// second of the readers' own CPU time: with a busy writer there are more busy threads than
+/// this machine's cores, and a writer that waits for its readers leaves them more of the CPU,
+/// which the wall-clock table counts as speed.
 fn print_per_cpu(samples: &Samples, si: usize) {
     for (top, top_name) in [
+        (RCU, "RcuHashMap (guard per lookup)"),
         (FLAT, "RcuFlatMap"),
         (FLAT_QSBR, "RcuFlatMap on a QSBR domain"),
     ] {
