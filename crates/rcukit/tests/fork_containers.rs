@@ -479,21 +479,22 @@ const FORKING: u64 = 0;
 const SAME_BUCKET: [u64; 6] = [1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20, 6 << 20];
 
 /// The forking write of round `round`, from user code it runs: the key's `Eq`, the closures of
-/// `remove_if`, `update` and `compute`, `retain`'s predicate, and the drop of a key that
-/// `try_insert` did not insert. Returns what the child checks afterwards: whether `FORKING` is
-/// in the map, and with which value.
+/// `remove_if`, `update` and `compute`, `retain`'s predicate, the drop of a key that
+/// `try_insert` did not insert, and `update`'s closure again with a thread of the child writing
+/// the map before the write goes on. Returns what the child checks afterwards: whether
+/// `FORKING` is in the map, and with which value.
 fn forking_write(map: &ForkMap, round: u64) -> Option<u64> {
     let m = map.pin();
     let before = m
         .get(&ForkKey(FORKING))
         .copied()
         .expect("FORKING is present");
-    fork_site::arm(match round % 6 {
+    fork_site::arm(match round % SITES {
         0 => fork_site::EQ,
         5 => fork_site::DROP,
         _ => fork_site::CLOSURE,
     });
-    match round % 6 {
+    match round % SITES {
         0 => {
             // Replaces FORKING: `Eq` runs on the key found in the bucket.
             m.insert(ForkKey(FORKING), before + 1);
@@ -533,13 +534,36 @@ fn forking_write(map: &ForkMap, round: u64) -> Option<u64> {
             });
             None
         }
-        _ => {
+        5 => {
             // The key not inserted is dropped before the write helps a resize.
             assert!(m.try_insert(ForkKey(FORKING), 0).is_err());
             Some(before)
         }
+        _ => {
+            // In the child, a thread of its own writes the map before the forking write goes
+            // on: that thread repairs the map, and the write must not go on in the old tables
+            // (where it would be lost) just because no repair is due any more.
+            let mut started = false;
+            let new = m.update(&ForkKey(FORKING), |v| {
+                fork_site::fork_if_armed(fork_site::CLOSURE);
+                if fork_site::pid() == 0 && !started {
+                    started = true;
+                    std::thread::scope(|s| {
+                        s.spawn(|| {
+                            map.pin().insert(ForkKey(SAME_BUCKET[0]), 0);
+                        });
+                    });
+                }
+                v + 6
+            });
+            assert_eq!(new, Some(&(before + 6)));
+            Some(before + 6)
+        }
     }
 }
+
+/// The places [`forking_write`] forks from, one per round in turn.
+const SITES: u64 = 7;
 
 /// A fork from the user code of an `RcuHashMap` write (the key's `Eq` or `Drop`, the write's
 /// closure, `retain`'s predicate) while two other threads write keys of the same bucket: the
@@ -566,7 +590,7 @@ fn a_child_forked_from_a_map_writes_user_code_finishes_the_write() {
             })
         })
         .collect();
-    for round in 0..48u64 {
+    for round in 0..(8 * SITES) {
         if map.pin().get(&ForkKey(FORKING)).is_none() {
             map.pin().insert(ForkKey(FORKING), round);
         }
@@ -602,13 +626,13 @@ fn a_child_forked_from_a_map_writes_user_code_finishes_the_write() {
             Ok(status) => status,
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);
-                panic!("round {round} (fork site {}): {e}", round % 6);
+                panic!("round {round} (fork site {}): {e}", round % SITES);
             }
         };
         assert!(
             succeeded(status),
             "round {round} (fork site {}): the child failed ({status:#x})",
-            round % 6
+            round % SITES
         );
     }
     stop.store(true, Ordering::Relaxed);
