@@ -3,9 +3,10 @@
 //!
 //! Run with `cargo bench -p rcukit --bench map` (about 15 minutes on 2 cores).
 //! `RCUKIT_BENCH_QUICK=1` (or `-- --quick`) gives a smoke run; `RCUKIT_BENCH_PARTS` picks parts
-//! (`lookups,writes,memory`, the default all three, and `layouts`), `RCUKIT_BENCH_SIZES` the
-//! key counts (default `100000,1000000`), `RCUKIT_BENCH_ROUNDS` and `RCUKIT_BENCH_MS` the
-//! number of rounds and the length of one lookup measurement; `RCUKIT_BENCH_VERBOSE=1` prints
+//! (`lookups,writes,memory`, the default all three, and `layouts` and `costs`),
+//! `RCUKIT_BENCH_SIZES` the key counts (default `100000,1000000`), `RCUKIT_BENCH_ROUNDS` and
+//! `RCUKIT_BENCH_MS` the number of rounds and the length of one lookup measurement;
+//! `RCUKIT_BENCH_VERBOSE=1` prints
 //! every measurement to stderr as it is taken. Built as a test (`cargo test --benches`, no
 //! `--bench` argument) it runs as a tiny smoke run.
 //!
@@ -65,10 +66,17 @@
 //! the run beside hashbrown with neither guard nor lock (what the tables cost alone), and
 //! `RcuFlatMap` on a QSBR domain.
 //!
+//! **Costs** (`map_parts/costs.rs`, only when named in `RCUKIT_BENCH_PARTS`): one thread's
+//! inserts and removes of 1,024 keys in maps made with room for them (no cache miss to pay:
+//! each map's own work per operation), and one thread emptying a map of each size with
+//! `RcuHashMap` built with and without shrinking and allocator trims, beside papaya.
+//!
 //! The tables give the median over the rounds and the min-max; the ratios are ratios of
 //! medians, with the min-max of the per-round ratios. On a 2-core machine a busy writer beside
 //! 2 readers makes 3 busy threads on 2 cores.
 
+#[path = "map_parts/costs.rs"]
+mod costs;
 #[path = "map_parts/layouts.rs"]
 mod layouts;
 #[path = "map_parts/lookups.rs"]
@@ -172,6 +180,7 @@ fn main() {
                 "writes" => writes::run(&cfg, n),
                 "memory" => memory::run(&cfg, n),
                 "layouts" => layouts::run(&cfg, n),
+                "costs" => costs::run(&cfg, n),
                 other => panic!("RCUKIT_BENCH_PARTS: unknown part {other:?}"),
             }
         }
