@@ -327,14 +327,16 @@ fn monotonic_nanos() -> Option<u64> {
     None
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu", not(rcukit_loom)))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(rcukit_loom), not(miri)))]
 fn trim_allocator() {
     // SAFETY: `malloc_trim` has no preconditions; it takes each arena's lock itself, so any
     // thread may call it at any time, and it only releases pages of free blocks.
     unsafe { libc::malloc_trim(0) };
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu", not(rcukit_loom))))]
+/// Off glibc, and under Miri (whose allocator is its own and which cannot call
+/// `malloc_trim`): nothing to ask.
+#[cfg(not(all(target_os = "linux", target_env = "gnu", not(rcukit_loom), not(miri))))]
 fn trim_allocator() {}
 
 #[cfg(all(test, unix, not(rcukit_loom), not(miri)))]
