@@ -36,13 +36,13 @@
 //! the tables as they were. It holds no lock there (no lock of the map is held while user
 //! code runs), and it takes none before it looks again:
 //!
-//! * A keyed write attempt records the fork generation it runs in, after the repair if one
-//!   was due (`attempt_generation`). After the attempt's user code, before it takes the
-//!   bucket's lock, it compares the process's generation with that one; if they differ, the
-//!   user code forked, and the attempt starts again, with the repair first. Comparing
-//!   generations, not the map's stamp, also catches a repair that another thread of the child
-//!   made meanwhile (a thread the user code started): the attempt's spot is then in a table
-//!   the map no longer uses.
+//! * A keyed write repairs the map if a repair is due at the start of every attempt, before
+//!   it reads the table. The `Spot` its walk returns records the fork generation the walk
+//!   began in, and `Spot::lock`, the check of a stale spot before every lock a keyed write
+//!   takes, refuses a spot from an earlier generation: the attempt starts again, with the
+//!   repair first. Comparing generations, not the map's stamp, also catches a repair that
+//!   another thread of the child made meanwhile (a thread the user code started): the spot is
+//!   then in a table the map no longer uses.
 //! * `retain` repairs after its predicate, before each removal (which looks the node up in
 //!   the current table); its walk goes on in the tables it began in, which still hold every
 //!   node they held.
@@ -58,7 +58,6 @@ use super::line;
 use super::table::{self, Table};
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
-use crate::sync::fork;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
@@ -83,23 +82,6 @@ where
         // SAFETY: every other writer of the child waits for the repair (the stamp).
         self.generation
             .repair_if_forked(|_| unsafe { self.rebuild_after_fork() });
-    }
-
-    /// The fork generation a write attempt runs in: the process's, once the map is repaired
-    /// for it (module docs).
-    #[inline(always)]
-    pub(super) fn attempt_generation(&self) -> u64 {
-        self.repair_if_forked();
-        fork::generation()
-    }
-
-    /// At the top of a write attempt's loop: if the previous attempt's user code forked, the
-    /// generation of the new attempt (after the repair).
-    #[inline(always)]
-    pub(super) fn renew_attempt(&self, generation: &mut u64) {
-        if forked_since(*generation) {
-            *generation = self.attempt_generation();
-        }
     }
 
     /// Steps 1 and 2 of the module docs.
@@ -139,24 +121,4 @@ where
             }
         }
     }
-}
-
-/// Has the process forked since a write attempt began in `generation`?
-#[inline(always)]
-pub(super) fn forked_since(generation: u64) -> bool {
-    fork::generation() != generation
-}
-
-/// The validated lock of `spot`'s bucket ([`Spot::lock`](table::Spot::lock)), unless the
-/// process forked since the write attempt began in `generation` (its user code forked): then
-/// `None`, and the attempt starts again, as after a stale spot (module docs).
-#[inline(always)]
-pub(super) fn lock_unless_forked<K, V>(
-    spot: &table::Spot<K, V>,
-    generation: u64,
-) -> Option<table::Locked<'_, K, V>> {
-    if forked_since(generation) {
-        return None;
-    }
-    spot.lock()
 }

@@ -9,7 +9,6 @@
 //! the closure's view and its effect are one atomic step with respect to every other write of
 //! the key, and the closure may run more than once (as `AtomicU64::fetch_update`'s does).
 
-use super::after_fork;
 use super::node::Node;
 use super::table;
 use super::write::{link, OwnedNode, Sink};
@@ -76,14 +75,14 @@ where
         F: FnMut(Option<(&K, &V)>, Option<V>) -> Operation<V, T>,
     {
         let hash = self.hasher.hash_one(&key);
-        let mut generation = self.attempt_generation();
         let mut key = Some(key);
         let mut rejected = None;
         // Results of aborts that had to be retried: dropped when the call returns, not while
         // it retries (as for rejected values: see `compute_dropping_late`).
         let mut stale = Vec::new();
         loop {
-            self.renew_attempt(&mut generation);
+            // Before each attempt: `Eq` or `f` may have forked (`after_fork`).
+            self.repair_if_forked();
             let table = self.table(guard);
             let k = key.as_ref().expect("the key is ours between attempts");
             // SAFETY: protected by the guard.
@@ -98,10 +97,7 @@ where
                 Operation::Abort(t) => stale.push(t),
                 Operation::Remove if current.is_none() => {}
                 Operation::Remove => {
-                    // `None` also if `Eq` or `f` forked (module `after_fork`).
-                    let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
-                        continue;
-                    };
+                    let Some(locked) = spot.lock() else { continue };
                     // SAFETY: validated lock, and the spot found a node.
                     let old = unsafe { locked.unlink() };
                     drop(locked);
@@ -109,7 +105,7 @@ where
                 }
                 Operation::Insert(value) => {
                     let node = OwnedNode(Node::new(hash, key.take().expect("ours"), value));
-                    let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
+                    let Some(locked) = spot.lock() else {
                         let (k, v) = node.into_parts();
                         key = Some(k);
                         rejected = Some(v);

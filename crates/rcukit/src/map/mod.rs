@@ -238,8 +238,9 @@
 //! from the nodes the old tables hold, each once, and retires the old tables (`after_fork`;
 //! `tests/fork_containers.rs`, whose children hung in their first writes before). A write
 //! whose own user code forks (the key's `Eq`, a closure, a key's `Drop`, `retain`'s
-//! predicate) holds no lock of the map in the child: before it takes one it checks the fork
-//! generation it began in and, if the process forked since, starts again after that repair.
+//! predicate) holds no lock of the map in the child, and takes none there: the stale-spot
+//! check before a lock also refuses a walk from before the fork, and the next attempt starts
+//! with the repair.
 //! Reads need no repair.
 //!
 //! [`RcuList`]: crate::RcuList

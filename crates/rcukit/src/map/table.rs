@@ -12,6 +12,7 @@
 
 use super::line::{self, Lanes, Line, LineLock, CHANGING, LANES, MOVED};
 pub(crate) use super::node::Node;
+use crate::sync::fork;
 use crate::sync::{AtomicPtr, AtomicUsize};
 use std::ptr;
 // Not `crate::sync`'s: a hint outside the protocol, which the loom models need not see.
@@ -311,11 +312,14 @@ pub(crate) unsafe fn find_raw<K, V>(
 }
 
 /// Where a key is (or would be inserted): the bucket that owns the hash, the state it had when
-/// the walk began, and the lane that holds the matching node.
+/// the walk began, and the lane that holds the matching node; and the process's fork
+/// generation when the walk began (see `after_fork`: user code run since, `Eq` in the walk or
+/// a write's closure after it, may have forked).
 pub(crate) struct Spot<K, V> {
     table: *const Table<K, V>,
     index: usize,
     state: u64,
+    generation: u64,
     line: *const Lanes<Node<K, V>>,
     lane: usize,
     pub(crate) found: *mut Node<K, V>,
@@ -334,8 +338,13 @@ impl<K, V> Spot<K, V> {
         self.bucket().seq() == self.state
     }
 
-    /// Lock the bucket and check nothing changed since the walk; `None` means walk again.
+    /// Lock the bucket and check nothing changed since the walk; `None` means walk again. A
+    /// spot from before a fork is stale too, and is not locked at all: in the child the
+    /// bucket's lock may be held by a thread the child does not have (see `after_fork`).
     pub(crate) fn lock(&self) -> Option<Locked<'_, K, V>> {
+        if fork::generation() != self.generation {
+            return None;
+        }
         let lock = self.bucket().lock();
         (lock.seq() == self.state).then_some(Locked { spot: self, lock })
     }
@@ -403,6 +412,7 @@ pub(crate) unsafe fn locate<K, V>(
     hash: u64,
     matches: &mut impl FnMut(&K) -> bool,
 ) -> Spot<K, V> {
+    let generation = fork::generation();
     let mut table = current;
     loop {
         let index = table.index(hash);
@@ -428,6 +438,7 @@ pub(crate) unsafe fn locate<K, V>(
             table,
             index,
             state,
+            generation,
             line,
             lane,
             found,

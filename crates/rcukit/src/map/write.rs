@@ -17,7 +17,6 @@
 //! same key; closures that decide (`remove_if`'s condition, `update`'s function) may run more
 //! than once, each time with the newest entry.
 
-use super::after_fork;
 use super::line;
 use super::node::Node;
 use super::table::{self, Table};
@@ -74,25 +73,22 @@ where
         guard: &'g G,
         sink: &impl Sink<K, V>,
     ) -> Put<'g, K, V> {
-        let mut generation = self.attempt_generation();
-        let mut table = self.table(guard);
+        let first = self.table(guard);
         // The bucket's line is usually a cache miss: ask for it before allocating the node, so
-        // that the allocation runs while it comes.
-        line::prefetch(table.bucket(table.index(hash)));
+        // that the allocation runs while it comes (a hint: in a child before the repair below,
+        // a line of a table the repair replaces).
+        line::prefetch(first.bucket(first.index(hash)));
         let node = OwnedNode(Node::new(hash, key, value));
-        let (new, (old, len)) = loop {
-            if after_fork::forked_since(generation) {
-                // The previous attempt's `Eq` forked: start again in the repaired map.
-                generation = self.attempt_generation();
-                table = self.table(guard);
-            }
+        let (table, new, (old, len)) = loop {
+            // Before each attempt: `Eq` may have forked in the last one (`after_fork`).
+            self.repair_if_forked();
+            let table = self.table(guard);
             // SAFETY: the node is ours until linked.
             let key = unsafe { &(*node.0).key };
             // SAFETY: nodes and tables are protected by the guard.
             let spot = unsafe { table::locate(table, hash, &mut |k| k == key) };
             if !replace && !spot.found.is_null() {
                 if !spot.unchanged() {
-                    table = self.table(guard);
                     continue; // the found node may have left the map meanwhile
                 }
                 let (_, value) = node.into_parts();
@@ -101,15 +97,11 @@ where
                 let current = unsafe { &*spot.found };
                 return Put::Occupied { current, value };
             }
-            // `None` also if `Eq` forked (module `after_fork`).
-            let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
-                table = self.table(guard);
-                continue;
-            };
+            let Some(locked) = spot.lock() else { continue };
             let new = node.publish();
             // SAFETY: validated lock; `new` is unpublished, with this hash; `found`: the old node.
             let linked = unsafe { link(locked, new, !spot.found.is_null(), &self.len) };
-            break (new, linked);
+            break (table, new, linked);
         };
         if let Some(len) = len {
             self.maybe_start_resize(table, len);
@@ -141,9 +133,9 @@ where
         F: FnMut(&K, &V) -> bool,
     {
         let hash = self.hasher.hash_one(key);
-        let mut generation = self.attempt_generation();
         let removed = loop {
-            self.renew_attempt(&mut generation);
+            // Before each attempt: `Eq` or the condition may have forked (`after_fork`).
+            self.repair_if_forked();
             let table = self.table(guard);
             // SAFETY: protected by the guard.
             let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
@@ -161,10 +153,7 @@ where
                 }
                 continue;
             }
-            // `None` also if `Eq` or the condition forked (module `after_fork`).
-            let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
-                continue;
-            };
+            let Some(locked) = spot.lock() else { continue };
             // SAFETY: validated lock, and the spot found a node.
             break unsafe { locked.unlink() };
         };
@@ -191,13 +180,13 @@ where
         F: FnMut(&V) -> V,
     {
         let hash = self.hasher.hash_one(key);
-        let mut generation = self.attempt_generation();
         // Values of attempts that had to be retried: dropped when the call returns, not while
         // it retries (a value whose `Drop` writes to the key's bucket would otherwise make
         // every attempt stale).
         let mut discarded = Vec::new();
         let (old, new) = loop {
-            self.renew_attempt(&mut generation);
+            // Before each attempt: `Eq`, `Clone` or `f` may have forked (`after_fork`).
+            self.repair_if_forked();
             let table = self.table(guard);
             // SAFETY: protected by the guard.
             let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
@@ -210,8 +199,7 @@ where
             // SAFETY: the found node is protected by the guard.
             let old = unsafe { &*spot.found };
             let node = OwnedNode(Node::new(hash, old.key.clone(), f(&old.value)));
-            // `None` also if `Eq`, `Clone` or `f` forked (module `after_fork`).
-            let Some(locked) = after_fork::lock_unless_forked(&spot, generation) else {
+            let Some(locked) = spot.lock() else {
                 discarded.push(node);
                 continue;
             };
