@@ -26,8 +26,8 @@ use std::hash::{BuildHasher, Hash};
 /// What keeps the map's table alive for a call that reads by itself.
 pub(super) enum Hold<'m, K, V, S, D>
 where
-    K: Copy + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Send + 'static,
+    V: Clone + Send + 'static,
     D: AnyDomainRef,
 {
     /// A guard of the map's `Rcu` domain.
@@ -40,7 +40,7 @@ where
     Held,
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     RcuFlatMap<K, V, S, D>
 {
     /// A guard of the map's domain, or its writer lock where the domain gives no guard.
@@ -77,8 +77,8 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
 
 impl<K, V, S, D> RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Hash + Eq + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Hash + Eq + Send + 'static,
+    V: Clone + Send + 'static,
     S: BuildHasher,
     D: AnyDomainRef,
 {

@@ -8,7 +8,7 @@ use crate::section::ReadSection;
 use std::iter::FusedIterator;
 use std::sync::atomic::Ordering::Relaxed;
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     RcuFlatMap<K, V, S, D>
 {
     /// The entries, in no particular order, valid while both `guard` and the map are borrowed:

@@ -22,12 +22,12 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use table::{groups_for, usable, word_of, Table, TOMBSTONE, WORD};
 use write_lock::{WriteLock, Writer, WriterLock};
 
-/// A hash map of `Copy` entries stored inline, whose readers take no lock; see the
-/// [module docs](self).
+/// A hash map of entries stored inline (cloned when the table is rebuilt), whose readers take
+/// no lock; see the [module docs](self).
 pub struct RcuFlatMap<K, V, S = RandomState, D = &'static Rcu>
 where
-    K: Copy + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Send + 'static,
+    V: Clone + Send + 'static,
     D: AnyDomainRef,
 {
     root: AtomicPtr<Table<K, V>>,
@@ -39,39 +39,46 @@ where
 }
 
 // SAFETY: readers on any thread share `&K`/`&V` (need `Sync`); entries written by one thread
-// are read and copied by others (need `Send`); the hasher is used through `&S` by every
-// thread, the domain handle through `&D`.
+// are read and cloned by others, and dropped with their table on whichever thread frees it
+// (need `Send`); the hasher is used through `&S` by every thread, the domain handle through
+// `&D`.
 unsafe impl<K, V, S, D> Sync for RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Send + Sync + 'static,
-    V: Copy + Send + Sync + 'static,
+    K: Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
     S: Sync,
     D: AnyDomainRef + Sync,
 {
 }
-// SAFETY: moving the map moves its tables (which it owns), its hasher and its handle.
+// SAFETY: moving the map moves its tables (which it owns, with their entries: `Send`), its
+// hasher and its handle.
 unsafe impl<K, V, S, D> Send for RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Send + 'static,
+    V: Clone + Send + 'static,
     S: Send,
     D: AnyDomainRef + Send,
 {
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
-    std::panic::RefUnwindSafe for RcuFlatMap<K, V, S, D>
+// As std's maps: unwind-safe when the entries are (a panic in the user's code under a write
+// leaves the map as it was, but an entry's own state is the entry's affair).
+impl<K, V, S, D> std::panic::RefUnwindSafe for RcuFlatMap<K, V, S, D>
+where
+    K: Clone + Send + std::panic::RefUnwindSafe + 'static,
+    V: Clone + Send + std::panic::RefUnwindSafe + 'static,
+    D: AnyDomainRef,
 {
 }
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> std::panic::UnwindSafe
-    for RcuFlatMap<K, V, S, D>
+impl<K, V, S, D> std::panic::UnwindSafe for RcuFlatMap<K, V, S, D>
+where
+    K: Clone + Send + std::panic::UnwindSafe + 'static,
+    V: Clone + Send + std::panic::UnwindSafe + 'static,
+    D: AnyDomainRef,
 {
 }
 
-/// What a write found and what it wrote (see `RcuFlatMap::write`).
-type Written<K, V> = (Option<(K, V)>, Option<(K, V)>);
-
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static> RcuFlatMap<K, V> {
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static> RcuFlatMap<K, V> {
     /// An empty map on the global domain.
     pub fn new() -> Self {
         Self::with_capacity_and_hasher(0, RandomState::new())
@@ -90,13 +97,13 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static> RcuFlatMap<K, V> {
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static> Default for RcuFlatMap<K, V> {
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static> Default for RcuFlatMap<K, V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, D: AnyDomainRef>
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, D: AnyDomainRef>
     RcuFlatMap<K, V, RandomState, D>
 {
     /// An empty map on `domain`: `&rcu` or `Arc<Rcu>` (read under its guards), `&qsbr` or
@@ -107,7 +114,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, D: AnyDomainRef>
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S> RcuFlatMap<K, V, S> {
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S> RcuFlatMap<K, V, S> {
     /// An empty map on the global domain, hashing with `hasher`.
     pub fn with_hasher(hasher: S) -> Self {
         Self::with_capacity_and_hasher(0, hasher)
@@ -126,7 +133,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S> RcuFlatMap<K, V, S> 
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     RcuFlatMap<K, V, S, D>
 {
     /// An empty map on `domain` with room for `capacity` entries, hashing with `hasher`.
@@ -205,8 +212,8 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
 
 impl<K, V, S, D> RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Hash + Eq + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Hash + Eq + Send + 'static,
+    V: Clone + Send + 'static,
     S: BuildHasher,
     D: AnyDomainRef,
 {
@@ -254,7 +261,19 @@ where
         self.get_key_value(key, guard).map(|(_, v)| v)
     }
 
-    /// A copy of the value for `key`, read under a guard the map takes and drops.
+    /// A copy of the value for `key`, read under a guard the map takes and drops:
+    /// [`get_cloned`](Self::get_cloned) for `Copy` values.
+    #[inline]
+    pub fn get_copied<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        V: Copy,
+    {
+        self.get_cloned(key)
+    }
+
+    /// A clone of the value for `key`, read under a guard the map takes and drops.
     ///
     /// The key is hashed before the guard is taken, and the guard, being the map's own
     /// domain's, is not checked: a few loads fewer than [`get`](Self::get) with a guard of
@@ -264,33 +283,37 @@ where
     /// writer lock (correct from any thread, but it waits for writes and makes them wait):
     /// there, read with [`get`](Self::get) and the thread's [`QsbrThread`](crate::QsbrThread).
     #[inline]
-    pub fn get_copied<Q>(&self, key: &Q) -> Option<V>
+    pub fn get_cloned<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
         let Some(_guard) = domain_ref::read_by_itself(&self.domain) else {
-            return self.get_copied_held(hash, key);
+            return self.get_cloned_held(hash, key);
         };
         // SAFETY: as in `table`: the root is never null, and a table is retired only after it
         // stopped being the root; the guard, of the map's own domain, holds that grace period
         // back while the table is used here.
         let table = unsafe { &*self.root.load(Acquire) };
-        table.find(hash, |k| k.borrow() == key).map(|(_, v)| *v)
+        table
+            .find(hash, |k| k.borrow() == key)
+            .map(|(_, v)| v.clone())
     }
 
-    /// `get_copied` on a QSBR domain: under the writer lock (see `hold`).
+    /// `get_cloned` on a QSBR domain: under the writer lock (see `hold`).
     #[cold]
     #[inline(never)]
-    fn get_copied_held<Q>(&self, hash: u64, key: &Q) -> Option<V>
+    fn get_cloned_held<Q>(&self, hash: u64, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         let hold = self.hold();
         let table = self.held_table(&hold);
-        table.find(hash, |k| k.borrow() == key).map(|(_, v)| *v)
+        table
+            .find(hash, |k| k.borrow() == key)
+            .map(|(_, v)| v.clone())
     }
 
     /// Whether the map holds `key`.
@@ -305,96 +328,126 @@ where
         self.get_key_value(key, guard).is_some()
     }
 
-    /// Insert `key` → `value`; returns the value it replaced. The replaced entry stays readable
-    /// by readers that found it until their guards end.
+    /// Insert `key` → `value`; returns a clone of the value it replaced. The replaced entry
+    /// stays readable by readers that found it until their guards end.
     pub fn insert(&self, key: K, value: V) -> Option<V> {
-        let (current, _) = self.write(&key, |k| k == &key, |_| Some((key, value)));
-        current.map(|(_, v)| v)
+        self.write(key, |current, key| {
+            let old = current.map(|(_, v)| v.clone());
+            (Some((key, value)), old)
+        })
     }
 
     /// Insert `key` → `value` if the map has no entry for `key`; else leave the map as it is
-    /// and return the current value.
+    /// (dropping `key` and `value`) and return a clone of the current value.
     pub fn try_insert(&self, key: K, value: V) -> Result<(), V> {
-        let decide = |current: Option<_>| current.is_none().then_some((key, value));
-        match self.write(&key, |k| k == &key, decide) {
-            (None, _) => Ok(()),
-            (Some((_, current)), _) => Err(current),
-        }
+        self.write(key, |current, key| match current {
+            None => (Some((key, value)), Ok(())),
+            Some((_, v)) => (None, Err(v.clone())),
+        })
     }
 
-    /// The value for `key`, inserting `make()` first if there is none: atomic with respect to
-    /// every other write (`make` runs under the map's writer lock, at most once; it must not
-    /// write to this map, which panics).
+    /// A clone of the value for `key`, inserting `make()` first if there is none: atomic with
+    /// respect to every other write (`make` runs under the map's writer lock, at most once; it
+    /// must not write to this map, which panics).
     pub fn get_or_insert_with<F: FnOnce() -> V>(&self, key: K, make: F) -> V {
-        let decide = |current: Option<_>| current.is_none().then(|| (key, make()));
-        let (current, written) = self.write(&key, |k| k == &key, decide);
-        current.or(written).expect("an entry found or written").1
+        self.write(key, |current, key| match current {
+            Some((_, v)) => (None, v.clone()),
+            None => {
+                let value = make();
+                let copy = value.clone();
+                (Some((key, value)), copy)
+            }
+        })
     }
 
-    /// Replace the value for `key` with `f(value)`, atomically with respect to every other
-    /// write (`f` runs under the map's writer lock, once; it must not write to this map, which
-    /// panics). Returns the new value, or `None` (and does not call `f`) if `key` is absent.
+    /// Replace the value for `key` with `f(value)` (`f` gets a clone of the current value),
+    /// atomically with respect to every other write (`f` runs under the map's writer lock,
+    /// once; it must not write to this map, which panics). Returns a clone of the new value,
+    /// or `None` (and does not call `f`) if `key` is absent.
     pub fn update<Q, F>(&self, key: &Q, f: F) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
         F: FnOnce(V) -> V,
     {
-        let decide = |current: Option<(K, V)>| current.map(|(k, v)| (k, f(v)));
-        self.write(key, |k| k.borrow() == key, decide)
-            .1
-            .map(|(_, v)| v)
+        self.write(key, |current, _| match current {
+            None => (None, None),
+            Some((k, v)) => {
+                let new = f(v.clone());
+                let copy = new.clone();
+                (Some((k.clone(), new)), Some(copy))
+            }
+        })
     }
 
-    /// Replace the value for `key` with `update(value)`, or insert `insert()` if there is
-    /// none: atomic with respect to every other write (the closures run under the map's writer
-    /// lock, one of them once; they must not write to this map, which panics). Returns the
-    /// value now in the map.
+    /// Replace the value for `key` with `update(value)` (given a clone of the current value),
+    /// or insert `insert()` if there is none: atomic with respect to every other write (the
+    /// closures run under the map's writer lock, one of them once; they must not write to
+    /// this map, which panics). Returns a clone of the value now in the map.
     pub fn update_or_insert_with<U, I>(&self, key: K, update: U, insert: I) -> V
     where
         U: FnOnce(V) -> V,
         I: FnOnce() -> V,
     {
-        let decide = |current: Option<(K, V)>| match current {
-            Some((k, v)) => Some((k, update(v))),
-            None => Some((key, insert())),
-        };
-        let (_, written) = self.write(&key, |k| k == &key, decide);
-        written.expect("an entry written").1
+        self.write(key, |current, key| {
+            let (key, value) = match current {
+                Some((k, v)) => (k.clone(), update(v.clone())),
+                None => (key, insert()),
+            };
+            let copy = value.clone();
+            (Some((key, value)), copy)
+        })
     }
 
-    /// Remove the entry for `key`; returns its value. Readers that found the entry keep
-    /// reading it until their guards end.
+    /// Remove the entry for `key`; returns a clone of its value. Readers that found the entry
+    /// keep reading it until their guards end.
     pub fn remove<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.remove_if(key, |_, _| true).map(|(_, v)| v)
+        self.remove_where(key, |_| true, |(_, v)| v.clone())
     }
 
     /// Remove the entry for `key` if `condition(key, value)` holds, atomically with respect to
-    /// every other write (`condition` runs under the map's writer lock); returns the entry.
+    /// every other write (`condition` runs under the map's writer lock); returns a clone of the
+    /// entry.
     pub fn remove_if<Q, F>(&self, key: &Q, condition: F) -> Option<(K, V)>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
         F: FnOnce(&K, &V) -> bool,
     {
+        self.remove_where(key, |(k, v)| condition(k, v), Clone::clone)
+    }
+
+    /// Remove the entry for `key` if `condition` accepts it, returning `output` of it (a
+    /// clone, taken before anything changes: a panic in either leaves the map as it was).
+    fn remove_where<Q, R>(
+        &self,
+        key: &Q,
+        condition: impl FnOnce(&(K, V)) -> bool,
+        output: impl FnOnce(&(K, V)) -> R,
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let hash = self.hasher.hash_one(key);
         let mut lock = self.lock();
         let table = self.table_mine(&lock);
         let at = table.find_slot(hash, |k| k.borrow() == key)?;
         // SAFETY: the key's slot is full; the table is alive under the lock.
-        let entry = *unsafe { table.entry(at) };
-        if !condition(&entry.0, &entry.1) {
+        let entry = unsafe { table.entry(at) };
+        if !condition(entry) {
             return None;
         }
+        let removed = output(entry);
         table.bury(at);
         let len = self.len.load(Relaxed) - 1;
         self.len.store(len, Relaxed);
         self.shrink_if_sparse(&mut lock, len);
-        Some(entry)
+        Some(removed)
     }
 
     /// Keep only the entries for which `keep(key, value)` holds (`keep` runs under the map's
@@ -455,37 +508,42 @@ where
         self.rebuild(&mut lock, groups);
     }
 
-    /// Every write but a removal: under the writer lock, find the entry of the key that `eq`
-    /// accepts (hashed like `key`), ask `decide` (once) what to write given that entry, and
+    /// Every write but a removal: under the writer lock, find the entry of `key` (the caller's
+    /// own, or borrowed), ask `decide` (once) what to write given that entry and the key, and
     /// write it, rebuilding the table first when it has no room (or when an iteration walks it
-    /// and the entry would change control words: see "Iteration"). Returns the entry found and the
-    /// entry written.
-    fn write<Q>(
+    /// and the entry would change control words: see "Iteration"). `decide` also makes what the
+    /// write returns (clones of the values the caller gets), before anything changes: a panic
+    /// in it, or in the user's code it runs, leaves the map as it was.
+    fn write<Q, B, R>(
         &self,
-        key: &Q,
-        mut eq: impl FnMut(&K) -> bool,
-        decide: impl FnOnce(Option<(K, V)>) -> Option<(K, V)>,
-    ) -> Written<K, V>
+        key: B,
+        decide: impl FnOnce(Option<&(K, V)>, B) -> (Option<(K, V)>, R),
+    ) -> R
     where
-        Q: Hash + ?Sized,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        B: Borrow<Q>,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hasher.hash_one(key.borrow());
         let mut lock = self.lock();
-        let mut found = self.table_mine(&lock).probe_for_write(hash, &mut eq);
+        let mut found = self
+            .table_mine(&lock)
+            .probe_for_write(hash, |k| k.borrow() == key.borrow());
         // SAFETY: the key's slot is full; the table is alive under the lock.
         let current = found
             .at
-            .map(|at| *unsafe { self.table_mine(&lock).entry(at) });
-        let Some(entry) = decide(current) else {
-            return (current, None);
+            .map(|at| unsafe { self.table_mine(&lock).entry(at) });
+        let (entry, result) = decide(current, key);
+        let Some(entry) = entry else {
+            return result;
         };
         loop {
             let table = self.table_mine(&lock);
             let moves = matches!((found.at, found.free), (Some(at), Some(free)) if word_of(at) != word_of(free));
             let walked = moves && table.iterators.load(Relaxed) > 0;
             if found.free.is_none() || lock.room == 0 || walked {
-                // Rebuild, then probe again (the user's `Eq` runs again; its answers may
-                // differ, which only changes what the map holds).
+                // Rebuild, then probe again for the key being written (the user's `Eq` runs
+                // again; its answers may differ, which only changes what the map holds).
                 let len = self.len.load(Relaxed);
                 let groups = if len + 1 > usable(table.groups()) / 2 {
                     table.groups() * 2
@@ -493,15 +551,19 @@ where
                     table.groups()
                 };
                 self.rebuild(&mut lock, groups);
-                found = self.table_mine(&lock).probe_for_write(hash, &mut eq);
+                found = self
+                    .table_mine(&lock)
+                    .probe_for_write(hash, |k| k == &entry.0);
                 continue;
             }
             lock.room -= 1;
+            let added = found.at.is_none();
             // SAFETY: this writer holds the lock; `found` is fresh and has a free slot.
-            if unsafe { table.place(&found, hash, entry) }.is_none() {
+            unsafe { table.place(&found, hash, entry) };
+            if added {
                 self.len.store(self.len.load(Relaxed) + 1, Relaxed);
             }
-            return (current, Some(entry));
+            return result;
         }
     }
 
@@ -529,7 +591,8 @@ where
     /// old one is retired when the lock is let go).
     fn rebuild(&self, lock: &mut WriteLock<'_, K, V, S, D>, groups: usize) {
         let new = Box::new(Table::to_fill(groups, self.len.load(Relaxed)));
-        // The user's `Hash` may panic here: `new` is then dropped, unseen.
+        // The user's `Hash` or `Clone` may panic here: `new` is then dropped, unseen, with
+        // the clones it holds.
         let len = self
             .table_mine(lock)
             .copy_live_into(&new, |k| self.hasher.hash_one(k));
@@ -554,7 +617,7 @@ where
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> Drop
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef> Drop
     for RcuFlatMap<K, V, S, D>
 {
     fn drop(&mut self) {

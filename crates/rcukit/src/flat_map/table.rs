@@ -19,6 +19,8 @@
 use crate::pages::{PageArray, Pages};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, UnsafeCell};
 use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 mod control;
@@ -149,6 +151,9 @@ impl<K, V> Drop for Table<K, V> {
         if !self.reuse.load(Relaxed) {
             self.ctrl.give_back_when_dropped();
             self.slots.give_back_when_dropped();
+        }
+        if std::mem::needs_drop::<(K, V)>() {
+            self.drop_entries();
         }
     }
 }
@@ -423,26 +428,21 @@ impl<K, V> Table<K, V> {
 
     /// Write `entry` (whose hash is `hash`) into the free slot `found` gave, and, if `found`
     /// has the key's old slot, make that a tombstone: the new slot full first, or both in one
-    /// store when they share a control word (claim 3). Returns the old entry.
+    /// store when they share a control word (claim 3). The old entry stays in its slot, owned
+    /// by the table, for the readers that found it (see "Entries and their drops").
     ///
     /// # Safety
     ///
     /// Only the caller writes to the table, `found` came from
     /// [`probe_for_write`](Self::probe_for_write) since the last change, with a free slot.
-    pub(crate) unsafe fn place(&self, found: &Found, hash: u64, entry: (K, V)) -> Option<(K, V)>
-    where
-        K: Copy,
-        V: Copy,
-    {
+    pub(crate) unsafe fn place(&self, found: &Found, hash: u64, entry: (K, V)) {
         let free = found.free.expect("a free slot");
         // SAFETY: `EMPTY`: nobody reads the slot, and only the caller writes.
         unsafe { self.write(free, entry) };
         let Some(at) = found.at else {
             self.set_byte(free, tag(hash));
-            return None;
+            return;
         };
-        // SAFETY: the key's slot is full.
-        let old = *unsafe { self.entry(at) };
         let w = word_of(free);
         if word_of(at) == w {
             let word = with_byte(self.ctrl_mine(w), free % WORD, tag(hash));
@@ -458,7 +458,6 @@ impl<K, V> Table<K, V> {
             self.set_byte(at, TOMBSTONE);
             self.replacing[0].store(0, Release);
         }
-        Some(old)
     }
 
     /// Finish a replacement across two control words that its writer left between its two
@@ -497,23 +496,25 @@ impl<K, V> Table<K, V> {
         self.set_byte(i, TOMBSTONE);
     }
 
-    /// Copy every full slot into `new` (empty, not yet seen by anyone), placing each entry by
-    /// `hash_of` its key; returns how many. A panic in `hash_of` leaves `self` as it was.
+    /// Clone every full slot's entry into `new` (empty, not yet seen by anyone), placing each
+    /// by `hash_of` its key; returns how many. A panic in `hash_of` or in the entries' `Clone`
+    /// leaves `self` as it was, and `new` owns the clones it holds (its drop drops them).
     pub(crate) fn copy_live_into(
         &self,
         new: &Table<K, V>,
         mut hash_of: impl FnMut(&K) -> u64,
     ) -> usize
     where
-        K: Copy,
-        V: Copy,
+        K: Clone,
+        V: Clone,
     {
         let mut copied = 0;
         for w in 0..self.words() {
             for b in fulls(self.ctrl_mine(w)) {
                 // SAFETY: full: written.
-                let entry = *unsafe { self.entry(w * WORD + b) };
-                let hash = hash_of(&entry.0);
+                let (key, value) = unsafe { self.entry(w * WORD + b) };
+                let hash = hash_of(key);
+                let entry = (key.clone(), value.clone());
                 let free = new
                     .probe(hash)
                     .find_map(|g| new.group_mine(g).empties().lowest().map(|s| g * GROUP + s))
@@ -525,6 +526,46 @@ impl<K, V> Table<K, V> {
             }
         }
         copied
+    }
+
+    /// Drop every entry the table owns: each slot that is not `EMPTY` (full, or a tombstone
+    /// whose entry was removed or replaced in this table). Each key and each value is dropped
+    /// apart, each contained: a panic in one drop still drops the rest, and the first panic
+    /// goes on once all are dropped.
+    fn drop_entries(&mut self) {
+        let mut first_panic = None;
+        for w in 0..self.words() {
+            let word = self.ctrl_mine(w);
+            for (b, &byte) in word.to_ne_bytes().iter().enumerate() {
+                if byte == EMPTY {
+                    continue;
+                }
+                let cell = &self.slots[w * WORD + b];
+                // SAFETY: a byte that is not `EMPTY` was stored after its slot was written;
+                // `&mut self`: the table is being dropped, nobody reads it, and each slot is
+                // dropped once, here.
+                let entry = cell.with_mut(|p| unsafe { (*p).as_mut_ptr() });
+                for dropped in [
+                    // SAFETY: as above; the key and the value are dropped apart, once each.
+                    catch_unwind(AssertUnwindSafe(|| unsafe {
+                        ptr::drop_in_place(&raw mut (*entry).0)
+                    })),
+                    // SAFETY: as above.
+                    catch_unwind(AssertUnwindSafe(|| unsafe {
+                        ptr::drop_in_place(&raw mut (*entry).1)
+                    })),
+                ] {
+                    if let Err(payload) = dropped {
+                        first_panic.get_or_insert(payload);
+                    }
+                }
+            }
+        }
+        // A drop while unwinding (a rebuild's new table, dropped because a `Clone` panicked)
+        // must not panic again, which would abort: the first panic is already on its way.
+        if let Some(payload) = first_panic.filter(|_| !std::thread::panicking()) {
+            resume_unwind(payload);
+        }
     }
 }
 

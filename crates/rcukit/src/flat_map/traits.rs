@@ -9,8 +9,8 @@ use std::hash::{BuildHasher, Hash};
 
 impl<K, V, S, D> fmt::Debug for RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Send + 'static + fmt::Debug,
-    V: Copy + Send + 'static + fmt::Debug,
+    K: Clone + Send + 'static + fmt::Debug,
+    V: Clone + Send + 'static + fmt::Debug,
     D: AnyDomainRef,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -22,8 +22,8 @@ where
 
 impl<K, V, S, D> Extend<(K, V)> for RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Hash + Eq + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Hash + Eq + Send + 'static,
+    V: Clone + Send + 'static,
     S: BuildHasher,
     D: AnyDomainRef,
 {
@@ -36,8 +36,8 @@ where
 
 impl<K, V, S> FromIterator<(K, V)> for RcuFlatMap<K, V, S>
 where
-    K: Copy + Hash + Eq + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Hash + Eq + Send + 'static,
+    V: Clone + Send + 'static,
     S: BuildHasher + Default,
 {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
@@ -49,8 +49,8 @@ where
 
 impl<K, V, S, D> Clone for RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Hash + Eq + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Hash + Eq + Send + 'static,
+    V: Clone + Send + 'static,
     S: BuildHasher + Clone,
     D: AnyDomainRef + Clone,
 {
@@ -63,7 +63,7 @@ where
         );
         let hold = self.hold();
         for (k, v) in self.iter_held(&hold) {
-            copy.insert(*k, *v);
+            copy.insert(k.clone(), v.clone());
         }
         drop(hold);
         copy
@@ -72,8 +72,8 @@ where
 
 impl<K, V, S, D> PartialEq for RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Hash + Eq + Send + 'static,
-    V: Copy + PartialEq + Send + 'static,
+    K: Clone + Hash + Eq + Send + 'static,
+    V: Clone + PartialEq + Send + 'static,
     S: BuildHasher,
     D: AnyDomainRef,
 {
@@ -110,8 +110,8 @@ where
 
 impl<K, V, S, D> Eq for RcuFlatMap<K, V, S, D>
 where
-    K: Copy + Hash + Eq + Send + 'static,
-    V: Copy + Eq + Send + 'static,
+    K: Clone + Hash + Eq + Send + 'static,
+    V: Clone + Eq + Send + 'static,
     S: BuildHasher,
     D: AnyDomainRef,
 {

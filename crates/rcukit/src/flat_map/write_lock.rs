@@ -67,7 +67,7 @@ thread_local! {
     static OUTER: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     RcuFlatMap<K, V, S, D>
 {
     /// Does this thread hold the writer lock (it runs the user's code under it, perhaps that
@@ -110,7 +110,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     RcuFlatMap<K, V, S, D>
 {
     /// The writer's counts in a forked child that took the lock over from a thread it does not
@@ -180,8 +180,8 @@ fn reentered() -> ! {
 /// must not run under a lock of the map's), also when a write unwinds.
 pub(super) struct WriteLock<'m, K, V, S, D>
 where
-    K: Copy + Send + 'static,
-    V: Copy + Send + 'static,
+    K: Clone + Send + 'static,
+    V: Clone + Send + 'static,
     D: AnyDomainRef,
 {
     map: &'m RcuFlatMap<K, V, S, D>,
@@ -190,7 +190,7 @@ where
     pub(super) unlinked: ManuallyDrop<Vec<*mut Table<K, V>>>,
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> Drop
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef> Drop
     for WriteLock<'_, K, V, S, D>
 {
     #[inline(always)]
@@ -208,7 +208,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> Dro
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     WriteLock<'_, K, V, S, D>
 {
     /// Retire the tables the writes unlinked (after the lock was let go), and free their
@@ -219,9 +219,9 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
         // SAFETY: taken once, here, from the lock being dropped.
         let unlinked = unsafe { ManuallyDrop::take(&mut self.unlinked) };
         for old in unlinked {
-            // SAFETY: `old` stopped being the root under the lock and is retired once, here;
-            // dropping it frees its arrays and drops no entry (entries are bit copies, and a
-            // table is never the sole owner of anything).
+            // SAFETY: `old` stopped being the root under the lock and is retired once, here:
+            // dropped (its entries with it) after a grace period that began after no reader
+            // could find it any more.
             unsafe {
                 let bytes = (*old).bytes();
                 crate::domain_ref::protector(&self.map.domain).retire_raw_sized(old, bytes);
@@ -230,7 +230,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef>
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> std::ops::Deref
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef> std::ops::Deref
     for WriteLock<'_, K, V, S, D>
 {
     type Target = Writer;
@@ -239,7 +239,7 @@ impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> std
     }
 }
 
-impl<K: Copy + Send + 'static, V: Copy + Send + 'static, S, D: AnyDomainRef> std::ops::DerefMut
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef> std::ops::DerefMut
     for WriteLock<'_, K, V, S, D>
 {
     fn deref_mut(&mut self) -> &mut Writer {

@@ -1,0 +1,570 @@
+//! `RcuFlatMap` with keys and values that own memory and run code of their own (`Clone`,
+//! `Drop`): the API against `std::collections::HashMap` with every entry counted (each made is
+//! dropped exactly once), readers that read owned values while the writer rebuilds the table,
+//! and `Clone`s and `Drop`s that panic or write the map.
+
+mod common;
+
+use common::flat::scale;
+
+use proptest::prelude::*;
+use rcukit::{FenceKind, Rcu, RcuFlatMap};
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::Arc;
+
+type OnDomain<K, V> = RcuFlatMap<K, V, RandomState, Arc<Rcu>>;
+
+fn map_on<K, V>(rcu: &Arc<Rcu>) -> OnDomain<K, V>
+where
+    K: Clone + Send + 'static,
+    V: Clone + Send + 'static,
+{
+    RcuFlatMap::with_capacity_hasher_in(0, RandomState::new(), Arc::clone(rcu))
+}
+
+/// The values made and not yet dropped, per test.
+#[derive(Default)]
+struct Ledger {
+    live: AtomicIsize,
+    clones: AtomicUsize,
+    /// A clone panics once this many more have been made (0: never).
+    panic_after: AtomicUsize,
+}
+
+/// A value that owns memory (its text) and counts itself in a ledger.
+struct Counted {
+    text: String,
+    ledger: Arc<Ledger>,
+}
+
+impl Counted {
+    fn new(text: impl Into<String>, ledger: &Arc<Ledger>) -> Counted {
+        ledger.live.fetch_add(1, SeqCst);
+        Counted {
+            text: text.into(),
+            ledger: Arc::clone(ledger),
+        }
+    }
+}
+
+impl Clone for Counted {
+    fn clone(&self) -> Counted {
+        let n = self.ledger.clones.fetch_add(1, SeqCst) + 1;
+        if n == self.ledger.panic_after.load(SeqCst) {
+            panic!("clone number {n} fails");
+        }
+        Counted::new(self.text.clone(), &self.ledger)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.ledger.live.fetch_sub(1, SeqCst);
+    }
+}
+
+impl PartialEq for Counted {
+    fn eq(&self, other: &Counted) -> bool {
+        self.text == other.text
+    }
+}
+
+impl std::fmt::Debug for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.text.fmt(f)
+    }
+}
+
+/// Drop the map and wait for the tables it retired: every value it held is dropped then.
+fn drop_and_settle<K: Clone + Send + 'static, V: Clone + Send + 'static>(
+    map: OnDomain<K, V>,
+    rcu: &Rcu,
+) {
+    drop(map);
+    rcu.barrier();
+    rcu.barrier();
+}
+
+#[test]
+fn the_api_with_owned_keys_and_values() {
+    let rcu = Arc::new(Rcu::new());
+    let map: OnDomain<String, Vec<u32>> = map_on(&rcu);
+    assert_eq!(map.insert("a".into(), vec![1]), None);
+    assert_eq!(map.insert("a".into(), vec![1, 2]), Some(vec![1]));
+    assert_eq!(map.try_insert("a".into(), vec![9]), Err(vec![1, 2]));
+    assert_eq!(map.try_insert("b".into(), vec![3]), Ok(()));
+    assert_eq!(map.get_or_insert_with("c".into(), || vec![4]), vec![4]);
+    assert_eq!(
+        map.get_or_insert_with("c".into(), || unreachable!()),
+        vec![4]
+    );
+    assert_eq!(
+        map.update("a", |mut v| {
+            v.push(3);
+            v
+        }),
+        Some(vec![1, 2, 3])
+    );
+    assert_eq!(map.update("zz", |_| unreachable!()), None);
+    assert_eq!(
+        map.update_or_insert_with("d".into(), |_| unreachable!(), || vec![5]),
+        vec![5]
+    );
+    assert_eq!(
+        map.update_or_insert_with("d".into(), |v| [v, vec![6]].concat(), || unreachable!()),
+        vec![5, 6]
+    );
+    {
+        // Lookups by `&str`, through `Borrow`.
+        let guard = map.domain().read();
+        assert_eq!(map.get("a", &guard), Some(&vec![1, 2, 3]));
+        assert_eq!(
+            map.get_key_value("b", &guard),
+            Some((&"b".to_string(), &vec![3]))
+        );
+        assert!(map.contains_key("c", &guard));
+        let mut keys: Vec<&String> = map.keys(&guard).collect();
+        keys.sort();
+        assert_eq!(keys, ["a", "b", "c", "d"]);
+        assert_eq!(map.values(&guard).map(Vec::len).sum::<usize>(), 7);
+    }
+    assert_eq!(map.get_cloned("d"), Some(vec![5, 6]));
+    assert_eq!(map.remove("b"), Some(vec![3]));
+    assert_eq!(map.remove_if("c", |_, v| v.is_empty()), None);
+    assert_eq!(
+        map.remove_if("c", |k, _| k == "c"),
+        Some(("c".into(), vec![4]))
+    );
+    map.retain(|k, _| k != "d");
+    assert_eq!(map.len(), 1);
+    let copy = map.clone();
+    assert_eq!(copy, map);
+    assert_eq!(format!("{copy:?}"), r#"{"a": [1, 2, 3]}"#);
+    map.clear();
+    assert!(map.is_empty());
+    assert_ne!(copy, map);
+    let built: RcuFlatMap<String, String> =
+        [("x".to_string(), "y".to_string())].into_iter().collect();
+    assert_eq!(built.get_cloned("x").as_deref(), Some("y"));
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u8, u16),
+    TryInsert(u8, u16),
+    Remove(u8),
+    RemoveIf(u8, u16),
+    Update(u8),
+    GetOrInsert(u8, u16),
+    Retain(u8),
+    Clear,
+    Reserve(u8),
+    UpdateOrInsert(u8, u16),
+    ShrinkToFit,
+    CloneMap,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::TryInsert(k, v)),
+        6 => any::<u8>().prop_map(Op::Remove),
+        1 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::RemoveIf(k, v)),
+        2 => any::<u8>().prop_map(Op::Update),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+        1 => any::<u8>().prop_map(Op::Retain),
+        1 => Just(Op::Clear),
+        1 => any::<u8>().prop_map(Op::Reserve),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::UpdateOrInsert(k, v)),
+        1 => Just(Op::ShrinkToFit),
+        1 => Just(Op::CloneMap),
+    ]
+}
+
+/// The model's value: the text of the map's.
+fn text(v: Option<Counted>) -> Option<String> {
+    v.map(|c| c.text.clone())
+}
+
+fn check_against_std(ops: &[Op]) {
+    let rcu = Arc::new(Rcu::new());
+    let ledger = Arc::new(Ledger::default());
+    let map: OnDomain<String, Counted> = map_on(&rcu);
+    let mut model: HashMap<String, String> = HashMap::new();
+    let value = |v: u16| Counted::new(format!("value {v}"), &ledger);
+    for op in ops {
+        match *op {
+            Op::Insert(k, v) => assert_eq!(
+                text(map.insert(k.to_string(), value(v))),
+                model.insert(k.to_string(), format!("value {v}"))
+            ),
+            Op::TryInsert(k, v) => {
+                let expected = match model.get(&k.to_string()) {
+                    Some(c) => Err(c.clone()),
+                    None => {
+                        model.insert(k.to_string(), format!("value {v}"));
+                        Ok(())
+                    }
+                };
+                let got = map
+                    .try_insert(k.to_string(), value(v))
+                    .map_err(|c| c.text.clone());
+                assert_eq!(got, expected);
+            }
+            Op::Remove(k) => assert_eq!(
+                text(map.remove(k.to_string().as_str())),
+                model.remove(&k.to_string())
+            ),
+            Op::RemoveIf(k, v) => {
+                let odd = |t: &str| t.len() % 2 == v as usize % 2;
+                let hit = model.get(&k.to_string()).is_some_and(|c| odd(c));
+                let expected = if hit {
+                    model.remove_entry(&k.to_string())
+                } else {
+                    None
+                };
+                let got = map.remove_if(k.to_string().as_str(), |_, c| odd(&c.text));
+                assert_eq!(got.map(|(k, c)| (k, c.text.clone())), expected);
+            }
+            Op::Update(k) => {
+                let expected = model.get_mut(&k.to_string()).map(|v| {
+                    v.push('!');
+                    v.clone()
+                });
+                let got = map.update(k.to_string().as_str(), |mut c| {
+                    c.text.push('!');
+                    c
+                });
+                assert_eq!(text(got), expected);
+            }
+            Op::GetOrInsert(k, v) => {
+                let expected = model
+                    .entry(k.to_string())
+                    .or_insert(format!("value {v}"))
+                    .clone();
+                let got = map.get_or_insert_with(k.to_string(), || value(v));
+                assert_eq!(got.text, expected);
+            }
+            Op::Retain(m) => {
+                let m = m | 1;
+                let keep = |k: &String| k.parse::<u8>().unwrap() % m != 0;
+                model.retain(|k, _| keep(k));
+                map.retain(|k, _| keep(k));
+            }
+            Op::Clear => {
+                model.clear();
+                map.clear();
+            }
+            Op::Reserve(n) => map.reserve(n as usize * 4),
+            Op::UpdateOrInsert(k, v) => {
+                let now = model
+                    .entry(k.to_string())
+                    .and_modify(|c| c.push('+'))
+                    .or_insert(format!("value {v}"))
+                    .clone();
+                let got = map.update_or_insert_with(
+                    k.to_string(),
+                    |mut c| {
+                        c.text.push('+');
+                        c
+                    },
+                    || value(v),
+                );
+                assert_eq!(got.text, now);
+            }
+            Op::ShrinkToFit => map.shrink_to_fit(),
+            Op::CloneMap => {
+                let copy = map.clone();
+                assert!(copy == map);
+                drop_and_settle(copy, &rcu);
+            }
+        }
+        assert_eq!(map.len(), model.len());
+    }
+    {
+        let guard = map.domain().read();
+        let mut seen = HashMap::new();
+        for (k, v) in map.iter(&guard) {
+            assert!(
+                seen.insert(k.clone(), v.text.clone()).is_none(),
+                "key {k} yielded twice"
+            );
+        }
+        assert_eq!(seen, model);
+    }
+    drop_and_settle(map, &rcu);
+    assert_eq!(ledger.live.load(SeqCst), 0, "every value dropped once");
+}
+
+proptest! {
+    #![proptest_config(common::support::proptest_config(64))]
+
+    #[test]
+    fn sequences_of_operations_match_std_hashmap_and_drop_every_value_once(
+        ops in proptest::collection::vec(op(), 0..scale(400, 30))
+    ) {
+        check_against_std(&ops);
+    }
+}
+
+/// A value of `len` bytes, each `byte`: a reader that read freed memory, or a value half
+/// written, would see other bytes or another length.
+fn filled(byte: u8, len: usize) -> Vec<u8> {
+    vec![byte; len]
+}
+
+fn check_filled(v: &[u8], key: u64) {
+    let byte = (key % 251) as u8;
+    assert!(
+        v.len() >= 8 && v.iter().all(|&b| b == byte),
+        "key {key}: a value of {} bytes, not all {byte}",
+        v.len()
+    );
+}
+
+#[test]
+fn readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes() {
+    const STABLE: u64 = 64;
+    let fences: &[FenceKind] = if cfg!(miri) {
+        &[FenceKind::SeqCst]
+    } else {
+        &[FenceKind::Membarrier, FenceKind::SeqCst]
+    };
+    for &fence in fences {
+        let rcu = Arc::new(Rcu::builder().fence(fence).build().unwrap());
+        let map: Arc<OnDomain<u64, Vec<u8>>> = Arc::new(map_on(&rcu));
+        for k in 0..STABLE {
+            map.insert(k, filled((k % 251) as u8, 8));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let lookups = Arc::new(AtomicU64::new(0));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (map, stop, lookups) = (map.clone(), stop.clone(), lookups.clone());
+                std::thread::spawn(move || {
+                    let mut n = 0;
+                    while !stop.load(Relaxed) {
+                        let guard = map.domain().read();
+                        for k in 0..STABLE {
+                            let v = map.get(&k, &guard).expect("a stable key is missing");
+                            check_filled(v, k);
+                            n += 1;
+                        }
+                        // Values of churn keys may come and go; those found are whole.
+                        for k in 1_000..1_064 {
+                            if let Some(v) = map.get(&k, &guard) {
+                                check_filled(v, k);
+                            }
+                        }
+                    }
+                    lookups.fetch_add(n, Relaxed);
+                })
+            })
+            .collect();
+        for round in 0..scale(30, 2) {
+            for i in 0..scale(3_000, 150) as u64 {
+                let k = 1_000 + i;
+                map.insert(k, filled((k % 251) as u8, 8 + (i as usize % 40)));
+                if i % 13 == 0 {
+                    // Replace a stable key's value with a new allocation of a new length.
+                    let k = i % STABLE;
+                    map.insert(k, filled((k % 251) as u8, 8 + round % 50));
+                }
+            }
+            for i in 0..scale(3_000, 150) as u64 {
+                assert!(map.remove(&(1_000 + i)).is_some());
+            }
+        }
+        stop.store(true, Relaxed);
+        for r in readers {
+            r.join().expect("a reader failed");
+        }
+        assert!(lookups.load(Relaxed) > 0);
+        assert_eq!(map.len(), STABLE as usize);
+    }
+}
+
+#[test]
+fn a_clone_that_panics_in_a_rebuild_leaves_the_map_as_it_was_and_leaks_nothing() {
+    let rcu = Arc::new(Rcu::new());
+    let ledger = Arc::new(Ledger::default());
+    let map: OnDomain<u32, Counted> = map_on(&rcu);
+    let mut k = 0u32;
+    let mut failed = false;
+    // Insert until a rebuild runs into the failing clone, part-way through its copy.
+    while !failed {
+        let before = map.len();
+        ledger.clones.store(0, SeqCst);
+        ledger.panic_after.store(before / 2 + 1, SeqCst);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            map.insert(k, Counted::new(format!("v{k}"), &ledger))
+        }));
+        ledger.panic_after.store(0, SeqCst);
+        match r {
+            Ok(None) => k += 1,
+            Ok(Some(_)) => unreachable!("a new key each time"),
+            Err(_) => {
+                failed = true;
+                assert_eq!(map.len(), before, "the failed insert changed nothing");
+            }
+        }
+    }
+    // Everything inserted before is there, and the map still works (its lock was let go).
+    for j in 0..k {
+        assert_eq!(
+            map.get_cloned(&j).map(|c| c.text.clone()),
+            Some(format!("v{j}"))
+        );
+    }
+    assert_eq!(map.get_cloned(&k), None);
+    assert_eq!(map.insert(k, Counted::new("late", &ledger)), None);
+    assert_eq!(map.len(), k as usize + 1);
+    drop_and_settle(map, &rcu);
+    assert_eq!(
+        ledger.live.load(SeqCst),
+        0,
+        "the clones of the abandoned table, the value that was not inserted and the map's \
+         values were all dropped"
+    );
+}
+
+thread_local! {
+    /// The map a `Meddler` writes when it is cloned.
+    static MEDDLED: Cell<*const RcuFlatMap<u32, Meddler>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// A value whose `Clone` writes the map it is in.
+#[derive(Debug)]
+struct Meddler;
+
+impl Clone for Meddler {
+    fn clone(&self) -> Meddler {
+        let map = MEDDLED.with(Cell::get);
+        if !map.is_null() {
+            // SAFETY: the test sets the pointer while the map is alive and clears it after.
+            unsafe { &*map }.insert(u32::MAX, Meddler);
+        }
+        Meddler
+    }
+}
+
+#[test]
+fn a_clone_that_writes_the_map_panics_instead_of_deadlocking() {
+    let map: RcuFlatMap<u32, Meddler> = RcuFlatMap::new();
+    map.insert(1, Meddler);
+    MEDDLED.with(|m| m.set(&map));
+    // `insert` clones the value it replaces, under the writer lock.
+    let err = catch_unwind(AssertUnwindSafe(|| map.insert(1, Meddler))).unwrap_err();
+    MEDDLED.with(|m| m.set(std::ptr::null()));
+    assert!(common::support::panic_message(err).contains("writer lock"));
+    assert_eq!(map.len(), 1);
+    assert!(map.insert(2, Meddler).is_none());
+    assert_eq!(map.len(), 2);
+}
+
+/// A key or value whose drop panics, once it is armed; keys compare by their number.
+#[derive(Clone)]
+struct Loud {
+    n: u32,
+    armed: bool,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Drop for Loud {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, SeqCst);
+        if self.armed {
+            panic!("a loud drop");
+        }
+    }
+}
+
+impl PartialEq for Loud {
+    fn eq(&self, other: &Loud) -> bool {
+        self.n == other.n
+    }
+}
+
+impl Eq for Loud {}
+
+impl std::hash::Hash for Loud {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.n.hash(h)
+    }
+}
+
+#[test]
+fn drops_that_panic_in_a_freed_table_still_drop_the_rest() {
+    let reports = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&reports);
+    let rcu = Arc::new(
+        Rcu::builder()
+            .on_report(move |_| {
+                counted.fetch_add(1, SeqCst);
+            })
+            .build()
+            .unwrap(),
+    );
+    let drops = Arc::new(AtomicUsize::new(0));
+    let loud = |n, armed| Loud {
+        n,
+        armed,
+        drops: Arc::clone(&drops),
+    };
+    // A retired table: both the key and the value of one entry panic in their drops.
+    let map: OnDomain<Loud, Loud> = map_on(&rcu);
+    for k in 0..10 {
+        map.insert(loud(k, false), loud(k, false));
+    }
+    map.insert(loud(10, true), loud(10, true));
+    let before = drops.load(SeqCst);
+    map.clear();
+    rcu.barrier();
+    rcu.barrier();
+    assert_eq!(
+        drops.load(SeqCst) - before,
+        22,
+        "the cleared table dropped every key and value, the loud ones too"
+    );
+    assert_eq!(
+        rcu.stats().callback_panics,
+        1,
+        "one panic went on to the domain"
+    );
+    assert!(reports.load(SeqCst) >= 1);
+    // The map's own table, dropped with the map: the panic comes out of the drop, after
+    // every entry was dropped, and does not abort.
+    for k in 0..10 {
+        map.insert(loud(k, k == 3), loud(k, k == 3));
+    }
+    let before = drops.load(SeqCst);
+    let dropped = catch_unwind(AssertUnwindSafe(|| drop(map)));
+    assert!(dropped.is_err(), "the loud drop's panic comes out");
+    assert_eq!(drops.load(SeqCst) - before, 20);
+}
+
+#[test]
+fn a_removed_value_lives_while_a_reader_holds_it_and_is_dropped_once_after() {
+    let rcu = Arc::new(Rcu::new());
+    let ledger = Arc::new(Ledger::default());
+    let map: OnDomain<u32, Counted> = map_on(&rcu);
+    map.insert(1, Counted::new("held", &ledger));
+    let guard = rcu.read();
+    let held = map.get(&1, &guard).unwrap();
+    assert_eq!(
+        map.remove(&1).map(|c| c.text.clone()).as_deref(),
+        Some("held")
+    );
+    // Rebuilds move on to new tables while the reader holds the removed value.
+    for k in 2..scale(2_000, 100) as u32 {
+        map.insert(k, Counted::new("filler", &ledger));
+    }
+    assert_eq!(held.text, "held");
+    drop(guard);
+    drop_and_settle(map, &rcu);
+    assert_eq!(ledger.live.load(SeqCst), 0);
+}
