@@ -29,7 +29,7 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
 run() { echo "+ $*" >&2; "$@"; }
 run cargo +nightly test -Zbuild-std --target "$target" -p rcukit \
     --test stress --test hostile --test callbacks --test cell --test list --test map --test owned \
-    --test fork
+    --test flat_map --test flat_map_owned --test fork
 for fence in membarrier seqcst; do
     run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
         --duration "${TORTURE:-60s}" --fence "$fence"

@@ -365,7 +365,12 @@ fn readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes() {
                 })
             })
             .collect();
-        for round in 0..scale(30, 2) {
+        // `RCUKIT_FLAT_ROUNDS` makes it a long stress run.
+        let rounds = std::env::var("RCUKIT_FLAT_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(scale(30, 2));
+        for round in 0..rounds {
             for i in 0..scale(3_000, 150) as u64 {
                 let k = 1_000 + i;
                 map.insert(k, filled((k % 251) as u8, 8 + (i as usize % 40)));
