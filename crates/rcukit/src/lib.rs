@@ -48,7 +48,7 @@
 //! | a value to keep past the read: in a struct, across `.await`, on another thread | [`RcuCell::snapshot`], [`RcuCell::load_arc`] |
 //! | a list that readers walk while writers edit it | [`RcuList<T>`](RcuList) |
 //! | a hash map with many more lookups than writes | [`RcuHashMap<K, V>`](RcuHashMap) (see [`map`] for a flow table served to packet threads) |
-//! | the same, for `Copy` keys and values (numbers, addresses, small tuples): no allocation per write, one cache miss per lookup | [`RcuFlatMap<K, V>`](RcuFlatMap) (see [`flat_map`]) |
+//! | the same with entries inline, for `Clone` keys and values (cloned when the table is rebuilt; for `Copy` numbers, addresses and tuples a clone is a copy): no allocation per write, one cache miss per lookup | [`RcuFlatMap<K, V>`](RcuFlatMap) (see [`flat_map`]) |
 //! | a read section held across `.await` or handed to another thread | [`Rcu::read_owned`] → [`OwnedGuard`] |
 //! | your own lock-free structure with raw pointers | [`Rcu`]: [`read`](Rcu::read), [`retire`](Rcu::retire), [`synchronize`](Rcu::synchronize) |
 //! | threads that own their cores (packet loops) | [`Qsbr`] |
