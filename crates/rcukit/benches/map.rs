@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo bench -p rcukit --bench map` (about 15 minutes on 2 cores).
 //! `RCUKIT_BENCH_QUICK=1` (or `-- --quick`) gives a smoke run; `RCUKIT_BENCH_PARTS` picks parts
-//! (`lookups,writes,memory`, the default all three, and `layouts` and `costs`),
+//! (`lookups,writes,memory`, the default all three, and `layouts`, `costs` and `owned`),
 //! `RCUKIT_BENCH_SIZES` the key counts (default `100000,1000000`), `RCUKIT_BENCH_ROUNDS` and
 //! `RCUKIT_BENCH_MS` the number of rounds and the length of one lookup measurement;
 //! `RCUKIT_BENCH_VERBOSE=1` prints
@@ -71,6 +71,11 @@
 //! each map's own work per operation), and one thread emptying a map of each size with
 //! `RcuHashMap` built with and without shrinking and allocator trims, beside papaya.
 //!
+//! **Owned values** (`map_parts/owned.rs`, only when named in `RCUKIT_BENCH_PARTS`): `u64`
+//! keys and `String` values (24 bytes on the heap), one thread filling an empty map, looking
+//! up random present keys and emptying it, for `RcuFlatMap` (which clones values at each
+//! rebuild), `RcuHashMap`, papaya, `scc::HashIndex` and the two locked hashbrowns.
+//!
 //! The tables give the median over the rounds and the min-max; the ratios are ratios of
 //! medians, with the min-max of the per-round ratios. On a 2-core machine a busy writer beside
 //! 2 readers makes 3 busy threads on 2 cores.
@@ -85,6 +90,8 @@ mod lookups;
 mod maps;
 #[path = "map_parts/memory.rs"]
 mod memory;
+#[path = "map_parts/owned.rs"]
+mod owned;
 #[path = "map_parts/stats.rs"]
 mod stats;
 #[path = "map_parts/writes.rs"]
@@ -181,6 +188,7 @@ fn main() {
                 "memory" => memory::run(&cfg, n),
                 "layouts" => layouts::run(&cfg, n),
                 "costs" => costs::run(&cfg, n),
+                "owned" => owned::run(&cfg, n),
                 other => panic!("RCUKIT_BENCH_PARTS: unknown part {other:?}"),
             }
         }

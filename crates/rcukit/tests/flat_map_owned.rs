@@ -166,6 +166,8 @@ enum Op {
     UpdateOrInsert(u8, u16),
     ShrinkToFit,
     CloneMap,
+    InsertBorrowed(u8, u16),
+    RemoveBorrowed(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -182,6 +184,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::UpdateOrInsert(k, v)),
         1 => Just(Op::ShrinkToFit),
         1 => Just(Op::CloneMap),
+        3 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::InsertBorrowed(k, v)),
+        3 => any::<u8>().prop_map(Op::RemoveBorrowed),
     ]
 }
 
@@ -277,6 +281,19 @@ fn check_against_std(ops: &[Op]) {
                 assert_eq!(got.text, now);
             }
             Op::ShrinkToFit => map.shrink_to_fit(),
+            Op::InsertBorrowed(k, v) => {
+                let guard = map.domain().read();
+                let old = map.insert_borrowed(k.to_string(), value(v), &guard);
+                assert_eq!(
+                    old.map(|c| c.text.clone()),
+                    model.insert(k.to_string(), format!("value {v}"))
+                );
+            }
+            Op::RemoveBorrowed(k) => {
+                let guard = map.domain().read();
+                let old = map.remove_borrowed(k.to_string().as_str(), &guard);
+                assert_eq!(old.map(|c| c.text.clone()), model.remove(&k.to_string()));
+            }
             Op::CloneMap => {
                 let copy = map.clone();
                 assert!(copy == map);
@@ -550,6 +567,56 @@ fn drops_that_panic_in_a_freed_table_still_drop_the_rest() {
     let dropped = catch_unwind(AssertUnwindSafe(|| drop(map)));
     assert!(dropped.is_err(), "the loud drop's panic comes out");
     assert_eq!(drops.load(SeqCst) - before, 20);
+}
+
+#[test]
+fn values_removed_or_replaced_without_a_clone_stay_readable_for_the_guard() {
+    let rcu = Arc::new(Rcu::new());
+    let ledger = Arc::new(Ledger::default());
+    let map: OnDomain<u32, Counted> = map_on(&rcu);
+    map.insert(1, Counted::new("first", &ledger));
+    map.insert(2, Counted::new("second", &ledger));
+    let guard = rcu.read();
+    let clones = ledger.clones.load(SeqCst);
+    let replaced = map
+        .insert_borrowed(1, Counted::new("third", &ledger), &guard)
+        .unwrap();
+    let removed = map.remove_borrowed(&2, &guard).unwrap();
+    assert_eq!(map.remove_borrowed(&2, &guard), None);
+    assert_eq!(ledger.clones.load(SeqCst), clones, "no clone was made");
+    // Rebuilds move the map to new tables and retire the old ones meanwhile.
+    for k in 3..scale(2_000, 100) as u32 {
+        map.insert(k, Counted::new("filler", &ledger));
+    }
+    assert_eq!(
+        (replaced.text.as_str(), removed.text.as_str()),
+        ("first", "second")
+    );
+    drop(guard);
+    assert_eq!(map.get_cloned(&1).unwrap().text, "third");
+    drop_and_settle(map, &rcu);
+    assert_eq!(ledger.live.load(SeqCst), 0);
+}
+
+#[test]
+fn a_guard_of_another_domain_is_refused_by_the_borrowed_writes() {
+    let (mine, other) = (Arc::new(Rcu::new()), Rcu::new());
+    let map: OnDomain<u32, String> = map_on(&mine);
+    map.insert(1, "one".into());
+    let foreign = other.read();
+    assert!(catch_unwind(AssertUnwindSafe(|| map.remove_borrowed(&1, &foreign))).is_err());
+    assert!(catch_unwind(AssertUnwindSafe(|| map.insert_borrowed(
+        1,
+        "uno".into(),
+        &foreign
+    )))
+    .is_err());
+    drop(foreign);
+    assert_eq!(
+        map.get_cloned(&1).as_deref(),
+        Some("one"),
+        "nothing changed"
+    );
 }
 
 #[test]

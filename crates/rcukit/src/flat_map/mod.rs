@@ -337,6 +337,30 @@ where
         })
     }
 
+    /// [`insert`](Self::insert) without a clone: the value it replaced, borrowed for `guard`
+    /// (the replaced entry stays in its slot until its table is freed, after a grace period
+    /// that `guard` holds back).
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's, or is an offline `QsbrThread`.
+    #[track_caller]
+    pub fn insert_borrowed<'g, G: ReadSection>(
+        &'g self,
+        key: K,
+        value: V,
+        guard: &'g G,
+    ) -> Option<&'g V> {
+        let _ = self.table(guard);
+        let old = self.write(key, |current, key| {
+            (Some((key, value)), current.map(|(_, v)| v as *const V))
+        });
+        // SAFETY: the replaced entry is never written again and is dropped only with its
+        // table, which is freed after a grace period that began after this call, and which
+        // `guard`, of the map's domain (checked above), holds back for 'g.
+        old.map(|v| unsafe { &*v })
+    }
+
     /// Insert `key` → `value` if the map has no entry for `key`; else leave the map as it is
     /// (dropping `key` and `value`) and return a clone of the current value.
     pub fn try_insert(&self, key: K, value: V) -> Result<(), V> {
@@ -407,6 +431,27 @@ where
         Q: Hash + Eq + ?Sized,
     {
         self.remove_where(key, |_| true, |(_, v)| v.clone())
+    }
+
+    /// [`remove`](Self::remove) without a clone: the removed value, borrowed for `guard` (the
+    /// entry stays in its slot until its table is freed, after a grace period that `guard`
+    /// holds back).
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's, or is an offline `QsbrThread`.
+    #[track_caller]
+    pub fn remove_borrowed<'g, Q, G>(&'g self, key: &Q, guard: &'g G) -> Option<&'g V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        G: ReadSection,
+    {
+        let _ = self.table(guard);
+        let removed = self.remove_where(key, |_| true, |(_, v)| v as *const V);
+        // SAFETY: as in `insert_borrowed`: the removed entry stays in its slot, and its table
+        // is freed only after a grace period that `guard` holds back for 'g.
+        removed.map(|v| unsafe { &*v })
     }
 
     /// Remove the entry for `key` if `condition(key, value)` holds, atomically with respect to
