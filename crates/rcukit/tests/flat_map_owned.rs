@@ -1,19 +1,21 @@
 //! `RcuFlatMap` with keys and values that own memory and run code of their own (`Clone`,
 //! `Drop`): the API against `std::collections::HashMap` with every entry counted (each made is
-//! dropped exactly once), readers that read owned values while the writer rebuilds the table,
-//! and `Clone`s and `Drop`s that panic or write the map.
+//! dropped exactly once), readers that read owned values while the writer rebuilds the table
+//! (under guards of an `Rcu` domain in both fence modes, and as online threads of a QSBR
+//! domain), values borrowed from writes for a guard, and `Clone`s and `Drop`s that panic or
+//! write the map.
 
 mod common;
 
 use common::flat::scale;
 
 use proptest::prelude::*;
-use rcukit::{FenceKind, Rcu, RcuFlatMap};
+use rcukit::{AnyDomainRef, FenceKind, Qsbr, Rcu, RcuFlatMap};
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 type OnDomain<K, V> = RcuFlatMap<K, V, RandomState, Arc<Rcu>>;
@@ -343,70 +345,124 @@ fn check_filled(v: &[u8], key: u64) {
     );
 }
 
-#[test]
-fn readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes() {
-    const STABLE: u64 = 64;
-    let fences: &[FenceKind] = if cfg!(miri) {
+/// Keys `0..STABLE` stay in the map throughout (their values replaced); churn keys from
+/// `1_000` come and go.
+const STABLE: u64 = 64;
+
+/// One pass of a reader over the stable keys and the first churn keys, with `get` as the
+/// reader's section gives it: every stable key is found, every value found is whole.
+fn read_pass<'g>(get: impl Fn(u64) -> Option<&'g Vec<u8>>) -> u64 {
+    for k in 0..STABLE {
+        check_filled(get(k).expect("a stable key is missing"), k);
+    }
+    // Values of churn keys may come and go; those found are whole.
+    for k in 1_000..1_064 {
+        if let Some(v) = get(k) {
+            check_filled(v, k);
+        }
+    }
+    STABLE
+}
+
+/// The writer: rounds (`RCUKIT_FLAT_ROUNDS`, for a long stress run) of inserting thousands of
+/// churn keys with values of many lengths, replacing stable keys' values meanwhile, and
+/// removing the churn keys again: the table grows, is rebuilt and shrinks, over and over.
+fn churn<D: AnyDomainRef>(map: &RcuFlatMap<u64, Vec<u8>, RandomState, D>) {
+    let rounds = std::env::var("RCUKIT_FLAT_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(scale(30, 2));
+    for round in 0..rounds {
+        for i in 0..scale(3_000, 150) as u64 {
+            let k = 1_000 + i;
+            map.insert(k, filled((k % 251) as u8, 8 + (i as usize % 40)));
+            if i % 13 == 0 {
+                // Replace a stable key's value with a new allocation of a new length.
+                let k = i % STABLE;
+                map.insert(k, filled((k % 251) as u8, 8 + round % 50));
+            }
+        }
+        for i in 0..scale(3_000, 150) as u64 {
+            assert!(map.remove(&(1_000 + i)).is_some());
+        }
+    }
+    assert_eq!(map.len(), STABLE as usize);
+}
+
+fn fences() -> &'static [FenceKind] {
+    // Miri has no membarrier: the `SeqCst` mode only there.
+    if cfg!(miri) {
         &[FenceKind::SeqCst]
     } else {
         &[FenceKind::Membarrier, FenceKind::SeqCst]
-    };
-    for &fence in fences {
+    }
+}
+
+#[test]
+fn readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes() {
+    for &fence in fences() {
         let rcu = Arc::new(Rcu::builder().fence(fence).build().unwrap());
         let map: Arc<OnDomain<u64, Vec<u8>>> = Arc::new(map_on(&rcu));
         for k in 0..STABLE {
             map.insert(k, filled((k % 251) as u8, 8));
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let lookups = Arc::new(AtomicU64::new(0));
         let readers: Vec<_> = (0..3)
             .map(|_| {
-                let (map, stop, lookups) = (map.clone(), stop.clone(), lookups.clone());
+                let (map, stop) = (map.clone(), stop.clone());
                 std::thread::spawn(move || {
                     let mut n = 0;
                     while !stop.load(Relaxed) {
                         let guard = map.domain().read();
-                        for k in 0..STABLE {
-                            let v = map.get(&k, &guard).expect("a stable key is missing");
-                            check_filled(v, k);
-                            n += 1;
-                        }
-                        // Values of churn keys may come and go; those found are whole.
-                        for k in 1_000..1_064 {
-                            if let Some(v) = map.get(&k, &guard) {
-                                check_filled(v, k);
-                            }
-                        }
+                        n += read_pass(|k| map.get(&k, &guard));
                     }
-                    lookups.fetch_add(n, Relaxed);
+                    n
                 })
             })
             .collect();
-        // `RCUKIT_FLAT_ROUNDS` makes it a long stress run.
-        let rounds = std::env::var("RCUKIT_FLAT_ROUNDS")
-            .ok()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(scale(30, 2));
-        for round in 0..rounds {
-            for i in 0..scale(3_000, 150) as u64 {
-                let k = 1_000 + i;
-                map.insert(k, filled((k % 251) as u8, 8 + (i as usize % 40)));
-                if i % 13 == 0 {
-                    // Replace a stable key's value with a new allocation of a new length.
-                    let k = i % STABLE;
-                    map.insert(k, filled((k % 251) as u8, 8 + round % 50));
-                }
-            }
-            for i in 0..scale(3_000, 150) as u64 {
-                assert!(map.remove(&(1_000 + i)).is_some());
-            }
-        }
+        churn(&map);
         stop.store(true, Relaxed);
         for r in readers {
-            r.join().expect("a reader failed");
+            assert!(r.join().expect("a reader failed") > 0);
         }
-        assert!(lookups.load(Relaxed) > 0);
-        assert_eq!(map.len(), STABLE as usize);
+    }
+}
+
+#[test]
+fn qsbr_readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes() {
+    for fenced in [false, true] {
+        let qsbr = Arc::new(
+            Qsbr::builder()
+                .fenced_quiescent_states(fenced)
+                .build()
+                .unwrap(),
+        );
+        let map: Arc<RcuFlatMap<u64, Vec<u8>, RandomState, Arc<Qsbr>>> =
+            Arc::new(RcuFlatMap::new_in(Arc::clone(&qsbr)));
+        for k in 0..STABLE {
+            map.insert(k, filled((k % 251) as u8, 8));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (map, stop, qsbr) = (map.clone(), stop.clone(), qsbr.clone());
+                std::thread::spawn(move || {
+                    let mut me = qsbr.register();
+                    let mut n = 0;
+                    while !stop.load(Relaxed) {
+                        n += read_pass(|k| map.get(&k, &me));
+                        // No reference into the map is held here.
+                        me.quiescent_state();
+                    }
+                    n
+                })
+            })
+            .collect();
+        churn(&map);
+        stop.store(true, Relaxed);
+        for r in readers {
+            assert!(r.join().expect("a reader failed") > 0);
+        }
     }
 }
 
