@@ -676,6 +676,37 @@ fn a_guard_of_another_domain_is_refused_by_the_borrowed_writes() {
 }
 
 #[test]
+fn removed_values_wait_for_their_table_and_shrink_to_fit_lets_them_go() {
+    let rcu = Arc::new(Rcu::new());
+    let ledger = Arc::new(Ledger::default());
+    let map: OnDomain<u32, Counted> = map_on(&rcu);
+    for k in 0..100 {
+        map.insert(k, Counted::new("kept", &ledger));
+    }
+    rcu.barrier();
+    let clones = ledger.clones.load(SeqCst) as isize;
+    let live = ledger.live.load(SeqCst);
+    let guard = rcu.read();
+    for k in 0..10 {
+        assert!(map.remove_borrowed(&k, &guard).is_some());
+    }
+    drop(guard);
+    rcu.barrier();
+    assert_eq!(
+        ledger.live.load(SeqCst),
+        live,
+        "removed values stay in their table (a tombstone's slot) until it is freed"
+    );
+    map.shrink_to_fit();
+    rcu.barrier();
+    // The rebuild cloned the 90 live values; the old table, freed, dropped all 100.
+    assert_eq!(ledger.clones.load(SeqCst) as isize - clones, 90);
+    assert_eq!(ledger.live.load(SeqCst), live - 10);
+    drop_and_settle(map, &rcu);
+    assert_eq!(ledger.live.load(SeqCst), 0);
+}
+
+#[test]
 fn a_removed_value_lives_while_a_reader_holds_it_and_is_dropped_once_after() {
     let rcu = Arc::new(Rcu::new());
     let ledger = Arc::new(Ledger::default());
