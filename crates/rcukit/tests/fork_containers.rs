@@ -260,6 +260,137 @@ fn a_child_forked_from_a_flat_map_write_finishes_it() {
     assert!(succeeded(status), "the child failed ({status:#x})");
 }
 
+thread_local! {
+    /// What the next clone of a `Hooked` value on this thread runs (once).
+    static ON_CLONE: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A flat map value whose `Clone` (which a rebuild runs for every live entry, under the
+/// map's writer lock) runs this thread's hook first.
+#[derive(Debug, PartialEq)]
+struct Hooked(u64);
+
+impl Clone for Hooked {
+    fn clone(&self) -> Hooked {
+        if let Some(hook) = ON_CLONE.with(|h| h.borrow_mut().take()) {
+            hook();
+        }
+        Hooked(self.0)
+    }
+}
+
+/// Insert fresh keys from `next` on until one insert's rebuild ran the hook (its clones run it
+/// part-way through copying the table); returns the key of that insert.
+fn insert_until_a_rebuild_runs(map: &RcuFlatMap<u64, Hooked>, next: &mut u64) -> u64 {
+    loop {
+        let k = *next;
+        *next += 1;
+        assert_eq!(map.insert(k, Hooked(value_of(k))), None);
+        if ON_CLONE.with(|h| h.borrow().is_none()) {
+            return k;
+        }
+    }
+}
+
+/// A fork from a value's `Clone` in the middle of a rebuild: the forking thread is the
+/// child's, it finishes the rebuild and the insert there, and a thread the child starts in
+/// the `Clone` waits for the lock, then writes too. Every entry is there once.
+#[test]
+fn a_child_forked_from_a_clone_in_a_flat_map_rebuild_finishes_it() {
+    let map: Arc<RcuFlatMap<u64, Hooked>> = Arc::new(RcuFlatMap::new());
+    for k in 0..STABLE {
+        map.insert(k, Hooked(value_of(k)));
+    }
+    let pid = Arc::new(std::sync::Mutex::new(0));
+    let other = Arc::new(std::sync::Mutex::new(None));
+    let hook = {
+        let (map, pid, other) = (map.clone(), pid.clone(), other.clone());
+        move || {
+            // SAFETY: the child runs the rest of this test and leaves with `_exit`.
+            let forked = unsafe { libc::fork() };
+            assert!(forked >= 0, "fork failed");
+            *pid.lock().unwrap() = forked;
+            if forked == 0 {
+                let map = map.clone();
+                *other.lock().unwrap() =
+                    Some(std::thread::spawn(move || map.insert(u64::MAX, Hooked(1))));
+            }
+        }
+    };
+    ON_CLONE.with(|h| *h.borrow_mut() = Some(Box::new(hook)));
+    let mut next = STABLE;
+    let last = insert_until_a_rebuild_runs(&map, &mut next);
+    let forked = *pid.lock().unwrap();
+    if forked == 0 {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let writer = other.lock().unwrap().take().unwrap();
+            assert_eq!(writer.join().unwrap(), None);
+            assert_eq!(map.get_cloned(&last), Some(Hooked(value_of(last))));
+            assert_eq!(map.get_cloned(&u64::MAX), Some(Hooked(1)));
+            for k in CHILD.start..CHILD.start + 5_000 {
+                map.insert(k, Hooked(value_of(k)));
+            }
+            let guard = map.domain().read();
+            let keys: HashSet<u64> = map.keys(&guard).copied().collect();
+            assert_eq!(keys.len(), map.len(), "a key yielded twice");
+            assert_eq!(map.len() as u64, last + 1 + 1 + 5_000);
+            for k in 0..=last {
+                assert_eq!(map.get(&k, &guard), Some(&Hooked(value_of(k))), "key {k}");
+            }
+        }));
+        // SAFETY: leaving the child without running the parent's destructors.
+        unsafe { libc::_exit(if outcome.is_ok() { 0 } else { 3 }) };
+    }
+    assert_eq!(map.len() as u64, last + 1);
+    let status = common::fork::wait_within(forked, Duration::from_secs(60)).unwrap();
+    assert!(succeeded(status), "the child failed ({status:#x})");
+}
+
+/// A thread the child does not have, stopped in a value's `Clone` in the middle of a
+/// rebuild, holding the writer lock: the child takes the lock over, the insert that thread
+/// was making never happened there (its half-built table is never seen), and the child's
+/// writes rebuild the table again and find every entry once.
+#[test]
+fn a_forked_child_writes_a_flat_map_whose_rebuild_a_vanished_thread_was_cloning_for() {
+    let map: Arc<RcuFlatMap<u64, Hooked>> = Arc::new(RcuFlatMap::new());
+    for k in 0..STABLE {
+        map.insert(k, Hooked(value_of(k)));
+    }
+    let before = map.len() as u64;
+    let writer_map = map.clone();
+    let last = fork_while_held(
+        move |wait| {
+            // The hook is the holder's: only its clones wait.
+            // SAFETY: only the lifetime changes. The hook runs, and is dropped, inside
+            // `insert_until_a_rebuild_runs`, which returns only once it has run, before this
+            // closure returns: `wait` outlives it.
+            let wait = unsafe { std::mem::transmute::<&dyn Fn(), &'static dyn Fn()>(wait) };
+            ON_CLONE.with(|h| *h.borrow_mut() = Some(Box::new(wait)));
+            let mut next = STABLE;
+            insert_until_a_rebuild_runs(&writer_map, &mut next)
+        },
+        || {
+            let len = map.len() as u64;
+            assert!(len >= before, "entries lost: {len}");
+            let guard = map.domain().read();
+            let present: Vec<u64> = map.keys(&guard).copied().collect();
+            drop(guard);
+            for k in CHILD {
+                map.insert(k, Hooked(value_of(k)));
+            }
+            assert_eq!(map.len() as u64, len + (CHILD.end - CHILD.start));
+            let guard = map.domain().read();
+            for k in present.into_iter().chain(CHILD) {
+                assert_eq!(map.get(&k, &guard), Some(&Hooked(value_of(k))), "key {k}");
+            }
+            let keys: HashSet<u64> = map.keys(&guard).copied().collect();
+            assert_eq!(keys.len(), map.len(), "a key yielded twice");
+        },
+    );
+    assert_eq!(map.len() as u64, last + 1);
+}
+
 /// A thread of the parent inside `hold` (which blocks until told to go on), holding whatever
 /// lock `hold` runs under, while the test forks: run `in_child` in the child, then let the
 /// thread go on and return what it returned.
