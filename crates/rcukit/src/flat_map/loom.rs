@@ -25,8 +25,11 @@ fn lookup(root: &AtomicPtr<Table<u64, u64>>, k: u64) -> Option<u64> {
 
 fn put(table: &Table<u64, u64>, k: u64, v: u64) -> Option<u64> {
     let found = table.probe_for_write(hash(k), |key| *key == k);
+    // SAFETY: the key's slot, if any, is full (the writer's own probe).
+    let old = found.at.map(|at| unsafe { table.entry(at) }.1);
     // SAFETY: the model's one writer; `found` is fresh and has a free slot.
-    unsafe { table.place(&found, hash(k), (k, v)) }.map(|e| e.1)
+    unsafe { table.place(&found, hash(k), (k, v)) };
+    old
 }
 
 /// A thread that looks `key` up twice: it must find it, with `old` or `new`, and never `old`
