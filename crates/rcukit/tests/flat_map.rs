@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::flat::{scale, stamp};
+use common::flat::{op, scale, stamp, Op};
 
 use proptest::prelude::*;
 use rcukit::{FenceKind, Rcu, RcuFlatMap};
@@ -210,37 +210,6 @@ fn after_shrink_to_fit_a_map_made_with_capacity_shrinks_as_it_empties() {
     );
 }
 
-#[derive(Clone, Debug)]
-enum Op {
-    Insert(u8, u16),
-    TryInsert(u8, u16),
-    Remove(u8),
-    RemoveIf(u8, u16),
-    Update(u8),
-    GetOrInsert(u8, u16),
-    Retain(u8),
-    Clear,
-    Reserve(u8),
-    UpdateOrInsert(u8, u16),
-    ShrinkToFit,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        8 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::Insert(k, v)),
-        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::TryInsert(k, v)),
-        6 => any::<u8>().prop_map(Op::Remove),
-        1 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::RemoveIf(k, v)),
-        2 => any::<u8>().prop_map(Op::Update),
-        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
-        1 => any::<u8>().prop_map(Op::Retain),
-        1 => Just(Op::Clear),
-        1 => any::<u8>().prop_map(Op::Reserve),
-        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::UpdateOrInsert(k, v)),
-        1 => Just(Op::ShrinkToFit),
-    ]
-}
-
 /// The shrink rule of a map made with `new()` (whose least table is one group): a removal
 /// leaves the table at its least size or at least one-eighth full.
 fn assert_not_sparse(map: &RcuFlatMap<u8, u16>, op: &Op) {
@@ -312,6 +281,16 @@ fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
                 );
             }
             Op::ShrinkToFit => map.shrink_to_fit(),
+            Op::CloneMap => assert!(map.clone() == *map),
+            Op::InsertBorrowed(k, v) => {
+                let guard = map.domain().read();
+                let old = map.insert_borrowed(k, v, &guard).copied();
+                assert_eq!(old, model.insert(k, v));
+            }
+            Op::RemoveBorrowed(k) => {
+                let guard = map.domain().read();
+                assert_eq!(map.remove_borrowed(&k, &guard).copied(), model.remove(&k));
+            }
         }
         assert_eq!(map.len(), model.len());
         if model.len() < len || matches!(op, Op::Retain(_)) {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::flat::scale;
+use common::flat::{op, scale, Op};
 
 use proptest::prelude::*;
 use rcukit::{AnyDomainRef, FenceKind, Qsbr, Rcu, RcuFlatMap};
@@ -152,43 +152,6 @@ fn the_api_with_owned_keys_and_values() {
     let built: RcuFlatMap<String, String> =
         [("x".to_string(), "y".to_string())].into_iter().collect();
     assert_eq!(built.get_cloned("x").as_deref(), Some("y"));
-}
-
-#[derive(Clone, Debug)]
-enum Op {
-    Insert(u8, u16),
-    TryInsert(u8, u16),
-    Remove(u8),
-    RemoveIf(u8, u16),
-    Update(u8),
-    GetOrInsert(u8, u16),
-    Retain(u8),
-    Clear,
-    Reserve(u8),
-    UpdateOrInsert(u8, u16),
-    ShrinkToFit,
-    CloneMap,
-    InsertBorrowed(u8, u16),
-    RemoveBorrowed(u8),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        8 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::Insert(k, v)),
-        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::TryInsert(k, v)),
-        6 => any::<u8>().prop_map(Op::Remove),
-        1 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::RemoveIf(k, v)),
-        2 => any::<u8>().prop_map(Op::Update),
-        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
-        1 => any::<u8>().prop_map(Op::Retain),
-        1 => Just(Op::Clear),
-        1 => any::<u8>().prop_map(Op::Reserve),
-        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::UpdateOrInsert(k, v)),
-        1 => Just(Op::ShrinkToFit),
-        1 => Just(Op::CloneMap),
-        3 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::InsertBorrowed(k, v)),
-        3 => any::<u8>().prop_map(Op::RemoveBorrowed),
-    ]
 }
 
 /// The model's value: the text of the map's.
@@ -367,7 +330,7 @@ fn read_pass<'g>(get: impl Fn(u64) -> Option<&'g Vec<u8>>) -> u64 {
 /// The writer: rounds (`RCUKIT_FLAT_ROUNDS`, for a long stress run) of inserting thousands of
 /// churn keys with values of many lengths, replacing stable keys' values meanwhile, and
 /// removing the churn keys again: the table grows, is rebuilt and shrinks, over and over.
-fn churn<D: AnyDomainRef>(map: &RcuFlatMap<u64, Vec<u8>, RandomState, D>) {
+fn churn<D: AnyDomainRef>(map: &ValuesMap<D>) {
     let rounds = std::env::var("RCUKIT_FLAT_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -398,71 +361,66 @@ fn fences() -> &'static [FenceKind] {
     }
 }
 
+type ValuesMap<D> = RcuFlatMap<u64, Vec<u8>, RandomState, D>;
+
+/// The stable keys with their first values, then three readers running `reader` (which reads
+/// until told to stop and returns its count of lookups) beside [`churn`] on this thread.
+fn readers_beside_churn<D>(
+    map: ValuesMap<D>,
+    reader: impl Fn(&ValuesMap<D>, &AtomicBool) -> u64 + Send + Sync + 'static,
+) where
+    D: AnyDomainRef + Send + Sync + 'static,
+{
+    let map = Arc::new(map);
+    for k in 0..STABLE {
+        map.insert(k, filled((k % 251) as u8, 8));
+    }
+    let (stop, reader) = (Arc::new(AtomicBool::new(false)), Arc::new(reader));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (map, stop, reader) = (map.clone(), stop.clone(), reader.clone());
+            std::thread::spawn(move || reader(&map, &stop))
+        })
+        .collect();
+    churn(&map);
+    stop.store(true, Relaxed);
+    for r in readers {
+        assert!(r.join().expect("a reader failed") > 0);
+    }
+}
+
 #[test]
 fn readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes() {
     for &fence in fences() {
         let rcu = Arc::new(Rcu::builder().fence(fence).build().unwrap());
-        let map: Arc<OnDomain<u64, Vec<u8>>> = Arc::new(map_on(&rcu));
-        for k in 0..STABLE {
-            map.insert(k, filled((k % 251) as u8, 8));
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let readers: Vec<_> = (0..3)
-            .map(|_| {
-                let (map, stop) = (map.clone(), stop.clone());
-                std::thread::spawn(move || {
-                    let mut n = 0;
-                    while !stop.load(Relaxed) {
-                        let guard = map.domain().read();
-                        n += read_pass(|k| map.get(&k, &guard));
-                    }
-                    n
-                })
-            })
-            .collect();
-        churn(&map);
-        stop.store(true, Relaxed);
-        for r in readers {
-            assert!(r.join().expect("a reader failed") > 0);
-        }
+        readers_beside_churn(map_on(&rcu), |map, stop| {
+            let mut n = 0;
+            while !stop.load(Relaxed) {
+                let guard = map.domain().read();
+                n += read_pass(|k| map.get(&k, &guard));
+            }
+            n
+        });
     }
 }
 
 #[test]
 fn qsbr_readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes() {
     for fenced in [false, true] {
-        let qsbr = Arc::new(
-            Qsbr::builder()
-                .fenced_quiescent_states(fenced)
-                .build()
-                .unwrap(),
-        );
-        let map: Arc<RcuFlatMap<u64, Vec<u8>, RandomState, Arc<Qsbr>>> =
-            Arc::new(RcuFlatMap::new_in(Arc::clone(&qsbr)));
-        for k in 0..STABLE {
-            map.insert(k, filled((k % 251) as u8, 8));
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let readers: Vec<_> = (0..3)
-            .map(|_| {
-                let (map, stop, qsbr) = (map.clone(), stop.clone(), qsbr.clone());
-                std::thread::spawn(move || {
-                    let mut me = qsbr.register();
-                    let mut n = 0;
-                    while !stop.load(Relaxed) {
-                        n += read_pass(|k| map.get(&k, &me));
-                        // No reference into the map is held here.
-                        me.quiescent_state();
-                    }
-                    n
-                })
-            })
-            .collect();
-        churn(&map);
-        stop.store(true, Relaxed);
-        for r in readers {
-            assert!(r.join().expect("a reader failed") > 0);
-        }
+        let qsbr = Qsbr::builder()
+            .fenced_quiescent_states(fenced)
+            .build()
+            .unwrap();
+        readers_beside_churn(RcuFlatMap::new_in(Arc::new(qsbr)), |map, stop| {
+            let mut me = map.domain().register();
+            let mut n = 0;
+            while !stop.load(Relaxed) {
+                n += read_pass(|k| map.get(&k, &me));
+                // No reference into the map is held here.
+                me.quiescent_state();
+            }
+            n
+        });
     }
 }
 

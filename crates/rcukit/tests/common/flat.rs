@@ -1,6 +1,7 @@
 //! What the `RcuFlatMap` tests on either kind of domain share: the stable keys' stamped values
 //! and the writer that grows, shrinks and rebuilds the table under the readers.
 
+use proptest::prelude::*;
 use rcukit::{AnyDomainRef, RcuFlatMap};
 use std::hash::BuildHasher;
 
@@ -45,4 +46,43 @@ pub(crate) fn rebuild_under_readers<S: BuildHasher, D: AnyDomainRef>(
             }
         }
     }
+}
+
+/// One write (or other call) of the property tests, on small keys so that they collide often.
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    Insert(u8, u16),
+    TryInsert(u8, u16),
+    Remove(u8),
+    RemoveIf(u8, u16),
+    Update(u8),
+    GetOrInsert(u8, u16),
+    Retain(u8),
+    Clear,
+    Reserve(u8),
+    UpdateOrInsert(u8, u16),
+    ShrinkToFit,
+    CloneMap,
+    InsertBorrowed(u8, u16),
+    RemoveBorrowed(u8),
+}
+
+/// The operations, weighted towards inserts and removes.
+pub(crate) fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::TryInsert(k, v)),
+        6 => any::<u8>().prop_map(Op::Remove),
+        1 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::RemoveIf(k, v)),
+        2 => any::<u8>().prop_map(Op::Update),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+        1 => any::<u8>().prop_map(Op::Retain),
+        1 => Just(Op::Clear),
+        1 => any::<u8>().prop_map(Op::Reserve),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::UpdateOrInsert(k, v)),
+        1 => Just(Op::ShrinkToFit),
+        1 => Just(Op::CloneMap),
+        3 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::InsertBorrowed(k, v)),
+        3 => any::<u8>().prop_map(Op::RemoveBorrowed),
+    ]
 }
