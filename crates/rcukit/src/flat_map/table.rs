@@ -548,11 +548,11 @@ impl<K, V> Table<K, V> {
                 for dropped in [
                     // SAFETY: as above; the key and the value are dropped apart, once each.
                     catch_unwind(AssertUnwindSafe(|| unsafe {
-                        ptr::drop_in_place(&raw mut (*entry).0)
+                        ptr::drop_in_place(ptr::addr_of_mut!((*entry).0))
                     })),
                     // SAFETY: as above.
                     catch_unwind(AssertUnwindSafe(|| unsafe {
-                        ptr::drop_in_place(&raw mut (*entry).1)
+                        ptr::drop_in_place(ptr::addr_of_mut!((*entry).1))
                     })),
                 ] {
                     if let Err(payload) = dropped {
