@@ -1,5 +1,5 @@
-//! Small helpers several test binaries share: the process's resident set and the wait for it
-//! to come down, the proptest configuration for Miri, and the message of a caught panic.
+//! Small helpers several test binaries share: the process's resident set, the wait for it
+//! to come down and for kept mappings to go, the proptest configuration for Miri, and the message of a caught panic.
 
 use proptest::test_runner::Config as ProptestConfig;
 
@@ -12,6 +12,32 @@ pub(crate) fn resident() -> i64 {
         .and_then(|p| p.parse().ok())
         .expect("resident pages");
     pages * 4096
+}
+
+/// Wait until this process keeps no mapping of a dropped table for reuse (see `pages` in the
+/// crate's internal docs): the thread that gives them back, `rcukit-pages`, exits once nothing
+/// is kept. A resident set read before then can fall in the middle of the next measurement,
+/// when a kept mapping goes. Fails if mappings are still kept after 30 s (memory never given
+/// back).
+pub(crate) fn wait_until_no_mapping_is_kept() {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while thread_named("rcukit-pages") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dropped tables' mappings were still kept after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Whether a thread of this process is named `name` (Linux).
+fn thread_named(name: &str) -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim_end() == name)
+    })
 }
 
 /// `bytes` in MiB, for messages.
