@@ -120,10 +120,10 @@ pub mod choosing {
     //! [`Qsbr`](crate::Qsbr) domain one reader reads about as fast as hashbrown under its lock
     //! (the bench's `RcuFlatMap` sections). Take it for maps of numbers, addresses and small
     //! `Clone` values; take [`RcuHashMap`] when values own much memory and are written often (a
-    //! million `String` values fill at 0.70x `RcuHashMap`'s rate, every rebuild cloning them),
-    //! when an entry must never be cloned or moved (state inside it that readers change), or when
-    //! a removed value must be dropped within a grace period (`RcuFlatMap` drops it with its
-    //! table, after the next rebuild).
+    //! million `String` values fill at 0.70-0.74x `RcuHashMap`'s rate, every rebuild cloning
+    //! them), when an entry must never be cloned or moved (state inside it that readers change),
+    //! or when a removed value must be dropped within a grace period (`RcuFlatMap` drops it with
+    //! its table, after the next rebuild).
     //!
     //! # `Rcu`, `Qsbr`, `RecSeq` or `PerCpuRwLock`
     //!
