@@ -196,10 +196,17 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     #[inline(always)]
     #[track_caller]
     fn table<'g, G: ReadSection>(&'g self, guard: &'g G) -> &'g Table<K, V> {
-        domain_ref::check_guard("RcuFlatMap", guard, domain_ref::protector(&self.domain));
+        self.check_section(guard);
         // SAFETY: the root is never null; a table is retired only after it stopped being the
         // root, and the guard (of this domain) holds that grace period back for 'g.
         unsafe { &*self.root.load(Acquire) }
+    }
+
+    /// Panic unless `guard` is a read section of the map's domain.
+    #[inline(always)]
+    #[track_caller]
+    fn check_section<G: ReadSection>(&self, guard: &G) {
+        domain_ref::check_guard("RcuFlatMap", guard, domain_ref::protector(&self.domain));
     }
 
     /// The current table, for the holder of the writer lock.
@@ -351,7 +358,7 @@ where
         value: V,
         guard: &'g G,
     ) -> Option<&'g V> {
-        let _ = self.table(guard);
+        self.check_section(guard);
         let old = self.write(key, |current, key| {
             (Some((key, value)), current.map(|(_, v)| v as *const V))
         });
@@ -430,7 +437,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.remove_where(key, |_| true, |(_, v)| v.clone())
+        self.remove_where(key, |(_, v)| Some(v.clone()))
     }
 
     /// [`remove`](Self::remove) without a clone: the removed value, borrowed for `guard` (the
@@ -447,8 +454,8 @@ where
         Q: Hash + Eq + ?Sized,
         G: ReadSection,
     {
-        let _ = self.table(guard);
-        let removed = self.remove_where(key, |_| true, |(_, v)| v as *const V);
+        self.check_section(guard);
+        let removed = self.remove_where(key, |(_, v)| Some(v as *const V));
         // SAFETY: as in `insert_borrowed`: the removed entry stays in its slot, and its table
         // is freed only after a grace period that `guard` holds back for 'g.
         removed.map(|v| unsafe { &*v })
@@ -463,17 +470,15 @@ where
         Q: Hash + Eq + ?Sized,
         F: FnOnce(&K, &V) -> bool,
     {
-        self.remove_where(key, |(k, v)| condition(k, v), Clone::clone)
+        self.remove_where(key, |entry| {
+            condition(&entry.0, &entry.1).then(|| entry.clone())
+        })
     }
 
-    /// Remove the entry for `key` if `condition` accepts it, returning `output` of it (a
-    /// clone, taken before anything changes: a panic in either leaves the map as it was).
-    fn remove_where<Q, R>(
-        &self,
-        key: &Q,
-        condition: impl FnOnce(&(K, V)) -> bool,
-        output: impl FnOnce(&(K, V)) -> R,
-    ) -> Option<R>
+    /// Remove the entry for `key` if `decide` gives something for it, and return that (what the
+    /// caller gets of the entry: a clone, taken before anything changes, so that a panic in
+    /// `decide` leaves the map as it was).
+    fn remove_where<Q, R>(&self, key: &Q, decide: impl FnOnce(&(K, V)) -> Option<R>) -> Option<R>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -483,11 +488,7 @@ where
         let table = self.table_mine(&lock);
         let at = table.find_slot(hash, |k| k.borrow() == key)?;
         // SAFETY: the key's slot is full; the table is alive under the lock.
-        let entry = unsafe { table.entry(at) };
-        if !condition(entry) {
-            return None;
-        }
-        let removed = output(entry);
+        let removed = decide(unsafe { table.entry(at) })?;
         table.bury(at);
         let len = self.len.load(Relaxed) - 1;
         self.len.store(len, Relaxed);
