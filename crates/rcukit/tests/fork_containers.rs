@@ -362,11 +362,8 @@ fn a_forked_child_writes_a_flat_map_whose_rebuild_a_vanished_thread_was_cloning_
     let last = fork_while_held(
         move |wait| {
             // The hook is the holder's: only its clones wait.
-            // SAFETY: only the lifetime changes. The hook runs, and is dropped, inside
-            // `insert_until_a_rebuild_runs`, which returns only once it has run, before this
-            // closure returns: `wait` outlives it.
-            let wait = unsafe { std::mem::transmute::<&dyn Fn(), &'static dyn Fn()>(wait) };
-            ON_CLONE.with(|h| *h.borrow_mut() = Some(Box::new(wait)));
+            let wait = Arc::clone(wait);
+            ON_CLONE.with(|h| *h.borrow_mut() = Some(Box::new(move || wait())));
             let mut next = STABLE;
             insert_until_a_rebuild_runs(&writer_map, &mut next)
         },
@@ -395,20 +392,19 @@ fn a_forked_child_writes_a_flat_map_whose_rebuild_a_vanished_thread_was_cloning_
 /// lock `hold` runs under, while the test forks: run `in_child` in the child, then let the
 /// thread go on and return what it returned.
 fn fork_while_held<R: Send + 'static>(
-    hold: impl FnOnce(&dyn Fn()) -> R + Send + 'static,
+    hold: impl FnOnce(&Arc<dyn Fn() + Send + Sync>) -> R + Send + 'static,
     in_child: impl FnOnce(),
 ) -> R {
     let (inside, release) = (Arc::new(Barrier::new(2)), Arc::new(AtomicBool::new(false)));
     let holder = {
         let (inside, release) = (inside.clone(), release.clone());
-        std::thread::spawn(move || {
-            hold(&|| {
-                inside.wait();
-                while !release.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            })
-        })
+        let wait: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            inside.wait();
+            while !release.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        std::thread::spawn(move || hold(&wait))
     };
     inside.wait();
     let status = fork_within(Duration::from_secs(60), in_child);
