@@ -35,6 +35,8 @@ where
     writer: WriterLock,
     hasher: S,
     domain: D,
+    /// The torture's self-test knob ([`__busted_drop_entries_at_once`](Self::__busted_drop_entries_at_once)).
+    busted: bool,
     _entries: PhantomData<(K, V)>,
 }
 
@@ -151,8 +153,24 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
             writer: WriterLock::new(Writer::for_table(groups, groups, 0)),
             hasher,
             domain,
+            busted: false,
             _entries: PhantomData,
         }
+    }
+
+    /// Testing knob for the torture's self-test: a table that stops being the map's drops its
+    /// entries (removed ones and the originals of those a rebuild cloned) at once, on the
+    /// writing thread, while readers may still hold them (the table's memory is still freed
+    /// after a grace period, so the bytes stay readable).
+    ///
+    /// # Safety
+    ///
+    /// Unsound by design: readers can observe dropped entries. Only for keys and values whose
+    /// `Drop` leaves them readable (handles into a pool), to show that a checker notices.
+    #[doc(hidden)]
+    pub unsafe fn __busted_drop_entries_at_once(mut self) -> Self {
+        self.busted = true;
+        self
     }
 
     /// The map's domain: an [`Rcu`], whose guards (`domain().read()`) readers show to

@@ -144,6 +144,9 @@ pub(crate) struct Table<K, V> {
     /// [`pages`](crate::docs::internal::pages), "Reuse"); cleared for a table that a larger one
     /// replaced.
     reuse: AtomicBool,
+    /// Whether the entries were dropped already (only by the torture's self-test knob,
+    /// `busted_drop_entries_now`), so that freeing the table skips them.
+    entries_dropped: AtomicBool,
 }
 
 impl<K, V> Drop for Table<K, V> {
@@ -152,8 +155,10 @@ impl<K, V> Drop for Table<K, V> {
             self.ctrl.give_back_when_dropped();
             self.slots.give_back_when_dropped();
         }
-        if std::mem::needs_drop::<(K, V)>() {
-            self.drop_entries();
+        if std::mem::needs_drop::<(K, V)>() && !self.entries_dropped.load(Relaxed) {
+            // SAFETY: `&mut self`: the table is being freed, nobody reads it any more, and its
+            // entries were not dropped before (the flag).
+            unsafe { self.drop_entries() };
         }
     }
 }
@@ -210,6 +215,7 @@ impl<K, V> Table<K, V> {
                 iterators: AtomicUsize::new(0),
                 replacing: [AtomicUsize::new(0), AtomicUsize::new(0)],
                 reuse: AtomicBool::new(true),
+                entries_dropped: AtomicBool::new(false),
             }
         }
     }
@@ -528,11 +534,30 @@ impl<K, V> Table<K, V> {
         copied
     }
 
+    /// The torture's self-test knob (`RcuFlatMap::__busted_drop_entries_at_once`): drop the
+    /// entries now, before the table is freed, and mark them dropped.
+    ///
+    /// # Safety
+    ///
+    /// Unsound by design for readers that still hold entries of this table (the knob's
+    /// contract); no writer may use the table any more, and this is called once.
+    pub(crate) unsafe fn busted_drop_entries_now(&self) {
+        if std::mem::needs_drop::<(K, V)>() && !self.entries_dropped.swap(true, Relaxed) {
+            // SAFETY: forwarded: no writer uses the table, and its entries are dropped once
+            // (the flag); the readers are the knob's affair.
+            unsafe { self.drop_entries() };
+        }
+    }
+
     /// Drop every entry the table owns: each slot that is not `EMPTY` (full, or a tombstone
     /// whose entry was removed or replaced in this table). Each key and each value is dropped
     /// apart, each contained: a panic in one drop still drops the rest, and the first panic
     /// goes on once all are dropped.
-    fn drop_entries(&mut self) {
+    ///
+    /// # Safety
+    ///
+    /// Nobody uses the table's entries from this call on, and they were not dropped before.
+    unsafe fn drop_entries(&self) {
         let mut first_panic = None;
         for w in 0..self.words() {
             let word = self.ctrl_mine(w);
@@ -542,7 +567,7 @@ impl<K, V> Table<K, V> {
                 }
                 let cell = &self.slots[w * WORD + b];
                 // SAFETY: a byte that is not `EMPTY` was stored after its slot was written;
-                // `&mut self`: the table is being dropped, nobody reads it, and each slot is
+                // by the caller's contract nobody uses the entries any more, and each slot is
                 // dropped once, here.
                 let entry = cell.with_mut(|p| unsafe { (*p).as_mut_ptr() });
                 for dropped in [

@@ -219,6 +219,12 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
         // SAFETY: taken once, here, from the lock being dropped.
         let unlinked = unsafe { ManuallyDrop::take(&mut self.unlinked) };
         for old in unlinked {
+            if self.map.busted {
+                // SAFETY: the knob's contract (readers may see the dropped entries); `old` is
+                // no longer the root and only this thread drops its entries, once (the table
+                // then skips them when it is freed).
+                unsafe { (*old).busted_drop_entries_now() };
+            }
             // SAFETY: `old` stopped being the root under the lock and is retired once, here:
             // dropped (its entries with it) after a grace period that began after no reader
             // could find it any more.
