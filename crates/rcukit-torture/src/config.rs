@@ -34,6 +34,12 @@ pub enum FlavorName {
     /// The `map` run with a map that drops removed values at once instead of after a grace
     /// period: the run must fail (the map checks' self-test).
     BustedMap,
+    /// The `map` run with an `rcukit::RcuFlatMap` (entries inline, cloned into each new table,
+    /// removed values dropped with their table) in place of the `RcuHashMap`.
+    FlatMap,
+    /// The `flat-map` run with a map whose replaced tables drop their entries at once instead
+    /// of after a grace period: the run must fail (the flat map checks' self-test).
+    BustedFlatMap,
 }
 
 impl FlavorName {
@@ -49,6 +55,8 @@ impl FlavorName {
             FlavorName::BustedOwned => "busted-owned",
             FlavorName::Map => "map",
             FlavorName::BustedMap => "busted-map",
+            FlavorName::FlatMap => "flat-map",
+            FlavorName::BustedFlatMap => "busted-flat-map",
         }
     }
 }
@@ -192,12 +200,13 @@ pub struct TortureArgs {
     /// How long to torture (30s, 2m, 1500ms, ...).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Implementation under test; `busted`, `busted-barrier` and `busted-map` must FAIL (they
-    /// prove the checker works), and so must `busted-owned`. `recseq` has only the `sync` update path (the others are
-    /// skipped). `map` is the `rcu` run plus an `RcuHashMap` on the same domain.
+    /// Implementation under test; `busted`, `busted-barrier`, `busted-map` and
+    /// `busted-flat-map` must FAIL (they prove the checker works), and so must `busted-owned`.
+    /// `recseq` has only the `sync` update path (the others are skipped). `map` is the `rcu`
+    /// run plus an `RcuHashMap` on the same domain, `flat-map` the same with an `RcuFlatMap`.
     #[arg(long, value_enum, default_value_t = FlavorName::Rcu)]
     pub flavor: FlavorName,
-    /// Barrier pair of the domain [default: rcu and map: membarrier where the kernel has it,
+    /// Barrier pair of the domain [default: rcu and the maps: membarrier where the kernel has it,
     /// else seqcst; recseq: seqcst]. qsbr always uses seqcst.
     #[arg(long, value_enum)]
     pub fence: Option<FenceArg>,
@@ -220,7 +229,7 @@ pub struct TortureArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub progress: Duration,
     /// Fraction (0-1) of the readers' sections that are owned sections (`read_owned()`; some
-    /// sleep, some end on another thread), for the flavors that have them (rcu, map,
+    /// sleep, some end on another thread), for the flavors that have them (rcu, the maps,
     /// busted-owned); 0 turns them off.
     #[arg(long, default_value_t = DEFAULT_OWNED)]
     pub owned: f64,

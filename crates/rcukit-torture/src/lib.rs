@@ -64,7 +64,9 @@
 //! values are elements of a second pipe: readers look keys up and check the values' ages, map
 //! writers replace, insert and remove keys and push the table through grow/shrink cycles (see
 //! [`map`]). [`FlavorName::BustedMap`] builds the map so that it drops removed values at once,
-//! and must fail.
+//! and must fail. [`FlavorName::FlatMap`] and [`FlavorName::BustedFlatMap`] are the same runs
+//! with an `rcukit::RcuFlatMap`, whose values are cloned into each new table and dropped with
+//! the table they were removed from.
 //!
 //! ## Layers
 //!
@@ -133,10 +135,18 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
             let flavor = flavor::rcu::RcuFlavor::new(&settings)?.with_busted_owned();
             Ok(engine::run(flavor, None, config, seed))
         }
-        FlavorName::Map | FlavorName::BustedMap => {
+        FlavorName::Map
+        | FlavorName::BustedMap
+        | FlavorName::FlatMap
+        | FlavorName::BustedFlatMap => {
             let flavor = flavor::rcu::RcuFlavor::new(&settings)?.named(config.flavor.as_str());
-            let map =
-                map::MapTorture::new(flavor.domain_arc(), config.flavor == FlavorName::BustedMap)?;
+            let (kind, busted) = match config.flavor {
+                FlavorName::Map => (map::MapKind::Hash, false),
+                FlavorName::BustedMap => (map::MapKind::Hash, true),
+                FlavorName::FlatMap => (map::MapKind::Flat, false),
+                _ => (map::MapKind::Flat, true),
+            };
+            let map = map::MapTorture::new(kind, flavor.domain_arc(), busted)?;
             Ok(engine::run(flavor, Some(map), config, seed))
         }
         FlavorName::Qsbr | FlavorName::QsbrFenced => {

@@ -123,6 +123,8 @@ impl<F: Flavor> MapWriter<'_, F> {
             if self.shared.stop.load(Relaxed) || self.waits.is_empty() {
                 return None;
             }
+            // The flat map drops removed values only with their table: rebuild it.
+            self.m.map.release_removed();
             self.wait();
         }
     }
@@ -165,7 +167,7 @@ impl<F: Flavor> MapWriter<'_, F> {
         // can be waited for: use it only while the pool has plenty of elements for retries.
         if self.rng.bool() || values.pool.free_count() < 1_024 {
             c.replaces.fetch_add(1, Relaxed);
-            if self.m.map.pin().insert(key, fresh).is_none() {
+            if !self.m.map.insert(key, fresh, self.rng.bool()) {
                 self.result_error(|| {
                     format!("insert of present key {key:#x} returned false (not a replacement)")
                 });
@@ -197,30 +199,25 @@ impl<F: Flavor> MapWriter<'_, F> {
         // closure again and discard the first value.
         let dawdle = self.rng.u32(0..4) == 0;
         let pause = Duration::from_micros(self.rng.u64(10..=100));
-        let updated = self
-            .m
-            .map
-            .pin()
-            .update(&key, |old_value: &Value| {
-                saw = Some((old_value.key, old_value.index));
-                if dawdle && made.len() == 1 {
-                    std::thread::yield_now();
-                    let end = Instant::now() + pause;
-                    while Instant::now() < end {
-                        std::hint::spin_loop();
-                    }
+        let updated = self.m.map.update(key, &mut |old_value: &Value| {
+            saw = Some((old_value.key, old_value.index));
+            if dawdle && made.len() == 1 {
+                std::thread::yield_now();
+                let end = Instant::now() + pause;
+                while Instant::now() < end {
+                    std::hint::spin_loop();
                 }
-                first.take().unwrap_or_else(|| {
-                    let element = values
-                        .pool
-                        .alloc()
-                        .expect("the value pool ran dry inside update's closure");
-                    values.candidate[element].store(true, Relaxed);
-                    made.push(element);
-                    value(values, key, element)
-                })
+            }
+            first.take().unwrap_or_else(|| {
+                let element = values
+                    .pool
+                    .alloc()
+                    .expect("the value pool ran dry inside update's closure");
+                values.candidate[element].store(true, Relaxed);
+                made.push(element);
+                value(values, key, element)
             })
-            .is_some();
+        });
         c.update_retries.fetch_add(made.len() as u64 - 1, Relaxed);
         if !updated {
             // The closure never ran: the value never reached the map, and its drop (still a
@@ -241,12 +238,7 @@ impl<F: Flavor> MapWriter<'_, F> {
         let Some(retry) = self.alloc() else {
             return Some(old);
         };
-        let was_present = self
-            .m
-            .map
-            .pin()
-            .insert(key, self.value(key, retry))
-            .is_some();
+        let was_present = self.m.map.insert(key, self.value(key, retry), false);
         self.result_error(|| {
             format!(
                 "update of present key {key:#x} returned false (key absent, closure not \
@@ -322,7 +314,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             Some(old) => {
                 self.mark_removed(key, old);
                 c.removes.fetch_add(1, Relaxed);
-                if self.m.map.pin().remove(&key).is_none() {
+                if !self.m.map.remove(key, self.rng.bool()) {
                     self.result_error(|| format!("remove of present key {key:#x} returned false"));
                 }
                 self.churn[slot].element = None;
@@ -330,7 +322,8 @@ impl<F: Flavor> MapWriter<'_, F> {
             None => {
                 let Some(new) = self.alloc() else { return };
                 c.inserts.fetch_add(1, Relaxed);
-                if self.m.map.pin().insert(key, self.value(key, new)).is_some() {
+                let fresh = self.value(key, new);
+                if self.m.map.insert(key, fresh, self.rng.bool()) {
                     self.result_error(|| {
                         format!("insert of absent key {key:#x} returned true (a replacement)")
                     });
@@ -370,7 +363,7 @@ impl<F: Flavor> MapWriter<'_, F> {
     fn checking_retain(&mut self) {
         let mut visits = [0u32; STABLE_KEYS as usize];
         self.m.counters.checking_retains.fetch_add(1, Relaxed);
-        let removed = self.m.map.retain(|key, _| {
+        let removed = self.m.map.retain(&mut |key, _| {
             if is_stable(*key) {
                 visits[*key as usize] += 1;
             }
@@ -396,7 +389,8 @@ impl<F: Flavor> MapWriter<'_, F> {
             let Some(element) = self.alloc() else { break };
             let key = base + i;
             c.inserts.fetch_add(1, Relaxed);
-            if m.map.pin().insert(key, self.value(key, element)).is_some() {
+            let fresh = self.value(key, element);
+            if m.map.insert(key, fresh, self.rng.bool()) {
                 self.result_error(|| {
                     format!("insert of absent burst key {key:#x} returned true (a replacement)")
                 });
@@ -419,13 +413,13 @@ impl<F: Flavor> MapWriter<'_, F> {
             self.mark_removed(base + i as u64, element);
         }
         m.counters.retains.fetch_add(1, Relaxed);
-        let removed = m.map.retain(|key, _| !(base..end).contains(key));
+        let removed = m.map.retain(&mut |key, _| !(base..end).contains(key));
         // Which of the burst's keys are still there? (`retain` visits every entry
         // present throughout.)
         let left: Vec<u64> = {
             let guard = m.map.domain().read();
             (base..end)
-                .filter(|key| m.map.contains_key(key, &guard))
+                .filter(|&key| m.map.contains_key(key, &guard))
                 .collect()
         };
         if removed != live.len() || !left.is_empty() {
@@ -439,7 +433,7 @@ impl<F: Flavor> MapWriter<'_, F> {
                 )
             });
             for key in left {
-                m.map.pin().remove(&key);
+                m.map.remove(key, false);
             }
         }
     }
@@ -465,7 +459,7 @@ impl<F: Flavor> MapWriter<'_, F> {
             }
             self.mark_removed(key, live[slot]);
             c.removes.fetch_add(1, Relaxed);
-            if m.map.pin().remove(&key).is_none() {
+            if !m.map.remove(key, self.rng.bool()) {
                 self.result_error(|| {
                     format!("remove of present burst key {key:#x} returned false")
                 });

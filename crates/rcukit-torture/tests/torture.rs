@@ -1,8 +1,9 @@
 //! The torture runs of every `cargo test`: ten seconds of rcutorture's method against rcukit in
-//! each fence mode, five seconds of the qsbr flavor, four of the recseq flavor, six of the map
-//! flavor (an `RcuHashMap` on the domain), three of owned readers (`read_owned()`, which the
-//! `rcu` and `map` runs also take), and the busted flavors (rcukit's, a broken RecSeq, a map
-//! that drops values at once, owned sections that end at once), which must fail.
+//! each fence mode, five seconds of the qsbr flavor, four of the recseq flavor, six each of the
+//! map flavors (an `RcuHashMap`, then an `RcuFlatMap`, on the domain), three of owned readers
+//! (`read_owned()`, which the `rcu` and map runs also take), and the busted flavors (rcukit's,
+//! a broken RecSeq, maps that drop values at once, owned sections that end at once), which
+//! must fail.
 //!
 //! The runs are separate tests, so cargo runs them side by side: on a 2-core machine they share
 //! the CPUs, which slows them down but changes nothing they check (no assertion is about
@@ -10,6 +11,7 @@
 
 use clap::Parser;
 use rcukit::{FenceKind, RecSeq};
+use rcukit_torture::map::{MapKind, MapReport};
 use rcukit_torture::{
     run, run_flavor, Config, FlavorName, Report, TortureArgs, TortureError, UpdateKind,
 };
@@ -169,8 +171,34 @@ fn five_seconds_of_fenced_qsbr() {
 fn six_seconds_of_map() {
     let report = run(&config(FlavorName::Map, None, 6)).unwrap();
     assert_eq!(report.flavor, "map");
-    assert_clean_run(&report);
+    let m = assert_clean_map_run(&report, MapKind::Hash);
+    // The hash map never clones a value.
+    assert_eq!(m.clones, 0, "{report}");
+}
+
+/// The same with an `RcuFlatMap`: its rebuilds clone the live values into each new table, and
+/// every value is dropped once its last clone is, with the table it was removed from.
+#[test]
+fn six_seconds_of_flat_map() {
+    let report = run(&config(FlavorName::FlatMap, None, 6)).unwrap();
+    assert_eq!(report.flavor, "flat-map");
+    let m = assert_clean_map_run(&report, MapKind::Flat);
+    assert!(
+        m.clones > m.values,
+        "rebuilds cloned too few values:\n{report}"
+    );
+    assert!(report
+        .to_string()
+        .contains("map: RcuFlatMap on the domain under test"));
+}
+
+/// A map run (of `kind`) must pass as the `rcu` run does, with none of the map's errors, and
+/// have done all it is there for: lookups, iterations, every kind of write, bursts, and the
+/// table grown past [`CYCLE_HIGH`](rcukit_torture::map::CYCLE_HIGH) and shrunk back.
+fn assert_clean_map_run(report: &Report, kind: MapKind) -> &MapReport {
+    assert_clean_run(report);
     let m = report.map.as_ref().expect("a map run reports its map");
+    assert_eq!(m.kind, Some(kind));
     assert!(!m.busted);
     assert_eq!(m.errors(), 0, "{report}");
     assert!(
@@ -193,19 +221,37 @@ fn six_seconds_of_map() {
     assert!(m.grows > 0 && m.shrinks > 0, "{report}");
     // Every value was dropped exactly once (or discarded unpublished by `update`).
     assert_eq!(m.drops + m.discarded, m.values, "{report}");
-    assert_eq!(m.live_drops + m.double_drops, 0, "{report}");
+    assert_eq!(m.live_drops + m.double_drops + m.dead_clones, 0, "{report}");
     assert!(report.to_string().contains("map lookups: "));
+    m
 }
 
 /// A map that drops removed values at once, while readers may hold them: the Map Pipe must
 /// catch it, and nothing else is broken.
 #[test]
 fn busted_map_fails_the_map_pipe() {
-    let report = run(&config(FlavorName::BustedMap, None, 3)).unwrap();
+    assert_busted_map_fails(FlavorName::BustedMap, MapKind::Hash);
+}
+
+/// A flat map whose replaced tables drop their entries at once, removed values with them,
+/// while readers may hold them: the Map Pipe must catch it.
+#[test]
+fn busted_flat_map_fails_the_map_pipe() {
+    assert_busted_map_fails(FlavorName::BustedFlatMap, MapKind::Flat);
+}
+
+/// A busted map run, stopped at its first error (the flat map's busted tables are rebuilt,
+/// and so dropped early, less often than the hash map drops its values: on a loaded machine a
+/// run of a few seconds might see none).
+fn assert_busted_map_fails(flavor: FlavorName, kind: MapKind) {
+    let mut cfg = config(flavor, None, 30);
+    cfg.stop_on_error = true;
+    let report = run(&cfg).unwrap();
     println!("{report}");
     assert!(!report.passed(), "{report}");
     let m = report.map.as_ref().expect("a map run reports its map");
     assert!(m.busted);
+    assert_eq!(m.kind, Some(kind));
     assert!(m.pipe_errors() > 0, "no Map Pipe error:\n{report}");
     assert_eq!(report.pipe_errors(), 0, "only the map is broken:\n{report}");
     let text = report.to_string();
@@ -412,6 +458,8 @@ fn the_arguments_flatten_into_another_command() {
         ("recseq", FlavorName::Recseq),
         ("map", FlavorName::Map),
         ("busted-map", FlavorName::BustedMap),
+        ("flat-map", FlavorName::FlatMap),
+        ("busted-flat-map", FlavorName::BustedFlatMap),
     ] {
         let cfg = Embedding::parse_from(["lab", "--flavor", arg])
             .torture

@@ -1,20 +1,28 @@
-//! The `map` runs: an [`rcukit::RcuHashMap`] tortured with the pipe's method.
+//! The `map` runs: an [`rcukit::RcuHashMap`] (the `map` flavor) or an [`rcukit::RcuFlatMap`]
+//! (`flat-map`) tortured with the pipe's method.
 //!
-//! A `map` run is the `rcu` run (same domain, writer, updaters, readers, faults and checks)
+//! A map run is the `rcu` run (same domain, writer, updaters, readers, faults and checks)
 //! plus a hash map built on that domain, whose values are elements of a second [`Pool`]:
 //!
 //! * **Values.** A map value is a handle on a pool element, with the key it was inserted under.
 //!   The map writer that owns a key moves the element it is about to remove or replace from
 //!   age 0 to age 1 (removed from reader view: readers may still see it), then calls
-//!   `insert`, `update`, `remove`, `retain` or `clear`. The handle's `Drop` moves the element
-//!   from 1 to 2: the map must drop it only after a grace period, when no reader that found it
-//!   can still hold its guard. From then on the map writers age it once per grace period they
-//!   wait for, and free it at [`PIPE_LEN`], as the `rcu` writer does with its elements. A
-//!   `Drop` that finds age 0 (the map dropped a value still in it) or 2 and more (dropped
-//!   twice) is an error. `update`'s closure may run more than once (when another writer
-//!   changed the bucket meanwhile) and the map drops the values of the runs it discards at
-//!   once, unpublished: those are marked as candidates until `update` returns, and their drop
-//!   frees them directly (counted as discarded).
+//!   `insert`, `update`, `remove`, `retain` or `clear`. A handle may be cloned (the flat map
+//!   clones the live entries into each new table, and returns clones of what its writes
+//!   replace), and the element counts its handles: the `Drop` of its last one moves it from 1
+//!   to 2. The map must drop that one only after a grace period, when no reader that found a
+//!   handle of the element can still hold its guard. From then on the map writers age it once
+//!   per grace period they wait for, and free it at [`PIPE_LEN`], as the `rcu` writer does with
+//!   its elements. A last `Drop` that finds age 0 (the map dropped a value still in it) or 2
+//!   and more (dropped twice), a `Drop` of a handle the count says is gone, and a clone of an
+//!   element whose handles were all dropped are errors. The hash map drops a removed value a
+//!   grace period after its removal; the flat map keeps it in the table's slot until a rebuild
+//!   replaces the table, and drops it with that table a grace period later (a writer that
+//!   finds the pool empty calls `shrink_to_fit`, which rebuilds, before it waits). The hash
+//!   map's `update` closure may run more than once (when another writer changed the bucket
+//!   meanwhile) and the map drops the values of the runs it discards at once, unpublished:
+//!   those are marked as candidates until `update` returns, and their drop frees them directly
+//!   (counted as discarded). The flat map runs it once, under its writer lock.
 //! * **Readers.** Each reader section of a `map` run also takes a guard of the map's domain and
 //!   looks up a few keys (`get`, `get_key_value` or `contains_key`; now and then the whole
 //!   `iter`, which must yield each stable key exactly once; one iteration in four is *held*:
@@ -38,25 +46,29 @@
 //!   `clear()`ed; after `barrier()` and [`PIPE_LEN`] grace periods every value must have been
 //!   dropped exactly once and every element be back in the free list.
 //!
-//! The `busted-map` run builds the map with `__busted_drop_values_at_once`: removed values are
-//! dropped at once on the writer thread. Readers then see ages past 1, and the run must report
+//! The `busted-map` run builds the hash map with `__busted_drop_values_at_once`: removed
+//! values are dropped at once on the writer thread. The `busted-flat-map` run builds the flat
+//! map with `__busted_drop_entries_at_once`: a table that a rebuild replaced drops its entries
+//! at once, removed values with them. Readers then see ages past 1, and the run must report
 //! FAILURE.
 
 mod report;
 mod section;
+mod under_test;
 
 pub use report::MapReport;
 pub(crate) use section::{MapLocal, MapSection};
+pub use under_test::MapKind;
+pub(crate) use under_test::MapUnderTest;
 
 use crate::counters::Histogram;
 use crate::flavor::Flavor;
 use crate::pipe::{Pool, PIPE_LEN};
 use parking_lot::Mutex;
-use rcukit::{Rcu, RcuHashMap};
-use std::collections::hash_map::RandomState;
+use rcukit::Rcu;
 use std::ops::RangeInclusive;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
 /// Map writer threads (each owns every `MAP_WRITERS`th stable and churned key, and its own
@@ -103,15 +115,24 @@ const ITER_ONE_IN: u32 = 1_024;
 /// One iteration in this many is held across resizes (see `MapSection::iterate`).
 pub(super) const HELD_ONE_IN: u32 = 4;
 
-/// The map under test.
-pub(crate) type Map = RcuHashMap<u64, Value, RandomState, Arc<Rcu>>;
-
 /// A map value: a handle on an element of the value pool, and the key it was inserted under.
-/// Its fields are plain integers that a reader copies out; only `Drop` touches the pool.
+/// Its fields are plain integers that a reader copies out; only `Clone` and `Drop` touch the
+/// pool.
 pub(crate) struct Value {
     pub(crate) key: u64,
     pub(crate) index: u32,
     pub(crate) values: Arc<Values>,
+}
+
+impl Clone for Value {
+    fn clone(&self) -> Value {
+        self.values.cloned(self.key, self.index as usize);
+        Value {
+            key: self.key,
+            index: self.index,
+            values: Arc::clone(&self.values),
+        }
+    }
 }
 
 impl Drop for Value {
@@ -128,13 +149,20 @@ pub(crate) struct Values {
     pub(crate) candidate: Box<[AtomicBool]>,
     /// Candidate values the map discarded (dropped unpublished).
     pub(crate) discarded: AtomicU64,
+    /// The handles of each element (a value and its clones) not dropped yet.
+    pub(crate) handles: Box<[AtomicU32]>,
+    /// `Clone` calls.
+    pub(crate) clones: AtomicU64,
+    /// Clones of an element whose handles were all dropped, or that had aged past 1 (errors).
+    pub(crate) dead_clones: AtomicU64,
     /// Elements whose value the map dropped (age 2), waiting for a map writer to age them.
     pub(crate) released: Mutex<Vec<usize>>,
-    /// `Drop` calls.
+    /// Drops of an element's last handle.
     pub(crate) drops: AtomicU64,
     /// Values dropped while their element was at age 0: still in the map for their writer.
     pub(crate) live_drops: AtomicU64,
-    /// Values dropped when their element was already past age 1: dropped twice.
+    /// Values dropped when their element was already past age 1, or with no handle left:
+    /// dropped twice.
     pub(crate) double_drops: AtomicU64,
     /// Set on either error (the `--stop-on-error` watchdog reads it).
     pub(crate) failed: AtomicBool,
@@ -151,7 +179,41 @@ impl Values {
         }
     }
 
+    /// A handle of element `index` was cloned.
+    pub(crate) fn cloned(&self, key: u64, index: usize) {
+        self.clones.fetch_add(1, Relaxed);
+        let handles = self.handles[index].fetch_add(1, AcqRel);
+        let age = self.pool.age(index);
+        if handles == 0 || age > 1 {
+            self.dead_clones.fetch_add(1, Relaxed);
+            self.failed.store(true, Relaxed);
+            self.note(|| {
+                format!(
+                    "the value of key {key:#x} (element {index}) was cloned with {handles} \
+                     handles left, at age {age}"
+                )
+            });
+        }
+    }
+
+    /// A handle of element `index` was dropped: if it was the last one, the element's value is
+    /// gone (see the module docs).
     pub(crate) fn dropped(&self, key: u64, index: usize) {
+        match self.handles[index].fetch_update(AcqRel, Relaxed, |n| n.checked_sub(1)) {
+            Ok(1) => {}
+            Ok(_) => return,
+            Err(_) => {
+                self.double_drops.fetch_add(1, Relaxed);
+                self.failed.store(true, Relaxed);
+                self.note(|| {
+                    format!(
+                        "a value of key {key:#x} (element {index}) was dropped after every \
+                         handle of its element was"
+                    )
+                });
+                return;
+            }
+        }
         if self.candidate[index].swap(false, Relaxed) {
             self.discarded.fetch_add(1, Relaxed);
             self.pool.free_unpublished(index);
@@ -284,7 +346,7 @@ pub(crate) struct Handoff {
 
 /// The map part of a run.
 pub(crate) struct MapTorture {
-    pub(crate) map: Map,
+    pub(crate) map: MapUnderTest,
     pub(crate) values: Arc<Values>,
     pub(crate) counters: MapCounters,
     pub(crate) busted: bool,
@@ -292,23 +354,21 @@ pub(crate) struct MapTorture {
 }
 
 impl MapTorture {
-    /// A map on `domain`, holding the stable keys. `busted`: removed values are dropped at
-    /// once (the self-test, which must fail).
-    pub(crate) fn new(domain: Arc<Rcu>, busted: bool) -> Result<MapTorture, rcukit::Error> {
-        let mut builder = RcuHashMap::builder().domain(domain);
-        if busted {
-            // The values are `Value`s, plain integers plus an `Arc` that readers never touch;
-            // the map keeps the node memory until a grace period has passed, so a reader that
-            // copies a dropped value's integers reads initialized memory. The torture exists
-            // to see this misuse reported.
-            // SAFETY: as just said, dropped values stay readable as plain integers.
-            builder = unsafe { builder.__busted_drop_values_at_once() };
-        }
-        let map: Map = builder.build()?;
+    /// A map of `kind` on `domain`, holding the stable keys. `busted`: removed values are
+    /// dropped at once (the self-test, which must fail).
+    pub(crate) fn new(
+        kind: MapKind,
+        domain: Arc<Rcu>,
+        busted: bool,
+    ) -> Result<MapTorture, rcukit::Error> {
+        let map = MapUnderTest::new(kind, domain, busted)?;
         let values = Arc::new(Values {
             pool: Pool::new(VALUE_POOL),
             candidate: (0..VALUE_POOL).map(|_| AtomicBool::new(false)).collect(),
             discarded: AtomicU64::new(0),
+            handles: (0..VALUE_POOL).map(|_| AtomicU32::new(0)).collect(),
+            clones: AtomicU64::new(0),
+            dead_clones: AtomicU64::new(0),
             released: Mutex::new(Vec::new()),
             drops: AtomicU64::new(0),
             live_drops: AtomicU64::new(0),
@@ -324,7 +384,7 @@ impl MapTorture {
                 .pool
                 .alloc()
                 .expect("the value pool holds the stable keys");
-            map.pin().insert(key, value(&values, key, index));
+            map.insert(key, value(&values, key, index), false);
             live.push((key, index));
         }
         let counters = MapCounters::new(map.capacity());
@@ -367,7 +427,13 @@ impl MapTorture {
     }
 }
 
+/// The first handle of element `index`, a fresh element.
 pub(crate) fn value(values: &Arc<Values>, key: u64, index: usize) -> Value {
+    let left = values.handles[index].swap(1, AcqRel);
+    if left != 0 {
+        values.failed.store(true, Relaxed);
+        values.note(|| format!("element {index} was handed out with {left} handles left"));
+    }
     Value {
         key,
         index: u32::try_from(index).expect("pool indices fit in u32"),
@@ -410,7 +476,7 @@ fn check_live(m: &MapTorture, live: &[(u64, usize)], problems: &mut Vec<String>)
     }
     let guard = m.map.domain().read();
     for &(key, element) in live {
-        match m.map.get(&key, &guard) {
+        match m.map.get(key, &guard) {
             Some(v) if v.key == key && v.index as usize == element => {}
             _ => problems.push(format!(
                 "at the end of the run, key {key} does not hold the value its writer put there"

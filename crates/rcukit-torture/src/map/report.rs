@@ -1,7 +1,7 @@
 //! What a map run reports: its counters, histograms and problems, as the run's report prints
 //! them.
 
-use super::MapTorture;
+use super::{MapKind, MapTorture};
 use crate::counters::BUCKETS;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering::Relaxed;
 /// The map part of a report.
 #[derive(Clone, Debug, Default)]
 pub struct MapReport {
-    /// The map drops removed values at once (`busted-map`).
+    /// The map under test (`None` only in a report made by hand).
+    pub kind: Option<MapKind>,
+    /// The map drops removed values at once (`busted-map`, `busted-flat-map`).
     pub busted: bool,
     /// Map Pipe: ages of the values readers found, read at the end of their sections.
     pub pipe: [u64; BUCKETS],
@@ -68,8 +70,12 @@ pub struct MapReport {
     pub result_errors: u64,
     /// Values created (elements allocated).
     pub values: u64,
-    /// Values dropped.
+    /// Values dropped (the last handle of each element).
     pub drops: u64,
+    /// Handles cloned (by the flat map's rebuilds and writes).
+    pub clones: u64,
+    /// Clones of a value whose handles were all dropped, or that was past age 1 (errors).
+    pub dead_clones: u64,
     /// Values dropped while still in the map (errors).
     pub live_drops: u64,
     /// Values dropped twice (errors).
@@ -99,6 +105,7 @@ impl MapReport {
         let v = &m.values;
         let l = |a: &AtomicU64| a.load(Relaxed);
         MapReport {
+            kind: Some(m.map.kind()),
             busted: m.busted,
             pipe: c.pipe.snapshot(),
             circulation: v.pool.circulation.snapshot(),
@@ -129,6 +136,8 @@ impl MapReport {
             result_errors: l(&c.result_errors),
             values: l(&v.pool.allocated),
             drops: l(&v.drops),
+            clones: l(&v.clones),
+            dead_clones: l(&v.dead_clones),
             live_drops: l(&v.live_drops),
             double_drops: l(&v.double_drops),
             capacity_first: l(&c.capacity_first),
@@ -148,8 +157,8 @@ impl MapReport {
     }
 
     /// Every map error: Map Pipe, stable-key misses, mismatched values, free elements found,
-    /// wrong results, values dropped while in the map or twice, and the value pool's
-    /// circulation past the freeing age.
+    /// wrong results, values dropped while in the map or twice, clones of dropped values, and
+    /// the value pool's circulation past the freeing age.
     pub fn errors(&self) -> u64 {
         self.pipe_errors()
             + self.stable_misses
@@ -160,6 +169,7 @@ impl MapReport {
             + self.result_errors
             + self.live_drops
             + self.double_drops
+            + self.dead_clones
             + self.circulation[BUCKETS - 1]
     }
 }

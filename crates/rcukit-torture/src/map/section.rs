@@ -87,7 +87,7 @@ impl MapSection<'_> {
         }
         let found = match rng.u32(0..8) {
             0 => {
-                let found = map.contains_key(&key, &self.guard);
+                let found = map.contains_key(key, &self.guard);
                 if found {
                     local.hits += 1;
                 } else if stable {
@@ -95,13 +95,13 @@ impl MapSection<'_> {
                 }
                 return;
             }
-            1..=2 => map.get_key_value(&key, &self.guard).map(|(k, v)| {
+            1..=2 => map.get_key_value(key, &self.guard).map(|(k, v)| {
                 if *k != key {
                     counters.error(&self.m.counters.value_mismatches, 1);
                 }
                 (v.key, v.index)
             }),
-            _ => map.get(&key, &self.guard).map(|v| (v.key, v.index)),
+            _ => map.get(key, &self.guard).map(|v| (v.key, v.index)),
         };
         match found {
             Some((value_key, index)) => {
@@ -142,7 +142,7 @@ impl MapSection<'_> {
         let capacity_before = self.m.map.capacity();
         let mut stable_seen = [0u32; STABLE_KEYS as usize];
         let mut found = Vec::new();
-        for (n, (key, v)) in self.m.map.iter(&self.guard).enumerate() {
+        self.m.map.for_each(&self.guard, |n, key, v| {
             if held && n == pause_after {
                 local.held_iterations += 1;
                 for _ in 0..rng.u32(1..=16) {
@@ -155,7 +155,7 @@ impl MapSection<'_> {
                 stable_seen[*key as usize] += 1;
             }
             found.push((*key, v.key, v.index));
-        }
+        });
         if self.m.map.capacity() != capacity_before {
             local.iter_across_resizes += 1;
         }

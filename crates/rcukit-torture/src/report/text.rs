@@ -1,6 +1,7 @@
 //! The report as text: rcutorture-style lines, then the verdict.
 
 use super::*;
+use crate::map::MapKind;
 
 fn buckets(f: &mut fmt::Formatter<'_>, values: &Buckets) -> fmt::Result {
     for v in values {
@@ -287,8 +288,8 @@ fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result 
     writeln!(
         f,
         "{p} map values: created {} dropped {} (while in the map {}, twice {}), discarded \
-         unpublished by update {}",
-        m.values, m.drops, m.live_drops, m.double_drops, m.discarded
+         unpublished by update {}; clones {} (of dropped values {})",
+        m.values, m.drops, m.live_drops, m.double_drops, m.discarded, m.clones, m.dead_clones
     )?;
     write_map_histograms(f, p, m)
 }
@@ -297,12 +298,16 @@ fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result 
 fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
     writeln!(
         f,
-        "{p} map: RcuHashMap on the domain under test, {}; keys: {} stable, {} churned, bursts \
-         of {}-{}",
-        if m.busted {
-            "BUSTED: removed values dropped at once"
-        } else {
-            "removed values dropped after a grace period"
+        "{p} map: {} on the domain under test, {}; keys: {} stable, {} churned, bursts of \
+         {}-{}",
+        m.kind.map_or("a map", MapKind::type_name),
+        match (m.kind, m.busted) {
+            (Some(MapKind::Flat), true) => "BUSTED: a replaced table's entries dropped at once",
+            (_, true) => "BUSTED: removed values dropped at once",
+            (Some(MapKind::Flat), false) => {
+                "removed values dropped with their table, a grace period after a rebuild"
+            }
+            (_, false) => "removed values dropped after a grace period",
         },
         crate::map::STABLE_KEYS,
         crate::map::CHURN_KEYS,
