@@ -33,7 +33,7 @@ LAYERS = {
         ("deferred work and the lock alternatives", "callbacks locks"),
         ("the domain", "domain"),
         ("what a domain offers its users", "section qsbr"),
-        ("containers' tie to a domain", "domain_ref"),
+        ("what containers share: their tie to a domain, the words of compute", "domain_ref compute"),
         ("containers", "cell list map flat_map"),
     ],
     "rcukit-torture": [

@@ -231,7 +231,8 @@ mod domain;
 // What a domain offers its users.
 mod qsbr;
 mod section;
-// How a container names its domain.
+// What containers share: how a container names its domain, the words of `compute`.
+mod compute;
 mod domain_ref;
 // Containers (with the public `map`).
 mod cell;

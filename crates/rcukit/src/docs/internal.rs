@@ -47,7 +47,9 @@
 //! 7. **What a domain offers its users**: [`section`](self::section) (the read sections
 //!    containers accept) and [`qsbr`](self::qsbr) (a domain whose records quiescent states
 //!    write).
-//! 8. **How a container names its domain**: [`domain_ref`](self::domain_ref).
+//! 8. **What containers share**: [`domain_ref`](self::domain_ref) (how a container names its
+//!    domain) and the words of the maps' `compute` ([`Operation`](crate::map::Operation) and
+//!    [`Compute`](crate::map::Compute)), in a module of their own so that both maps use them.
 //! 9. **Containers**: [`cell`](self::cell), [`list`](self::list) and the public
 //!    [`map`](crate::map) and [`flat_map`](crate::flat_map).
 //!

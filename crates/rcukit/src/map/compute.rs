@@ -13,41 +13,11 @@ use super::node::Node;
 use super::table;
 use super::write::{link, OwnedNode, Sink};
 use super::RcuHashMap;
+use crate::compute::{Compute, Operation};
 use crate::domain_ref::DomainRef;
 use crate::ReadSection;
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering::Relaxed;
-
-/// What a [`compute`](RcuHashMap::compute) closure asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Operation<V, T> {
-    /// Insert this value (replacing the present one, if any).
-    Insert(V),
-    /// Remove the entry (nothing happens if the key is absent).
-    Remove,
-    /// Change nothing, and hand `T` back to the caller.
-    Abort(T),
-}
-
-/// What [`compute`](RcuHashMap::compute) did. The references are valid for the guard.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Compute<'g, K, V, T> {
-    /// The key was absent; this entry was inserted.
-    Inserted(&'g K, &'g V),
-    /// The key was present: `old` was replaced by `new` (`old` is retired).
-    Updated {
-        /// The entry replaced.
-        old: (&'g K, &'g V),
-        /// The entry now in the map.
-        new: (&'g K, &'g V),
-    },
-    /// The key was present; this entry was removed (and retired).
-    Removed(&'g K, &'g V),
-    /// The closure asked to remove an absent key: nothing changed.
-    Absent,
-    /// The closure aborted with this value: nothing changed.
-    Aborted(T),
-}
 
 fn entry<K, V>(node: &Node<K, V>) -> (&K, &V) {
     (&node.key, &node.value)

@@ -263,8 +263,8 @@ mod traits;
 mod trim;
 mod write;
 
+pub use crate::compute::{Compute, Operation};
 pub use builder::MapBuilder;
-pub use compute::{Compute, Operation};
 pub use iter::{IntoIter, Iter, IterMut, Keys, Values};
 pub use pin::MapRef;
 pub use write::OccupiedError;

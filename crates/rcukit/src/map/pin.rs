@@ -8,12 +8,12 @@
 //! a flood of writes. A handle kept for a long time therefore keeps what it removed until it
 //! drops; drop it between batches.
 
-use super::compute::{Compute, Operation};
 use super::iter::{Iter, Keys, Values};
 use super::node::Node;
 use super::table::Table;
 use super::write::{OccupiedError, Put, Sink};
 use super::RcuHashMap;
+use crate::compute::{Compute, Operation};
 use crate::domain_ref::DomainRef;
 use crate::Guard;
 use std::borrow::Borrow;
