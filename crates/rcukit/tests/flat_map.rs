@@ -6,6 +6,7 @@ mod common;
 use common::flat::{op, scale, stamp, Op};
 
 use proptest::prelude::*;
+use rcukit::flat_map::{Compute, Operation};
 use rcukit::{FenceKind, Rcu, RcuFlatMap};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -222,6 +223,44 @@ fn assert_not_sparse(map: &RcuFlatMap<u8, u16>, op: &Op) {
     );
 }
 
+/// `Op::Compute`: the map's `compute` against the model, and what it says it did.
+fn check_compute(map: &RcuFlatMap<u8, u16>, model: &mut HashMap<u8, u16>, k: u8, v: u16) {
+    let guard = map.domain().read();
+    let old = model.get(&k).copied();
+    let mut runs = 0;
+    let got = map.compute(
+        k,
+        |entry| {
+            runs += 1;
+            assert_eq!(entry.map(|(k, v)| (*k, *v)), old.map(|o| (k, o)));
+            match v % 4 {
+                0 => Operation::Remove,
+                1 => Operation::Abort(v),
+                _ => Operation::Insert(entry.map_or(v, |(_, c)| c.wrapping_add(v))),
+            }
+        },
+        &guard,
+    );
+    assert_eq!(runs, 1, "the closure runs once");
+    let new = old.map_or(v, |o| o.wrapping_add(v));
+    let expected = match (v % 4, old.as_ref()) {
+        (0, Some(o)) => Compute::Removed(&k, o),
+        (0, None) => Compute::Absent,
+        (1, _) => Compute::Aborted(v),
+        (_, Some(o)) => Compute::Updated {
+            old: (&k, o),
+            new: (&k, &new),
+        },
+        (_, None) => Compute::Inserted(&k, &new),
+    };
+    assert_eq!(got, expected);
+    match v % 4 {
+        0 => drop(model.remove(&k)),
+        1 => {}
+        _ => drop(model.insert(k, new)),
+    }
+}
+
 fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
     let mut model: HashMap<u8, u16> = HashMap::new();
     for op in ops {
@@ -291,6 +330,7 @@ fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
                 let guard = map.domain().read();
                 assert_eq!(map.remove_borrowed(&k, &guard).copied(), model.remove(&k));
             }
+            Op::Compute(k, v) => check_compute(map, &mut model, k, v),
         }
         assert_eq!(map.len(), model.len());
         if model.len() < len || matches!(op, Op::Retain(_)) {
@@ -477,6 +517,14 @@ fn writers_on_several_threads_lose_no_update() {
                     // A shared counter, a key of our own, and churn that rebuilds the table.
                     map.get_or_insert_with(0, || 0);
                     map.update(&0, |v| v + 1);
+                    // And a second counter kept with `compute` alone.
+                    let guard = map.domain().read();
+                    map.compute(
+                        u64::MAX,
+                        |c| Operation::<u64, ()>::Insert(c.map_or(1, |(_, n)| n + 1)),
+                        &guard,
+                    );
+                    drop(guard);
                     map.insert(1 + t * per + i, i);
                     if i % 2 == 0 {
                         map.remove(&(1 + t * per + i / 2));
@@ -489,10 +537,95 @@ fn writers_on_several_threads_lose_no_update() {
         h.join().unwrap();
     }
     assert_eq!(map.get_copied(&0), Some(threads * per));
+    assert_eq!(map.get_copied(&u64::MAX), Some(threads * per));
     assert_eq!(
         map.len() as u64,
-        1 + threads * per - threads * per.div_ceil(2)
+        2 + threads * per - threads * per.div_ceil(2)
     );
+}
+
+/// `compute`'s closure: one that panics leaves the map as it was (and the lock free), one that
+/// writes the map panics instead of deadlocking, one that reads it reads; what `compute`
+/// returns stays readable for the guard across the rebuilds that later writes make; a guard of
+/// another domain is refused.
+#[test]
+fn compute_with_hostile_closures() {
+    let map: RcuFlatMap<u32, String> = RcuFlatMap::new();
+    map.insert(1, "one".into());
+    let guard = map.domain().read();
+    for key in [1, 2] {
+        let err = catch_unwind(AssertUnwindSafe(|| {
+            map.compute(key, |_| -> Operation<String, ()> { panic!("mine") }, &guard)
+        }))
+        .unwrap_err();
+        assert_eq!(err.downcast_ref::<&str>(), Some(&"mine"));
+    }
+    assert_eq!((map.len(), map.get_cloned(&1).as_deref()), (1, Some("one")));
+    let err = catch_unwind(AssertUnwindSafe(|| {
+        map.compute(
+            1,
+            |_| {
+                map.insert(3, "three".into());
+                Operation::<String, ()>::Remove
+            },
+            &guard,
+        )
+    }))
+    .unwrap_err();
+    let msg = err.downcast_ref::<&str>().copied().unwrap_or("");
+    assert!(msg.contains("writer lock"), "{msg:?}");
+    assert_eq!(
+        map.len(),
+        1,
+        "the closure's write and its remove never happened"
+    );
+    // Reading the map from the closure is fine, and so are lookups with the caller's guard.
+    let done = map.compute(
+        2,
+        |entry| {
+            assert!(entry.is_none());
+            let one = map.get(&1, &guard).expect("present").clone();
+            Operation::<String, ()>::Insert(one + " and two")
+        },
+        &guard,
+    );
+    assert_eq!(done, Compute::Inserted(&2, &"one and two".to_string()));
+    let Compute::Updated { old, new } = map.compute(
+        2,
+        |e| Operation::<_, ()>::Insert(format!("{}!", e.unwrap().1)),
+        &guard,
+    ) else {
+        panic!("an update");
+    };
+    let removed = map.compute(1, |_| Operation::<String, ()>::Remove, &guard);
+    // Rebuilds (growing, then shrinking) replace the tables those entries are in: the guard
+    // keeps them readable.
+    for k in 10..5_000 {
+        map.insert(k, k.to_string());
+    }
+    map.retain(|k, _| *k < 10);
+    map.shrink_to_fit();
+    assert_eq!(old, (&2, &"one and two".to_string()));
+    assert_eq!(new, (&2, &"one and two!".to_string()));
+    assert_eq!(removed, Compute::Removed(&1, &"one".to_string()));
+    assert_eq!(
+        map.compute(7, |_| Operation::<String, u8>::Abort(7), &guard),
+        Compute::Aborted(7)
+    );
+    assert_eq!(
+        map.compute(7, |_| Operation::<String, ()>::Remove, &guard),
+        Compute::Absent
+    );
+    drop(guard);
+    let other = Rcu::new();
+    let foreign = other.read();
+    let err = catch_unwind(AssertUnwindSafe(|| {
+        map.compute(2, |_| Operation::<String, ()>::Remove, &foreign)
+    }))
+    .unwrap_err();
+    let msg = err.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("RcuFlatMap"), "{msg}");
+    assert_eq!(map.get_cloned(&2).as_deref(), Some("one and two!"));
 }
 
 /// A key whose `Hash` and `Eq` do what the test tells them to.

@@ -10,6 +10,7 @@ mod common;
 use common::flat::{op, scale, Op};
 
 use proptest::prelude::*;
+use rcukit::flat_map::{Compute, Operation};
 use rcukit::{AnyDomainRef, FenceKind, Qsbr, Rcu, RcuFlatMap};
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
@@ -263,6 +264,56 @@ fn check_against_std(ops: &[Op]) {
                 let copy = map.clone();
                 assert!(copy == map);
                 drop_and_settle(copy, &rcu);
+            }
+            Op::Compute(k, v) => {
+                let key = k.to_string();
+                let guard = map.domain().read();
+                let got = map.compute(
+                    key.clone(),
+                    |entry| match v % 4 {
+                        0 => Operation::Remove,
+                        1 => Operation::Abort(v),
+                        _ => Operation::Insert(match entry {
+                            Some((_, c)) => Counted::new(format!("{}+", c.text), &ledger),
+                            None => value(v),
+                        }),
+                    },
+                    &guard,
+                );
+                // What it did, as (what, the key, the old text, the new text).
+                let got = match got {
+                    Compute::Inserted(k, c) => ("inserted", k.clone(), None, Some(c.text.clone())),
+                    Compute::Updated { old, new } => {
+                        assert_eq!(old.0, new.0);
+                        let (o, n) = (old.1.text.clone(), new.1.text.clone());
+                        ("updated", new.0.clone(), Some(o), Some(n))
+                    }
+                    Compute::Removed(k, c) => ("removed", k.clone(), Some(c.text.clone()), None),
+                    Compute::Absent => ("absent", key.clone(), None, None),
+                    Compute::Aborted(a) => {
+                        assert_eq!(a, v);
+                        ("aborted", key.clone(), model.get(&key).cloned(), None)
+                    }
+                };
+                let old = model.get(&key).cloned();
+                let expected = match (v % 4, old) {
+                    (0, Some(o)) => ("removed", key.clone(), Some(o), None),
+                    (0, None) => ("absent", key.clone(), None, None),
+                    (1, o) => ("aborted", key.clone(), o, None),
+                    (_, Some(o)) => (
+                        "updated",
+                        key.clone(),
+                        Some(o.clone()),
+                        Some(format!("{o}+")),
+                    ),
+                    (_, None) => ("inserted", key.clone(), None, Some(format!("value {v}"))),
+                };
+                assert_eq!(got, expected);
+                match (v % 4, expected.3) {
+                    (0, _) => drop(model.remove(&key)),
+                    (_, Some(new)) => drop(model.insert(key, new)),
+                    _ => {}
+                }
             }
         }
         assert_eq!(map.len(), model.len());

@@ -1,13 +1,16 @@
 #![doc = include_str!("README.md")]
 
+mod compute;
 mod hold;
 mod iter;
 #[cfg(all(test, rcukit_loom))]
 mod loom;
+mod rebuild;
 mod table;
 mod traits;
 mod write_lock;
 
+pub use crate::compute::{Compute, Operation};
 pub use iter::{Iter, Keys, Values};
 
 use crate::domain_ref::{self, AnyDomainRef};
@@ -18,8 +21,8 @@ use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use table::{groups_for, usable, word_of, Table, TOMBSTONE, WORD};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use table::{groups_for, usable, word_of, Found, Table, TOMBSTONE, WORD};
 use write_lock::{WriteLock, Writer, WriterLock};
 
 /// A hash map of entries stored inline (cloned when the table is rebuilt), whose readers take
@@ -590,7 +593,7 @@ where
     {
         let hash = self.hasher.hash_one(key.borrow());
         let mut lock = self.lock();
-        let mut found = self
+        let found = self
             .table_mine(&lock)
             .probe_for_write(hash, |k| k.borrow() == key.borrow());
         // SAFETY: the key's slot is full; the table is alive under the lock.
@@ -598,14 +601,29 @@ where
             .at
             .map(|at| unsafe { self.table_mine(&lock).entry(at) });
         let (entry, result) = decide(current, key);
-        let Some(entry) = entry else {
-            return result;
-        };
+        if let Some(entry) = entry {
+            self.put(&mut lock, found, hash, entry);
+        }
+        result
+    }
+
+    /// Write `entry` (whose key hashes to `hash`) where the probe `found` says, under the
+    /// writer lock, rebuilding the table first when it has no room (or when an iteration walks
+    /// it and the entry would change control words); returns the slot of the current table the
+    /// entry went to.
+    #[inline]
+    fn put(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        mut found: Found,
+        hash: u64,
+        entry: (K, V),
+    ) -> usize {
         loop {
-            let table = self.table_mine(&lock);
+            let table = self.table_mine(lock);
             let moves = matches!((found.at, found.free), (Some(at), Some(free)) if word_of(at) != word_of(free));
             let walked = moves && table.iterators.load(Relaxed) > 0;
-            if found.free.is_none() || lock.room == 0 || walked {
+            let Some(free) = found.free.filter(|_| lock.room > 0 && !walked) else {
                 // Rebuild, then probe again for the key being written (the user's `Eq` runs
                 // again; its answers may differ, which only changes what the map holds).
                 let len = self.len.load(Relaxed);
@@ -614,12 +632,12 @@ where
                 } else {
                     table.groups()
                 };
-                self.rebuild(&mut lock, groups);
+                self.rebuild(lock, groups);
                 found = self
-                    .table_mine(&lock)
+                    .table_mine(lock)
                     .probe_for_write(hash, |k| k == &entry.0);
                 continue;
-            }
+            };
             lock.room -= 1;
             let added = found.at.is_none();
             // SAFETY: this writer holds the lock; `found` is fresh and has a free slot.
@@ -627,57 +645,8 @@ where
             if added {
                 self.len.store(self.len.load(Relaxed) + 1, Relaxed);
             }
-            return result;
+            return free;
         }
-    }
-
-    /// After a removal left `len` entries: rebuild smaller if the table is one-eighth full
-    /// (one comparison with a bound kept beside the lock; the rebuild is out of line).
-    #[inline(always)]
-    fn shrink_if_sparse(&self, lock: &mut WriteLock<'_, K, V, S, D>, len: usize) {
-        if len < lock.sparse_below {
-            self.shrink(lock, len);
-        }
-    }
-
-    /// Rebuild the table smaller: the least size with room for twice its `len` entries.
-    #[cold]
-    #[inline(never)]
-    fn shrink(&self, lock: &mut WriteLock<'_, K, V, S, D>, len: usize) {
-        let groups = self.table_mine(lock).groups();
-        let target = groups_for(len.saturating_mul(2)).max(lock.min_groups);
-        if target < groups {
-            self.rebuild(lock, target);
-        }
-    }
-
-    /// Copy the live entries into a new table of `groups` groups and make it the root (the
-    /// old one is retired when the lock is let go).
-    fn rebuild(&self, lock: &mut WriteLock<'_, K, V, S, D>, groups: usize) {
-        let new = Box::new(Table::to_fill(groups, self.len.load(Relaxed)));
-        // The user's `Hash` or `Clone` may panic here: `new` is then dropped, unseen, with
-        // the clones it holds.
-        let len = self
-            .table_mine(lock)
-            .copy_live_into(&new, |k| self.hasher.hash_one(k));
-        self.replace_root(lock, new, len);
-    }
-
-    /// Make `new` (holding `len` entries) the root; the old root is retired when the lock is
-    /// let go.
-    fn replace_root(
-        &self,
-        lock: &mut WriteLock<'_, K, V, S, D>,
-        new: Box<Table<K, V>>,
-        len: usize,
-    ) {
-        **lock = Writer::for_table(new.groups(), lock.min_groups, len);
-        self.len.store(len, Relaxed);
-        if new.groups() > self.table_mine(lock).groups() {
-            self.table_mine(lock).give_back_when_freed();
-        }
-        let old = self.root.swap(Box::into_raw(new), Release);
-        lock.unlinked.push(old);
     }
 }
 

@@ -65,6 +65,9 @@ pub(crate) enum Op {
     CloneMap,
     InsertBorrowed(u8, u16),
     RemoveBorrowed(u8),
+    /// `compute` on key `.0`: by `.1 % 4`, remove (0), abort (1), or insert (a new value made
+    /// from the present one, or from `.1`).
+    Compute(u8, u16),
 }
 
 /// The operations, weighted towards inserts and removes.
@@ -84,5 +87,6 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::CloneMap),
         3 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::InsertBorrowed(k, v)),
         3 => any::<u8>().prop_map(Op::RemoveBorrowed),
+        4 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::Compute(k, v)),
     ]
 }

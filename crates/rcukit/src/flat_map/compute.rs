@@ -1,0 +1,105 @@
+//! Atomic read-modify-write of one key of an [`RcuFlatMap`]: [`compute`](RcuFlatMap::compute).
+//!
+//! The closure runs once, under the map's writer lock, with the key's entry as the lock holder
+//! finds it; its decision is applied before the lock is let go. Every write of the map takes
+//! that lock, so the closure's view and its effect are one step with respect to every other
+//! write. What `compute` returns borrows the table's slots for the caller's guard: an entry
+//! replaced or removed stays in its slot until its table is freed, after a grace period that
+//! the guard holds back (see "Entries and their drops" in the [module docs](super)), and so
+//! does the entry written.
+
+use super::RcuFlatMap;
+use crate::compute::{Compute, Operation};
+use crate::domain_ref::AnyDomainRef;
+use crate::section::ReadSection;
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::Ordering::Relaxed;
+
+impl<K, V, S, D> RcuFlatMap<K, V, S, D>
+where
+    K: Clone + Hash + Eq + Send + 'static,
+    V: Clone + Send + 'static,
+    S: BuildHasher,
+    D: AnyDomainRef,
+{
+    /// Read-modify-write `key` in one atomic step: `f` sees the key's entry (`None` if absent)
+    /// and returns an [`Operation`]: insert a value (replacing the present entry, under the
+    /// key given here), remove the entry, or abort with a result. Returns what happened
+    /// ([`Compute`]), the entries borrowed for `guard`, with no clone.
+    ///
+    /// `f` runs once, under the map's writer lock (it must not write to this map, which
+    /// panics; reading it is fine), and its decision is applied before any other write can
+    /// run: so a counter kept with `compute` loses no increment. If `f` panics, the map is as
+    /// it was.
+    ///
+    /// ```
+    /// use rcukit::flat_map::{Compute, Operation};
+    /// use rcukit::RcuFlatMap;
+    ///
+    /// let hits: RcuFlatMap<&str, u64> = RcuFlatMap::new();
+    /// let guard = hits.domain().read();
+    /// // Count a hit, inserting the counter on the first one.
+    /// for _ in 0..3 {
+    ///     hits.compute("/index.html", |entry| match entry {
+    ///         Some((_, n)) => Operation::<u64, ()>::Insert(n + 1),
+    ///         None => Operation::Insert(1),
+    ///     }, &guard);
+    /// }
+    /// assert_eq!(hits.get("/index.html", &guard), Some(&3));
+    /// // Remove it only if it was hit fewer than 10 times.
+    /// let done = hits.compute("/index.html", |entry| match entry {
+    ///     Some((_, &n)) if n < 10 => Operation::Remove,
+    ///     _ => Operation::Abort("kept"),
+    /// }, &guard);
+    /// assert_eq!(done, Compute::Removed(&"/index.html", &3));
+    /// assert!(hits.is_empty());
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `guard` belongs to another domain than the map's, or is an offline `QsbrThread`.
+    #[track_caller]
+    pub fn compute<'g, G, F, T>(&'g self, key: K, f: F, guard: &'g G) -> Compute<'g, K, V, T>
+    where
+        G: ReadSection,
+        F: FnOnce(Option<(&K, &V)>) -> Operation<V, T>,
+    {
+        self.check_section(guard);
+        let hash = self.hasher.hash_one(&key);
+        let mut lock = self.lock();
+        let found = self.table_mine(&lock).probe_for_write(hash, |k| k == &key);
+        let current = found.at.map(|at| {
+            // SAFETY: the key's slot is full, and the table alive under the lock; the entry
+            // stays in its slot until the table is freed, after a grace period that began
+            // once the table stopped being the root, which `guard` (checked above) holds back
+            // for 'g.
+            unsafe { &*(self.table_mine(&lock).entry(at) as *const (K, V)) }
+        });
+        match f(current.map(|(k, v)| (k, v))) {
+            Operation::Abort(t) => Compute::Aborted(t),
+            Operation::Remove => match (found.at, current) {
+                (Some(at), Some((k, v))) => {
+                    self.table_mine(&lock).bury(at);
+                    let len = self.len.load(Relaxed) - 1;
+                    self.len.store(len, Relaxed);
+                    self.shrink_if_sparse(&mut lock, len);
+                    Compute::Removed(k, v)
+                }
+                _ => Compute::Absent,
+            },
+            Operation::Insert(value) => {
+                let slot = self.put(&mut lock, found, hash, (key, value));
+                // SAFETY: `put` wrote the slot in the current table, alive under the lock and,
+                // as above, until a grace period that `guard` holds back.
+                let (k, v) = unsafe { &*(self.table_mine(&lock).entry(slot) as *const (K, V)) };
+                match current {
+                    None => Compute::Inserted(k, v),
+                    Some((old_k, old_v)) => Compute::Updated {
+                        old: (old_k, old_v),
+                        new: (k, v),
+                    },
+                }
+            }
+        }
+    }
+}
