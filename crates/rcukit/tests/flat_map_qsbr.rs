@@ -8,6 +8,7 @@ mod common;
 use common::flat::{scale, stamp};
 
 use common::support::{assert_panics_with, panic_message};
+use rcukit::flat_map::{Compute, Operation};
 use rcukit::{Qsbr, QsbrThread, Rcu, RcuFlatMap};
 use std::cell::RefCell;
 use std::collections::hash_map::RandomState;
@@ -61,6 +62,16 @@ fn online_threads_read_and_every_call_works() {
             assert!(format!("{map:?}").contains("8: 16"));
         });
     });
+    // `compute` borrows for the thread's online stretch, as the borrowed writes do.
+    let done = map.compute(7, |e| Operation::<u64, ()>::Insert(e.unwrap().1 + 1), &me);
+    assert_eq!(
+        done,
+        Compute::Updated {
+            old: (&7, &70),
+            new: (&7, &71)
+        }
+    );
+    assert_eq!(map.insert_borrowed(7, 70, &me), Some(&71));
     assert_eq!(map.remove(&7), Some(70));
     assert_ne!(copy, map);
     map.retain(|k, _| k % 2 == 0);
@@ -87,6 +98,10 @@ fn an_offline_thread_and_other_domains_sections_are_refused() {
     me.offline();
     assert_panics_with("offline", || map.get(&1, &me).copied());
     assert_panics_with("offline", || map.iter(&me).count());
+    assert_panics_with("offline", || {
+        map.compute(1, |_| Operation::<u64, ()>::Remove, &me) == Compute::Absent
+    });
+    assert_eq!(map.len(), 1);
     me.online();
     assert_eq!(map.get(&1, &me), Some(&1));
     // Another QSBR domain's thread, and an `Rcu` guard.
