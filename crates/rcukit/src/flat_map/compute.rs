@@ -36,23 +36,30 @@ where
     /// use rcukit::flat_map::{Compute, Operation};
     /// use rcukit::RcuFlatMap;
     ///
-    /// let hits: RcuFlatMap<&str, u64> = RcuFlatMap::new();
-    /// let guard = hits.domain().read();
-    /// // Count a hit, inserting the counter on the first one.
-    /// for _ in 0..3 {
-    ///     hits.compute("/index.html", |entry| match entry {
-    ///         Some((_, n)) => Operation::<u64, ()>::Insert(n + 1),
+    /// // Open connections per source address; a source with none has no entry.
+    /// let open: RcuFlatMap<u32, u16> = RcuFlatMap::new();
+    /// let guard = open.domain().read();
+    /// let connect = |src: u32| {
+    ///     open.compute(src, |n| match n {
+    ///         Some((_, &n)) if n >= 2 => Operation::Abort("refused: two already"),
+    ///         Some((_, &n)) => Operation::Insert(n + 1),
     ///         None => Operation::Insert(1),
-    ///     }, &guard);
-    /// }
-    /// assert_eq!(hits.get("/index.html", &guard), Some(&3));
-    /// // Remove it only if it was hit fewer than 10 times.
-    /// let done = hits.compute("/index.html", |entry| match entry {
-    ///     Some((_, &n)) if n < 10 => Operation::Remove,
-    ///     _ => Operation::Abort("kept"),
-    /// }, &guard);
-    /// assert_eq!(done, Compute::Removed(&"/index.html", &3));
-    /// assert!(hits.is_empty());
+    ///     }, &guard)
+    /// };
+    /// let close = |src: u32| {
+    ///     open.compute(src, |n| match n {
+    ///         Some((_, &1)) => Operation::Remove,
+    ///         Some((_, &n)) => Operation::Insert(n - 1),
+    ///         None => Operation::Abort("not open"),
+    ///     }, &guard)
+    /// };
+    /// assert_eq!(connect(10), Compute::Inserted(&10, &1));
+    /// assert_eq!(connect(10), Compute::Updated { old: (&10, &1), new: (&10, &2) });
+    /// assert_eq!(connect(10), Compute::Aborted("refused: two already"));
+    /// close(10);
+    /// assert_eq!(close(10), Compute::Removed(&10, &1));
+    /// assert_eq!(close(10), Compute::Aborted("not open"));
+    /// assert!(open.is_empty());
     /// ```
     ///
     /// # Panics
