@@ -156,7 +156,8 @@ impl<F: Flavor> MapWriter<'_, F> {
         }
     }
 
-    /// Replace the value of `key`, present with `old`, by a new one: `insert` or `update`.
+    /// Replace the value of `key`, present with `old`, by a new one: `insert`, `update` or
+    /// `compute`.
     fn replace(&mut self, key: u64, old: usize) -> Option<usize> {
         let new = self.alloc()?;
         let fresh = self.value(key, new);
@@ -177,8 +178,9 @@ impl<F: Flavor> MapWriter<'_, F> {
         self.replace_by_update(key, old, new, fresh)
     }
 
-    /// The `update` half of [`replace`](Self::replace): `new` (as `fresh`) for the first run of
-    /// the closure, a new element for each rerun; the results checked.
+    /// The `update` (or `compute`, at random) half of [`replace`](Self::replace): `new` (as
+    /// `fresh`) for the first run of the closure, a new element for each rerun; the results
+    /// checked.
     fn replace_by_update(
         &mut self,
         key: u64,
@@ -199,7 +201,8 @@ impl<F: Flavor> MapWriter<'_, F> {
         // closure again and discard the first value.
         let dawdle = self.rng.u32(0..4) == 0;
         let pause = Duration::from_micros(self.rng.u64(10..=100));
-        let updated = self.m.map.update(key, &mut |old_value: &Value| {
+        let by_compute = self.rng.bool();
+        let mut f = |old_value: &Value| {
             saw = Some((old_value.key, old_value.index));
             if dawdle && made.len() == 1 {
                 std::thread::yield_now();
@@ -217,7 +220,13 @@ impl<F: Flavor> MapWriter<'_, F> {
                 made.push(element);
                 value(values, key, element)
             })
-        });
+        };
+        let updated = if by_compute {
+            c.computes.fetch_add(1, Relaxed);
+            self.m.map.update_by_compute(key, &mut f)
+        } else {
+            self.m.map.update(key, &mut f)
+        };
         c.update_retries.fetch_add(made.len() as u64 - 1, Relaxed);
         if !updated {
             // The closure never ran: the value never reached the map, and its drop (still a

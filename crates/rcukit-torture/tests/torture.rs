@@ -207,7 +207,8 @@ fn assert_clean_map_run(report: &Report, kind: MapKind) -> &MapReport {
     );
     assert!(m.iterations > 0, "no reader iterated the map:\n{report}");
     assert!(m.inserts > 0 && m.removes > 0, "{report}");
-    assert!(m.replaces > 0 && m.updates > 0, "{report}");
+    assert!(m.replaces > 0 && m.updates > m.computes, "{report}");
+    assert!(m.computes > 0, "no replacement by compute:\n{report}");
     assert!(m.bursts > 0, "no burst:\n{report}");
     // 16 buckets, then 2,048 or more, then back to 256 or fewer, at least once.
     assert!(

@@ -7,7 +7,7 @@
 //! * **Values.** A map value is a handle on a pool element, with the key it was inserted under.
 //!   The map writer that owns a key moves the element it is about to remove or replace from
 //!   age 0 to age 1 (removed from reader view: readers may still see it), then calls
-//!   `insert`, `update`, `remove`, `retain` or `clear`. A handle may be cloned (the flat map
+//!   `insert`, `update`, `compute`, `remove`, `retain` or `clear`. A handle may be cloned (the flat map
 //!   clones the live entries into each new table, and returns clones of what its writes
 //!   replace), and the element counts its handles: the `Drop` of its last one moves it from 1
 //!   to 2. The map must drop that one only after a grace period, when no reader that found a
@@ -273,6 +273,7 @@ pub(crate) struct MapCounters {
     pub(crate) inserts: AtomicU64,
     pub(crate) replaces: AtomicU64,
     pub(crate) updates: AtomicU64,
+    pub(crate) computes: AtomicU64,
     pub(crate) removes: AtomicU64,
     pub(crate) retains: AtomicU64,
     pub(crate) bursts: AtomicU64,
@@ -314,6 +315,7 @@ impl MapCounters {
             inserts: AtomicU64::new(0),
             replaces: AtomicU64::new(0),
             updates: AtomicU64::new(0),
+            computes: AtomicU64::new(0),
             removes: AtomicU64::new(0),
             retains: AtomicU64::new(0),
             bursts: AtomicU64::new(0),

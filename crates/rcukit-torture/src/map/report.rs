@@ -52,8 +52,10 @@ pub struct MapReport {
     pub inserts: u64,
     /// Replacements by `insert`.
     pub replaces: u64,
-    /// Replacements by `update`.
+    /// Replacements by `update` or `compute`.
     pub updates: u64,
+    /// Of those, the replacements by `compute`.
+    pub computes: u64,
     /// `remove` calls.
     pub removes: u64,
     /// `retain` calls (each removes a whole burst).
@@ -127,6 +129,7 @@ impl MapReport {
             inserts: l(&c.inserts),
             replaces: l(&c.replaces),
             updates: l(&c.updates),
+            computes: l(&c.computes),
             removes: l(&c.removes),
             retains: l(&c.retains),
             bursts: l(&c.bursts),

@@ -9,6 +9,7 @@
 //! dropped is what the run checks, with the same books for both maps (see the parent module).
 
 use super::Value;
+use rcukit::map::{Compute, Operation};
 use rcukit::{Rcu, RcuFlatMap, RcuHashMap, ReadSection};
 use std::collections::hash_map::RandomState;
 use std::sync::Arc;
@@ -153,6 +154,22 @@ impl MapUnderTest {
             MapUnderTest::Hash(map) => map.pin().update(&key, f).is_some(),
             MapUnderTest::Flat(map) => map.update(&key, |old| f(&old)).is_some(),
         }
+    }
+
+    /// [`update`](Self::update) by `compute` (an insert of `f(value)` if the key is there, an
+    /// abort if not), under a guard of the caller's: whether it replaced a value. Its closure
+    /// runs as `update`'s does (more than once for the hash map, once for the flat map).
+    pub(crate) fn update_by_compute(&self, key: u64, f: &mut dyn FnMut(&Value) -> Value) -> bool {
+        let guard = self.domain().read();
+        let mut op = |entry: Option<(&u64, &Value)>| match entry {
+            Some((_, value)) => Operation::Insert(f(value)),
+            None => Operation::Abort(()),
+        };
+        let done = match self {
+            MapUnderTest::Hash(map) => map.compute(key, &mut op, &guard),
+            MapUnderTest::Flat(map) => map.compute(key, op, &guard),
+        };
+        matches!(done, Compute::Updated { .. })
     }
 
     /// Keep the entries for which `keep` holds; how many it removed (for the flat map, whose

@@ -335,11 +335,12 @@ fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::
     )?;
     writeln!(
         f,
-        "{p} map writes: insert {} replace {} update {} (closure reruns {}) remove {} retain \
-         {}; bursts {} ({} keys); waits {}; pool empty {}; wrong results {}",
+        "{p} map writes: insert {} replace {} update {} (by compute {}, closure reruns {}) \
+         remove {} retain {}; bursts {} ({} keys); waits {}; pool empty {}; wrong results {}",
         m.inserts,
         m.replaces,
         m.updates,
+        m.computes,
         m.update_retries,
         m.removes,
         m.retains,
