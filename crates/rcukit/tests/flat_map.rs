@@ -600,7 +600,7 @@ fn compute_with_hostile_closures() {
     let removed = map.compute(1, |_| Operation::<String, ()>::Remove, &guard);
     // Rebuilds (growing, then shrinking) replace the tables those entries are in: the guard
     // keeps them readable.
-    for k in 10..5_000 {
+    for k in 10..scale(5_000, 300) as u32 {
         map.insert(k, k.to_string());
     }
     map.retain(|k, _| *k < 10);
