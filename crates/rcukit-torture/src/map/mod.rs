@@ -7,10 +7,10 @@
 //! * **Values.** A map value is a handle on a pool element, with the key it was inserted under.
 //!   The map writer that owns a key moves the element it is about to remove or replace from
 //!   age 0 to age 1 (removed from reader view: readers may still see it), then calls
-//!   `insert`, `update`, `compute`, `remove`, `retain` or `clear`. A handle may be cloned (the flat map
-//!   clones the live entries into each new table, and returns clones of what its writes
-//!   replace), and the element counts its handles: the `Drop` of its last one moves it from 1
-//!   to 2. The map must drop that one only after a grace period, when no reader that found a
+//!   `insert`, `update`, `compute`, `remove`, `retain` or `clear`. A handle may be cloned
+//!   (the flat map clones the live entries into each new table, and returns clones of what
+//!   its writes replace), and the element counts its handles: the `Drop` of its last one
+//!   moves it from 1 to 2. The map must drop that one only after a grace period, when no reader that found a
 //!   handle of the element can still hold its guard. From then on the map writers age it once
 //!   per grace period they wait for, and free it at [`PIPE_LEN`], as the `rcu` writer does with
 //!   its elements. A last `Drop` that finds age 0 (the map dropped a value still in it) or 2

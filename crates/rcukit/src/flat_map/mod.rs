@@ -38,7 +38,8 @@ where
     writer: WriterLock,
     hasher: S,
     domain: D,
-    /// The torture's self-test knob ([`__busted_drop_entries_at_once`](Self::__busted_drop_entries_at_once)).
+    /// The torture's self-test knob
+    /// ([`__busted_drop_entries_at_once`](Self::__busted_drop_entries_at_once)).
     busted: bool,
     _entries: PhantomData<(K, V)>,
 }
