@@ -153,7 +153,8 @@ pub(crate) struct Values {
     pub(crate) handles: Box<[AtomicU32]>,
     /// `Clone` calls.
     pub(crate) clones: AtomicU64,
-    /// Clones of an element whose handles were all dropped, or that had aged past 1 (errors).
+    /// Clones of an element whose handles were all dropped, or that had aged past 1, and
+    /// fresh values of an element that still had handles (errors).
     pub(crate) dead_clones: AtomicU64,
     /// Elements whose value the map dropped (age 2), waiting for a map writer to age them.
     pub(crate) released: Mutex<Vec<usize>>,
@@ -433,6 +434,7 @@ impl MapTorture {
 pub(crate) fn value(values: &Arc<Values>, key: u64, index: usize) -> Value {
     let left = values.handles[index].swap(1, AcqRel);
     if left != 0 {
+        values.dead_clones.fetch_add(1, Relaxed);
         values.failed.store(true, Relaxed);
         values.note(|| format!("element {index} was handed out with {left} handles left"));
     }

@@ -76,7 +76,8 @@ pub struct MapReport {
     pub drops: u64,
     /// Handles cloned (by the flat map's rebuilds and writes).
     pub clones: u64,
-    /// Clones of a value whose handles were all dropped, or that was past age 1 (errors).
+    /// Clones of a value whose handles were all dropped, or that was past age 1, and fresh
+    /// values of an element that still had handles (errors).
     pub dead_clones: u64,
     /// Values dropped while still in the map (errors).
     pub live_drops: u64,
