@@ -8,12 +8,12 @@
 //! the guard holds back (see "Entries and their drops" in the [module docs](super)), and so
 //! does the entry written.
 
+use super::write_lock::WriteLock;
 use super::RcuFlatMap;
 use crate::compute::{Compute, Operation};
 use crate::domain_ref::AnyDomainRef;
 use crate::section::ReadSection;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::Ordering::Relaxed;
 
 impl<K, V, S, D> RcuFlatMap<K, V, S, D>
 where
@@ -75,30 +75,23 @@ where
         let hash = self.hasher.hash_one(&key);
         let mut lock = self.lock();
         let found = self.table_mine(&lock).probe_for_write(hash, |k| k == &key);
-        let current = found.at.map(|at| {
-            // SAFETY: the key's slot is full, and the table alive under the lock; the entry
-            // stays in its slot until the table is freed, after a grace period that began
-            // once the table stopped being the root, which `guard` (checked above) holds back
-            // for 'g.
-            unsafe { &*(self.table_mine(&lock).entry(at) as *const (K, V)) }
-        });
+        // SAFETY: the key's slot is full; `guard`, checked above, is held for 'g.
+        let current = found
+            .at
+            .map(|at| unsafe { self.entry_for_guard(&lock, at) });
         match f(current.map(|(k, v)| (k, v))) {
             Operation::Abort(t) => Compute::Aborted(t),
             Operation::Remove => match (found.at, current) {
                 (Some(at), Some((k, v))) => {
-                    self.table_mine(&lock).bury(at);
-                    let len = self.len.load(Relaxed) - 1;
-                    self.len.store(len, Relaxed);
-                    self.shrink_if_sparse(&mut lock, len);
+                    self.remove_at(&mut lock, at);
                     Compute::Removed(k, v)
                 }
                 _ => Compute::Absent,
             },
             Operation::Insert(value) => {
                 let slot = self.put(&mut lock, found, hash, (key, value));
-                // SAFETY: `put` wrote the slot in the current table, alive under the lock and,
-                // as above, until a grace period that `guard` holds back.
-                let (k, v) = unsafe { &*(self.table_mine(&lock).entry(slot) as *const (K, V)) };
+                // SAFETY: `put` filled the slot; `guard`, checked above, is held for 'g.
+                let (k, v) = unsafe { self.entry_for_guard(&lock, slot) };
                 match current {
                     None => Compute::Inserted(k, v),
                     Some((old_k, old_v)) => Compute::Updated {
@@ -108,5 +101,23 @@ where
                 }
             }
         }
+    }
+
+    /// The entry in slot `at` of the current table, borrowed for 'g. It stays in its slot until
+    /// the table is freed, after a grace period that begins once the table stopped being the
+    /// root (a later rebuild under this lock only retires it): a read section held for 'g
+    /// holds that grace period back.
+    ///
+    /// # Safety
+    ///
+    /// Slot `at` is full, and the caller holds a read section of the map's domain for 'g.
+    unsafe fn entry_for_guard<'g>(
+        &'g self,
+        lock: &WriteLock<'_, K, V, S, D>,
+        at: usize,
+    ) -> &'g (K, V) {
+        // SAFETY: forwarded: the slot is full, its table alive under the lock now and, by the
+        // caller's read section, for 'g.
+        unsafe { &*(self.table_mine(lock).entry(at) as *const (K, V)) }
     }
 }

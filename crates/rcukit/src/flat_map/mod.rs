@@ -511,11 +511,18 @@ where
         let at = table.find_slot(hash, |k| k.borrow() == key)?;
         // SAFETY: the key's slot is full; the table is alive under the lock.
         let removed = decide(unsafe { table.entry(at) })?;
-        table.bury(at);
+        self.remove_at(&mut lock, at);
+        Some(removed)
+    }
+
+    /// Remove the entry in slot `at` of the current table (a tombstone in its place), under
+    /// the writer lock: one entry fewer, and the table rebuilt smaller if that leaves it sparse.
+    #[inline(always)]
+    fn remove_at(&self, lock: &mut WriteLock<'_, K, V, S, D>, at: usize) {
+        self.table_mine(lock).bury(at);
         let len = self.len.load(Relaxed) - 1;
         self.len.store(len, Relaxed);
-        self.shrink_if_sparse(&mut lock, len);
-        Some(removed)
+        self.shrink_if_sparse(lock, len);
     }
 
     /// Keep only the entries for which `keep(key, value)` holds (`keep` runs under the map's
