@@ -1,5 +1,6 @@
 //! Small helpers several test binaries share: the process's resident set, the wait for it
-//! to come down and for kept mappings to go, the proptest configuration for Miri, and the message of a caught panic.
+//! to come down and for kept mappings to go, the proptest configuration for Miri, and the
+//! message of a caught panic.
 
 use proptest::test_runner::Config as ProptestConfig;
 
