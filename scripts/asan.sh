@@ -7,8 +7,9 @@
 #
 #   scripts/asan.sh            the stress, hostile, callback, container, owned-section and fork
 #                              tests, then 60 s of torture per fence mode, of qsbr (both modes)
-#                              and of each map (RcuHashMap, RcuFlatMap) per fence mode (about
-#                              18 minutes on 2 cores)
+#                              and of each map (RcuHashMap, RcuFlatMap) per fence mode, and
+#                              of RcuFlatMap on a QSBR domain (both modes) (about 20 minutes on
+#                              2 cores)
 #   TORTURE=5m scripts/asan.sh longer torture runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,10 @@ run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-tortur
     --duration "${TORTURE:-60s}" --flavor qsbr
 run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
     --duration "${TORTURE:-60s}" --flavor qsbr-fenced
+for flavor in qsbr-flat-map qsbr-fenced-flat-map; do
+    run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
+        --duration "${TORTURE:-60s}" --flavor "$flavor"
+done
 for flavor in map flat-map; do
     for fence in membarrier seqcst; do
         run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \

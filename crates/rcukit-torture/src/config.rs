@@ -40,6 +40,14 @@ pub enum FlavorName {
     /// The `flat-map` run with a map whose replaced tables drop their entries at once instead
     /// of after a grace period: the run must fail (the flat map checks' self-test).
     BustedFlatMap,
+    /// The `qsbr` run plus an `rcukit::RcuFlatMap` on the same QSBR domain: the `flat-map`
+    /// run's map, writers and checks, read by the online reader threads with no guard.
+    QsbrFlatMap,
+    /// The `qsbr-flat-map` run on a domain with fenced quiescent states (as `qsbr-fenced`).
+    QsbrFencedFlatMap,
+    /// The `qsbr-flat-map` run with the `busted-flat-map` run's map: the run must fail (the
+    /// QSBR map readers' self-test).
+    BustedQsbrFlatMap,
 }
 
 impl FlavorName {
@@ -57,6 +65,9 @@ impl FlavorName {
             FlavorName::BustedMap => "busted-map",
             FlavorName::FlatMap => "flat-map",
             FlavorName::BustedFlatMap => "busted-flat-map",
+            FlavorName::QsbrFlatMap => "qsbr-flat-map",
+            FlavorName::QsbrFencedFlatMap => "qsbr-fenced-flat-map",
+            FlavorName::BustedQsbrFlatMap => "busted-qsbr-flat-map",
         }
     }
 }
@@ -200,10 +211,12 @@ pub struct TortureArgs {
     /// How long to torture (30s, 2m, 1500ms, ...).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Implementation under test; `busted`, `busted-barrier`, `busted-map` and
-    /// `busted-flat-map` must FAIL (they prove the checker works), and so must `busted-owned`.
-    /// `recseq` has only the `sync` update path (the others are skipped). `map` is the `rcu`
-    /// run plus an `RcuHashMap` on the same domain, `flat-map` the same with an `RcuFlatMap`.
+    /// Implementation under test; `busted`, `busted-barrier`, `busted-map`, `busted-flat-map`
+    /// and `busted-qsbr-flat-map` must FAIL (they prove the checker works), and so must
+    /// `busted-owned`. `recseq` has only the `sync` update path (the others are skipped). `map`
+    /// is the `rcu` run plus an `RcuHashMap` on the same domain, `flat-map` the same with an
+    /// `RcuFlatMap`; `qsbr-flat-map` and `qsbr-fenced-flat-map` are the `qsbr` and
+    /// `qsbr-fenced` runs plus an `RcuFlatMap` on their domain.
     #[arg(long, value_enum, default_value_t = FlavorName::Rcu)]
     pub flavor: FlavorName,
     /// Barrier pair of the domain [default: rcu and the maps: membarrier where the kernel has it,

@@ -66,7 +66,10 @@
 //! [`map`]). [`FlavorName::BustedMap`] builds the map so that it drops removed values at once,
 //! and must fail. [`FlavorName::FlatMap`] and [`FlavorName::BustedFlatMap`] are the same runs
 //! with an `rcukit::RcuFlatMap`, whose values are cloned into each new table and dropped with
-//! the table they were removed from.
+//! the table they were removed from. [`FlavorName::QsbrFlatMap`] and
+//! [`FlavorName::QsbrFencedFlatMap`] are the `qsbr` runs plus an `RcuFlatMap` on their QSBR
+//! domain, read through the readers' registrations ([`Flavor::qsbr_thread`]);
+//! [`FlavorName::BustedQsbrFlatMap`] must fail.
 //!
 //! ## Layers
 //!
@@ -146,26 +149,48 @@ pub fn run(config: &Config) -> Result<Report, TortureError> {
                 FlavorName::FlatMap => (map::MapKind::Flat, false),
                 _ => (map::MapKind::Flat, true),
             };
-            let map = map::MapTorture::new(kind, flavor.domain_arc(), busted)?;
+            let domain = map::MapDomain::Rcu(flavor.domain_arc());
+            let map = map::MapTorture::new(kind, domain, busted)?;
             Ok(engine::run(flavor, Some(map), config, seed))
         }
-        FlavorName::Qsbr | FlavorName::QsbrFenced => {
-            if config.fence == Some(rcukit::FenceKind::Membarrier) {
-                return Err(TortureError::InvalidConfig(
-                    "--fence membarrier does not apply to the qsbr flavor: a QSBR domain's \
-                     readers have no barrier, and its grace periods always use SeqCst fences"
-                        .into(),
-                ));
-            }
-            let fenced = config.flavor == FlavorName::QsbrFenced;
-            let flavor = flavor::qsbr::QsbrFlavor::new(&settings, fenced)?;
-            Ok(engine::run(flavor, None, config, seed))
-        }
+        FlavorName::Qsbr
+        | FlavorName::QsbrFenced
+        | FlavorName::QsbrFlatMap
+        | FlavorName::QsbrFencedFlatMap
+        | FlavorName::BustedQsbrFlatMap => run_qsbr(config, &settings, seed),
         FlavorName::Recseq => {
             let flavor = flavor::recseq::RecSeqFlavor::new(&settings)?;
             Ok(engine::run(flavor, None, config, seed))
         }
     }
+}
+
+/// The runs on a QSBR domain: `qsbr` and `qsbr-fenced`, and the same with an `RcuFlatMap` on
+/// the domain.
+fn run_qsbr(config: &Config, settings: &FlavorSettings, seed: u64) -> Result<Report, TortureError> {
+    if config.fence == Some(rcukit::FenceKind::Membarrier) {
+        return Err(TortureError::InvalidConfig(format!(
+            "--fence membarrier does not apply to the {} flavor: a QSBR domain's readers have \
+             no barrier, and its grace periods always use SeqCst fences",
+            config.flavor.as_str()
+        )));
+    }
+    let fenced = matches!(
+        config.flavor,
+        FlavorName::QsbrFenced | FlavorName::QsbrFencedFlatMap
+    );
+    let flavor = flavor::qsbr::QsbrFlavor::new(settings, fenced)?;
+    let busted = match config.flavor {
+        FlavorName::Qsbr | FlavorName::QsbrFenced => {
+            return Ok(engine::run(flavor, None, config, seed));
+        }
+        FlavorName::BustedQsbrFlatMap => true,
+        _ => false,
+    };
+    let flavor = flavor.named(config.flavor.as_str());
+    let domain = map::MapDomain::Qsbr(flavor.domain_arc());
+    let map = map::MapTorture::new(map::MapKind::FlatQsbr, domain, busted)?;
+    Ok(engine::run(flavor, Some(map), config, seed))
 }
 
 /// Torture a flavor built by the caller, for example an implementation outside rcukit or a

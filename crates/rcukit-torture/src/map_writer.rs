@@ -426,7 +426,7 @@ impl<F: Flavor> MapWriter<'_, F> {
         // Which of the burst's keys are still there? (`retain` visits every entry
         // present throughout.)
         let left: Vec<u64> = {
-            let guard = m.map.domain().read();
+            let guard = m.map.guard();
             (base..end)
                 .filter(|&key| m.map.contains_key(key, &guard))
                 .collect()

@@ -396,7 +396,8 @@ fn one_read<F: Flavor>(
     let cookie = sample_cookie(shared, rng);
     let mut seen = Seen::new();
     seen.load(shared, local);
-    let mut map = shared.map.as_ref().map(|m| m.section());
+    let qsbr = flavor.qsbr_thread(registration);
+    let mut map = shared.map.as_ref().map(|m| m.section(qsbr, may_sleep));
     if let Some(section) = &mut map {
         section.lookups(&shared.counters, rng, &mut local.map);
     }

@@ -1,6 +1,7 @@
 //! The torture runs of every `cargo test`: ten seconds of rcutorture's method against rcukit in
 //! each fence mode, five seconds of the qsbr flavor, four of the recseq flavor, six each of the
-//! map flavors (an `RcuHashMap`, then an `RcuFlatMap`, on the domain), three of owned readers
+//! map flavors (an `RcuHashMap`, then an `RcuFlatMap`, on the domain, and an `RcuFlatMap` on
+//! the qsbr flavor's domain, three more with fenced quiescent states), three of owned readers
 //! (`read_owned()`, which the `rcu` and map runs also take), and the busted flavors (rcukit's,
 //! a broken RecSeq, maps that drop values at once, owned sections that end at once), which
 //! must fail.
@@ -192,6 +193,38 @@ fn six_seconds_of_flat_map() {
         .contains("map: RcuFlatMap on the domain under test"));
 }
 
+/// The `qsbr` run plus an `RcuFlatMap` on its QSBR domain: the readers look keys up through
+/// their own registrations, with no guard, and announce quiescent states and go offline
+/// between their sections while the map writers rebuild the table (writers that write with a
+/// borrowed result register for the call).
+#[test]
+fn six_seconds_of_qsbr_flat_map() {
+    let report = run(&config(FlavorName::QsbrFlatMap, None, 6)).unwrap();
+    assert_eq!(report.flavor, "qsbr-flat-map");
+    let m = assert_clean_map_run(&report, MapKind::FlatQsbr);
+    assert!(
+        m.clones > m.values,
+        "rebuilds cloned too few values:\n{report}"
+    );
+    assert!(report.pauses > 0, "{report}");
+    assert!(report
+        .to_string()
+        .contains("map: RcuFlatMap on a QSBR domain on the domain under test"));
+}
+
+/// The same on a domain with fenced quiescent states.
+#[test]
+fn three_seconds_of_fenced_qsbr_flat_map() {
+    let report = run(&config(FlavorName::QsbrFencedFlatMap, None, 3)).unwrap();
+    assert_eq!(report.flavor, "qsbr-fenced-flat-map");
+    println!("{report}");
+    assert!(report.passed(), "{report}");
+    let m = report.map.as_ref().expect("a map run reports its map");
+    assert_eq!(m.kind, Some(MapKind::FlatQsbr));
+    assert!(m.lookups > 0 && m.errors() == 0, "{report}");
+    assert_eq!(m.drops + m.discarded, m.values, "{report}");
+}
+
 /// A map run (of `kind`) must pass as the `rcu` run does, with none of the map's errors, and
 /// have done all it is there for: lookups, iterations, every kind of write, bursts, and the
 /// table grown past [`CYCLE_HIGH`](rcukit_torture::map::CYCLE_HIGH) and shrunk back.
@@ -239,6 +272,13 @@ fn busted_map_fails_the_map_pipe() {
 #[test]
 fn busted_flat_map_fails_the_map_pipe() {
     assert_busted_map_fails(FlavorName::BustedFlatMap, MapKind::Flat);
+}
+
+/// The busted flat map on a QSBR domain: the Map Pipe must catch it with readers that hold no
+/// guard, only their online registration.
+#[test]
+fn busted_qsbr_flat_map_fails_the_map_pipe() {
+    assert_busted_map_fails(FlavorName::BustedQsbrFlatMap, MapKind::FlatQsbr);
 }
 
 /// A busted map run, stopped at its first error (the flat map's busted tables are rebuilt,
@@ -312,6 +352,12 @@ fn qsbr_refuses_membarrier() {
     assert!(err
         .to_string()
         .contains("does not apply to the qsbr flavor"));
+    for flavor in [FlavorName::QsbrFlatMap, FlavorName::QsbrFencedFlatMap] {
+        let err = run(&config(flavor, Some(FenceKind::Membarrier), 1)).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains(&format!("does not apply to the {} flavor", flavor.as_str())));
+    }
 }
 
 #[test]

@@ -51,7 +51,7 @@ pub mod qsbr;
 pub mod rcu;
 pub mod recseq;
 
-use rcukit::GpCookie;
+use rcukit::{GpCookie, QsbrThread};
 
 use std::time::Duration;
 
@@ -240,6 +240,14 @@ pub trait Flavor: Send + Sync + 'static {
     /// elements and a cookie it took at the start of the burst just before announcing one.
     fn protects_until_quiescent_state(&self) -> bool {
         false
+    }
+
+    /// The QSBR registration through which a reader reads a map built on the flavor's domain
+    /// (a map run's lookups), if its registration is one: a QSBR flavor's online reader needs
+    /// no guard for the map. `None` (the default): the map's lookups take a guard of the map's
+    /// domain inside the reader's section.
+    fn qsbr_thread<'r>(&self, _reader: &'r Self::Reader<'_>) -> Option<&'r QsbrThread<'r>> {
+        None
     }
 
     /// Whether a reader may sleep inside a critical section. A flavor whose sections hold every

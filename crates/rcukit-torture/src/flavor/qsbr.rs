@@ -15,13 +15,14 @@
 
 use super::{forward_to_domain, Flavor, FlavorSettings};
 use rcukit::{GpCookie, Qsbr, QsbrThread};
+use std::sync::Arc;
 
 /// A QSBR domain built for torturing: short stall timeout, small backlog threshold, two
 /// callback workers (so that `barrier()` spans shards).
 pub struct QsbrFlavor {
-    qsbr: Qsbr,
+    qsbr: Arc<Qsbr>,
     settings: FlavorSettings,
-    fenced: bool,
+    name: &'static str,
 }
 
 impl QsbrFlavor {
@@ -42,15 +43,27 @@ impl QsbrFlavor {
             .callback_workers(settings.callback_workers)
             .build()?;
         Ok(QsbrFlavor {
-            qsbr,
+            qsbr: Arc::new(qsbr),
             settings: settings.clone(),
-            fenced,
+            name: if fenced { "qsbr-fenced" } else { "qsbr" },
         })
+    }
+
+    /// The same domain under another name (the report's prefix): the `qsbr-flat-map` runs
+    /// torture this flavor and a map on its domain.
+    pub fn named(mut self, name: &'static str) -> QsbrFlavor {
+        self.name = name;
+        self
     }
 
     /// The domain under test.
     pub fn domain(&self) -> &Qsbr {
         &self.qsbr
+    }
+
+    /// The domain under test, shared (a container built on it holds a clone).
+    pub fn domain_arc(&self) -> Arc<Qsbr> {
+        self.qsbr.clone()
     }
 }
 
@@ -60,11 +73,7 @@ impl Flavor for QsbrFlavor {
     type Cookie = GpCookie;
 
     fn name(&self) -> &'static str {
-        if self.fenced {
-            "qsbr-fenced"
-        } else {
-            "qsbr"
-        }
+        self.name
     }
 
     fn describe(&self) -> String {
@@ -94,6 +103,10 @@ impl Flavor for QsbrFlavor {
 
     fn offline_while<R>(&self, reader: &mut QsbrThread<'_>, f: impl FnOnce() -> R) -> R {
         reader.offline_while(f)
+    }
+
+    fn qsbr_thread<'r>(&self, reader: &'r QsbrThread<'_>) -> Option<&'r QsbrThread<'r>> {
+        Some(reader)
     }
 
     fn protects_until_quiescent_state(&self) -> bool {

@@ -1,8 +1,9 @@
 //! The `map` runs: an [`rcukit::RcuHashMap`] (the `map` flavor) or an [`rcukit::RcuFlatMap`]
-//! (`flat-map`) tortured with the pipe's method.
+//! (`flat-map`, and `qsbr-flat-map` on a QSBR domain) tortured with the pipe's method.
 //!
-//! A map run is the `rcu` run (same domain, writer, updaters, readers, faults and checks)
-//! plus a hash map built on that domain, whose values are elements of a second [`Pool`]:
+//! A map run is the `rcu` run (or the `qsbr` run: same domain, writer, updaters, readers,
+//! faults and checks) plus a hash map built on that domain, whose values are elements of a
+//! second [`Pool`]:
 //!
 //! * **Values.** A map value is a handle on a pool element, with the key it was inserted under.
 //!   The map writer that owns a key moves the element it is about to remove or replace from
@@ -23,8 +24,8 @@
 //!   meanwhile) and the map drops the values of the runs it discards at once, unpublished:
 //!   those are marked as candidates until `update` returns, and their drop frees them directly
 //!   (counted as discarded). The flat map runs it once, under its writer lock.
-//! * **Readers.** Each reader section of a `map` run also takes a guard of the map's domain and
-//!   looks up a few keys (`get`, `get_key_value` or `contains_key`; now and then the whole
+//! * **Readers.** Each reader section of a `map` run also takes a guard of the map's domain (a
+//!   QSBR reader passes the map its own online registration instead) and looks up a few keys (`get`, `get_key_value` or `contains_key`; now and then the whole
 //!   `iter`, which must yield each stable key exactly once; one iteration in four is *held*:
 //!   it pauses part-way, inside its section, while the writers' bursts grow and shrink the
 //!   table, and the report counts the iterations a resize happened during). A found value must carry the key it was found under and an element that is not
@@ -59,13 +60,12 @@ mod under_test;
 pub use report::MapReport;
 pub(crate) use section::{MapLocal, MapSection};
 pub use under_test::MapKind;
-pub(crate) use under_test::MapUnderTest;
+pub(crate) use under_test::{MapDomain, MapGuard, MapUnderTest};
 
 use crate::counters::Histogram;
 use crate::flavor::Flavor;
 use crate::pipe::{Pool, PIPE_LEN};
 use parking_lot::Mutex;
-use rcukit::Rcu;
 use std::ops::RangeInclusive;
 use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
@@ -361,7 +361,7 @@ impl MapTorture {
     /// dropped at once (the self-test, which must fail).
     pub(crate) fn new(
         kind: MapKind,
-        domain: Arc<Rcu>,
+        domain: MapDomain,
         busted: bool,
     ) -> Result<MapTorture, rcukit::Error> {
         let map = MapUnderTest::new(kind, domain, busted)?;
@@ -478,7 +478,7 @@ fn check_live(m: &MapTorture, live: &[(u64, usize)], problems: &mut Vec<String>)
             live.len()
         ));
     }
-    let guard = m.map.domain().read();
+    let guard = m.map.guard();
     for &(key, element) in live {
         match m.map.get(key, &guard) {
             Some(v) if v.key == key && v.index as usize == element => {}

@@ -1,15 +1,16 @@
 //! The readers' side of a map run: the keys each section looks up, what it must find, and the
 //! ages of the values it found, read before its guard drops (the Map Pipe).
 
+use super::MapGuard;
 use super::{
     burst_base, is_stable, MapTorture, BURST_KEYS, CHURN_KEYS, HELD_ONE_IN, ITER_ONE_IN,
     MAP_WRITERS, MAX_SEEN, STABLE_KEYS,
 };
 use crate::counters::{Counters, LocalHistogram};
 use fastrand::Rng;
-use rcukit::Guard;
+use rcukit::QsbrThread;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a reader thread counts for the map, flushed with its other counts.
 #[derive(Default)]
@@ -41,22 +42,33 @@ impl MapLocal {
 }
 
 impl MapTorture {
-    /// A reader's map section: a guard of the map's domain, taken inside the reader's own
-    /// section.
-    pub(crate) fn section(&self) -> MapSection<'_> {
+    /// A reader's map section, inside the reader's own section: a guard of the map's domain,
+    /// or, on a QSBR domain, the reader's registration (`qsbr`: online, and it stays online
+    /// for as long as the map section lives). `may_sleep`: whether the reader may block
+    /// inside its section (a QSBR reader spins and yields instead).
+    pub(crate) fn section<'m>(
+        &'m self,
+        qsbr: Option<&'m QsbrThread<'m>>,
+        may_sleep: bool,
+    ) -> MapSection<'m> {
         MapSection {
             m: self,
-            guard: self.map.domain().read(),
+            guard: match qsbr {
+                Some(thread) => MapGuard::Reader(thread),
+                None => self.map.guard(),
+            },
+            may_sleep,
             seen: [0; MAX_SEEN],
             len: 0,
         }
     }
 }
 
-/// A reader's lookups inside one of its sections, under a guard of the map's domain.
+/// A reader's lookups inside one of its sections, under a read section of the map's domain.
 pub(crate) struct MapSection<'m> {
     m: &'m MapTorture,
-    guard: Guard<'m>,
+    guard: MapGuard<'m>,
+    may_sleep: bool,
     /// Elements found, checked at the end of the section.
     seen: [u32; MAX_SEEN],
     len: usize,
@@ -134,7 +146,8 @@ impl MapSection<'_> {
     /// Iterate the whole map and check that each stable key is yielded exactly once. One
     /// iteration in [`HELD_ONE_IN`] is *held*: after a few entries it pauses inside the
     /// section (yielding and napping up to a millisecond) while the writers' bursts grow and
-    /// shrink the table and their `retain`s race it, then goes on.
+    /// shrink the table and their `retain`s race it, then goes on (a QSBR reader yields
+    /// instead of napping).
     fn iterate(&mut self, counters: &Counters, rng: &mut Rng, local: &mut MapLocal) {
         local.iterations += 1;
         let held = rng.u32(0..HELD_ONE_IN) == 0;
@@ -148,7 +161,16 @@ impl MapSection<'_> {
                 for _ in 0..rng.u32(1..=16) {
                     std::thread::yield_now();
                 }
-                std::thread::sleep(Duration::from_micros(rng.u64(0..=1_000)));
+                let nap = Duration::from_micros(rng.u64(0..=1_000));
+                if self.may_sleep {
+                    std::thread::sleep(nap);
+                } else {
+                    // Online in a QSBR domain: held, but never blocked.
+                    let until = Instant::now() + nap;
+                    while Instant::now() < until {
+                        std::thread::yield_now();
+                    }
+                }
             }
             local.iter_entries += 1;
             if is_stable(*key) {

@@ -302,9 +302,11 @@ fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::
          {}-{}",
         m.kind.map_or("a map", MapKind::type_name),
         match (m.kind, m.busted) {
-            (Some(MapKind::Flat), true) => "BUSTED: a replaced table's entries dropped at once",
+            (Some(kind), true) if kind.is_flat() => {
+                "BUSTED: a replaced table's entries dropped at once"
+            }
             (_, true) => "BUSTED: removed values dropped at once",
-            (Some(MapKind::Flat), false) => {
+            (Some(kind), false) if kind.is_flat() => {
                 "removed values dropped with their table, a grace period after a rebuild"
             }
             (_, false) => "removed values dropped after a grace period",
