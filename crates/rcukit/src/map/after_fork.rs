@@ -54,6 +54,7 @@
 //! the bucket in between (closures that may run more than once do; `Eq` runs on every walk).
 //! Forking from code rcukit runs is not supported anywhere (see `domain::fork`).
 
+use super::line;
 use super::table::{self, Table};
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
@@ -103,7 +104,7 @@ where
             let lock = bucket.lock();
             // SAFETY: `new` is unseen and its bucket locked by this thread; each node is
             // placed once.
-            unsafe { new.place(bucket, &lock, node, hash) };
+            unsafe { new.place(bucket, &lock, node, line::tag_of(hash)) };
         }
         self.len.store(nodes.len(), Relaxed);
         self.root.store(Box::into_raw(new), Release);

@@ -17,17 +17,6 @@
 //! zero lane means an empty one. The table's index takes the hash's low bits, so tag and index
 //! never share a bit while a table has fewer than 2^52 buckets.
 //!
-//! A lane's pointer also carries 16 bits of its node's hash (bits `HINT_LOW` to
-//! `HINT_LOW + 15`) in the bits a user-space address leaves unused: the 16 above bit 47, and
-//! bit 0 (a node is 8-aligned) set to say the others hold the hash's. A move into a larger
-//! table needs the bits of the hash between the two tables' sizes, the old bucket's index
-//! gives those below, and the lane's hint those above, so growing a table of 32 buckets or
-//! more into one of up to 2^21 reads no node (it did: a cache miss per entry moved, a tenth of
-//! the time of a million inserts into an empty map). Every reader strips the hint before it
-//! follows the pointer ([`unpack`]); a node at an address that uses those bits (an allocator
-//! that maps memory above 2^48, or tags its pointers) is stored as it is, with bit 0 clear,
-//! and its moves read it.
-//!
 //! A table's buckets are one allocation, a [`PageArray`]: on Linux, a table of 4 MiB or more is
 //! a mapping of its own (zero pages are empty lines), advised to use transparent huge pages
 //! before any page is touched: a lookup in a table of millions of buckets then pays a cache
@@ -90,66 +79,6 @@ pub(crate) fn lane_tag(tags: u64, lane: usize) -> u64 {
 pub(crate) fn with_lane(tags: u64, lane: usize, tag: u64) -> u64 {
     let shift = lane as u32 * TAG_BITS;
     (tags & !(TAG_MASK << shift)) | tag << shift
-}
-
-/// The lowest hash bit a lane's pointer keeps (module docs): a table of `2^HINT_LOW` buckets
-/// or more knows the bits below from a bucket's index.
-const HINT_LOW: u32 = 5;
-/// Hash bits a lane's pointer keeps, above the 48 bits of a user-space address.
-const HINT_BITS: u32 = 16;
-/// Bit 0 of a lane's pointer: the top [`HINT_BITS`] bits hold hash bits.
-const HINTED: u64 = 1;
-/// Whether addresses are 64-bit, with 16 unused bits on top (the hints are off elsewhere).
-const HINTS: bool = usize::BITS == 64;
-
-/// What a lane stores for `node`, whose hash is `hash`: its address, with the hash's hint bits
-/// in the bits a user-space address leaves unused, if it leaves them (module docs). The bits
-/// are added to the pointer (whose address has them clear), so it keeps its provenance.
-#[inline(always)]
-pub(crate) fn pack<N>(node: *mut N, hash: u64) -> *mut N {
-    let addr = node as usize as u64;
-    if !HINTS || addr >> (64 - HINT_BITS) != 0 || addr & HINTED != 0 {
-        return node;
-    }
-    let hint = (hash >> HINT_LOW) << (64 - HINT_BITS) | HINTED;
-    node.wrapping_byte_add(hint as usize)
-}
-
-/// The node a lane's pointer (from [`pack`]) points at: the hint's bits subtracted again.
-#[inline(always)]
-pub(crate) fn unpack<N>(word: *mut N) -> *mut N {
-    let addr = word as usize as u64;
-    if addr & HINTED == 0 {
-        return word;
-    }
-    let hint = addr >> (64 - HINT_BITS) << (64 - HINT_BITS) | HINTED;
-    word.wrapping_byte_sub(hint as usize)
-}
-
-/// The bucket of a table of `to` buckets that holds the node of lane pointer `word`, found in
-/// bucket `index` of a table of `from` buckets, without reading the node: `None` if the
-/// pointer keeps no hint or the hint does not hold the bits needed (both sizes are powers of
-/// two; the buckets take the hash's low bits).
-#[inline(always)]
-pub(crate) fn hinted_bucket<N>(
-    word: *mut N,
-    index: usize,
-    from: usize,
-    to: usize,
-) -> Option<usize> {
-    let addr = word as usize as u64;
-    if addr & HINTED == 0 || !hints_cover(from, to) {
-        return None;
-    }
-    let high = (addr >> (64 - HINT_BITS)) << HINT_LOW;
-    Some((high as usize | (index & (from - 1))) & (to - 1))
-}
-
-/// Whether a move from a table of `from` buckets into one of `to` can find every hinted
-/// node's bucket without reading it ([`hinted_bucket`]).
-#[inline(always)]
-pub(crate) fn hints_cover(from: usize, to: usize) -> bool {
-    HINTS && from >= 1 << HINT_LOW && (to as u64) <= 1 << (HINT_LOW + HINT_BITS)
 }
 
 /// A hint to bring `p`'s cache line in; never faults, whatever `p` is.
@@ -319,7 +248,6 @@ pub(crate) fn lines<N>(n: usize) -> Lines<N> {
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::*;
-    use std::ptr;
 
     #[test]
     fn lines_are_empty() {
@@ -363,41 +291,5 @@ mod tests {
         }
         assert_eq!(tag_of(0) & 1, 1);
         assert_eq!(tag_of(u64::MAX), 0xfff);
-    }
-
-    /// A lane's pointer gives back its node, and its hint the node's bucket in every larger
-    /// table the hint covers (a table of 32 buckets or more grown into one of up to 2^21);
-    /// outside that, or for a pointer that keeps no hint, the move must read the node.
-    #[test]
-    fn hints_give_the_bucket_of_a_larger_table() {
-        let node = Box::into_raw(Box::new(0u64));
-        let mut hash = 0x243f_6a88_85a3_08d3u64;
-        for _ in 0..10_000 {
-            hash = hash.rotate_left(17).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ hash >> 29;
-            let word = pack(node, hash);
-            assert_eq!(unpack(word), node);
-            for from_bits in 0..24 {
-                let from = 1usize << from_bits;
-                let index = hash as usize & (from - 1);
-                for to_bits in from_bits + 1..26 {
-                    let to = 1usize << to_bits;
-                    let hinted = hinted_bucket(word, index, from, to);
-                    if HINTS && from_bits >= HINT_LOW && to_bits <= HINT_LOW + HINT_BITS {
-                        assert_eq!(hinted, Some(hash as usize & (to - 1)), "{from} -> {to}");
-                        assert!(hints_cover(from, to));
-                    } else {
-                        assert_eq!(hinted, None, "{from} -> {to}");
-                    }
-                }
-            }
-        }
-        // An address that uses the top bits is stored as it is, and gives no hint.
-        let high = node.wrapping_byte_add(1 << (usize::BITS - 1));
-        assert_eq!(pack(high, hash), high);
-        assert_eq!(unpack(high), high);
-        assert_eq!(hinted_bucket(high, 0, 64, 128), None);
-        assert!(unpack(ptr::null_mut::<u64>()).is_null());
-        // SAFETY: boxed above, freed once.
-        drop(unsafe { Box::from_raw(node) });
     }
 }

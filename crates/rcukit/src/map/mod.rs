@@ -53,9 +53,7 @@
 //! of buckets does not also miss in the TLB. While the table
 //! is resized, the old table points at the new one (`next`), and buckets move from the old to
 //! the new one a few at a time. Nodes carry their full hash, so moving a node never runs the
-//! user's `Hash`; and a lane's pointer carries 16 bits of it in the bits a user-space address
-//! leaves unused (`map/line.rs`), so that growing a table of 32 buckets or more into one of
-//! up to 2^21 reads no node either.
+//! user's `Hash`.
 //!
 //! **Writers lock one bucket at a time, never the map.** Inserts, removals and updates of keys
 //! in different buckets run in parallel. A writer first walks the bucket *without* the lock,
@@ -120,11 +118,7 @@
 //! 3. **A moved entry is in the new table before its old bucket says so, and stays in the
 //!    old lanes.** A mover holds the old bucket's lock, places every entry of it in its
 //!    bucket of the new table (under that bucket's lock), and only then sets `MOVED`, in the
-//!    `Release` store that ends its change (claim 5). It finds that bucket from the node's
-//!    hash, or, without reading the node, from the old bucket's index and the hash bits the
-//!    lane's pointer carries (exact: they are bits of the same hash, written with the
-//!    pointer; a unit test checks every pair of sizes), and copies the lane's tag and
-//!    pointer as they are. It leaves the old lanes as they were. A
+//!    `Release` store that ends its change (claim 5). It leaves the old lanes as they were. A
 //!    lookup reads the bucket's state (`Acquire`) before its lanes: if it sees `MOVED`, it
 //!    also sees `next` (installed before any move) and every entry placed in the new table,
 //!    and looks there (or, if that bucket moved on in turn, in a newer table: by induction

@@ -58,12 +58,12 @@ pub(crate) unsafe fn help_move<K, V>(
             break;
         }
         let end = old.len().min(first + run);
-        // Moving a bucket into a larger table that the lanes' hints do not cover waits for
-        // cache misses on its nodes (their hashes); asking for the nodes of the bucket ahead
-        // now lets those misses overlap. Otherwise a move reads no node (see `move_bucket`).
-        let reads_nodes = new.len() > old.len() && !line::hints_cover(old.len(), new.len());
+        let grows = new.len() > old.len();
         for index in first..end {
-            if reads_nodes && index + PREFETCH_AHEAD < end {
+            // Moving a bucket into a larger table waits for cache misses on its nodes (their
+            // hashes); asking for the nodes of the bucket ahead now lets those misses overlap.
+            // Into a table no larger, a move reads no node (see `move_bucket`).
+            if grows && index + PREFETCH_AHEAD < end {
                 prefetch_nodes(old.bucket(index + PREFETCH_AHEAD));
             }
             // SAFETY: forwarded; `index` was claimed by this thread alone.
@@ -94,7 +94,7 @@ fn prefetch_nodes<N>(bucket: &line::Line<N>) {
     let tags = lanes.tags.load(Relaxed);
     for lane in 0..LANES {
         if line::lane_tag(tags, lane) != 0 {
-            prefetch(line::unpack(lanes.slots[lane].load(Relaxed)));
+            prefetch(lanes.slots[lane].load(Relaxed));
         }
     }
 }
@@ -130,22 +130,19 @@ unsafe fn move_bucket<K, V>(
     lock.change_marking(MOVED, || {
         // SAFETY: under the old bucket's lock its lines are its own and alive.
         for (lanes, lane, p) in unsafe { table::occupied(bucket) } {
-            // The lane's tag is the node's (the hash's high bits), and what the lane holds is
-            // its pointer with its hint: both go to the new lane as they are. (Under the lock
-            // the bucket's lanes stay as they are.)
-            let tag = line::lane_tag(lanes.tags.load(Relaxed), lane);
-            let word = lanes.slots[lane].load(Relaxed);
-            // Both sizes are powers of two and a bucket is the hash's low bits, so in a table
-            // no larger the node's bucket is this one's index's low bits, and in a larger one
-            // those and the bits above, which the lane's hint holds (`line::hinted_bucket`):
-            // no cache miss on the node, unless the hint is missing or too short.
-            let target = if grows {
-                line::hinted_bucket(word, index, old.len(), new.len()).unwrap_or_else(|| {
-                    // SAFETY: a node of the locked bucket: alive.
-                    new.index(unsafe { (*p).hash })
-                })
+            let (target, tag) = if grows {
+                // SAFETY: a node of the locked bucket: alive.
+                let hash = unsafe { (*p).hash };
+                (new.index(hash), line::tag_of(hash))
             } else {
-                index & (new.len() - 1)
+                // Both sizes are powers of two and a bucket is the hash's low bits, so in a
+                // table no larger the node's bucket is this one's index's low bits, and its
+                // tag (the hash's high bits) is the one its lane holds: no cache miss on the
+                // node. (Under the lock the bucket's tags stay as they are.)
+                (
+                    index & (new.len() - 1),
+                    line::lane_tag(lanes.tags.load(Relaxed), lane),
+                )
             };
             debug_assert_eq!(
                 // SAFETY: as above.
@@ -155,9 +152,8 @@ unsafe fn move_bucket<K, V>(
             let target = new.bucket(target);
             // Lock order: an old table's bucket before a newer table's (writers hold one lock).
             let new_lock = target.lock();
-            // SAFETY: `target` is `new`'s bucket for the node's hash, locked by us; the word and
-            // the tag are what the old lane held for the node.
-            unsafe { new.place_word(target, &new_lock, word, tag) };
+            // SAFETY: `target` is `new`'s bucket for the node's hash, locked by us.
+            unsafe { new.place(target, &new_lock, p, tag) };
         }
     });
 }

@@ -149,8 +149,9 @@ impl<K, V> Table<K, V> {
             + self.overflows.load(Relaxed) * std::mem::size_of::<Lanes<Node<K, V>>>()
     }
 
-    /// Put `node` (whose hash is `hash`) in a free lane of `bucket`, locked by `lock`, or in a
-    /// new overflow line: one change of the bucket (claim 4).
+    /// Put `node` (whose tag is `tag`) in a free lane of `bucket`, locked by `lock`, or in a
+    /// new overflow line: one change of the bucket (claim 4). Published by `Release` stores:
+    /// the slot before the tag, a new line's contents before the link to it.
     ///
     /// # Safety
     ///
@@ -161,38 +162,19 @@ impl<K, V> Table<K, V> {
         bucket: &Line<Node<K, V>>,
         lock: &LineLock<'_, Node<K, V>>,
         node: *mut Node<K, V>,
-        hash: u64,
-    ) {
-        let word = line::pack(node, hash);
-        // SAFETY: forwarded; the word and the tag are the node's.
-        unsafe { self.place_word(bucket, lock, word, line::tag_of(hash)) };
-    }
-
-    /// [`place`](Self::place) with what a lane held for the node: its pointer as
-    /// [`line::pack`] made it (`word`) and its tag. Published by `Release` stores: the slot
-    /// before the tag, a new line's contents before the link to it.
-    ///
-    /// # Safety
-    ///
-    /// As for `place`; `word` and `tag` are what a lane held for the node.
-    pub(crate) unsafe fn place_word(
-        &self,
-        bucket: &Line<Node<K, V>>,
-        lock: &LineLock<'_, Node<K, V>>,
-        word: *mut Node<K, V>,
         tag: u64,
     ) {
         // SAFETY: under the lock the bucket's lines are its own (caller's contract).
         match unsafe { free_lane(&bucket.lanes) } {
             Ok((line, lane)) => lock.change(|| {
-                line.slots[lane].store(word, Release);
+                line.slots[lane].store(node, Release);
                 let tags = line.tags.load(Relaxed);
                 line.tags.store(line::with_lane(tags, lane, tag), Release);
             }),
             Err(last) => {
                 // Allocated before the change begins: nothing can fail inside it.
                 let fresh = Lanes::new();
-                fresh.slots[0].store(word, Relaxed);
+                fresh.slots[0].store(node, Relaxed);
                 fresh.tags.store(line::with_lane(0, 0, tag), Relaxed);
                 let fresh = Box::into_raw(Box::new(fresh));
                 self.overflows.fetch_add(1, Relaxed);
@@ -269,7 +251,7 @@ unsafe fn scan<'a, K, V>(
         while lanes != 0 {
             let lane = line::lane_of(lanes);
             lanes &= lanes - 1;
-            let p = line::unpack(line.slots[lane].load(Acquire));
+            let p = line.slots[lane].load(Acquire);
             if !p.is_null() {
                 // SAFETY: non-null slots point at published nodes (Acquire load, claim 2),
                 // alive by the caller's contract.
@@ -389,9 +371,9 @@ impl<K, V> Locked<'_, K, V> {
     /// `node` is an unpublished node from [`Node::new`] with the bucket's hash.
     pub(crate) unsafe fn insert(&self, node: *mut Node<K, V>) {
         // SAFETY: the node is ours until published.
-        let hash = unsafe { (*node).hash };
+        let tag = line::tag_of(unsafe { (*node).hash });
         // SAFETY: `table` is alive (as in `Spot::bucket`); we hold the bucket's lock.
-        unsafe { (*self.spot.table).place(self.spot.bucket(), &self.lock, node, hash) };
+        unsafe { (*self.spot.table).place(self.spot.bucket(), &self.lock, node, tag) };
     }
 
     /// Put `node` in place of the found node, which is returned unlinked.
@@ -401,9 +383,7 @@ impl<K, V> Locked<'_, K, V> {
     /// As for [`insert`](Self::insert), and the spot found a node.
     pub(crate) unsafe fn replace(&self, node: *mut Node<K, V>) -> *mut Node<K, V> {
         // Same key, same hash: the lane's tag stays.
-        // SAFETY: the node is ours until published.
-        let word = line::pack(node, unsafe { (*node).hash });
-        self.lock.change(|| self.slot().store(word, Release));
+        self.lock.change(|| self.slot().store(node, Release));
         self.spot.found
     }
 
@@ -468,8 +448,7 @@ pub(crate) unsafe fn locate<K, V>(
 
 /// The lanes of `bucket` (its lines in order) that hold a node, with the node: the lanes whose
 /// tag is set (`Acquire`, so that their slots are visible) and whose slot is not null (a lane
-/// emptied meanwhile). The node's pointer is [`line::unpack`]ed; what the lane holds is
-/// `lanes.slots[lane]`.
+/// emptied meanwhile).
 ///
 /// # Safety
 ///
@@ -492,7 +471,7 @@ pub(crate) unsafe fn occupied<'a, N>(
         }
         lane += 1;
         if line::lane_tag(tags, lane - 1) != 0 {
-            let p = line::unpack(l.slots[lane - 1].load(Acquire));
+            let p = l.slots[lane - 1].load(Acquire);
             if !p.is_null() {
                 return Some((l, lane - 1, p));
             }
