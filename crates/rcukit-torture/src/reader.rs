@@ -57,7 +57,7 @@
 //! the registration. A grace period that ignored such a reader would show in the Reader Pipe.
 
 use crate::counters::LocalHistogram;
-use crate::flavor::{Flavor, UpdateKind};
+use crate::flavor::{wait_in_section, Flavor, UpdateKind};
 use crate::handoff::{Seen, MAX_DEPTH};
 use crate::map::{MapLocal, MapSection};
 use crate::shared::Shared;
@@ -298,13 +298,7 @@ fn pause<F: Flavor>(
 /// A random delay inside a critical section (rcutorture's `rcu_read_delay`); the sleeps are
 /// busy waits where `may_sleep` is false.
 fn delay(rng: &mut Rng, may_sleep: bool) {
-    let wait = |d: Duration| {
-        if may_sleep {
-            std::thread::sleep(d);
-        } else {
-            spin_for(d);
-        }
-    };
+    let wait = |d: Duration| wait_in_section(d, may_sleep);
     match rng.u32(0..8192) {
         0 => wait(Duration::from_micros(rng.u64(1_000..=10_000))),
         1..=31 => wait(Duration::from_micros(rng.u64(10..=200))),
@@ -314,14 +308,6 @@ fn delay(rng: &mut Rng, may_sleep: bool) {
                 std::hint::spin_loop();
             }
         }
-    }
-}
-
-/// Busy-wait for `d` (rcutorture's `udelay()` in readers that must not block).
-fn spin_for(d: Duration) {
-    let end = Instant::now() + d;
-    while Instant::now() < end {
-        std::hint::spin_loop();
     }
 }
 

@@ -447,6 +447,19 @@ macro_rules! forward_to_domain {
 }
 pub(crate) use forward_to_domain;
 
+/// Wait for `d` inside a reader's critical section: a sleep, or, where the flavor's readers
+/// may not block ([`Flavor::readers_may_sleep`] false), a busy wait (rcutorture's `udelay()`).
+pub(crate) fn wait_in_section(d: Duration, may_sleep: bool) {
+    if may_sleep {
+        std::thread::sleep(d);
+    } else {
+        let end = std::time::Instant::now() + d;
+        while std::time::Instant::now() < end {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// [`Flavor::gps_between`] for flavors whose cookies are rcukit [`GpCookie`]s (an `Rcu` or
 /// `Qsbr` domain).
 pub(crate) fn gps_between_cookies(earlier: &GpCookie, later: &GpCookie) -> GpsBetween {

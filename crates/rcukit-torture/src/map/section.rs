@@ -1,16 +1,16 @@
 //! The readers' side of a map run: the keys each section looks up, what it must find, and the
 //! ages of the values it found, read before its guard drops (the Map Pipe).
 
-use super::MapGuard;
 use super::{
-    burst_base, is_stable, MapTorture, BURST_KEYS, CHURN_KEYS, HELD_ONE_IN, ITER_ONE_IN,
+    burst_base, is_stable, MapGuard, MapTorture, BURST_KEYS, CHURN_KEYS, HELD_ONE_IN, ITER_ONE_IN,
     MAP_WRITERS, MAX_SEEN, STABLE_KEYS,
 };
 use crate::counters::{Counters, LocalHistogram};
+use crate::flavor::wait_in_section;
 use fastrand::Rng;
 use rcukit::QsbrThread;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a reader thread counts for the map, flushed with its other counts.
 #[derive(Default)]
@@ -45,7 +45,7 @@ impl MapTorture {
     /// A reader's map section, inside the reader's own section: a guard of the map's domain,
     /// or, on a QSBR domain, the reader's registration (`qsbr`: online, and it stays online
     /// for as long as the map section lives). `may_sleep`: whether the reader may block
-    /// inside its section (a QSBR reader spins and yields instead).
+    /// inside its section (a QSBR reader spins instead).
     pub(crate) fn section<'m>(
         &'m self,
         qsbr: Option<&'m QsbrThread<'m>>,
@@ -146,7 +146,7 @@ impl MapSection<'_> {
     /// Iterate the whole map and check that each stable key is yielded exactly once. One
     /// iteration in [`HELD_ONE_IN`] is *held*: after a few entries it pauses inside the
     /// section (yielding and napping up to a millisecond) while the writers' bursts grow and
-    /// shrink the table and their `retain`s race it, then goes on (a QSBR reader yields
+    /// shrink the table and their `retain`s race it, then goes on (a QSBR reader spins
     /// instead of napping).
     fn iterate(&mut self, counters: &Counters, rng: &mut Rng, local: &mut MapLocal) {
         local.iterations += 1;
@@ -161,16 +161,7 @@ impl MapSection<'_> {
                 for _ in 0..rng.u32(1..=16) {
                     std::thread::yield_now();
                 }
-                let nap = Duration::from_micros(rng.u64(0..=1_000));
-                if self.may_sleep {
-                    std::thread::sleep(nap);
-                } else {
-                    // Online in a QSBR domain: held, but never blocked.
-                    let until = Instant::now() + nap;
-                    while Instant::now() < until {
-                        std::thread::yield_now();
-                    }
-                }
+                wait_in_section(Duration::from_micros(rng.u64(0..=1_000)), self.may_sleep);
             }
             local.iter_entries += 1;
             if is_stable(*key) {
