@@ -25,7 +25,8 @@
 //!   those are marked as candidates until `update` returns, and their drop frees them directly
 //!   (counted as discarded). The flat map runs it once, under its writer lock.
 //! * **Readers.** Each reader section of a `map` run also takes a guard of the map's domain (a
-//!   QSBR reader passes the map its own online registration instead) and looks up a few keys (`get`, `get_key_value` or `contains_key`; now and then the whole
+//!   QSBR reader passes the map its own online registration instead) and looks up a few keys
+//!   (`get`, `get_key_value` or `contains_key`; now and then the whole
 //!   `iter`, which must yield each stable key exactly once; one iteration in four is *held*:
 //!   it pauses part-way, inside its section, while the writers' bursts grow and shrink the
 //!   table, and the report counts the iterations a resize happened during). A found value must carry the key it was found under and an element that is not

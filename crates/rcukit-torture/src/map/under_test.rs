@@ -17,7 +17,7 @@
 
 use super::Value;
 use rcukit::map::{Compute, Operation};
-use rcukit::{Guard, Qsbr, QsbrThread, Rcu, RcuFlatMap, RcuHashMap};
+use rcukit::{AnyDomainRef, Guard, Qsbr, QsbrThread, Rcu, RcuFlatMap, RcuHashMap};
 use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 
@@ -62,6 +62,18 @@ pub(crate) enum MapUnderTest {
     Hash(RcuHashMap<u64, Value, RandomState, Arc<Rcu>>),
     Flat(RcuFlatMap<u64, Value, RandomState, Arc<Rcu>>),
     FlatQsbr(RcuFlatMap<u64, Value, RandomState, Arc<Qsbr>>),
+}
+
+/// An empty flat map on `domain`; `busted`: its replaced tables drop their entries at once.
+fn flat_in<D: AnyDomainRef>(domain: D, busted: bool) -> RcuFlatMap<u64, Value, RandomState, D> {
+    let map = RcuFlatMap::with_capacity_hasher_in(0, RandomState::new(), domain);
+    if busted {
+        // SAFETY: as for the hash map: the table's memory is freed after a grace period, so a
+        // dropped entry's integers stay readable.
+        unsafe { map.__busted_drop_entries_at_once() }
+    } else {
+        map
+    }
 }
 
 /// A read section of the map's domain (see the module docs).
@@ -114,24 +126,9 @@ impl MapUnderTest {
                 }
                 MapUnderTest::Hash(builder.build()?)
             }
-            (MapKind::Flat, MapDomain::Rcu(domain)) => {
-                let map = RcuFlatMap::with_capacity_hasher_in(0, RandomState::new(), domain);
-                MapUnderTest::Flat(if busted {
-                    // SAFETY: as for the hash map: the table's memory is freed after a grace
-                    // period, so a dropped entry's integers stay readable.
-                    unsafe { map.__busted_drop_entries_at_once() }
-                } else {
-                    map
-                })
-            }
+            (MapKind::Flat, MapDomain::Rcu(domain)) => MapUnderTest::Flat(flat_in(domain, busted)),
             (MapKind::FlatQsbr, MapDomain::Qsbr(domain)) => {
-                let map = RcuFlatMap::with_capacity_hasher_in(0, RandomState::new(), domain);
-                MapUnderTest::FlatQsbr(if busted {
-                    // SAFETY: as for the flat map on an `Rcu` domain.
-                    unsafe { map.__busted_drop_entries_at_once() }
-                } else {
-                    map
-                })
+                MapUnderTest::FlatQsbr(flat_in(domain, busted))
             }
             (kind, _) => panic!("a {} on a domain of the other kind", kind.type_name()),
         })
