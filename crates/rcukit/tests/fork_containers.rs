@@ -6,8 +6,9 @@
 //! copy of the `RcuHashMap` without writing it. Then the writer locks of `RcuFlatMap`,
 //! `RcuCell` and `RcuList`, held in the user's closure by a thread of the parent at the fork,
 //! and `RcuList` written by other threads at the fork. Last, `RcuHashMap` writes that fork
-//! from their own user code while other threads write the same bucket. A test binary of its
-//! own: it forks the whole process.
+//! from their own user code while other threads write the same bucket; and a thread online in
+//! a QSBR domain that forks while other threads read, register and rebuild a flat map there.
+//! A test binary of its own: it forks the whole process.
 #![cfg(unix)]
 
 mod common;
@@ -766,4 +767,115 @@ fn a_child_forked_from_a_map_writes_user_code_finishes_the_write() {
     for w in writers {
         w.join().unwrap();
     }
+}
+
+/// A thread that is online in a QSBR domain forks, while another online reader and a writer
+/// that rebuilds a flat map on that domain run beside it. The child's only thread is the
+/// forking one, still registered and online: it reads with its registration, announces
+/// quiescent states, writes the map (rebuilds retire old tables into the domain while it is
+/// online), goes offline and waits for grace periods (the vanished reader must not hold them
+/// back), comes online again, and registers a thread of its own. A third thread of the parent
+/// registers and unregisters all along, so some forks fall in the middle of a registration.
+/// In the parent the registration goes on as before.
+#[test]
+fn a_child_forked_by_an_online_qsbr_thread_keeps_its_registration() {
+    let qsbr = Arc::new(Qsbr::new());
+    let flat: Arc<FlatQsbr> = Arc::new(RcuFlatMap::new_in(qsbr.clone()));
+    for k in 0..STABLE {
+        flat.insert(k, value_of(k));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (flat, stop) = (flat.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for k in CHURN {
+                    flat.insert(k, value_of(k));
+                }
+                for k in CHURN {
+                    flat.remove(&k);
+                }
+            }
+        })
+    };
+    let reader = {
+        let (flat, qsbr, stop) = (flat.clone(), qsbr.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut me = qsbr.register();
+            let mut k = 0;
+            while !stop.load(Ordering::Relaxed) {
+                assert_eq!(flat.get(&k, &me), Some(&value_of(k)));
+                k = (k + 1) % STABLE;
+                if k % 64 == 0 {
+                    me.quiescent_state();
+                }
+            }
+        })
+    };
+    let churner = {
+        let (flat, qsbr, stop) = (flat.clone(), qsbr.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let me = qsbr.register();
+                assert_eq!(flat.get(&7, &me), Some(&value_of(7)));
+            }
+        })
+    };
+    let mut me = qsbr.register();
+    for round in 0..16u64 {
+        // Online, with a value borrowed from the map through the registration, at the fork.
+        let held = flat.get(&(round % STABLE), &me).copied();
+        let (flat, qsbr) = (&*flat, &*qsbr);
+        child_round(round, Duration::from_secs(60), &stop, || {
+            assert!(
+                me.is_online(),
+                "the registration came through the fork offline"
+            );
+            assert_eq!(held, Some(value_of(round % STABLE)));
+            for k in 0..STABLE {
+                assert_eq!(flat.get(&k, &me), Some(&value_of(k)), "lost {k}");
+            }
+            me.quiescent_state();
+            for k in CHILD {
+                flat.insert(k, value_of(k));
+            }
+            for k in CHILD.step_by(2) {
+                assert_eq!(flat.remove(&k), Some(value_of(k)));
+            }
+            for k in CHILD {
+                let expected = (k % 2 == 1).then(|| value_of(k));
+                assert_eq!(flat.get(&k, &me).copied(), expected, "child key {k}");
+            }
+            me.quiescent_state();
+            // Offline, grace periods end without the parent's reader.
+            me.offline_while(|| {
+                qsbr.synchronize();
+                qsbr.synchronize_expedited();
+                qsbr.barrier();
+            });
+            assert_eq!(flat.get(&1, &me), Some(&value_of(1)));
+            me.quiescent_state();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut other = qsbr.register();
+                    assert_eq!(flat.get(&2, &other), Some(&value_of(2)));
+                    other.quiescent_state();
+                });
+            });
+            me.offline_while(|| qsbr.synchronize());
+        });
+        me.quiescent_state();
+        std::thread::sleep(Duration::from_millis(round * 7 % 20));
+    }
+    // The parent's registration still works: quiescent states, then a grace period offline.
+    for k in 0..STABLE {
+        assert_eq!(flat.get(&k, &me), Some(&value_of(k)));
+    }
+    me.offline_while(|| qsbr.synchronize());
+    drop(me);
+    stop.store(true, Ordering::Relaxed);
+    for t in [writer, reader, churner] {
+        t.join().unwrap();
+    }
+    qsbr.synchronize();
 }
