@@ -1378,6 +1378,74 @@ fn an_iteration_held_across_many_resizes_finishes_and_yields_each_entry_once() {
     });
 }
 
+/// The iterating thread is the writer: the map is extended from its own iteration
+/// (`(&map).extend(map.iter(..))`, each key `k` yielding `k + OFFSET`), so the table grows
+/// under the iteration, its buckets moved by the thread that iterates, and the keys it adds
+/// land ahead of the cursor and behind it. The iteration ends (each yielded key's successor
+/// lies ahead with a probability that falls as the cursor moves, so about `e - 1` times the
+/// first keys are yielded in all), every key is a chain `k, k + OFFSET, ..` of a first key
+/// with no gap, and nothing is yielded twice (each yield inserts a key that was absent).
+/// Then an iteration that removes each key it yields and inserts another: it ends too, and
+/// yields every key present at its start, each once.
+#[test]
+fn a_map_extended_from_its_own_iteration_grows_under_it_and_the_iteration_ends() {
+    const OFFSET: u64 = 1 << 40;
+    common::each_config(|rcu| {
+        let map: Map<u64, u64> = RcuHashMap::with_domain(rcu);
+        let first = scale(20_000, 40) as u64;
+        for k in 0..first {
+            map.pin().insert(k, 0);
+        }
+        let yielded = AtomicUsize::new(0);
+        {
+            let g = map.domain().read();
+            (&map).extend(map.iter(&g).map(|(k, v)| {
+                yielded.fetch_add(1, Relaxed);
+                (k + OFFSET, v + 1)
+            }));
+        }
+        let yielded = yielded.load(Relaxed);
+        assert!(
+            yielded >= first as usize && map.len() == first as usize + yielded,
+            "{yielded} yielded, {} entries: a key inserted twice",
+            map.len()
+        );
+        let g = map.domain().read();
+        for (k, v) in map.iter(&g) {
+            assert_eq!(*v, k / OFFSET, "key {k}: its value counts its links");
+            if *k >= OFFSET {
+                assert!(
+                    map.contains_key(&(k - OFFSET), &g),
+                    "{k} has no predecessor"
+                );
+            }
+        }
+        drop(g);
+
+        // Remove each yielded key and insert one the iteration may meet again: the count
+        // stays, the buckets change under the walk. Every key there at the start is yielded
+        // (none is removed before its turn), each once.
+        let before = map.len();
+        let mut next = 1u64 << 50;
+        {
+            let g = map.domain().read();
+            for (k, _) in map.iter(&g) {
+                let h = map.pin();
+                assert!(h.remove(k).is_some(), "{k} yielded twice");
+                assert!(h.insert(next, 0).is_none());
+                next += 1;
+            }
+        }
+        assert_eq!(map.len(), before);
+        assert!(
+            next - (1 << 50) >= before as u64,
+            "a key present throughout was missed"
+        );
+        map.clear();
+        assert!(map.is_empty());
+    });
+}
+
 /// Maps held as values of a map: a removed one is dropped where retired objects run, and a
 /// dropped outer map drops the rest in place. An inner map that freed enough asks for an
 /// allocator trim from there (a `call` into the domain from inside its own callbacks, or from
