@@ -3,33 +3,13 @@
 //!
 //! Every test runs under a watchdog: a hang fails the test instead of blocking the run.
 
+mod common;
+
+use common::support::watchdog;
 use rcukit::{Rcu, RcuCell, RcuList};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Run `body` on its own thread and fail if it does not finish within `limit`.
-fn watchdog<R: Send + 'static>(limit: Duration, body: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let handle = std::thread::Builder::new()
-        .name("watched".into())
-        .spawn(move || {
-            let r = body();
-            let _ = tx.send(());
-            r
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(()) => handle.join().unwrap(),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match handle.join() {
-            Ok(_) => unreachable!("the body sends before it returns"),
-            Err(payload) => std::panic::resume_unwind(payload),
-        },
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("hung: did not finish within {limit:?}")
-        }
-    }
-}
 
 /// Counts its drops in a shared counter.
 struct Counted(Arc<AtomicU64>);

@@ -1228,6 +1228,122 @@ fn an_entry_whose_key_and_value_both_panic_in_drop_does_not_abort() {
     assert!(reports.load(SeqCst) >= 1, "and it was reported");
 }
 
+/// The iterator given to `Extend` and `FromIterator` is user code too, and runs outside the
+/// map's read-side critical sections: pairs received from a thread that waits for a grace
+/// period of the map's domain before each send, and an iterator that waits for one itself.
+/// (With the iterator pulled under the map's guard, the sender's grace period waited for the
+/// receiver, which waited for the sender: a hang; and the iterator's own `synchronize`
+/// panicked, inside a read-side critical section.) A duplicate key's replaced value, which
+/// `FromIterator` drops at once, may wait for a grace period in its `Drop` too.
+#[test]
+fn pairs_for_extend_and_from_iterator_may_wait_for_grace_periods() {
+    use common::support::watchdog;
+    use std::sync::mpsc::sync_channel;
+    watchdog(Duration::from_secs(120), || {
+        let rcu = domain();
+        let map: RcuHashMap<u64, u64, RandomState, Arc<Rcu>> =
+            RcuHashMap::with_domain(Arc::clone(&rcu));
+        let (tx, rx) = sync_channel::<(u64, u64)>(0);
+        let sender = {
+            let rcu = Arc::clone(&rcu);
+            thread::spawn(move || {
+                for k in 0..300 {
+                    if k % 100 == 0 {
+                        rcu.synchronize();
+                    }
+                    tx.send((k, k)).unwrap();
+                }
+            })
+        };
+        (&map).extend(rx);
+        sender.join().unwrap();
+        assert_eq!(map.len(), 300);
+        (&map).extend((300..310).map(|k| {
+            rcu.synchronize();
+            (k, k)
+        }));
+        assert_eq!(map.len(), 310);
+
+        // `FromIterator`, on the global domain.
+        let (tx, rx) = sync_channel::<(u64, u64)>(0);
+        let sender = thread::spawn(move || {
+            for k in 0..300 {
+                if k % 100 == 0 {
+                    Rcu::global().synchronize();
+                }
+                tx.send((k % 290, k)).unwrap();
+            }
+        });
+        let map: RcuHashMap<u64, u64> = rx.into_iter().collect();
+        sender.join().unwrap();
+        assert_eq!(map.len(), 290);
+        struct Waits(u64);
+        impl Drop for Waits {
+            fn drop(&mut self) {
+                Rcu::global().synchronize();
+            }
+        }
+        let map: RcuHashMap<u64, Waits> = (0..20).map(|k| (k % 10, Waits(k))).collect();
+        assert_eq!(map.len(), 10);
+        let guard = map.domain().read();
+        assert!(
+            map.values(&guard).all(|w| w.0 >= 10),
+            "the last pair of a key stays"
+        );
+        drop(guard);
+        drop(map); // each value's drop waits for a grace period: outside any guard here
+    });
+}
+
+/// A map dropped, and an owning iterator dropped part-way, with entries whose key's and
+/// value's `Drop` both panic: every key and value is dropped, the first panic goes on to the
+/// caller, and the process goes on. (With the entries dropped as plain `(K, V)` pairs, the
+/// second panic came while unwinding from the first: the test binary aborted.)
+#[test]
+fn maps_and_owning_iterators_dropped_with_panicking_entries_drop_all_and_do_not_abort() {
+    struct Bomb(u64, Arc<AtomicUsize>);
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, SeqCst);
+            panic!("bomb {} exploded", self.0);
+        }
+    }
+    impl PartialEq for Bomb {
+        fn eq(&self, other: &Bomb) -> bool {
+            self.0 == other.0
+        }
+    }
+    impl Eq for Bomb {}
+    impl std::hash::Hash for Bomb {
+        fn hash<H: Hasher>(&self, h: &mut H) {
+            self.0.hash(h)
+        }
+    }
+    let drops = Arc::new(AtomicUsize::new(0));
+    let filled = || {
+        let map = RcuHashMap::new();
+        for k in 0..4 {
+            map.pin()
+                .insert(Bomb(k, Arc::clone(&drops)), Bomb(k, Arc::clone(&drops)));
+        }
+        map
+    };
+    let map = filled();
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(map))).is_err());
+    assert_eq!(
+        drops.load(SeqCst),
+        8,
+        "every key and value of the map dropped"
+    );
+
+    drops.store(0, SeqCst);
+    let mut entries = filled().into_iter();
+    let (key, value) = entries.next().unwrap();
+    std::mem::forget((key, value));
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(entries))).is_err());
+    assert_eq!(drops.load(SeqCst), 6, "every entry not handed out dropped");
+}
+
 /// What one handle removed is retired as one object of the domain (one callback): a value
 /// that panics in its drop still lets the others of the batch drop, and the domain reports
 /// the panic once.

@@ -69,6 +69,7 @@
 //! entries twice; the cursor keeps "exactly once".
 
 use super::line::MOVED;
+use super::node::Batch;
 use super::table::{self, Node, Table};
 use crate::sync::AtomicPtr;
 use std::fmt;
@@ -351,17 +352,21 @@ unsafe impl<K: Send, V: Send> Send for IterMut<'_, K, V> {}
 // SAFETY: sharing it shares nothing but the iterator position (`next` needs `&mut`).
 unsafe impl<K: Sync, V: Sync> Sync for IterMut<'_, K, V> {}
 
-/// Owning iterator over an [`RcuHashMap`](super::RcuHashMap)'s entries.
+/// Owning iterator over an [`RcuHashMap`](super::RcuHashMap)'s entries. The entries it has
+/// not handed out are dropped with it, each key and value apart (a panicking `Drop` does not
+/// keep the others from being dropped; the first panic goes on afterwards).
 pub struct IntoIter<K, V> {
-    pub(crate) nodes: std::vec::IntoIter<Box<Node<K, V>>>,
+    /// Owned nodes (from `table::take_all`), each handed out or dropped once.
+    pub(crate) nodes: std::vec::IntoIter<*mut Node<K, V>>,
 }
 
 impl<K, V> Iterator for IntoIter<K, V> {
     type Item = (K, V);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let node = *self.nodes.next()?;
-        Some((node.key, node.value))
+        let node = self.nodes.next()?;
+        // SAFETY: owned by the iterator, and taken out of it here, once.
+        Some(unsafe { Node::into_parts(node) })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -369,8 +374,21 @@ impl<K, V> Iterator for IntoIter<K, V> {
     }
 }
 
+impl<K, V> Drop for IntoIter<K, V> {
+    fn drop(&mut self) {
+        // SAFETY: the nodes not handed out are owned by the iterator and given up here, once.
+        drop(unsafe { Batch::new(self.nodes.by_ref().collect()) });
+    }
+}
+
 impl<K, V> ExactSizeIterator for IntoIter<K, V> {}
 impl<K, V> FusedIterator for IntoIter<K, V> {}
+
+// SAFETY: the iterator owns its entries (as a `Vec<(K, V)>`'s does): moving it to another
+// thread moves them, and sharing it shares nothing (`next` needs `&mut`).
+unsafe impl<K: Send, V: Send> Send for IntoIter<K, V> {}
+// SAFETY: as above.
+unsafe impl<K: Sync, V: Sync> Sync for IntoIter<K, V> {}
 
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {

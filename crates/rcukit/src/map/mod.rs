@@ -197,7 +197,9 @@
 //! grace period of the map's domain: a `synchronize` there panics, as always inside a guard).
 //! The closures of the writers run the same way; those of [`update`](RcuHashMap::update),
 //! [`compute`](RcuHashMap::compute) and [`remove_if`](RcuHashMap::remove_if) may run more than
-//! once when another writer changes the bucket in between (like `AtomicU64::fetch_update`); the
+//! once when another writer changes the bucket in between (like `AtomicU64::fetch_update`; so
+//! a closure that writes the map itself, on every run, may change its own key's bucket each
+//! time and keep the call retrying: write other keys after the call, not inside it); the
 //! makers of [`get_or_insert_with`](RcuHashMap::get_or_insert_with) and
 //! [`update_or_insert_with`](RcuHashMap::update_or_insert_with) run at most once. Values made
 //! by discarded attempts are dropped in the calling thread when the call returns (not while it
@@ -205,7 +207,12 @@
 //! retrying). Removed and replaced entries are retired (by a guard-taking writer at once, by a
 //! [`MapRef`] when it drops, by the bulk writers after their critical section ends), so their
 //! `Drop` runs where [retired objects run](crate::docs::internal::callbacks::invoke); a retired
-//! entry drops its key and its value apart, so that a panic in one still drops the other.
+//! entry drops its key and its value apart, so that a panic in one still drops the other (as
+//! do the map's own drop and its owning iterator's, which drop every entry, and then let the
+//! first panic go on). The iterator given to [`Extend`] and [`FromIterator`] runs outside the
+//! map's read-side critical sections (pairs are taken from it 256 at a time, then inserted
+//! under one guard), so it may wait for a grace period; the entries' `Clone` in the map's
+//! `Clone` runs under a guard of the map cloned.
 //!
 //! # `Send` and `Sync`
 //!
@@ -626,8 +633,9 @@ impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
         // SAFETY: `&mut self`: the root table is alive until `take_all` below.
         let bytes = unsafe { (*root).bytes() } + self.len() * std::mem::size_of::<Node<K, V>>();
         // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; nodes
-        // retired earlier are owned by the domain, not reachable from here.
-        drop(unsafe { table::take_all(root, self.forked()) });
+        // retired earlier are owned by the domain, not reachable from here. The batch drops
+        // each entry's key and value apart, every entry even when some panic.
+        drop(unsafe { node::Batch::new(table::take_all(root, self.forked())) });
         self.trim_after_freeing(bytes);
     }
 }
@@ -638,13 +646,13 @@ impl<K, V, S, D: DomainRef> IntoIterator for RcuHashMap<K, V, S, D> {
 
     fn into_iter(self) -> IntoIter<K, V> {
         // SAFETY: we own the map, and it is forgotten below (its drop never runs again).
-        let boxes = unsafe { table::take_all(self.root.load(Relaxed), self.forked()) };
+        let nodes = unsafe { table::take_all(self.root.load(Relaxed), self.forked()) };
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: the hasher and the handle are moved out exactly once, here, and dropped;
         // the map itself is never dropped (ManuallyDrop).
         drop(unsafe { (ptr::read(&this.hasher), ptr::read(&this.domain)) });
         IntoIter {
-            nodes: boxes.into_iter(),
+            nodes: nodes.into_iter(),
         }
     }
 }

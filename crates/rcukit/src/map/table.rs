@@ -561,8 +561,9 @@ pub(crate) unsafe fn exclusive_nodes<K, V>(
     nodes
 }
 
-/// Take every node reachable from `current` as an owned box and free the tables (whose drop
-/// frees only their lines): what dropping or consuming the map does.
+/// Take every node reachable from `current`, each once (owned by the caller from here, as
+/// from [`Node::new`]), and free the tables (whose drop frees only their lines): what dropping
+/// or consuming the map does.
 ///
 /// # Safety
 ///
@@ -571,7 +572,7 @@ pub(crate) unsafe fn exclusive_nodes<K, V>(
 pub(crate) unsafe fn take_all<K, V>(
     current: *mut Table<K, V>,
     forked: bool,
-) -> Vec<Box<Node<K, V>>> {
+) -> Vec<*mut Node<K, V>> {
     // SAFETY: exclusive access (caller's contract).
     let nodes = unsafe { exclusive_nodes(current, forked) };
     let mut table = current;
@@ -581,11 +582,6 @@ pub(crate) unsafe fn take_all<K, V>(
         table = t.next.load(Relaxed);
     }
     nodes
-        .into_iter()
-        // SAFETY: each node is collected once (`exclusive_nodes`); the pointer comes from its
-        // slot.
-        .map(|node| unsafe { Box::from_raw(node) })
-        .collect()
 }
 
 #[cfg(all(test, not(rcukit_loom)))]

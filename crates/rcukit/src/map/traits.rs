@@ -60,22 +60,40 @@ where
             nodes: RefCell::new(Vec::new()),
             tables: RefCell::new(Vec::new()),
         };
-        {
-            let guard = map.domain().read();
-            for (key, value) in iter {
-                let hash = map.hasher.hash_one(&key);
-                let put = map.put(hash, key, value, true, &guard, &private);
-                drop(put);
-                // SAFETY: the map is this function's alone, and `put` (what borrowed from
-                // the nodes) is gone.
-                unsafe { private.free() };
+        let mut iter = iter.into_iter();
+        loop {
+            // The user's iterator runs outside the guard (it may wait for a grace period).
+            let batch = next_batch(&mut iter);
+            if batch.is_empty() {
+                return map;
             }
+            let guard = map.domain().read();
+            for (key, value) in batch {
+                let hash = map.hasher.hash_one(&key);
+                drop(map.put(hash, key, value, true, &guard, &private));
+            }
+            drop(guard);
+            // SAFETY: the map is this function's alone, and every `put` (what borrowed from
+            // the nodes) is gone. After the guard: the drops of the replaced duplicates are
+            // user code, which may wait for a grace period of the domain.
+            unsafe { private.free() };
         }
-        map
     }
 }
 
-/// Inserts each pair (as [`insert`](RcuHashMap::insert)), under one guard per batch.
+/// Pairs taken from the user's iterator per read-side critical section of `Extend` and
+/// `FromIterator`.
+const BATCH: usize = 256;
+
+/// Up to [`BATCH`] pairs of `iter`, taken with no guard held: the user's iterator may do
+/// anything a thread outside a read-side critical section may (receive from a thread that
+/// waits for a grace period, or wait for one itself).
+fn next_batch<T>(iter: &mut impl Iterator<Item = T>) -> Vec<T> {
+    iter.by_ref().take(BATCH).collect()
+}
+
+/// Inserts each pair (as [`insert`](RcuHashMap::insert)), a batch of pairs per guard; the
+/// iterator itself runs outside the guards.
 impl<K, V, S, D> Extend<(K, V)> for &RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,
@@ -84,11 +102,15 @@ where
     D: DomainRef,
 {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
-        let mut iter = iter.into_iter().peekable();
-        while iter.peek().is_some() {
+        let mut iter = iter.into_iter();
+        loop {
+            let batch = next_batch(&mut iter);
+            if batch.is_empty() {
+                return;
+            }
             // A handle per batch: what the batch replaced is retired when it drops.
             let pinned = self.pin();
-            for (key, value) in iter.by_ref().take(256) {
+            for (key, value) in batch {
                 pinned.insert(key, value);
             }
         }

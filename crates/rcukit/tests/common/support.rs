@@ -1,6 +1,6 @@
 //! Small helpers several test binaries share: the process's resident set, the wait for it
-//! to come down and for kept mappings to go, the proptest configuration for Miri, and the
-//! message of a caught panic.
+//! to come down and for kept mappings to go, the proptest configuration for Miri, the
+//! message of a caught panic, and a watchdog that turns a hang into a failure.
 
 use proptest::test_runner::Config as ProptestConfig;
 
@@ -94,4 +94,30 @@ pub(crate) fn assert_panics_with<R>(text: &str, f: impl FnOnce() -> R) {
     };
     let message = panic_message(payload);
     assert!(message.contains(text), "{message}");
+}
+
+/// Run `body` on a thread of its own and return what it returned; fail with "hung" if it has
+/// not finished within `limit` (so that a deadlock fails the test instead of stopping the run).
+pub(crate) fn watchdog<R: Send + 'static>(
+    limit: std::time::Duration,
+    body: impl FnOnce() -> R + Send + 'static,
+) -> R {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let (tx, rx) = channel();
+    let handle = std::thread::Builder::new()
+        .name("watched".into())
+        .spawn(move || {
+            let r = body();
+            let _ = tx.send(());
+            r
+        })
+        .unwrap();
+    match rx.recv_timeout(limit) {
+        Ok(()) => handle.join().unwrap(),
+        Err(RecvTimeoutError::Disconnected) => match handle.join() {
+            Ok(_) => unreachable!("the body sends before it returns"),
+            Err(payload) => std::panic::resume_unwind(payload),
+        },
+        Err(RecvTimeoutError::Timeout) => panic!("hung: did not finish within {limit:?}"),
+    }
 }
