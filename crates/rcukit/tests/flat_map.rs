@@ -773,6 +773,52 @@ fn lookups_stop_and_find_stable_keys_when_every_key_collides() {
     assert_eq!(map.len(), STABLE as usize);
 }
 
+/// What a write did not use (the caller's key and value when the key was there, a closure it
+/// did not call) is the caller's, dropped after the writer lock is released: a `Drop` there
+/// may write the map. (Dropped under the lock, such a `Drop` panicked as a write from code the
+/// map runs under its lock.)
+#[test]
+fn what_a_write_did_not_use_is_dropped_after_the_writer_lock() {
+    type Map = RcuFlatMap<u64, Writes>;
+    static MAP: std::sync::OnceLock<Map> = std::sync::OnceLock::new();
+    /// Writes key `500 + n` into the map when an original (not a clone the map made) drops.
+    #[derive(Debug)]
+    struct Writes(u64, bool);
+    impl Clone for Writes {
+        fn clone(&self) -> Writes {
+            Writes(self.0, false)
+        }
+    }
+    impl Drop for Writes {
+        fn drop(&mut self) {
+            if self.1 {
+                MAP.get().unwrap().insert(500 + self.0, Writes(0, false));
+            }
+        }
+    }
+    let map = MAP.get_or_init(RcuFlatMap::new);
+    map.insert(1, Writes(1, false));
+    let wrote = |n: u64| map.remove(&(500 + n)).is_some();
+
+    assert_eq!(map.try_insert(1, Writes(2, true)).map_err(|v| v.0), Err(1));
+    assert!(wrote(2), "try_insert: the value not inserted");
+    let armed = Writes(3, true);
+    assert_eq!(map.get_or_insert_with(1, move || armed).0, 1);
+    assert!(wrote(3), "get_or_insert_with: the maker not called");
+    let armed = Writes(4, true);
+    assert_eq!(map.update(&9, move |v| (armed, v).1).map(|v| v.0), None);
+    assert!(wrote(4), "update: the closure not called");
+    let armed = Writes(5, true);
+    let v = map.update_or_insert_with(1, |v| Writes(v.0 + 10, false), move || armed);
+    assert_eq!(v.0, 11);
+    assert!(wrote(5), "update_or_insert_with: the maker not called");
+    let armed = Writes(6, true);
+    let v = map.update_or_insert_with(7, move |v| (armed, v).1, || Writes(70, false));
+    assert_eq!(v.0, 70);
+    assert!(wrote(6), "update_or_insert_with: the update not called");
+    assert_eq!(map.len(), 2);
+}
+
 #[test]
 fn writing_from_code_the_map_runs_under_its_lock_panics_instead_of_deadlocking() {
     let map: RcuFlatMap<u32, u32> = RcuFlatMap::new();

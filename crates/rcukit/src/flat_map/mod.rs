@@ -25,6 +25,12 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use table::{groups_for, usable, word_of, Found, Table, TOMBSTONE, WORD};
 use write_lock::{WriteLock, Writer, WriterLock};
 
+/// What a write's closure did not use (the caller's key and value, a closure not called):
+/// user code, whose drops may write the map or wait for a grace period, so it is handed out
+/// of the writer lock's scope and dropped after the lock is released (the holder's value
+/// goes out of scope at the caller's end).
+struct Unused<T>(#[allow(dead_code)] T);
+
 /// A hash map of entries stored inline (cloned when the table is rebuilt), whose readers take
 /// no lock; see the [module docs](self).
 pub struct RcuFlatMap<K, V, S = RandomState, D = &'static Rcu>
@@ -391,26 +397,30 @@ where
     }
 
     /// Insert `key` → `value` if the map has no entry for `key`; else leave the map as it is
-    /// (dropping `key` and `value`) and return a clone of the current value.
+    /// (dropping `key` and `value` once the writer lock is released) and return a clone of the
+    /// current value.
     pub fn try_insert(&self, key: K, value: V) -> Result<(), V> {
-        self.write(key, |current, key| match current {
+        let outcome = self.write(key, |current, key| match current {
             None => (Some((key, value)), Ok(())),
-            Some((_, v)) => (None, Err(v.clone())),
-        })
+            // What was not inserted is handed back, to be dropped after the lock.
+            Some((_, v)) => (None, Err((v.clone(), Unused((key, value))))),
+        });
+        outcome.map_err(|(current, _unused)| current)
     }
 
     /// A clone of the value for `key`, inserting `make()` first if there is none: atomic with
     /// respect to every other write (`make` runs under the map's writer lock, at most once; it
     /// must not write to this map, which panics).
     pub fn get_or_insert_with<F: FnOnce() -> V>(&self, key: K, make: F) -> V {
-        self.write(key, |current, key| match current {
-            Some((_, v)) => (None, v.clone()),
+        let (value, _unused) = self.write(key, |current, key| match current {
+            Some((_, v)) => (None, (v.clone(), Some(Unused((key, make))))),
             None => {
                 let value = make();
                 let copy = value.clone();
-                (Some((key, value)), copy)
+                (Some((key, value)), (copy, None))
             }
-        })
+        });
+        value
     }
 
     /// Replace the value for `key` with `f(value)` (`f` gets a clone of the current value),
@@ -423,14 +433,15 @@ where
         Q: Hash + Eq + ?Sized,
         F: FnOnce(V) -> V,
     {
-        self.write(key, |current, _| match current {
-            None => (None, None),
+        let (value, _unused) = self.write(key, |current, _| match current {
+            None => (None, (None, Some(Unused(f)))),
             Some((k, v)) => {
                 let new = f(v.clone());
                 let copy = new.clone();
-                (Some((k.clone(), new)), Some(copy))
+                (Some((k.clone(), new)), (Some(copy), None))
             }
-        })
+        });
+        value
     }
 
     /// Replace the value for `key` with `update(value)` (given a clone of the current value),
@@ -442,14 +453,18 @@ where
         U: FnOnce(V) -> V,
         I: FnOnce() -> V,
     {
-        self.write(key, |current, key| {
-            let (key, value) = match current {
-                Some((k, v)) => (k.clone(), update(v.clone())),
-                None => (key, insert()),
+        let (value, _unused) = self.write(key, |current, key| {
+            let (entry, unused) = match current {
+                Some((k, v)) => (
+                    (k.clone(), update(v.clone())),
+                    Unused((Some(key), None, Some(insert))),
+                ),
+                None => ((key, insert()), Unused((None, Some(update), None))),
             };
-            let copy = value.clone();
-            (Some((key, value)), copy)
-        })
+            let copy = entry.1.clone();
+            (Some(entry), (copy, unused))
+        });
+        value
     }
 
     /// Remove the entry for `key`; returns a clone of its value. Readers that found the entry
