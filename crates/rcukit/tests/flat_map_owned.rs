@@ -519,6 +519,75 @@ fn a_clone_that_panics_in_a_rebuild_leaves_the_map_as_it_was_and_leaks_nothing()
     );
 }
 
+/// A removal that leaves the table sparse rebuilds it smaller, cloning the live entries; a
+/// `Clone` that panics there leaves the map as it was, the entry still in it, whichever call
+/// removed (`remove`, which clones the value it returns first, `compute`, which clones
+/// nothing itself, `remove_if`). (With the entry buried before the shrink, the call panicked
+/// with the entry already gone.)
+#[test]
+fn a_clone_that_panics_in_the_shrink_of_a_removal_leaves_the_entry_in_the_map() {
+    let rcu = Arc::new(Rcu::new());
+    let ledger = Arc::new(Ledger::default());
+    let map: OnDomain<u32, Counted> = map_on(&rcu);
+    let n = 1_000u32;
+    for k in 0..n {
+        map.insert(k, Counted::new(format!("v{k}"), &ledger));
+    }
+    // Remove keys in turn, each call's clones counted from zero and the one past those the
+    // call makes itself made to panic: only a shrink's clone can be that one.
+    let mut shrinks_failed = 0;
+    for k in 0..n {
+        let before = map.len();
+        let removed = match k % 3 {
+            0 => call_failing(&ledger, 2, || map.remove(&k).map(|v| v.text.clone())),
+            1 => call_failing(&ledger, 1, || {
+                let guard = map.domain().read();
+                match map.compute(k, |_| Operation::<Counted, ()>::Remove, &guard) {
+                    Compute::Removed(_, v) => Some(v.text.clone()),
+                    _ => None,
+                }
+            }),
+            _ => call_failing(&ledger, 2, || {
+                map.remove_if(&k, |_, _| true).map(|(_, v)| v.text.clone())
+            }),
+        };
+        match removed {
+            Ok(v) => {
+                assert_eq!(v, Some(format!("v{k}")));
+                assert_eq!(map.len(), before - 1);
+            }
+            Err(()) => {
+                shrinks_failed += 1;
+                assert_eq!(map.len(), before, "a failed removal changed the count");
+                assert_eq!(
+                    map.get_cloned(&k).map(|c| c.text.clone()),
+                    Some(format!("v{k}")),
+                    "a failed removal took the entry"
+                );
+                // Without a failing clone the same removal goes through (and shrinks).
+                assert_eq!(
+                    map.remove(&k).map(|c| c.text.clone()),
+                    Some(format!("v{k}"))
+                );
+            }
+        }
+    }
+    assert!(shrinks_failed > 0, "no removal shrank the table");
+    assert!(map.is_empty());
+    drop_and_settle(map, &rcu);
+    assert_eq!(ledger.live.load(SeqCst), 0, "every value and clone dropped");
+}
+
+/// Run `call` with the `panic_at`-th clone (counted from zero now) made to panic: its result,
+/// or `Err` if it panicked.
+fn call_failing<R>(ledger: &Ledger, panic_at: usize, call: impl FnOnce() -> R) -> Result<R, ()> {
+    ledger.clones.store(0, SeqCst);
+    ledger.panic_after.store(panic_at, SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(call));
+    ledger.panic_after.store(0, SeqCst);
+    r.map_err(|_| ())
+}
+
 thread_local! {
     /// The map a `Meddler` writes when it is cloned.
     static MEDDLED: Cell<*const RcuFlatMap<u32, Meddler>> = const { Cell::new(std::ptr::null()) };

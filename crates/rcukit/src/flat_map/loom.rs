@@ -114,7 +114,7 @@ fn a_lookup_racing_a_rebuild_and_a_replacement_in_the_new_table_sees_old_or_new(
         // SAFETY: freed at the model's end.
         let old = unsafe { &*root.load(Acquire) };
         let new = Box::new(Table::new(4));
-        assert_eq!(old.copy_live_into(&new, |k| hash(*k)), GROUP);
+        assert_eq!(old.copy_live_into(&new, |k| hash(*k), None), GROUP);
         let new = Box::into_raw(new);
         let was = root.swap(new, Release);
         // SAFETY: `new` is the root; freed at the model's end.

@@ -530,14 +530,16 @@ where
         Some(removed)
     }
 
-    /// Remove the entry in slot `at` of the current table (a tombstone in its place), under
-    /// the writer lock: one entry fewer, and the table rebuilt smaller if that leaves it sparse.
+    /// Remove the entry in slot `at` of the current table, under the writer lock: a tombstone
+    /// in its place, or, if one entry fewer leaves the table sparse, a smaller table built
+    /// without it.
     #[inline(always)]
     fn remove_at(&self, lock: &mut WriteLock<'_, K, V, S, D>, at: usize) {
-        self.table_mine(lock).bury(at);
         let len = self.len.load(Relaxed) - 1;
-        self.len.store(len, Relaxed);
-        self.shrink_if_sparse(lock, len);
+        if !self.shrink_without(lock, len, at) {
+            self.table_mine(lock).bury(at);
+            self.len.store(len, Relaxed);
+        }
     }
 
     /// Keep only the entries for which `keep(key, value)` holds (`keep` runs under the map's

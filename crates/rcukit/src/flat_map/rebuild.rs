@@ -1,6 +1,7 @@
 //! Rebuilding a map's table: a new table of the size the map needs (larger when a write finds
-//! no room, smaller when removals leave it one-eighth full, any size `reserve` and
-//! `shrink_to_fit` ask for), filled with clones of the live entries (tombstones left behind),
+//! no room, smaller when removals leave it one-eighth full, in which case the removal's own
+//! entry is left out too, any size `reserve` and `shrink_to_fit` ask for), filled with clones
+//! of the live entries (tombstones left behind),
 //! made the root in one pointer store, the old table retired once the writer lock is let go
 //! (see "Why lookups are correct" and "Entries and their drops" in the [module docs](super)).
 
@@ -31,22 +32,70 @@ where
     #[cold]
     #[inline(never)]
     fn shrink(&self, lock: &mut WriteLock<'_, K, V, S, D>, len: usize) {
-        let groups = self.table_mine(lock).groups();
-        let target = groups_for(len.saturating_mul(2)).max(lock.min_groups);
-        if target < groups {
+        if let Some(target) = self.shrink_target(lock, len) {
             self.rebuild(lock, target);
         }
+    }
+
+    /// The groups of the table a shrink to `len` entries builds, if smaller than the current.
+    fn shrink_target(&self, lock: &WriteLock<'_, K, V, S, D>, len: usize) -> Option<usize> {
+        let target = groups_for(len.saturating_mul(2)).max(lock.min_groups);
+        (target < self.table_mine(lock).groups()).then_some(target)
+    }
+
+    /// The removal of slot `at` of the current table, which leaves `len` entries: if that
+    /// leaves the table sparse, rebuild it smaller *without* the entry and return true (the
+    /// new root is the removal); else return false, and the caller buries the slot. The
+    /// rebuild runs the user's `Hash` and `Clone` before anything changes, so a panic there
+    /// leaves the map as it was, the entry in it (burying first and shrinking after, the
+    /// panic came once the entry was gone).
+    #[inline(always)]
+    pub(super) fn shrink_without(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        len: usize,
+        at: usize,
+    ) -> bool {
+        if len >= lock.sparse_below {
+            return false;
+        }
+        self.shrink_without_slow(lock, len, at)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shrink_without_slow(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        len: usize,
+        at: usize,
+    ) -> bool {
+        let Some(target) = self.shrink_target(lock, len) else {
+            return false;
+        };
+        self.rebuild_without(lock, target, Some(at));
+        true
     }
 
     /// Copy the live entries into a new table of `groups` groups and make it the root (the
     /// old one is retired when the lock is let go).
     pub(super) fn rebuild(&self, lock: &mut WriteLock<'_, K, V, S, D>, groups: usize) {
+        self.rebuild_without(lock, groups, None);
+    }
+
+    /// [`rebuild`](Self::rebuild), leaving out the entry in slot `except` of the current table.
+    fn rebuild_without(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        groups: usize,
+        except: Option<usize>,
+    ) {
         let new = Box::new(Table::to_fill(groups, self.len.load(Relaxed)));
         // The user's `Hash` or `Clone` may panic here: `new` is then dropped, unseen, with
         // the clones it holds.
         let len = self
             .table_mine(lock)
-            .copy_live_into(&new, |k| self.hasher.hash_one(k));
+            .copy_live_into(&new, |k| self.hasher.hash_one(k), except);
         self.replace_root(lock, new, len);
     }
 

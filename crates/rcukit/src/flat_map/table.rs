@@ -502,13 +502,15 @@ impl<K, V> Table<K, V> {
         self.set_byte(i, TOMBSTONE);
     }
 
-    /// Clone every full slot's entry into `new` (empty, not yet seen by anyone), placing each
-    /// by `hash_of` its key; returns how many. A panic in `hash_of` or in the entries' `Clone`
-    /// leaves `self` as it was, and `new` owns the clones it holds (its drop drops them).
+    /// Clone every full slot's entry but slot `except`'s into `new` (empty, not yet seen by
+    /// anyone), placing each by `hash_of` its key; returns how many. A panic in `hash_of` or in
+    /// the entries' `Clone` leaves `self` as it was, and `new` owns the clones it holds (its
+    /// drop drops them).
     pub(crate) fn copy_live_into(
         &self,
         new: &Table<K, V>,
         mut hash_of: impl FnMut(&K) -> u64,
+        except: Option<usize>,
     ) -> usize
     where
         K: Clone,
@@ -516,7 +518,7 @@ impl<K, V> Table<K, V> {
     {
         let mut copied = 0;
         for w in 0..self.words() {
-            for b in fulls(self.ctrl_mine(w)) {
+            for b in fulls(self.ctrl_mine(w)).filter(|&b| Some(w * WORD + b) != except) {
                 // SAFETY: full: written.
                 let (key, value) = unsafe { self.entry(w * WORD + b) };
                 let hash = hash_of(key);
