@@ -124,8 +124,9 @@ thread_local! {
     static IN_GUARD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Counts drops, and drops that ran while the dropping thread was inside a read-side critical
-/// section (marked by the test in `IN_GUARD`).
+/// Counts drops, and drops that ran where the dropping thread must not run them: inside a
+/// read-side critical section, or under a container's writer lock (marked by the test in
+/// `IN_GUARD`).
 struct Witness {
     dropped: Arc<AtomicU64>,
     under_guard: Arc<AtomicU64>,
@@ -170,6 +171,72 @@ fn drops_never_run_inside_a_read_side_critical_section_of_the_same_domain() {
             under_guard.load(Ordering::Relaxed),
             0,
             "retired objects were dropped inside the retiring thread's read-side section"
+        );
+    });
+}
+
+/// Nor under a container's writer lock: a `retire` made by user code that an `RcuCell`, an
+/// `RcuList` or an `RcuFlatMap` runs under its lock (an update's closure, which writes, say,
+/// another container) must not run earlier objects' drops there. A `Drop` that wrote the outer
+/// container would wait for its own thread (`RcuCell`, `RcuList`) or panic (`RcuFlatMap`).
+/// (Before the producers asked whether the thread holds such a lock, the witnesses counted
+/// drops under it in every round.)
+#[test]
+fn drops_never_run_under_a_containers_writer_lock() {
+    watchdog(Duration::from_secs(120), || {
+        let rcu = Rcu::global();
+        let cell = RcuCell::new(0u64);
+        let list = RcuList::new();
+        list.push_back(0u64);
+        let map: rcukit::RcuFlatMap<u64, u64> = rcukit::RcuFlatMap::new();
+        map.insert(0, 0);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let under_lock = Arc::new(AtomicU64::new(0));
+        let retired = AtomicU64::new(0);
+        let retire_many = || {
+            IN_GUARD.with(|g| g.set(true));
+            for _ in 0..500 {
+                rcu.retire(Box::new(Witness {
+                    dropped: dropped.clone(),
+                    under_guard: under_lock.clone(),
+                }));
+                retired.fetch_add(1, Ordering::Relaxed);
+            }
+            IN_GUARD.with(|g| g.set(false));
+        };
+        for round in 0..60 {
+            match round % 3 {
+                0 => cell.update(|v| {
+                    retire_many();
+                    v + 1
+                }),
+                1 => assert!(list.update_first(
+                    |_| true,
+                    |v| {
+                        retire_many();
+                        v + 1
+                    }
+                )),
+                _ => assert!(map
+                    .update(&0, |v| {
+                        retire_many();
+                        v + 1
+                    })
+                    .is_some()),
+            }
+            // Let the grace period of what was retired end, so that the next round's retires
+            // find ready objects.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        rcu.barrier();
+        assert_eq!(
+            dropped.load(Ordering::Relaxed),
+            retired.load(Ordering::Relaxed)
+        );
+        assert_eq!(
+            under_lock.load(Ordering::Relaxed),
+            0,
+            "retired objects were dropped under a container's writer lock"
         );
     });
 }

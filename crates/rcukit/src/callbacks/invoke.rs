@@ -17,12 +17,16 @@ thread_local! {
     static RUNNING_DROPS_OF: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Is this thread already running drops of some domain (a ready batch or blocks of its own
-/// list)? Drops that retire more objects then only queue them, so runs never nest. A thread
-/// whose thread-local storage is gone counts as running (it must not start).
+/// Must this producer thread leave ready drops for later? While it runs drops of some domain
+/// already (a ready batch or blocks of its own list): drops that retire more objects then only
+/// queue them, so runs never nest. While it holds a container's writer lock: the user's code
+/// that a container runs under its lock wrote another container, whose retire must not run
+/// drops under the outer lock. A thread whose thread-local storage is gone must not start
+/// either.
 #[inline]
-pub(crate) fn running_drops() -> bool {
+pub(crate) fn drops_must_wait() -> bool {
     RUNNING_DROPS_OF.try_with(|r| r.get() != 0).unwrap_or(true)
+        || crate::sync::fork_lock::held_here()
 }
 
 /// Is this thread running drops of domain `domain`?
@@ -226,7 +230,7 @@ impl Callbacks {
     #[cold]
     #[inline(never)]
     pub(crate) fn run_ready_batch<P: GpPort>(&self, gp: &P, shard: &Shard) {
-        if running_drops() || gp.is_reading_here() || std::thread::panicking() {
+        if drops_must_wait() || gp.is_reading_here() || std::thread::panicking() {
             return;
         }
         let Some(batch) = shard.hand_back.take() else {

@@ -14,7 +14,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 #[cfg(not(rcukit_loom))]
 use {
-    super::invoke::{running_drops, Few},
+    super::invoke::{drops_must_wait, Few},
     super::local,
     super::port::ReleasedBy,
 };
@@ -223,14 +223,14 @@ impl Callbacks {
         let by = if next == local::Next::Nothing {
             // Every few calls, a few drops (a drop that retires more objects only queues them:
             // its thread is running drops).
-            if ops % local::DROP_EVERY == 0 && !running_drops() {
+            if ops % local::DROP_EVERY == 0 && !drops_must_wait() {
                 let backlog = self.few_backlog();
                 guard.with(|list| list.take_few(few, backlog))
             } else {
                 None
             }
         } else {
-            let running = running_drops();
+            let running = drops_must_wait();
             // Read after every callback of the block was queued (with a full fence).
             let cookie = (next == local::Next::Seal).then(|| gp.cookie());
             let (facts, by) = guard.with(|list| self.seal_and_look(gp, list, cookie, running, few));

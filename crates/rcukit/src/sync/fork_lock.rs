@@ -23,6 +23,35 @@ pub(crate) struct ForkLock<T> {
 // repair, while no other thread of the process borrows the mutex (see `ForkLock::after_fork`).
 unsafe impl<T: Send> Sync for ForkLock<T> {}
 
+#[cfg(not(rcukit_loom))]
+std::thread_local! {
+    /// How many `ForkLock`s this thread holds.
+    static HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Does this thread hold a container's writer lock (a `ForkLock`)? Then the code running is a
+/// write, or the user's code that the write runs under the lock (a closure, `Hash`, `Eq`,
+/// `Clone`): where the domains' producers must not start running other objects' drops, which
+/// may write that container (see "Where user code runs" in
+/// [`invoke`](crate::docs::internal::callbacks::invoke)). Always false under loom, whose model
+/// threads share one thread of the process.
+#[inline]
+pub(crate) fn held_here() -> bool {
+    #[cfg(not(rcukit_loom))]
+    return HELD.with(|held| held.get() != 0);
+    #[cfg(rcukit_loom)]
+    return false;
+}
+
+/// Count one more (`1`) or one fewer (`-1`) lock held by this thread.
+#[inline(always)]
+fn count_held(by: i32) {
+    #[cfg(not(rcukit_loom))]
+    HELD.with(|held| held.set(held.get().wrapping_add_signed(by)));
+    #[cfg(rcukit_loom)]
+    let _ = by;
+}
+
 /// The lock held; lets it go (clearing the holder's record first) when dropped.
 pub(crate) struct ForkLockGuard<'a, T> {
     lock: &'a ForkLock<T>,
@@ -53,6 +82,7 @@ impl<T> ForkLock<T> {
             .repair_if_forked(|interrupted| self.after_fork(interrupted, taken_over));
         let guard = self.mutex().lock();
         self.holder.store(fork::thread_address(), Relaxed);
+        count_held(1);
         ForkLockGuard {
             lock: self,
             guard: ManuallyDrop::new(guard),
@@ -122,5 +152,6 @@ impl<T> Drop for ForkLockGuard<'_, T> {
         self.lock.holder.store(0, Relaxed);
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.guard) };
+        count_held(-1);
     }
 }
