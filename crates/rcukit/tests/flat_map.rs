@@ -773,6 +773,38 @@ fn lookups_stop_and_find_stable_keys_when_every_key_collides() {
     assert_eq!(map.len(), STABLE as usize);
 }
 
+/// The calls that read the map by themselves (`capacity`, `get_copied`, `Debug`, `Clone`,
+/// `==`) work from a closure the map runs under its writer lock, on an `Rcu` domain as on a
+/// QSBR one (`flat_map_qsbr.rs`): they read under the lock the thread holds. (They iterated
+/// under a guard of their own, and an iteration registers under the writer lock: a panic.)
+#[test]
+fn user_code_under_the_writer_lock_reads_the_whole_map_by_itself() {
+    let map: RcuFlatMap<u64, u64> = RcuFlatMap::new();
+    map.insert(1, 10);
+    map.insert(2, 20);
+    let mut capacity = 0;
+    let updated = map.update(&1, |v| {
+        capacity = map.capacity();
+        v + map.get_copied(&2).unwrap()
+    });
+    assert_eq!((updated, capacity >= 2), (Some(30), true));
+    map.retain(|_, _| format!("{map:?}").contains("2: 20") && map.clone() == map);
+    assert_eq!(map.len(), 2);
+    let copy = map.get_or_insert_with(3, || map.clone().len() as u64);
+    assert_eq!(copy, 2);
+    // A write or an iteration with the caller's guard from there still panics.
+    common::support::assert_panics_with("writer lock", || {
+        map.update(&1, |v| v + map.insert(4, 4).unwrap_or(0))
+    });
+    common::support::assert_panics_with("writer lock", || {
+        map.update(&1, |v| {
+            let guard = map.domain().read();
+            v + map.iter(&guard).count() as u64
+        })
+    });
+    assert_eq!(map.len(), 3);
+}
+
 /// What a write did not use (the caller's key and value when the key was there, a closure it
 /// did not call) is the caller's, dropped after the writer lock is released: a `Drop` there
 /// may write the map. (Dropped under the lock, such a `Drop` panicked as a write from code the

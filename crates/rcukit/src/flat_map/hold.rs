@@ -1,6 +1,8 @@
 //! How the map reads by itself, for the calls that take no read section from their caller
 //! (`capacity`, `get_copied`, `Debug`, `Clone`, `PartialEq`): on an `Rcu` domain under a guard
-//! it takes; on a QSBR domain under its writer lock.
+//! it takes; on a QSBR domain under its writer lock; on either, when called from the user's
+//! code that a write of the map runs under the writer lock, under that lock, which the thread
+//! holds already.
 //!
 //! A QSBR domain's read sections are its online threads, and only a thread's own
 //! [`QsbrThread`](crate::QsbrThread) puts it online. The map cannot tell whether the calling
@@ -35,8 +37,9 @@ where
     /// The writer lock (a QSBR domain).
     Lock(WriteLock<'m, K, V, S, D>),
     /// The writer lock, held by this thread already: the call comes from the user's code that
-    /// a write runs under it (a QSBR domain). The write waits for the call, so the table
-    /// stays as it is until the call returns.
+    /// a write runs under it. The write waits for the call, so the table stays as it is until
+    /// the call returns. (On an `Rcu` domain too: a guard would do for reading, but an
+    /// iteration registers on its table under the writer lock, which is this thread's.)
     Held,
 }
 
@@ -46,9 +49,11 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     /// A guard of the map's domain, or its writer lock where the domain gives no guard.
     #[inline]
     pub(super) fn hold(&self) -> Hold<'_, K, V, S, D> {
+        if self.locked_here() {
+            return Hold::Held;
+        }
         match domain_ref::read_by_itself(&self.domain) {
             Some(guard) => Hold::Guard(guard),
-            None if self.locked_here() => Hold::Held,
             None => Hold::Lock(self.lock()),
         }
     }
