@@ -177,6 +177,35 @@ fn from_iterator_drops_replaced_duplicates_at_once() {
     assert_eq!(map.get_cloned_id(&3), Some(93));
 }
 
+/// Replaced duplicates whose `Drop` panics: `collect` lets the first panic go on, and every
+/// value, replaced or in the map, is dropped once (the replaced ones of the same batch and
+/// the map being built too). (The drops stopped at the first panic and leaked the rest.)
+#[test]
+fn from_iterator_drops_every_value_when_replaced_duplicates_panic() {
+    struct Loud(bool, Arc<AtomicUsize>);
+    impl Drop for Loud {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, SeqCst);
+            if self.0 {
+                panic!("a replaced duplicate's drop");
+            }
+        }
+    }
+    let drops = Arc::new(AtomicUsize::new(0));
+    let made = 40;
+    let collected = catch_unwind(AssertUnwindSafe(|| {
+        (0..made)
+            .map(|i| (i % 10, Loud(i < 20, Arc::clone(&drops))))
+            .collect::<RcuHashMap<u32, Loud>>()
+    }));
+    assert!(collected.is_err(), "the first panic goes on");
+    assert_eq!(
+        drops.load(SeqCst),
+        made as usize,
+        "every value dropped once"
+    );
+}
+
 trait CountedId {
     fn get_cloned_id(&self, key: &u32) -> Option<u64>;
 }

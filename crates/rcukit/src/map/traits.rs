@@ -1,7 +1,7 @@
 //! The standard traits of [`RcuHashMap`] that build or compare whole maps: `FromIterator`,
 //! `Extend`, `Clone` and `PartialEq`.
 
-use super::node::{Node, Retired};
+use super::node::{Batch, Node};
 use super::table::{Limits, Table};
 use super::write::Sink;
 use super::RcuHashMap;
@@ -34,15 +34,15 @@ impl<K, V> Private<K, V> {
     /// Nobody but the caller can reach the map the nodes and tables came from, and nothing
     /// borrowed from them is alive.
     unsafe fn free(&self) {
-        for node in self.nodes.borrow_mut().drain(..) {
-            // SAFETY: unlinked, owned, unreachable (caller's contract); dropped in the
-            // drop-apart form, as a retired node would be.
-            drop(unsafe { Box::from_raw(Retired::of(node)) });
-        }
         for table in self.tables.borrow_mut().drain(..) {
-            // SAFETY: as above; a finished table owns only its arrays.
+            // SAFETY: unlinked, owned, unreachable (caller's contract); a finished table owns
+            // only its arrays.
             drop(unsafe { Box::from_raw(table) });
         }
+        let nodes = std::mem::take(&mut *self.nodes.borrow_mut());
+        // SAFETY: as above. The batch drops each node in the drop-apart form, as a retired
+        // node would be, and all of them even when some panic (then the first panic goes on).
+        drop(unsafe { Batch::new(nodes) });
     }
 }
 
