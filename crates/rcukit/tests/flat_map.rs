@@ -773,6 +773,81 @@ fn lookups_stop_and_find_stable_keys_when_every_key_collides() {
     assert_eq!(map.len(), STABLE as usize);
 }
 
+/// Eight writers of the same four keys (`update_or_insert_with`, `compute`,
+/// `get_or_insert_with` then `update`) on two cores, while another thread grows, reserves,
+/// shrinks to fit, retains and iterates: no increment is lost.
+#[test]
+fn eight_writers_of_four_keys_beside_rebuilds_on_two_cores_lose_nothing() {
+    common::support::watchdog(std::time::Duration::from_secs(120), || {
+        let map: Arc<RcuFlatMap<u64, u64>> = Arc::new(RcuFlatMap::new());
+        const ROUNDS: u64 = 3_000;
+        let stop = Arc::new(AtomicBool::new(false));
+        let rounds = Arc::new(AtomicUsize::new(0));
+        let rebuilder = {
+            let (map, stop, rounds) = (map.clone(), stop.clone(), rounds.clone());
+            std::thread::spawn(move || {
+                let mut round = 0usize;
+                while !stop.load(Relaxed) {
+                    for k in 100..2_000 {
+                        map.insert(k, k);
+                    }
+                    match round % 3 {
+                        0 => map.shrink_to_fit(),
+                        1 => map.reserve(10_000),
+                        _ => {}
+                    }
+                    map.retain(|k, _| *k < 100);
+                    // An iteration held while the others replace (replacements rebuild).
+                    let guard = map.domain().read();
+                    let n = map.iter(&guard).filter(|(k, _)| **k < 4).count();
+                    assert!(n <= 4);
+                    round += 1;
+                    rounds.store(round, SeqCst);
+                }
+            })
+        };
+        let writers: Vec<_> = (0..8u64)
+            .map(|w| {
+                let (map, rounds) = (map.clone(), rounds.clone());
+                std::thread::spawn(move || {
+                    // Until the resizing thread has had a few rounds among the writes.
+                    let mut i = 0;
+                    while i < ROUNDS || rounds.load(SeqCst) < 3 {
+                        let key = (w + i) % 4;
+                        match (w + i) % 3 {
+                            0 => {
+                                map.update_or_insert_with(key, |v| v + 1, || 1);
+                            }
+                            1 => {
+                                let guard = map.domain().read();
+                                map.compute(
+                                    key,
+                                    |e| match e {
+                                        Some((_, v)) => Operation::<u64, ()>::Insert(v + 1),
+                                        None => Operation::Insert(1),
+                                    },
+                                    &guard,
+                                );
+                            }
+                            _ => {
+                                map.get_or_insert_with(key, || 0);
+                                assert!(map.update(&key, |v| v + 1).is_some());
+                            }
+                        }
+                        i += 1;
+                    }
+                    i
+                })
+            })
+            .collect();
+        let writes: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+        stop.store(true, Relaxed);
+        rebuilder.join().unwrap();
+        let total: u64 = (0..4).map(|k| map.get_copied(&k).unwrap()).sum();
+        assert_eq!(total, writes, "an increment was lost");
+    });
+}
+
 /// The calls that read the map by themselves (`capacity`, `get_copied`, `Debug`, `Clone`,
 /// `==`) work from a closure the map runs under its writer lock, on an `Rcu` domain as on a
 /// QSBR one (`flat_map_qsbr.rs`): they read under the lock the thread holds. (They iterated

@@ -1523,6 +1523,98 @@ fn an_iteration_held_across_many_resizes_finishes_and_yields_each_entry_once() {
     });
 }
 
+/// Eight writers of the same four keys (update, compute, update_or_insert_with, get_or_insert
+/// and a remove_if that never approves) on two cores, while another thread grows, shrinks,
+/// reserves and shrinks to fit with other keys: no increment is lost.
+#[test]
+fn eight_writers_of_four_keys_beside_resizes_on_two_cores_lose_nothing() {
+    common::support::watchdog(Duration::from_secs(120), || {
+        let map: Arc<RcuHashMap<u64, u64>> = Arc::new(RcuHashMap::new());
+        const ROUNDS: u64 = 3_000;
+        let stop = Arc::new(AtomicBool::new(false));
+        let rounds = Arc::new(AtomicUsize::new(0));
+        let resizer = {
+            let (map, stop, rounds) = (map.clone(), stop.clone(), rounds.clone());
+            std::thread::spawn(move || {
+                let mut round = 0usize;
+                while !stop.load(SeqCst) {
+                    for k in 100..3_000 {
+                        map.pin().insert(k, k);
+                    }
+                    match round % 4 {
+                        0 => map.shrink_to_fit(),
+                        1 => map.reserve(10_000),
+                        2 => {
+                            map.retain(|k, _| *k < 100);
+                        }
+                        _ => map.shrink_to_fit(),
+                    }
+                    map.retain(|k, _| *k < 100);
+                    round += 1;
+                    rounds.store(round, SeqCst);
+                }
+            })
+        };
+        let writers: Vec<_> = (0..8u64)
+            .map(|w| {
+                let (map, rounds) = (map.clone(), rounds.clone());
+                std::thread::spawn(move || {
+                    // Until the resizing thread has had a few rounds among the writes.
+                    let mut i = 0;
+                    while i < ROUNDS || rounds.load(SeqCst) < 3 {
+                        let key = (w + i) % 4;
+                        let guard = map.domain().read();
+                        match (w + i) % 4 {
+                            0 => {
+                                map.update_or_insert_with(key, |v| v + 1, || 1, &guard);
+                            }
+                            1 => {
+                                map.compute(
+                                    key,
+                                    |e| match e {
+                                        Some((_, v)) => Operation::<u64, ()>::Insert(v + 1),
+                                        None => Operation::Insert(1),
+                                    },
+                                    &guard,
+                                );
+                            }
+                            2 => {
+                                map.get_or_insert(key, 0, &guard);
+                                if map.update(&key, |v| v + 1, &guard).is_none() {
+                                    unreachable!("the key is never removed");
+                                }
+                            }
+                            _ => {
+                                assert!(map
+                                    .remove_if(&key, |_, v| *v == u64::MAX, &guard)
+                                    .is_none());
+                                let p = map.pin();
+                                let r = p.compute(key, |e| match e {
+                                    Some((_, v)) => Operation::<u64, ()>::Insert(v + 1),
+                                    None => Operation::Insert(1),
+                                });
+                                assert!(matches!(
+                                    r,
+                                    Compute::Inserted(..) | Compute::Updated { .. }
+                                ));
+                            }
+                        }
+                        i += 1;
+                    }
+                    i
+                })
+            })
+            .collect();
+        let writes: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+        stop.store(true, SeqCst);
+        resizer.join().unwrap();
+        let guard = map.domain().read();
+        let total: u64 = (0..4).map(|k| *map.get(&k, &guard).unwrap()).sum();
+        assert_eq!(total, writes, "an increment was lost");
+        assert_eq!(map.iter(&guard).filter(|(k, _)| **k < 4).count(), 4);
+    });
+}
+
 /// The iterating thread is the writer: the map is extended from its own iteration
 /// (`(&map).extend(map.iter(..))`, each key `k` yielding `k + OFFSET`), so the table grows
 /// under the iteration, its buckets moved by the thread that iterates, and the keys it adds
