@@ -565,8 +565,8 @@ pub mod limitations {
     //!   [`Stats::owned_sections`] shows how many are open. An owned guard leaked with
     //!   `mem::forget` holds every later grace period of its domain, as a leaked `Guard` does.
     //! * Polling a grace-period future inside a [`Guard`] of the same domain panics, like
-    //!   `synchronize()`; so does awaiting `barrier_async()` on one of the domain's callback
-    //!   workers (a runtime blocked inside a callback).
+    //!   `synchronize()`, at whichever poll it happens; so does awaiting `barrier_async()` on
+    //!   one of the domain's callback workers (a runtime blocked inside a callback).
     //! * An owned guard of a domain other than the global one takes no reference count (the state
     //!   of a dropped handle is *parked* until its last owned guard closes, see
     //!   [`owned`](crate::docs::internal::domain::owned)), but closing one after its handle was
@@ -595,7 +595,8 @@ pub mod limitations {
     //! the grace period, which may be one of the domain's threads or a thread inside `retire`
     //! or `synchronize_expedited`: a `wake` should only schedule its task (one that panics is
     //! caught and reported; one that waits for a grace period or `barrier()` of the same domain
-    //! from a domain thread panics, as a callback would).
+    //! on one of the domain's grace-period threads panics, as a wait inside a guard does: it
+    //! could wait for that very thread).
     //!
     //! # Reclamation that interrupts other threads
     //!

@@ -733,3 +733,117 @@ fn a_panicking_waker_is_contained_and_reported() {
         rcu.barrier();
     });
 }
+
+/// A waker that waits for a grace period of the same domain in its `wake`, woken on the
+/// domain's normal grace-period thread (the only thread that can end the normal grace period
+/// it would wait for): the wait panics there, the panic is caught and reported as a waker's,
+/// and the domain goes on working. (Before the wait checked for the grace-period thread, it
+/// waited for itself, and every later `synchronize()` of the domain, on any thread, hung.)
+#[test]
+fn a_waker_that_waits_for_a_grace_period_on_the_grace_period_thread_panics() {
+    use std::future::Future;
+    use std::task::{Context, Wake, Waker};
+    struct Waits(Arc<Rcu>, AtomicBool, AtomicBool);
+    impl Wake for Waits {
+        fn wake(self: Arc<Self>) {
+            if self.1.swap(false, Ordering::SeqCst) {
+                let on_gp_thread = std::thread::current()
+                    .name()
+                    .is_some_and(|name| name.ends_with("-gp"));
+                self.2.store(on_gp_thread, Ordering::SeqCst);
+                self.0.synchronize();
+            }
+        }
+    }
+    watchdog(Duration::from_secs(60), || {
+        let reports = Arc::new(AtomicU64::new(0));
+        let rcu = {
+            let reports = reports.clone();
+            Arc::new(
+                Rcu::builder()
+                    .on_report(move |r| {
+                        if matches!(r, rcukit::Report::WakerPanic(_)) {
+                            assert!(r.to_string().contains("grace-period thread"), "{r}");
+                            reports.fetch_add(1, Ordering::SeqCst);
+                        }
+                    })
+                    .build()
+                    .unwrap(),
+            )
+        };
+        let state = Arc::new(Waits(
+            rcu.clone(),
+            AtomicBool::new(true),
+            AtomicBool::new(false),
+        ));
+        let waker = Waker::from(state.clone());
+        // Pending until the owned section below ends: then only a normal grace period (the
+        // grace-period thread's) ends the wait, and wakes the waker there.
+        let section = rcu.read_owned();
+        let mut fut = Box::pin(rcu.synchronize_async());
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        drop(section);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while state.1.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "the waker was never woken");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if state.2.load(Ordering::SeqCst) {
+            while reports.load(Ordering::SeqCst) == 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "the wait in the wake was not refused"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        drop(fut);
+        // The domain still works, on every thread.
+        rcu.synchronize();
+        rcu.synchronize_expedited();
+        rcu.barrier();
+    });
+}
+
+/// A grace-period future first polled outside a guard, then polled inside a guard of its
+/// domain on the same thread: the second poll panics, as the first would have. (The check ran
+/// at the first poll only, and the second returned `Pending`: a future driven to completion
+/// there waited for its own thread's guard forever.) The same for `barrier_async()`.
+#[test]
+fn a_future_polled_inside_a_guard_after_a_first_poll_outside_panics() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    watchdog(Duration::from_secs(60), || {
+        let rcu = Rcu::builder()
+            .normal_gp_delay(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let section = rcu.read_owned(); // keeps the future pending
+        let mut fut = Box::pin(rcu.synchronize_async());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        let guard = rcu.read();
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = fut.as_mut().poll(&mut cx);
+        }));
+        assert!(polled.is_err(), "polled inside a guard without a panic");
+        drop(guard);
+        drop(section);
+        drop(fut);
+        let mut barrier = Box::pin(rcu.barrier_async());
+        let _ = barrier.as_mut().poll(&mut cx);
+        let guard = rcu.read();
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = barrier.as_mut().poll(&mut cx);
+        }));
+        assert!(
+            polled.is_err(),
+            "barrier_async polled inside a guard without a panic"
+        );
+        drop(guard);
+    });
+}

@@ -15,7 +15,8 @@ use std::task::{Context, Poll};
 /// # Panics
 ///
 /// When polled inside a read-side critical section ([`Guard`](crate::Guard)) of the same
-/// domain on the polling thread, which would wait for itself (as [`Rcu::synchronize`] panics).
+/// domain on the polling thread, or on one of the domain's grace-period threads, which would
+/// wait for itself (as [`Rcu::synchronize`] panics); at every poll.
 #[must_use = "futures do nothing unless awaited"]
 #[derive(Debug)]
 pub struct GpFuture<'a> {
@@ -24,7 +25,6 @@ pub struct GpFuture<'a> {
     /// Does an expedited grace period end the wait (or only a normal one)?
     either: bool,
     key: Option<u64>,
-    checked: bool,
 }
 
 impl<'a> GpFuture<'a> {
@@ -34,7 +34,6 @@ impl<'a> GpFuture<'a> {
             cookie,
             either,
             key: None,
-            checked: false,
         }
     }
 
@@ -53,10 +52,8 @@ impl Future for GpFuture<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        if !this.checked {
-            this.rcu.assert_not_reading("awaiting a grace period");
-            this.checked = true;
-        }
+        // At every poll: a future first polled outside a guard may be polled inside one later.
+        this.rcu.assert_not_reading("awaiting a grace period");
         let inner = this.rcu.inner();
         let (cookie, either) = (this.cookie, this.either);
         if Self::is_done(inner, &cookie, either) {
@@ -84,12 +81,11 @@ impl Drop for GpFuture<'_> {
 /// # Panics
 ///
 /// When polled on one of the domain's callback workers (inside a callback), which would wait
-/// for itself, or inside a read-side critical section of the domain.
+/// for itself, or inside a read-side critical section of the domain; at every poll.
 #[must_use = "futures do nothing unless awaited"]
 pub struct BarrierFuture<'a> {
     rcu: &'a Rcu,
     count: Arc<BarrierCount>,
-    checked: bool,
 }
 
 impl Future for BarrierFuture<'_> {
@@ -97,15 +93,13 @@ impl Future for BarrierFuture<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        if !this.checked {
-            this.rcu.assert_not_reading("awaiting barrier_async()");
-            assert!(
-                !this.rcu.inner().callbacks.in_callback_context(),
-                "rcukit: barrier_async() awaited on a callback worker of the same domain; the \
-                 barrier would wait for the very thread that runs it"
-            );
-            this.checked = true;
-        }
+        // At every poll, as for `GpFuture`.
+        this.rcu.assert_not_reading("awaiting barrier_async()");
+        assert!(
+            !this.rcu.inner().callbacks.in_callback_context(),
+            "rcukit: barrier_async() awaited on a callback worker of the same domain; the \
+             barrier would wait for the very thread that runs it"
+        );
         if this.count.poll_done(cx.waker()) {
             Poll::Ready(())
         } else {
@@ -177,7 +171,6 @@ impl Rcu {
         BarrierFuture {
             rcu: self,
             count: inner.callbacks.start_barrier(),
-            checked: false,
         }
     }
 }

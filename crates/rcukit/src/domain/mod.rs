@@ -84,9 +84,11 @@ impl Inner {
     pub(super) fn start_threads(&self) -> Result<(), Error> {
         let name = &self.name;
         self.spawn("normal grace-period", format!("{name}-gp"), |inner| {
+            GP_THREAD_OF.with(|d| d.set(inner.id()));
             inner.normal.run(&inner.core, &inner.event)
         })?;
         self.spawn("expedited helper", format!("{name}-exp"), |inner| {
+            GP_THREAD_OF.with(|d| d.set(inner.id()));
             inner.exp.run_helper(&inner.core, &inner.event)
         })?;
         for index in 0..self.callbacks.config.workers {
@@ -137,6 +139,12 @@ impl Inner {
         self.check_cookie(cookie);
         self.released_by(cookie, any_kind).is_some()
     }
+}
+
+std::thread_local! {
+    /// The id of the domain whose grace-period thread (normal, or expedited helper) this thread
+    /// is; 0 on every other thread. Wakers of grace-period futures run there.
+    static GP_THREAD_OF: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 use global::GLOBAL;
@@ -282,6 +290,17 @@ impl Rcu {
                 self.inner.name
             );
         }
+        if GP_THREAD_OF
+            .try_with(|d| d.get() == self.id())
+            .unwrap_or(false)
+        {
+            panic!(
+                "rcukit: {what} called on a grace-period thread of the same domain ('{}'), from \
+                 the Waker of a future woken there: the wait could need this very thread and \
+                 never end. A wake should only schedule its task.",
+                self.inner.name
+            );
+        }
     }
 
     /// Wait for a grace period: returns once every read-side critical section that was running
@@ -293,7 +312,8 @@ impl Rcu {
     ///
     /// # Panics
     ///
-    /// If called inside a read-side critical section of this domain (it would deadlock).
+    /// If called inside a read-side critical section of this domain, or on one of its
+    /// grace-period threads (from the `Waker` of a future woken there): it would deadlock.
     #[track_caller]
     pub fn synchronize(&self) {
         self.assert_not_reading("synchronize()");
@@ -316,7 +336,8 @@ impl Rcu {
     ///
     /// # Panics
     ///
-    /// If called inside a read-side critical section of this domain (it would deadlock).
+    /// If called inside a read-side critical section of this domain, or on one of its
+    /// grace-period threads (from the `Waker` of a future woken there): it would deadlock.
     #[track_caller]
     pub fn synchronize_expedited(&self) {
         self.assert_not_reading("synchronize_expedited()");
