@@ -847,3 +847,64 @@ fn a_future_polled_inside_a_guard_after_a_first_poll_outside_panics() {
         drop(guard);
     });
 }
+
+/// A waker whose `clone` and `drop` call into the domain (here its statistics, which count the
+/// waiting futures under the futures' lock): polling a grace-period future with it, again with
+/// another waker (the first one dropped), and dropping the future neither deadlocks nor
+/// panics. (The waker was cloned and dropped under that lock: the first poll waited for the
+/// lock its own thread held.)
+#[test]
+fn a_waker_whose_clone_and_drop_call_into_the_domain_does_not_deadlock() {
+    use std::future::Future;
+    use std::sync::OnceLock;
+    use std::task::{Context, RawWaker, RawWakerVTable, Waker};
+    static DOMAIN: OnceLock<Rcu> = OnceLock::new();
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    fn touch() {
+        let _ = DOMAIN.get().unwrap().stats();
+        CALLS.fetch_add(1, Ordering::SeqCst);
+    }
+    unsafe fn clone(data: *const ()) -> RawWaker {
+        touch();
+        RawWaker::new(data, &VTABLE)
+    }
+    unsafe fn wake(_: *const ()) {}
+    unsafe fn drop_waker(_: *const ()) {
+        touch();
+    }
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop_waker);
+    watchdog(Duration::from_secs(60), || {
+        let rcu = DOMAIN.get_or_init(|| {
+            Rcu::builder()
+                .normal_gp_delay(Duration::from_secs(5))
+                .build()
+                .unwrap()
+        });
+        // SAFETY: the vtable's functions keep `RawWaker`'s contract (nothing to free).
+        let (first, second) = unsafe {
+            (
+                Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)),
+                Waker::from_raw(RawWaker::new(1 as *const (), &VTABLE)),
+            )
+        };
+        let section = rcu.read_owned(); // keeps the future pending
+        let mut fut = Box::pin(rcu.synchronize_async());
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&first))
+            .is_pending());
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&second))
+            .is_pending());
+        assert_eq!(rcu.stats().waiting_futures, 1);
+        drop(fut);
+        assert_eq!(rcu.stats().waiting_futures, 0);
+        drop(section);
+        assert!(
+            CALLS.load(Ordering::SeqCst) >= 3,
+            "clone, clone and two drops"
+        );
+        rcu.synchronize_expedited();
+    });
+}

@@ -127,36 +127,50 @@ struct Slots {
 impl Wakers {
     /// Register `waker` under `key` (given one on first use), then check `done` once more;
     /// returns `done`'s answer, having unregistered if it is true.
+    ///
+    /// A waker's `clone` and `drop` are the executor's code, as its `wake` is: they run with the
+    /// lock released (one that calls into the domain, say for its statistics, would otherwise
+    /// wait for the lock its own thread holds). The waker is cloned between two holds of the
+    /// lock when the one registered would not wake the same task; a grace period that ends in
+    /// between takes the old one, and the check of `done` after the second hold sees it ended.
     pub(crate) fn register(
         &self,
         key: &mut Option<u64>,
         waker: &Waker,
         done: impl Fn() -> bool,
     ) -> bool {
-        let mut slots = lock(&self.slots);
-        let k = *key.get_or_insert_with(|| {
-            slots.next_key = slots.next_key.wrapping_add(1);
-            slots.next_key
-        });
-        match slots.wakers.get_mut(&k) {
-            Some(w) if w.will_wake(waker) => {}
-            Some(w) => w.clone_from(waker),
-            None => {
-                slots.wakers.insert(k, waker.clone());
+        let (k, same) = {
+            let mut slots = lock(&self.slots);
+            let k = *key.get_or_insert_with(|| {
+                slots.next_key = slots.next_key.wrapping_add(1);
+                slots.next_key
+            });
+            (k, slots.wakers.get(&k).is_some_and(|w| w.will_wake(waker)))
+        };
+        let fresh = (!same).then(|| waker.clone());
+        let (replaced, finished) = {
+            let mut slots = lock(&self.slots);
+            let replaced = fresh.and_then(|fresh| slots.wakers.insert(k, fresh));
+            let finished = done().then(|| slots.wakers.remove(&k));
+            (replaced, finished)
+        };
+        drop(replaced);
+        match finished {
+            Some(removed) => {
+                drop(removed);
+                *key = None;
+                true
             }
+            None => false,
         }
-        if done() {
-            slots.wakers.remove(&k);
-            *key = None;
-            return true;
-        }
-        false
     }
 
-    /// Forget `key`'s waker (its future completed or was dropped).
+    /// Forget `key`'s waker (its future completed or was dropped); the waker is dropped with
+    /// the lock released.
     pub(crate) fn unregister(&self, key: &mut Option<u64>) {
         if let Some(k) = key.take() {
-            lock(&self.slots).wakers.remove(&k);
+            let removed = lock(&self.slots).wakers.remove(&k);
+            drop(removed);
         }
     }
 
