@@ -332,3 +332,27 @@ fn a_guard_of_another_domain_is_refused() {
     let guard = b.read();
     let _ = list.iter(&guard).count();
 }
+
+/// A list dropped with an element whose `Drop` panics: every other element is dropped too,
+/// and the panic goes on to the caller. (The drop stopped at the panic and leaked the rest.)
+#[test]
+fn a_list_dropped_with_a_panicking_element_drops_every_element() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct Element(bool);
+    impl Drop for Element {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, SeqCst);
+            if self.0 {
+                panic!("an element's drop");
+            }
+        }
+    }
+    let list = RcuList::new();
+    for i in 0..10 {
+        list.push_back(Element(i == 2));
+    }
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(list))).is_err());
+    assert_eq!(DROPS.load(SeqCst), 10, "every element dropped");
+}
