@@ -38,6 +38,27 @@
 //! assert_eq!(flows.len(), 1);
 //! ```
 //!
+//! # `RcuHashMap` or [`RcuFlatMap`](crate::RcuFlatMap)
+//!
+//! Both maps take no lock and write nothing shared to look a key up. They differ in where an
+//! entry lives:
+//!
+//! * **Here, an entry is a node of its own that never moves.** A reference from a lookup is to
+//!   the one value the map holds, so a value with interior mutability (an `AtomicU64` counter
+//!   bumped through `&V`) is shared by every reader; `V` needs no `Clone`, and no write clones.
+//!   Writers lock one bucket each, so writes of different keys run in parallel.
+//! * **`RcuFlatMap` keeps keys and values inline** and copies the live ones (`Clone`) into
+//!   each new table. A lookup then pays one cache miss instead of two, a write allocates and
+//!   retires nothing, and a million `u64` entries take about 37 bytes each instead of 52; but
+//!   writers take one lock per map, and a value a reader changes in place must share that
+//!   state through its clones (`Arc<AtomicU64>`).
+//!
+//! Small `Copy` entries that are read far more often than written (addresses, indices,
+//! verdicts) belong in `RcuFlatMap`, on a QSBR domain where the readers can announce
+//! quiescent states; entries of any type, entries updated in place, and many writers belong
+//! here. `docs/benchmarks.md` measures both beside the maps Rust users pick ("`RcuHashMap`"
+//! and "`RcuFlatMap`").
+//!
 //! # Structure
 //!
 //! A table of `2^k` buckets, each one 64-byte cache line (`map/line.rs`): a state word that
