@@ -908,3 +908,50 @@ fn a_waker_whose_clone_and_drop_call_into_the_domain_does_not_deadlock() {
         rcu.synchronize_expedited();
     });
 }
+
+/// A waker that writes an `RcuCell`, woken by the grace period a retiring thread tries itself
+/// while it holds that cell's writer lock (the retires come from `update`'s closure): the
+/// wake must not run there, where it would wait for the lock its own thread holds.
+#[test]
+fn a_waker_is_not_woken_under_a_containers_writer_lock_by_a_tried_grace_period() {
+    use std::future::Future;
+    use std::task::{Context, Wake, Waker};
+    struct WritesCell(Arc<RcuCell<u64, Arc<Rcu>>>, AtomicU64);
+    impl Wake for WritesCell {
+        fn wake(self: Arc<Self>) {
+            self.0.store(7);
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    watchdog(Duration::from_secs(60), || {
+        let rcu = Arc::new(
+            Rcu::builder()
+                .producer_backlog_callbacks(64)
+                .normal_gp_delay(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        );
+        let cell = Arc::new(RcuCell::with_domain(0u64, rcu.clone()));
+        let state = Arc::new(WritesCell(cell.clone(), AtomicU64::new(0)));
+        let waker = Waker::from(state.clone());
+        for _ in 0..20 {
+            // A normal grace period (held back 10 s): ended in practice by the tried expedited
+            // ones of the retiring thread below.
+            let mut fut = Box::pin(rcu.synchronize_async());
+            if fut
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_ready()
+            {
+                continue;
+            }
+            cell.update(|v| {
+                for i in 0..20_000u64 {
+                    rcu.retire(Box::new(i));
+                }
+                v + 1
+            });
+            drop(fut);
+        }
+    });
+}
