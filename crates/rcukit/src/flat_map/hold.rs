@@ -1,8 +1,6 @@
 //! How the map reads by itself, for the calls that take no read section from their caller
 //! (`capacity`, `get_copied`, `Debug`, `Clone`, `PartialEq`): on an `Rcu` domain under a guard
-//! it takes; on a QSBR domain under its writer lock; on either, when called from the user's
-//! code that a write of the map runs under the writer lock, under that lock, which the thread
-//! holds already.
+//! it takes; on a QSBR domain under its writer lock.
 //!
 //! A QSBR domain's read sections are its online threads, and only a thread's own
 //! [`QsbrThread`](crate::QsbrThread) puts it online. The map cannot tell whether the calling
@@ -37,9 +35,8 @@ where
     /// The writer lock (a QSBR domain).
     Lock(WriteLock<'m, K, V, S, D>),
     /// The writer lock, held by this thread already: the call comes from the user's code that
-    /// a write runs under it. The write waits for the call, so the table stays as it is until
-    /// the call returns. (On an `Rcu` domain too: a guard would do for reading, but an
-    /// iteration registers on its table under the writer lock, which is this thread's.)
+    /// a write runs under it (a QSBR domain). The write waits for the call, so the table
+    /// stays as it is until the call returns.
     Held,
 }
 
@@ -49,11 +46,9 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     /// A guard of the map's domain, or its writer lock where the domain gives no guard.
     #[inline]
     pub(super) fn hold(&self) -> Hold<'_, K, V, S, D> {
-        if self.locked_here() {
-            return Hold::Held;
-        }
         match domain_ref::read_by_itself(&self.domain) {
             Some(guard) => Hold::Guard(guard),
+            None if self.locked_here() => Hold::Held,
             None => Hold::Lock(self.lock()),
         }
     }
@@ -73,9 +68,12 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     /// The entries, as [`iter`](Self::iter) yields them, under `hold`.
     pub(super) fn iter_held<'h>(&'h self, hold: &'h Hold<'_, K, V, S, D>) -> Iter<'h, K, V> {
         match hold {
-            Hold::Guard(guard) => self.iter(guard),
+            // An iteration registers under the writer lock: it takes it, unless this thread
+            // holds it already (the call comes from the user's code that a write runs under it,
+            // where taking it again would panic).
+            Hold::Guard(guard) if !self.locked_here() => self.iter(guard),
             // The lock is held: register the walk without taking it again.
-            Hold::Lock(_) | Hold::Held => Iter::walk(self.held_table(hold)),
+            Hold::Guard(_) | Hold::Lock(_) | Hold::Held => Iter::walk(self.held_table(hold)),
         }
     }
 }
