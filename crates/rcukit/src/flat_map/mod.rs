@@ -536,7 +536,7 @@ where
     #[inline(always)]
     fn remove_at(&self, lock: &mut WriteLock<'_, K, V, S, D>, at: usize) {
         let len = self.len.load(Relaxed) - 1;
-        if !self.shrink_without(lock, len, at) {
+        if !self.shrink_if_sparse(lock, len, Some(at)) {
             self.table_mine(lock).bury(at);
             self.len.store(len, Relaxed);
         }
@@ -564,7 +564,7 @@ where
                 self.len.store(len, Relaxed);
             }
         }
-        self.shrink_if_sparse(&mut lock, len);
+        self.shrink_if_sparse(&mut lock, len, None);
     }
 
     /// Remove every entry; the table goes back to the size the map was made with.

@@ -19,61 +19,36 @@ where
     S: BuildHasher,
     D: AnyDomainRef,
 {
-    /// After a removal left `len` entries: rebuild smaller if the table is one-eighth full
-    /// (one comparison with a bound kept beside the lock; the rebuild is out of line).
+    /// After removals that leave `len` entries: if the table is one-eighth full, rebuild it
+    /// smaller, leaving out slot `except` (the entry a removal takes out, not buried yet: the
+    /// new root is then that removal), and return true. The rebuild runs the user's `Hash` and
+    /// `Clone` before anything changes, so a panic there leaves the map as it was, that entry
+    /// in it. One comparison with a bound kept beside the lock; the rebuild is out of line.
     #[inline(always)]
-    pub(super) fn shrink_if_sparse(&self, lock: &mut WriteLock<'_, K, V, S, D>, len: usize) {
-        if len < lock.sparse_below {
-            self.shrink(lock, len);
-        }
+    pub(super) fn shrink_if_sparse(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        len: usize,
+        except: Option<usize>,
+    ) -> bool {
+        len < lock.sparse_below && self.shrink(lock, len, except)
     }
 
-    /// Rebuild the table smaller: the least size with room for twice its `len` entries.
+    /// Rebuild the table smaller, without slot `except`: the least size with room for twice
+    /// its `len` entries, if that is smaller.
     #[cold]
     #[inline(never)]
-    fn shrink(&self, lock: &mut WriteLock<'_, K, V, S, D>, len: usize) {
-        if let Some(target) = self.shrink_target(lock, len) {
-            self.rebuild(lock, target);
-        }
-    }
-
-    /// The groups of the table a shrink to `len` entries builds, if smaller than the current.
-    fn shrink_target(&self, lock: &WriteLock<'_, K, V, S, D>, len: usize) -> Option<usize> {
+    fn shrink(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        len: usize,
+        except: Option<usize>,
+    ) -> bool {
         let target = groups_for(len.saturating_mul(2)).max(lock.min_groups);
-        (target < self.table_mine(lock).groups()).then_some(target)
-    }
-
-    /// The removal of slot `at` of the current table, which leaves `len` entries: if that
-    /// leaves the table sparse, rebuild it smaller *without* the entry and return true (the
-    /// new root is the removal); else return false, and the caller buries the slot. The
-    /// rebuild runs the user's `Hash` and `Clone` before anything changes, so a panic there
-    /// leaves the map as it was, the entry in it (burying first and shrinking after, the
-    /// panic came once the entry was gone).
-    #[inline(always)]
-    pub(super) fn shrink_without(
-        &self,
-        lock: &mut WriteLock<'_, K, V, S, D>,
-        len: usize,
-        at: usize,
-    ) -> bool {
-        if len >= lock.sparse_below {
+        if target >= self.table_mine(lock).groups() {
             return false;
         }
-        self.shrink_without_slow(lock, len, at)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn shrink_without_slow(
-        &self,
-        lock: &mut WriteLock<'_, K, V, S, D>,
-        len: usize,
-        at: usize,
-    ) -> bool {
-        let Some(target) = self.shrink_target(lock, len) else {
-            return false;
-        };
-        self.rebuild_without(lock, target, Some(at));
+        self.rebuild_without(lock, target, except);
         true
     }
 
