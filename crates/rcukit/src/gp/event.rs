@@ -148,21 +148,16 @@ impl Wakers {
             (k, slots.wakers.get(&k).is_some_and(|w| w.will_wake(waker)))
         };
         let fresh = (!same).then(|| waker.clone());
-        let (replaced, finished) = {
+        // Bound here, the wakers replaced or removed are dropped after the lock.
+        let (_replaced, finished) = {
             let mut slots = lock(&self.slots);
             let replaced = fresh.and_then(|fresh| slots.wakers.insert(k, fresh));
-            let finished = done().then(|| slots.wakers.remove(&k));
-            (replaced, finished)
+            (replaced, done().then(|| slots.wakers.remove(&k)))
         };
-        drop(replaced);
-        match finished {
-            Some(removed) => {
-                drop(removed);
-                *key = None;
-                true
-            }
-            None => false,
+        if finished.is_some() {
+            *key = None;
         }
+        finished.is_some()
     }
 
     /// Forget `key`'s waker (its future completed or was dropped); the waker is dropped with
