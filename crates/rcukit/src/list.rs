@@ -369,20 +369,16 @@ impl<T: Send + 'static> Drop for Unlinked<'_, T> {
 impl<T, D: DomainRef> Drop for RcuList<T, D> {
     fn drop(&mut self) {
         let mut node = *self.head.get_mut();
-        let mut first_panic = None;
-        while !node.is_null() {
-            // SAFETY: `&mut self`: no reader borrows the list any more, and removed nodes are
-            // no longer linked, so each linked node is owned here and freed once.
-            let boxed = unsafe { Box::from_raw(node) };
-            node = boxed.next.load(Relaxed);
-            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(boxed)));
-            if let Err(payload) = dropped {
-                first_panic.get_or_insert(payload);
-            }
-        }
-        if let Some(payload) = first_panic {
-            std::panic::resume_unwind(payload);
-        }
+        crate::report::drop_each(std::iter::from_fn(|| {
+            (!node.is_null()).then(|| {
+                // SAFETY: `&mut self`: no reader borrows the list any more, and removed nodes
+                // are no longer linked, so each linked node is owned here and freed once; its
+                // successor is read before it is dropped.
+                let boxed = unsafe { Box::from_raw(node) };
+                node = boxed.next.load(Relaxed);
+                boxed
+            })
+        }));
     }
 }
 

@@ -94,20 +94,11 @@ impl<K, V> Batch<K, V> {
 
 impl<K, V> Drop for Batch<K, V> {
     fn drop(&mut self) {
-        let mut first_panic = None;
-        for node in self.nodes.drain(..) {
-            let dropped = catch_unwind(AssertUnwindSafe(|| {
-                // SAFETY: owned and given up to the batch (constructor's contract); dropped
-                // exactly once, here, in the drop-apart form (same box).
-                drop(unsafe { Box::from_raw(Retired::of(node)) })
-            }));
-            if let Err(payload) = dropped {
-                first_panic.get_or_insert(payload);
-            }
-        }
-        if let Some(payload) = first_panic {
-            resume_unwind(payload);
-        }
+        crate::report::drop_each(self.nodes.drain(..).map(|node| {
+            // SAFETY: owned and given up to the batch (constructor's contract); dropped
+            // exactly once, in the drop-apart form (same box).
+            unsafe { Box::from_raw(Retired::of(node)) }
+        }));
     }
 }
 
