@@ -9,7 +9,8 @@ use crate::domain_ref::DomainRef;
 use crate::ReadSection;
 use std::hash::{BuildHasher, Hash};
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::fence;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
 
 impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// The table size the policy asks for now, if it differs from `buckets` (the current
@@ -17,6 +18,8 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// floor: the capacity asked for at construction or by `reserve`).
     fn wanted_buckets(&self, buckets: usize) -> Option<usize> {
         let len = self.len() as f64;
+        // Pairs with the fence after a change of the floor (see `refresh_limits`).
+        fence(SeqCst);
         let floor = self.min_buckets.load(Relaxed);
         let Policy {
             max_load, min_load, ..
@@ -37,11 +40,15 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// The limits of a table of `buckets` buckets under the policy and the floor as they are
     /// now (see [`Table::outside_limits`]).
     pub(crate) fn limits_for(&self, buckets: usize) -> Limits {
+        self.limits_with_floor(buckets, self.min_buckets.load(Relaxed))
+    }
+
+    fn limits_with_floor(&self, buckets: usize, floor: usize) -> Limits {
         let Policy {
             max_load, min_load, ..
         } = self.policy;
         let above = (buckets as f64 * max_load as f64) as usize;
-        let below = if buckets > self.min_buckets.load(Relaxed) {
+        let below = if buckets > floor {
             (buckets as f64 * min_load as f64).ceil() as usize
         } else {
             0
@@ -56,6 +63,25 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     pub(crate) fn maybe_start_resize(&self, table: &Table<K, V>, len: usize) {
         if table.outside_limits(len) {
             self.start_wanted_resize(table);
+        }
+    }
+
+    /// Set `table`'s limits from the floor as it is now. A table's limits are computed when it
+    /// is made, from the floor then; the floor may change before the table is moved in (a
+    /// `reserve` or `shrink_to_fit` meanwhile), so the thread that finishes a resize refreshes
+    /// the new table's, and a change of the floor refreshes the current table's. Two
+    /// refreshes may race with one change: each stores, then reads the floor again after a
+    /// fence (as the change does after its store) and stores again if the floor moved, so the
+    /// last store is computed from the floor as it is.
+    pub(crate) fn refresh_limits(&self, table: &Table<K, V>) {
+        loop {
+            fence(SeqCst);
+            let floor = self.min_buckets.load(Relaxed);
+            table.set_limits(self.limits_with_floor(table.len(), floor));
+            fence(SeqCst);
+            if self.min_buckets.load(Relaxed) == floor {
+                return;
+            }
         }
     }
 
@@ -105,7 +131,12 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         // SAFETY: the guard (of this domain: every caller checked it or took it from
         // `self.domain()`) protects the current table and what it reaches.
         match unsafe { moves::help_move(&self.root, self.root.load(Acquire), budget, false) } {
-            Moved::Finished(old) => Some(old),
+            Moved::Finished(old) => {
+                // The new table's limits may be those of a floor changed since it was made.
+                // SAFETY: protected by the guard, as above.
+                self.refresh_limits(unsafe { &*self.root.load(Acquire) });
+                Some(old)
+            }
             Moved::Some | Moved::Nothing => None,
         }
     }
@@ -213,7 +244,13 @@ where
             );
         };
         self.min_buckets.fetch_max(wanted, Relaxed);
-        self.resize_now_retiring();
+        // Before the table is read (see `refresh_limits`).
+        fence(SeqCst);
+        let mut unlinked = Unlinked::new(self);
+        let guard = self.domain().read();
+        unlinked.tables = self.resize_now(&guard);
+        // The current table may have been made under the floor as it was.
+        self.refresh_limits(self.table(&guard));
     }
 
     /// Shrink the table to the smallest that holds the entries present now, dropping the
@@ -223,6 +260,8 @@ where
     pub fn shrink_to_fit(&self) {
         self.repair_if_forked();
         self.min_buckets.store(MIN_BUCKETS, Relaxed);
+        // Before the table is read (see `refresh_limits`).
+        fence(SeqCst);
         let mut unlinked = Unlinked::new(self);
         let guard = self.domain().read();
         // Finish a resize under way, then resize to the tightest table if it is smaller.
@@ -234,15 +273,7 @@ where
             unlinked.tables.extend(self.resize_now(&guard));
         }
         // The floor dropped: the current table may shrink by its load from now on.
-        let current = self.table(&guard);
-        current.set_limits(self.limits_for(current.len()));
-    }
-
-    /// [`resize_now`](Self::resize_now) under a guard of its own, retiring what it finished.
-    fn resize_now_retiring(&self) {
-        let mut unlinked = Unlinked::new(self);
-        let guard = self.domain().read();
-        unlinked.tables = self.resize_now(&guard);
+        self.refresh_limits(self.table(&guard));
     }
 }
 
@@ -285,6 +316,109 @@ where
         self.map.retire(self.nodes.drain(..), None);
         for old in self.tables.drain(..) {
             self.map.retire(None, Some(old));
+        }
+    }
+}
+
+#[cfg(all(test, not(rcukit_loom)))]
+mod tests {
+    use crate::map::table::Table;
+    use crate::RcuHashMap;
+    use std::ptr;
+    use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+    use std::sync::Barrier;
+
+    /// A `reserve` that made its larger table (with the limits of the floor it had just
+    /// raised) and was then held up until a `shrink_to_fit` had dropped the floor and ended,
+    /// replayed step by step: once its table is moved in, that table has the limits of the floor
+    /// as it is, so the map shrinks again as its entries go (a table left with the old limits
+    /// never shrank by its load).
+    #[test]
+    fn a_table_made_under_a_floor_since_dropped_gets_the_limits_of_the_floor_as_it_is() {
+        let map: RcuHashMap<u64, u64> = RcuHashMap::new();
+        for k in 0..2_100 {
+            map.pin().insert(k, k);
+        }
+        // `reserve(6_000)`, up to its table: the floor rises, the table is made.
+        let wanted = map.buckets_for(map.len() + 6_000);
+        map.min_buckets.fetch_max(wanted, Relaxed);
+        let made = Box::into_raw(Table::with_limits(wanted, map.limits_for(wanted)));
+        // The whole `shrink_to_fit` (the table already fits: it only drops the floor).
+        map.shrink_to_fit();
+        // The rest of `reserve`: its table installed and moved in.
+        let guard = map.domain().read();
+        let old = map.table(&guard);
+        assert!(old.len() < wanted, "the test wants a grow");
+        assert!(old
+            .next
+            .compare_exchange(ptr::null_mut(), made, AcqRel, Acquire)
+            .is_ok());
+        let finished = map.resize_now(&guard);
+        assert_eq!(
+            map.table(&guard).len(),
+            wanted,
+            "no resize wanted after the grow"
+        );
+        assert_eq!(
+            map.table(&guard).limits(),
+            map.limits_for(wanted),
+            "the limits of the floor as it is"
+        );
+        drop(guard);
+        for old in finished {
+            map.retire(None, Some(old));
+        }
+        let grown = map.capacity();
+        for k in 0..2_100 {
+            map.pin().remove(&k);
+        }
+        assert!(
+            map.capacity() < grown,
+            "the emptied map shrank ({grown} entries' room)"
+        );
+    }
+
+    /// `reserve` and `shrink_to_fit` racing each other and the shrinks that removals start
+    /// leave a table no smaller than the floor, with the limits of that floor, and no resize
+    /// wanted: whichever order the calls took effect in, the map is as that order leaves it.
+    #[test]
+    fn racing_floor_changes_leave_the_table_and_its_limits_in_agreement() {
+        for round in 0..400u64 {
+            let map: RcuHashMap<u64, u64> = RcuHashMap::new();
+            for k in 0..2_000 {
+                map.pin().insert(k, k);
+            }
+            let start = Barrier::new(3);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    start.wait();
+                    map.reserve(20_000 + round as usize);
+                });
+                s.spawn(|| {
+                    start.wait();
+                    map.shrink_to_fit();
+                });
+                start.wait();
+                map.retain(|k, _| k % 8 == round % 8);
+            });
+            let guard = map.domain().read();
+            let table = map.table(&guard);
+            assert!(
+                table.next.load(Acquire).is_null(),
+                "round {round}: a resize left"
+            );
+            let floor = map.min_buckets.load(Relaxed);
+            assert!(
+                table.len() >= floor,
+                "round {round}: {} buckets below the floor of {floor}",
+                table.len()
+            );
+            assert_eq!(map.wanted_buckets(table.len()), None, "round {round}");
+            assert_eq!(
+                table.limits(),
+                map.limits_for(table.len()),
+                "round {round}: the limits of another floor (floor {floor})"
+            );
         }
     }
 }

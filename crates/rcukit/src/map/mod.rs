@@ -91,22 +91,22 @@
 //! that every reader must skip; with per-bucket locks a reader's lookup is a plain scan of a
 //! line, which is what makes lookups as cheap as they are.
 //!
-//! **Resizing: relocation between tables, as in `rhashtable`.** `rculfhash` instead keeps
-//! every node in one split-ordered list and resizes by adding dummy nodes to an index, which
-//! never moves a node but costs a bit-reversed ordering, dummy nodes on every walk and a
-//! lock-free list. Relocation keeps each bucket short and each lookup direct, and it is simple
-//! to argue (below). A resize is started by the write that crosses the load factor (grow above
-//! `max_load_factor`, 4 by default; shrink below `min_load_factor`, 0.25 by default, never
-//! below a floor: the capacity the map was made with or asked for by
-//! [`reserve`](RcuHashMap::reserve), until [`shrink_to_fit`](RcuHashMap::shrink_to_fit)); each
-//! table keeps the entry counts outside which that happens, so a write compares the count it
-//! left with two numbers. Then *every* write helps the resize by moving up to 8 buckets, so the
-//! work is spread over the writes that follow and no write ever rehashes the whole table.
-//! Movers claim buckets a run at a time (one atomic add to claim the run and one to count it
-//! finished, not two per bucket) and ask for the nodes of the buckets ahead while they move
-//! one, so that the cache misses of a run overlap; an empty bucket is marked moved with a
-//! single compare-exchange (claim 5). If writes stop in the middle of a resize, the map stays
-//! correct; lookups of absent keys then look in two tables.
+//! **Resizing: relocation between tables, as in `rhashtable`.** `rculfhash` instead keeps every
+//! node in one split-ordered list and resizes by adding dummy nodes to an index, which never moves
+//! a node but costs a bit-reversed ordering, dummy nodes on every walk and a lock-free list.
+//! Relocation keeps each bucket short and each lookup direct, and it is simple to argue (below). A
+//! resize is started by the write that crosses the load factor (grow above `max_load_factor`, 4 by
+//! default; shrink below `min_load_factor`, 0.25 by default, never below a floor: the capacity the
+//! map was made with or asked for by [`reserve`](RcuHashMap::reserve), until
+//! [`shrink_to_fit`](RcuHashMap::shrink_to_fit)); each table keeps the entry counts outside which
+//! that happens, so a write compares the count it left with two numbers (computed again when the
+//! resize that made the table ends and when the floor changes). Then *every* write helps the
+//! resize by moving up to 8 buckets, so the work is spread over the writes that follow and no
+//! write ever rehashes the whole table. Movers claim buckets a run at a time (one atomic add to
+//! claim the run and one to count it finished, not two per bucket) and ask for the nodes of the
+//! buckets ahead while they move one, so that the cache misses of a run overlap; an empty bucket
+//! is marked moved with a single compare-exchange (claim 5). If writes stop in the middle of a
+//! resize, the map stays correct; lookups of absent keys then look in two tables.
 //!
 //! # Why it is correct
 //!

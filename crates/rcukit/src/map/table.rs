@@ -38,13 +38,13 @@ pub(crate) struct Table<K, V> {
     shrunk_away: AtomicBool,
     /// The entry counts outside which the map's policy may want another size (grow past
     /// `.0`, shrink below `.1`): a write compares the count with these and looks at the policy
-    /// only beyond them. Hints: set when the table is made, and again when the map's floor
-    /// drops.
+    /// only beyond them. Hints: set when the table is made, and refreshed when the resize
+    /// that made it finishes and when the map's floor changes (`RcuHashMap::refresh_limits`).
     limits: (AtomicUsize, AtomicUsize),
 }
 
 /// See [`Table::limits`]: grow past `above` entries, shrink below `below`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
     pub(crate) above: usize,
     pub(crate) below: usize,
@@ -90,10 +90,19 @@ impl<K, V> Table<K, V> {
         len > self.limits.0.load(Relaxed) || len < self.limits.1.load(Relaxed)
     }
 
-    /// New limits (the map's floor changed).
+    /// New limits (the map's floor as it is now).
     pub(crate) fn set_limits(&self, limits: Limits) {
         self.limits.0.store(limits.above, Relaxed);
         self.limits.1.store(limits.below, Relaxed);
+    }
+
+    /// The limits set now.
+    #[cfg(test)]
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            above: self.limits.0.load(Relaxed),
+            below: self.limits.1.load(Relaxed),
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
