@@ -54,9 +54,9 @@
 //! the bucket in between (closures that may run more than once do; `Eq` runs on every walk).
 //! Forking from code rcukit runs is not supported anywhere (see `domain::fork`).
 
-use super::line;
 use super::table::{self, Table};
 use super::RcuHashMap;
+use super::{hint, line};
 use crate::domain_ref::DomainRef;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -104,7 +104,15 @@ where
             let lock = bucket.lock();
             // SAFETY: `new` is unseen and its bucket locked by this thread; each node is
             // placed once.
-            unsafe { new.place(bucket, &lock, node, line::tag_of(hash)) };
+            unsafe {
+                new.place(
+                    bucket,
+                    &lock,
+                    node,
+                    line::tag_of(hash),
+                    hint::of_hash(hash, new.bits()),
+                )
+            };
         }
         self.len.store(nodes.len(), Relaxed);
         self.root.store(Box::into_raw(new), Release);

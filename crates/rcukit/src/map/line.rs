@@ -5,12 +5,14 @@
 //! nodes whose tag matches: one cache miss for the bucket and one for the node it finds, and
 //! none for a node whose key differs (a chained bucket dereferenced every node before it).
 //!
-//! The state word is `version << 3 | LOCKED | CHANGING | MOVED`. `LOCKED` is a bit lock (as
-//! `rhashtable`'s bucket locks are bit spinlocks): a writer holds it for a handful of stores,
-//! never while user code runs, so a waiter spins briefly and then yields. The rest of the word
-//! is the bucket's sequence count, which writers compare with `LOCKED` masked off. The lock and
-//! the count of a bucket cover its overflow lines too, which have no state word of their own
-//! (an overflow line is [`Lanes`] alone).
+//! The state word is `version << 23 | hints << 3 | LOCKED | CHANGING | MOVED`. `LOCKED` is a
+//! bit lock (as `rhashtable`'s bucket locks are bit spinlocks): a writer holds it for a handful
+//! of stores, never while user code runs, so a waiter spins briefly and then yields. The rest
+//! of the word is the bucket's sequence count, which writers compare with `LOCKED` masked off;
+//! the 4-bit index hint of each lane of the first line (`hint.rs`) changes only with the
+//! version, in the store that ends a change. The lock and the count of a bucket cover its
+//! overflow lines too, which have no state word of their own (an overflow line is [`Lanes`]
+//! alone).
 //!
 //! The tag word holds one 12-bit tag per lane (lane `i` at bits `12 i ..`): the top 12 bits of
 //! the entry's hash with the lowest of them forced to one, so that a tag is never zero and a
@@ -23,6 +25,7 @@
 //! miss for its line, not also a miss in the TLB; and the mapping goes back to the system when
 //! the table is freed.
 
+use super::hint;
 use crate::pages::{PageArray, Pages};
 use crate::sync::{AtomicPtr, AtomicU64, Backoff};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -33,8 +36,10 @@ pub(crate) const MOVED: u64 = 1;
 pub(crate) const CHANGING: u64 = 2;
 /// Bit of the state word: the bucket's lock is held.
 const LOCKED: u64 = 4;
-/// The version lives above the three flag bits.
-const VERSION: u64 = 8;
+/// The lanes' index hints live above the three flag bits.
+const HINTS: u32 = 3;
+/// The version lives above the hints (41 bits of it).
+const VERSION: u64 = 1 << (HINTS + LANES as u32 * hint::BITS);
 
 /// Entry pointers per line.
 pub(crate) const LANES: usize = 5;
@@ -81,6 +86,19 @@ pub(crate) fn with_lane(tags: u64, lane: usize, tag: u64) -> u64 {
     (tags & !(TAG_MASK << shift)) | tag << shift
 }
 
+/// The index hint of lane `lane` of a bucket's first line, in its state word `state`.
+#[inline(always)]
+pub(crate) fn hint_in(state: u64, lane: usize) -> u64 {
+    state >> (HINTS + lane as u32 * hint::BITS) & ((1 << hint::BITS) - 1)
+}
+
+/// `state` with the index hint of lane `lane` set to `hint`.
+#[inline(always)]
+fn with_hint(state: u64, lane: usize, hint: u64) -> u64 {
+    let shift = HINTS + lane as u32 * hint::BITS;
+    (state & !(((1 << hint::BITS) - 1) << shift)) | hint << shift
+}
+
 /// A hint to bring `p`'s cache line in; never faults, whatever `p` is.
 #[inline(always)]
 pub(crate) fn prefetch<T>(p: *const T) {
@@ -121,8 +139,8 @@ impl<N> Lanes<N> {
 /// A bucket: its state word and its first lanes, in one cache line.
 #[repr(C, align(64))]
 pub(crate) struct Line<N> {
-    /// `version * 8 | LOCKED | CHANGING | MOVED`: under the lock, `CHANGING` is set before the
-    /// bucket changes and cleared, with the version bumped, after (claim 4).
+    /// `version << 23 | hints << 3 | LOCKED | CHANGING | MOVED`: under the lock, `CHANGING` is
+    /// set before the bucket changes and cleared, with the version bumped, after (claim 4).
     state: AtomicU64,
     /// The bucket's first lanes.
     pub(crate) lanes: Lanes<N>,
@@ -211,10 +229,34 @@ impl<N> LineLock<'_, N> {
 
     /// [`change`](Self::change), setting `flags` (`MOVED`) in the same store that ends it.
     pub(crate) fn change_marking<R>(&self, flags: u64, change: impl FnOnce() -> R) -> R {
+        self.change_with(flags, None, change)
+    }
+
+    /// [`change`](Self::change) that puts a node in lane `lane` of the first line, setting the
+    /// lane's index hint to `hint` in the same store that ends it.
+    pub(crate) fn change_hinting<R>(
+        &self,
+        lane: usize,
+        hint: u64,
+        change: impl FnOnce() -> R,
+    ) -> R {
+        self.change_with(0, Some((lane, hint)), change)
+    }
+
+    fn change_with<R>(
+        &self,
+        flags: u64,
+        hint: Option<(usize, u64)>,
+        change: impl FnOnce() -> R,
+    ) -> R {
         let state = self.line.state.load(Relaxed);
         self.line.state.store(state | CHANGING, Relaxed);
         let result = change();
-        let next = (state & !CHANGING).wrapping_add(VERSION) | flags;
+        let mut next = state & !CHANGING;
+        if let Some((lane, hint)) = hint {
+            next = with_hint(next, lane, hint);
+        }
+        let next = next.wrapping_add(VERSION) | flags;
         self.line.state.store(next, Release);
         result
     }

@@ -61,35 +61,34 @@
 //!
 //! # Structure
 //!
-//! A table of `2^k` buckets, each one 64-byte cache line (`map/line.rs`): a state word that
-//! holds the bucket's bit lock and its sequence count, a word of 12-bit hash tags, a link to
-//! an overflow line, and five *lanes*, each a pointer to an immutable node (hash, key,
-//! value). A bucket with more than five entries hangs further lines of five lanes (56 bytes)
-//! on the link; the default load factor (4 entries per bucket) keeps that rare. A lookup
-//! reads the line, compares the key's tag with the tags of the occupied lanes, and reads only
-//! the nodes whose tag matches: one cache miss for the bucket and one for the entry it finds,
-//! none for the entries whose key differs (a chained bucket read every node before the one it
-//! looked for). On Linux, tables of 4 MiB and more are mappings of their own, advised to use
-//! transparent huge pages before any page is touched, so that a probe into a table of millions
-//! of buckets does not also miss in the TLB. While the table
-//! is resized, the old table points at the new one (`next`), and buckets move from the old to
-//! the new one a few at a time. Nodes carry their full hash, so moving a node never runs the
-//! user's `Hash`.
+//! A table of `2^k` buckets, each one 64-byte cache line (`map/line.rs`): a state word that holds
+//! the bucket's bit lock and its sequence count, a word of 12-bit hash tags, a link to an overflow
+//! line, and five *lanes*, each a pointer to an immutable node (hash, key, value). A bucket with
+//! more than five entries hangs further lines of five lanes (56 bytes) on the link; the default
+//! load factor (4 entries per bucket) keeps that rare. A lookup reads the line, compares the key's
+//! tag with the tags of the occupied lanes, and reads only the nodes whose tag matches: one cache
+//! miss for the bucket and one for the entry it finds, none for the entries whose key differs (a
+//! chained bucket read every node before the one it looked for). On Linux, tables of 4 MiB and
+//! more are mappings of their own, advised to use transparent huge pages before any page is
+//! touched, so that a probe into a table of millions of buckets does not also miss in the TLB.
+//! While the table is resized, the old table points at the new one (`next`), and buckets move from
+//! the old to the new one a few at a time. Nodes carry their full hash, so moving a node never
+//! runs the user's `Hash`; the state word keeps the next index bits of the first line's entries
+//! (`map/hint.rs`), so a move into a larger table seldom reads a node.
 //!
-//! **Writers lock one bucket at a time, never the map.** Inserts, removals and updates of keys
-//! in different buckets run in parallel. A writer first walks the bucket *without* the lock,
-//! comparing keys with the user's `Eq`, then takes the bucket's lock and checks that the
-//! bucket's state did not move (a per-bucket sequence count, claim 4); if it did, it walks
-//! again. So user code (`Hash`, `Eq`, the closure of
-//! [`update`](RcuHashMap::update), `Drop`) never runs under a lock of the map and may use the
-//! map itself. Under the lock a writer stores a pointer and a tag into a free lane (or links a
-//! new overflow line), or replaces or empties the lane of the entry it found: a handful of
-//! stores, no allocation but that of an overflow line (an insert allocates its node before
-//! it walks, after asking the processor for the bucket's line, so that the allocation runs
-//! while the line's cache miss is served). Lock-free insertion (`rculfhash`)
-//! would spare the lock but needs a compare-and-swap per change and logically deleted markers
-//! that every reader must skip; with per-bucket locks a reader's lookup is a plain scan of a
-//! line, which is what makes lookups as cheap as they are.
+//! **Writers lock one bucket at a time, never the map.** Inserts, removals and updates of keys in
+//! different buckets run in parallel. A writer first walks the bucket *without* the lock,
+//! comparing keys with the user's `Eq`, then takes the bucket's lock and checks that the bucket's
+//! state did not move (a per-bucket sequence count, claim 4); if it did, it walks again. So user
+//! code (`Hash`, `Eq`, the closure of [`update`](RcuHashMap::update), `Drop`) never runs under a
+//! lock of the map and may use the map itself. Under the lock a writer stores a pointer and a tag
+//! into a free lane (or links a new overflow line), or replaces or empties the lane of the entry
+//! it found: a handful of stores, no allocation but that of an overflow line (an insert allocates
+//! its node before it walks, after asking the processor for the bucket's line, so that the
+//! allocation runs while the line's cache miss is served). Lock-free insertion (`rculfhash`) would
+//! spare the lock but needs a compare-and-swap per change and logically deleted markers that every
+//! reader must skip; with per-bucket locks a reader's lookup is a plain scan of a line, which is
+//! what makes lookups as cheap as they are.
 //!
 //! **Resizing: relocation between tables, as in `rhashtable`.** `rculfhash` instead keeps every
 //! node in one split-ordered list and resizes by adding dummy nodes to an index, which never moves
@@ -279,6 +278,7 @@ mod bulk;
 #[cfg(test)]
 mod by_hand;
 mod compute;
+mod hint;
 mod iter;
 mod line;
 #[cfg(all(test, rcukit_loom))]

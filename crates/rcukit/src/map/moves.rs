@@ -1,9 +1,11 @@
 //! Resizing: moving the buckets of a table into its successor, a run of buckets at a time
 //! (claims 3, 5 and 6 of the [map's essay](super)).
 
+use super::hint;
 use super::line::{self, prefetch, LANES, MOVED};
 use super::table::{self, Table};
 use crate::sync::AtomicPtr;
+use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// What a resize step hands back.
@@ -59,12 +61,14 @@ pub(crate) unsafe fn help_move<K, V>(
         }
         let end = old.len().min(first + run);
         let grows = new.len() > old.len();
+        let gained = new.bits().saturating_sub(old.bits());
         for index in first..end {
-            // Moving a bucket into a larger table waits for cache misses on its nodes (their
-            // hashes); asking for the nodes of the bucket ahead now lets those misses overlap.
-            // Into a table no larger, a move reads no node (see `move_bucket`).
+            // Moving a bucket into a larger table waits for cache misses on the nodes whose
+            // hints do not tell their new bucket (they are read for their hashes); asking for
+            // those nodes of the bucket ahead now lets the misses overlap. Into a table no
+            // larger, a move reads no node (see `move_bucket`).
             if grows && index + PREFETCH_AHEAD < end {
-                prefetch_nodes(old.bucket(index + PREFETCH_AHEAD));
+                prefetch_unhinted(old.bucket(index + PREFETCH_AHEAD), gained);
             }
             // SAFETY: forwarded; `index` was claimed by this thread alone.
             unsafe { move_bucket(old, new, index, busted_mark_first) };
@@ -87,13 +91,17 @@ pub(crate) unsafe fn help_move<K, V>(
     }
 }
 
-/// Ask for the nodes of `bucket`'s first line.
+/// Ask for the nodes of `bucket`'s first line whose hints know fewer than `gained` bits (a
+/// hint only: the bucket may change meanwhile, and its lock is not taken).
 #[inline(always)]
-fn prefetch_nodes<N>(bucket: &line::Line<N>) {
+fn prefetch_unhinted<N>(bucket: &line::Line<N>, gained: u32) {
     let lanes = &bucket.lanes;
+    let state = bucket.seq();
     let tags = lanes.tags.load(Relaxed);
     for lane in 0..LANES {
-        if line::lane_tag(tags, lane) != 0 {
+        if line::lane_tag(tags, lane) != 0
+            && hint::grown(line::hint_in(state, lane), gained).is_none()
+        {
             prefetch(lanes.slots[lane].load(Relaxed));
         }
     }
@@ -126,24 +134,17 @@ unsafe fn move_bucket<K, V>(
     let _ = busted_mark_first;
     // One change of the old bucket for the whole move, ending with `MOVED` in the same store:
     // a writer never sees a half-moved bucket with a settled state (claims 4 and 5).
-    let grows = new.len() > old.len();
+    let state = lock.seq();
     lock.change_marking(MOVED, || {
         // SAFETY: under the old bucket's lock its lines are its own and alive.
         for (lanes, lane, p) in unsafe { table::occupied(bucket) } {
-            let (target, tag) = if grows {
-                // SAFETY: a node of the locked bucket: alive.
-                let hash = unsafe { (*p).hash };
-                (new.index(hash), line::tag_of(hash))
-            } else {
-                // Both sizes are powers of two and a bucket is the hash's low bits, so in a
-                // table no larger the node's bucket is this one's index's low bits, and its
-                // tag (the hash's high bits) is the one its lane holds: no cache miss on the
-                // node. (Under the lock the bucket's tags stay as they are.)
-                (
-                    index & (new.len() - 1),
-                    line::lane_tag(lanes.tags.load(Relaxed), lane),
-                )
-            };
+            // The lane's hint, if it is in the first line (overflow lanes have none).
+            let hinted = ptr::eq(lanes, &bucket.lanes).then(|| line::hint_in(state, lane));
+            // SAFETY: `p` is a node of the locked bucket, alive; `index` is its bucket.
+            let (target, hint) = unsafe { destination(old, new, index, p, hinted.unwrap_or(0)) };
+            // The tag (the hash's high bits) stays as the lane holds it. (Under the lock the
+            // bucket's tags stay as they are.)
+            let tag = line::lane_tag(lanes.tags.load(Relaxed), lane);
             debug_assert_eq!(
                 // SAFETY: as above.
                 (target, tag),
@@ -153,7 +154,41 @@ unsafe fn move_bucket<K, V>(
             // Lock order: an old table's bucket before a newer table's (writers hold one lock).
             let new_lock = target.lock();
             // SAFETY: `target` is `new`'s bucket for the node's hash, locked by us.
-            unsafe { new.place(target, &new_lock, p, tag) };
+            unsafe { new.place(target, &new_lock, p, tag, hint) };
         }
     });
+}
+
+/// The bucket of `new` for node `p` of bucket `index` of `old`, whose lane's index hint is
+/// `hint`, and the node's hint in `new` (see `hint.rs`). Both sizes are powers of two and a
+/// bucket is the hash's low bits, so in a smaller table the node's bucket is `index`'s low
+/// bits; in a larger one, `index` under the bits the hint knows, or else the node's hash is
+/// read (a cache miss).
+///
+/// # Safety
+///
+/// `p` is a node of bucket `index` of `old`, alive.
+#[inline(always)]
+unsafe fn destination<K, V>(
+    old: &Table<K, V>,
+    new: &Table<K, V>,
+    index: usize,
+    p: *const table::Node<K, V>,
+    hint: u64,
+) -> (usize, u64) {
+    let (old_bits, new_bits) = (old.bits(), new.bits());
+    if new_bits <= old_bits {
+        let d = old_bits - new_bits;
+        let dropped = (index >> new_bits) as u64;
+        return (index & (new.len() - 1), hint::shrunk(hint, dropped, d));
+    }
+    let d = new_bits - old_bits;
+    match hint::grown(hint, d) {
+        Some((gained, hint)) => (index | (gained as usize) << old_bits, hint),
+        None => {
+            // SAFETY: alive (caller's contract).
+            let hash = unsafe { (*p).hash };
+            (new.index(hash), hint::of_hash(hash, new_bits))
+        }
+    }
 }

@@ -10,6 +10,7 @@
 //! the end of the model), and the caller takes ownership of every node or table a function
 //! hands back as unlinked (the map retires them).
 
+use super::hint;
 use super::line::{self, Lanes, Line, LineLock, CHANGING, LANES, MOVED};
 pub(crate) use super::node::Node;
 use crate::sync::fork;
@@ -158,9 +159,11 @@ impl<K, V> Table<K, V> {
             + self.overflows.load(Relaxed) * std::mem::size_of::<Lanes<Node<K, V>>>()
     }
 
-    /// Put `node` (whose tag is `tag`) in a free lane of `bucket`, locked by `lock`, or in a
-    /// new overflow line: one change of the bucket (claim 4). Published by `Release` stores:
-    /// the slot before the tag, a new line's contents before the link to it.
+    /// Put `node` (whose tag is `tag`, and whose index hint in this table is `hint`) in a free
+    /// lane of `bucket`, locked by `lock`, or in a new overflow line: one change of the bucket
+    /// (claim 4), which also sets the lane's hint if the lane is in the first line. Published
+    /// by `Release` stores: the slot before the tag, a new line's contents before the link to
+    /// it.
     ///
     /// # Safety
     ///
@@ -172,14 +175,22 @@ impl<K, V> Table<K, V> {
         lock: &LineLock<'_, Node<K, V>>,
         node: *mut Node<K, V>,
         tag: u64,
+        hint: u64,
     ) {
         // SAFETY: under the lock the bucket's lines are its own (caller's contract).
         match unsafe { free_lane(&bucket.lanes) } {
-            Ok((line, lane)) => lock.change(|| {
-                line.slots[lane].store(node, Release);
-                let tags = line.tags.load(Relaxed);
-                line.tags.store(line::with_lane(tags, lane, tag), Release);
-            }),
+            Ok((line, lane)) => {
+                let fill = || {
+                    line.slots[lane].store(node, Release);
+                    let tags = line.tags.load(Relaxed);
+                    line.tags.store(line::with_lane(tags, lane, tag), Release);
+                };
+                if ptr::eq(line, &bucket.lanes) {
+                    lock.change_hinting(lane, hint, fill);
+                } else {
+                    lock.change(fill);
+                }
+            }
             Err(last) => {
                 // Allocated before the change begins: nothing can fail inside it.
                 let fresh = Lanes::new();
@@ -380,9 +391,19 @@ impl<K, V> Locked<'_, K, V> {
     /// `node` is an unpublished node from [`Node::new`] with the bucket's hash.
     pub(crate) unsafe fn insert(&self, node: *mut Node<K, V>) {
         // SAFETY: the node is ours until published.
-        let tag = line::tag_of(unsafe { (*node).hash });
+        let hash = unsafe { (*node).hash };
         // SAFETY: `table` is alive (as in `Spot::bucket`); we hold the bucket's lock.
-        unsafe { (*self.spot.table).place(self.spot.bucket(), &self.lock, node, tag) };
+        unsafe {
+            let table = &*self.spot.table;
+            let hint = hint::of_hash(hash, table.bits());
+            table.place(
+                self.spot.bucket(),
+                &self.lock,
+                node,
+                line::tag_of(hash),
+                hint,
+            );
+        }
     }
 
     /// Put `node` in place of the found node, which is returned unlinked.
