@@ -532,7 +532,7 @@ mod tests {
 
     /// Whether the mapping at `start` is seen not kept within `seconds` (the list may be held
     /// by another thread now and then: then it looks again).
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
     fn given_back(start: usize, seconds: u64) -> bool {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
         while spares::is_kept(start) != Some(false) {
