@@ -7,8 +7,8 @@
 //! table the bucket follows from the old index alone (its low bits), but into a table twice as
 //! large it needs bit `k` of the hash too, which the old index does not tell: the mover reads
 //! the node's hash, a cache miss per entry moved. While a map fills from empty every entry is
-//! moved again at each doubling, and those misses were about a tenth of a fill's time at a
-//! million entries.
+//! moved again at each doubling, and those misses are a large part of a fill's time
+//! (`docs/benchmarks.md`, "Growing with index hints in the state word").
 //!
 //! # How
 //!
