@@ -350,6 +350,45 @@ fn reserve_grows_at_once_and_shrink_to_fit_lets_go() {
     });
 }
 
+/// Entries carried through resizes of several doublings at once, both ways, and then grown
+/// one doubling at a time from what the big shrink left (a move into a larger table finds a
+/// node's bucket from the index bits its bucket keeps, or else reads the node): every key is
+/// found, with its value, after each step.
+#[test]
+fn entries_are_found_after_resizes_of_many_doublings_both_ways_then_single_grows() {
+    common::each_config(|rcu| {
+        let map: Map<u64, u64> = RcuHashMap::with_domain(rcu);
+        let n = scale(3_000, 300) as u64;
+        let all_there = |map: &Map<u64, u64>, keys: std::ops::Range<u64>, step: &str| {
+            let pinned = map.pin();
+            for k in keys {
+                assert_eq!(pinned.get(&k), Some(&(k * 3)), "key {k} after {step}");
+            }
+        };
+        for k in 0..n {
+            map.pin().insert(k, k * 3);
+        }
+        map.reserve(n as usize * 64); // several doublings at once
+        all_there(&map, 0..n, "a reserve");
+        for k in n / 8..n {
+            map.pin().remove(&k);
+        }
+        map.shrink_to_fit(); // several halvings at once
+        all_there(&map, 0..n / 8, "a shrink_to_fit");
+        let fit = map.capacity();
+        // Checked every few inserts, so before each misplaced node is next read (which would
+        // put it right again).
+        for k in n / 8..n * 4 {
+            map.pin().insert(k, k * 3);
+            if k % 256 == 0 {
+                all_there(&map, 0..k + 1, "single grows");
+            }
+        }
+        assert!(map.capacity() >= fit * 16, "grew one doubling at a time");
+        all_there(&map, 0..n * 4, "the grows");
+    });
+}
+
 /// A hasher that sends every key to a few buckets: long chains, many collisions.
 #[derive(Clone, Default)]
 struct Clumpy;
