@@ -266,6 +266,25 @@ fn quiet_domain() -> Rcu {
     Rcu::builder().on_report(|_| {}).build().unwrap()
 }
 
+/// A domain whose normal grace periods wait `seconds` to batch: what ends sooner was ended
+/// by an expedited one.
+fn slow_normal_domain(seconds: u64) -> Rcu {
+    Rcu::builder()
+        .normal_gp_delay(Duration::from_secs(seconds))
+        .build()
+        .unwrap()
+}
+
+/// [`slow_normal_domain`] (10 s) whose producers try an expedited grace period every 64
+/// retires.
+fn trying_domain() -> Rcu {
+    Rcu::builder()
+        .producer_backlog_callbacks(64)
+        .normal_gp_delay(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
 /// The payload used to be dropped outside `catch_unwind`: the worker thread died, the rest of
 /// its batch was lost, `barrier()` never returned and dropping the domain looped forever.
 #[test]
@@ -478,10 +497,7 @@ fn call_raw_with_absurd_byte_counts_keeps_the_counters_sane() {
 #[test]
 fn dropping_a_domain_with_work_pending_does_not_wait_for_a_normal_grace_period() {
     watchdog(Duration::from_secs(5), || {
-        let rcu = Rcu::builder()
-            .normal_gp_delay(Duration::from_secs(10))
-            .build()
-            .unwrap();
+        let rcu = slow_normal_domain(10);
         let dropped = Arc::new(AtomicU64::new(0));
         for _ in 0..1_000 {
             rcu.retire(Box::new(Counted(dropped.clone())));
@@ -641,13 +657,7 @@ fn a_waker_woken_inside_retire_may_call_barrier() {
         }
     }
     watchdog(Duration::from_secs(60), || {
-        let rcu = Arc::new(
-            Rcu::builder()
-                .producer_backlog_callbacks(64)
-                .normal_gp_delay(Duration::from_secs(10))
-                .build()
-                .unwrap(),
-        );
+        let rcu = Arc::new(trying_domain());
         let state = Arc::new(BarrierWaker {
             rcu: rcu.clone(),
             woken: AtomicU64::new(0),
@@ -817,10 +827,7 @@ fn a_future_polled_inside_a_guard_after_a_first_poll_outside_panics() {
     use std::future::Future;
     use std::task::{Context, Waker};
     watchdog(Duration::from_secs(60), || {
-        let rcu = Rcu::builder()
-            .normal_gp_delay(Duration::from_secs(5))
-            .build()
-            .unwrap();
+        let rcu = slow_normal_domain(5);
         let waker = Waker::noop();
         let mut cx = Context::from_waker(waker);
         let section = rcu.read_owned(); // keeps the future pending
@@ -874,12 +881,7 @@ fn a_waker_whose_clone_and_drop_call_into_the_domain_does_not_deadlock() {
     }
     static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop_waker);
     watchdog(Duration::from_secs(60), || {
-        let rcu = DOMAIN.get_or_init(|| {
-            Rcu::builder()
-                .normal_gp_delay(Duration::from_secs(5))
-                .build()
-                .unwrap()
-        });
+        let rcu = DOMAIN.get_or_init(|| slow_normal_domain(5));
         // SAFETY: the vtable's functions keep `RawWaker`'s contract (nothing to free).
         let (first, second) = unsafe {
             (
@@ -924,13 +926,7 @@ fn a_waker_is_not_woken_under_a_containers_writer_lock_by_a_tried_grace_period()
         }
     }
     watchdog(Duration::from_secs(60), || {
-        let rcu = Arc::new(
-            Rcu::builder()
-                .producer_backlog_callbacks(64)
-                .normal_gp_delay(Duration::from_secs(10))
-                .build()
-                .unwrap(),
-        );
+        let rcu = Arc::new(trying_domain());
         let cell = Arc::new(RcuCell::with_domain(0u64, rcu.clone()));
         let state = Arc::new(WritesCell(cell.clone(), AtomicU64::new(0)));
         let waker = Waker::from(state.clone());
