@@ -60,14 +60,14 @@ pub(crate) unsafe fn help_move<K, V>(
             break;
         }
         let end = old.len().min(first + run);
-        let grows = new.len() > old.len();
+        // Index bits a node gains (none: the new table is no larger).
         let gained = new.bits().saturating_sub(old.bits());
         for index in first..end {
             // Moving a bucket into a larger table waits for cache misses on the nodes whose
             // hints do not tell their new bucket (they are read for their hashes); asking for
             // those nodes of the bucket ahead now lets the misses overlap. Into a table no
             // larger, a move reads no node (see `move_bucket`).
-            if grows && index + PREFETCH_AHEAD < end {
+            if gained > 0 && index + PREFETCH_AHEAD < end {
                 prefetch_unhinted(old.bucket(index + PREFETCH_AHEAD), gained);
             }
             // SAFETY: forwarded; `index` was claimed by this thread alone.
