@@ -182,15 +182,6 @@ fn from_iterator_drops_replaced_duplicates_at_once() {
 /// the map being built too). (The drops stopped at the first panic and leaked the rest.)
 #[test]
 fn from_iterator_drops_every_value_when_replaced_duplicates_panic() {
-    struct Loud(bool, Arc<AtomicUsize>);
-    impl Drop for Loud {
-        fn drop(&mut self) {
-            self.1.fetch_add(1, SeqCst);
-            if self.0 {
-                panic!("a replaced duplicate's drop");
-            }
-        }
-    }
     let drops = Arc::new(AtomicUsize::new(0));
     let made = 40;
     let collected = catch_unwind(AssertUnwindSafe(|| {
@@ -569,6 +560,38 @@ struct Counted(u64, Arc<AtomicUsize>);
 impl Drop for Counted {
     fn drop(&mut self) {
         self.1.fetch_add(1, SeqCst);
+    }
+}
+
+/// Counts drops, and panics in its drop when told to.
+struct Loud(bool, Arc<AtomicUsize>);
+impl Drop for Loud {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, SeqCst);
+        if self.0 {
+            panic!("a loud value's drop");
+        }
+    }
+}
+
+/// A key or value that counts its drop and then always panics; keys compare and hash by
+/// number.
+struct Bomb(u64, Arc<AtomicUsize>);
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, SeqCst);
+        panic!("bomb {} exploded", self.0);
+    }
+}
+impl PartialEq for Bomb {
+    fn eq(&self, other: &Bomb) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for Bomb {}
+impl std::hash::Hash for Bomb {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.hash(h)
     }
 }
 
@@ -1247,26 +1270,6 @@ fn a_closure_whose_bucket_changed_runs_again_with_the_newest_entry() {
 /// together, the value's panic came while unwinding from the key's: an abort.)
 #[test]
 fn an_entry_whose_key_and_value_both_panic_in_drop_does_not_abort() {
-    struct Bomb(&'static str, Arc<AtomicUsize>);
-    impl Drop for Bomb {
-        fn drop(&mut self) {
-            self.1.fetch_add(1, SeqCst);
-            if self.0 != "defused" {
-                panic!("{} exploded", self.0);
-            }
-        }
-    }
-    impl PartialEq for Bomb {
-        fn eq(&self, other: &Bomb) -> bool {
-            self.0 == other.0
-        }
-    }
-    impl Eq for Bomb {}
-    impl std::hash::Hash for Bomb {
-        fn hash<H: Hasher>(&self, h: &mut H) {
-            self.0.hash(h)
-        }
-    }
     let reports = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&reports);
     let rcu = Rcu::builder()
@@ -1277,12 +1280,10 @@ fn an_entry_whose_key_and_value_both_panic_in_drop_does_not_abort() {
         .unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let map = RcuHashMap::with_domain(&rcu);
-    map.pin().insert(
-        Bomb("key", Arc::clone(&drops)),
-        Bomb("value", Arc::clone(&drops)),
-    );
-    // Look the key up by a twin (keys compare by name), forgotten afterwards.
-    let key = Bomb("key", Arc::new(AtomicUsize::new(0)));
+    map.pin()
+        .insert(Bomb(1, Arc::clone(&drops)), Bomb(2, Arc::clone(&drops)));
+    // Look the key up by a twin (keys compare by number), forgotten afterwards.
+    let key = Bomb(1, Arc::new(AtomicUsize::new(0)));
     assert!(map.pin().remove(&key).is_some());
     std::mem::forget(key);
     rcu.barrier();
@@ -1369,24 +1370,6 @@ fn pairs_for_extend_and_from_iterator_may_wait_for_grace_periods() {
 /// second panic came while unwinding from the first: the test binary aborted.)
 #[test]
 fn maps_and_owning_iterators_dropped_with_panicking_entries_drop_all_and_do_not_abort() {
-    struct Bomb(u64, Arc<AtomicUsize>);
-    impl Drop for Bomb {
-        fn drop(&mut self) {
-            self.1.fetch_add(1, SeqCst);
-            panic!("bomb {} exploded", self.0);
-        }
-    }
-    impl PartialEq for Bomb {
-        fn eq(&self, other: &Bomb) -> bool {
-            self.0 == other.0
-        }
-    }
-    impl Eq for Bomb {}
-    impl std::hash::Hash for Bomb {
-        fn hash<H: Hasher>(&self, h: &mut H) {
-            self.0.hash(h)
-        }
-    }
     let drops = Arc::new(AtomicUsize::new(0));
     let filled = || {
         let map = RcuHashMap::new();
@@ -1417,15 +1400,6 @@ fn maps_and_owning_iterators_dropped_with_panicking_entries_drop_all_and_do_not_
 /// the panic once.
 #[test]
 fn entries_retired_together_all_drop_when_one_panics() {
-    struct Loud(bool, Arc<AtomicUsize>);
-    impl Drop for Loud {
-        fn drop(&mut self) {
-            self.1.fetch_add(1, SeqCst);
-            if self.0 {
-                panic!("a loud value");
-            }
-        }
-    }
     let rcu = Rcu::builder().on_report(|_| {}).build().unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let map = RcuHashMap::with_domain(&rcu);
