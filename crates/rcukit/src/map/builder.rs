@@ -6,6 +6,7 @@ use super::{buckets_to_hold, Policy, RcuHashMap, MAX_BUCKETS};
 use crate::domain_ref::DomainRef;
 use crate::sync::AtomicPtr;
 use crate::{Error, Rcu};
+use crossbeam_utils::CachePadded;
 use std::collections::hash_map::RandomState;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicUsize;
@@ -158,7 +159,7 @@ impl<S, D> MapBuilder<S, D> {
         };
         let mut map = RcuHashMap {
             root: AtomicPtr::new(Box::into_raw(Table::with_limits(buckets, Limits::NEVER))),
-            len: AtomicUsize::new(0),
+            len: CachePadded::new(AtomicUsize::new(0)),
             hasher: self.hasher,
             domain: self.domain,
             policy: Policy {
@@ -174,5 +175,24 @@ impl<S, D> MapBuilder<S, D> {
         };
         map.init_limits();
         Ok(map)
+    }
+}
+
+#[cfg(all(test, not(rcukit_loom)))]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn the_entry_count_shares_no_cache_line_with_what_lookups_read() {
+        type M = RcuHashMap<u64, u64>;
+        let len = (offset_of!(M, len), size_of::<CachePadded<AtomicUsize>>());
+        for read in [
+            (offset_of!(M, root), size_of::<usize>()),
+            (offset_of!(M, hasher), size_of::<RandomState>()),
+            (offset_of!(M, domain), size_of::<&Rcu>()),
+        ] {
+            assert!(crate::sync::on_lines_apart::<M>(len, read));
+        }
     }
 }

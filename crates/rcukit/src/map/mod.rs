@@ -28,6 +28,7 @@ pub use write::OccupiedError;
 use crate::domain_ref::{self, DomainRef};
 use crate::sync::AtomicPtr;
 use crate::{Rcu, ReadSection};
+use crossbeam_utils::CachePadded;
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -58,7 +59,9 @@ fn buckets_to_hold(entries: usize, max_load: f32) -> Option<usize> {
 /// A concurrent hash map whose readers take no lock; see the [module docs](self).
 pub struct RcuHashMap<K, V, S = RandomState, D: DomainRef = &'static Rcu> {
     root: AtomicPtr<Table<K, V>>,
-    len: AtomicUsize,
+    /// On cache lines of its own: every write changes it, and on the line of `root`, the
+    /// hasher and the domain it would take that line from every reader at each write.
+    len: CachePadded<AtomicUsize>,
     hasher: S,
     domain: D,
     policy: Policy,

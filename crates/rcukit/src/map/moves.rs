@@ -55,7 +55,7 @@ pub(crate) unsafe fn help_move<K, V>(
         // read-modify-writes per run instead of two per bucket.
         let run = left.min(MAX_RUN);
         left -= run;
-        let first = old.claimed.fetch_add(run, Relaxed);
+        let first = old.counts.claimed.fetch_add(run, Relaxed);
         if first >= old.len() {
             break;
         }
@@ -76,7 +76,7 @@ pub(crate) unsafe fn help_move<K, V>(
         moved_any = true;
         // AcqRel: the finisher's root store must carry every mover's copies (all the
         // increments form one release sequence that the last one acquires).
-        if old.finished.fetch_add(end - first, AcqRel) + (end - first) == old.len() {
+        if old.counts.finished.fetch_add(end - first, AcqRel) + (end - first) == old.len() {
             // Every bucket is `MOVED`: `new` holds every node. Walkers that start from `new`
             // need nothing from `old` (claim 6).
             old.note_moved_into(new);

@@ -15,6 +15,7 @@ use super::line::{self, Lanes, Line, LineLock, CHANGING, LANES, MOVED};
 pub(crate) use super::node::Node;
 use crate::sync::fork;
 use crate::sync::{AtomicPtr, AtomicUsize};
+use crossbeam_utils::CachePadded;
 use std::ptr;
 // Not `crate::sync`'s: a hint outside the protocol, which the loom models need not see.
 use std::sync::atomic::AtomicBool;
@@ -27,12 +28,8 @@ pub(crate) struct Table<K, V> {
     /// The table this one is being moved into (null when no resize is under way). Set once,
     /// before any bucket is moved (claim 3).
     pub(crate) next: AtomicPtr<Table<K, V>>,
-    /// Buckets handed to movers so far (may run past `len`).
-    pub(crate) claimed: AtomicUsize,
-    /// Buckets whose move has finished.
-    pub(crate) finished: AtomicUsize,
-    /// Overflow lines hung on this table's buckets, freed with it.
-    overflows: AtomicUsize,
+    /// What writers count, on cache lines of their own.
+    pub(crate) counts: CachePadded<Counts>,
     /// The map's entry count when this table was made, and whether it was moved into a
     /// smaller one: hints for `trim`, outside the map's protocol (see [`Table::shrunk_away`]).
     entries_when_made: usize,
@@ -42,6 +39,19 @@ pub(crate) struct Table<K, V> {
     /// only beyond them. Hints: set when the table is made, and refreshed when the resize
     /// that made it finishes and when the map's floor changes (`RcuHashMap::refresh_limits`).
     limits: (AtomicUsize, AtomicUsize),
+}
+
+/// What the writers of a table count. Every lookup reads the table's `mask` and `buckets`; a
+/// count updated on their cache line would take that line from every reader's cache at each
+/// update (for `claimed` and `finished`, every run of buckets a resize moves), so the counts
+/// have lines of their own.
+pub(crate) struct Counts {
+    /// Buckets handed to movers so far (may run past `len`).
+    pub(crate) claimed: AtomicUsize,
+    /// Buckets whose move has finished.
+    pub(crate) finished: AtomicUsize,
+    /// Overflow lines hung on this table's buckets, freed with it.
+    overflows: AtomicUsize,
 }
 
 /// See [`Table::limits`]: grow past `above` entries, shrink below `below`.
@@ -73,9 +83,11 @@ impl<K, V> Table<K, V> {
             mask: buckets - 1,
             buckets: line::lines(buckets),
             next: AtomicPtr::new(ptr::null_mut()),
-            claimed: AtomicUsize::new(0),
-            finished: AtomicUsize::new(0),
-            overflows: AtomicUsize::new(0),
+            counts: CachePadded::new(Counts {
+                claimed: AtomicUsize::new(0),
+                finished: AtomicUsize::new(0),
+                overflows: AtomicUsize::new(0),
+            }),
             entries_when_made: 0,
             shrunk_away: AtomicBool::new(false),
             limits: (
@@ -156,7 +168,7 @@ impl<K, V> Table<K, V> {
     pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.len() * std::mem::size_of::<Line<Node<K, V>>>()
-            + self.overflows.load(Relaxed) * std::mem::size_of::<Lanes<Node<K, V>>>()
+            + self.counts.overflows.load(Relaxed) * std::mem::size_of::<Lanes<Node<K, V>>>()
     }
 
     /// Put `node` (whose tag is `tag`, and whose index hint in this table is `hint`) in a free
@@ -197,7 +209,7 @@ impl<K, V> Table<K, V> {
                 fresh.slots[0].store(node, Relaxed);
                 fresh.tags.store(line::with_lane(0, 0, tag), Relaxed);
                 let fresh = Box::into_raw(Box::new(fresh));
-                self.overflows.fetch_add(1, Relaxed);
+                self.counts.overflows.fetch_add(1, Relaxed);
                 lock.change(|| last.overflow.store(fresh, Release));
             }
         }
@@ -206,7 +218,7 @@ impl<K, V> Table<K, V> {
 
 impl<K, V> Drop for Table<K, V> {
     fn drop(&mut self) {
-        if self.overflows.load(Relaxed) == 0 {
+        if self.counts.overflows.load(Relaxed) == 0 {
             return;
         }
         for bucket in self.buckets.iter() {
@@ -629,5 +641,21 @@ mod tests {
         assert_eq!(old.shrunk_away(10), Some(old.bytes() + 190 * node));
         // More entries now than when it was made: only its lines count.
         assert_eq!(old.shrunk_away(300), Some(old.bytes()));
+    }
+
+    #[test]
+    fn the_writers_counts_share_no_cache_line_with_what_lookups_read() {
+        type T = Table<u64, u64>;
+        let counts = (
+            std::mem::offset_of!(T, counts),
+            std::mem::size_of::<CachePadded<Counts>>(),
+        );
+        let mask = (std::mem::offset_of!(T, mask), std::mem::size_of::<usize>());
+        let buckets = (
+            std::mem::offset_of!(T, buckets),
+            std::mem::size_of::<line::Lines<Node<u64, u64>>>(),
+        );
+        assert!(crate::sync::on_lines_apart::<T>(counts, mask));
+        assert!(crate::sync::on_lines_apart::<T>(counts, buckets));
     }
 }

@@ -6,6 +6,7 @@ use super::table::{Limits, Table};
 use super::write::Sink;
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
+use crossbeam_utils::CachePadded;
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
@@ -146,7 +147,7 @@ where
                 floor,
                 Limits::NEVER,
             ))),
-            len: AtomicUsize::new(0),
+            len: CachePadded::new(AtomicUsize::new(0)),
             hasher: self.hasher.clone(),
             domain: self.domain.clone(),
             policy: self.policy,

@@ -334,3 +334,13 @@ impl Brief {
         }
     }
 }
+
+/// Whether two fields of a `T`, each given as (offset, size), lie on different cache lines
+/// wherever a `T` is placed: `T` is aligned to a line, and no line holds bytes of both.
+#[cfg(all(test, not(rcukit_loom)))]
+pub(crate) fn on_lines_apart<T>(a: (usize, usize), b: (usize, usize)) -> bool {
+    const LINE: usize = 64;
+    let lines = |(offset, size): (usize, usize)| (offset / LINE, (offset + size.max(1) - 1) / LINE);
+    let ((a_first, a_last), (b_first, b_last)) = (lines(a), lines(b));
+    std::mem::align_of::<T>() >= LINE && (a_last < b_first || b_last < a_first)
+}
