@@ -17,6 +17,7 @@ use crate::domain_ref::{self, AnyDomainRef};
 use crate::section::ReadSection;
 use crate::sync::{AtomicPtr, AtomicUsize};
 use crate::Rcu;
+use crossbeam_utils::CachePadded;
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash};
@@ -40,8 +41,11 @@ where
     D: AnyDomainRef,
 {
     root: AtomicPtr<Table<K, V>>,
-    len: AtomicUsize,
-    writer: WriterLock,
+    /// The entry count and the writer lock, which every write changes, each on cache lines of
+    /// its own: every lookup reads `root`, the hasher and the domain, and a word written
+    /// beside them would take their line from every reader's cache at each write.
+    len: CachePadded<AtomicUsize>,
+    writer: CachePadded<WriterLock>,
     hasher: S,
     domain: D,
     /// The torture's self-test knob
@@ -159,8 +163,8 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
         let groups = groups_for(capacity);
         RcuFlatMap {
             root: AtomicPtr::new(Box::into_raw(Box::new(Table::new(groups)))),
-            len: AtomicUsize::new(0),
-            writer: WriterLock::new(Writer::for_table(groups, groups, 0)),
+            len: CachePadded::new(AtomicUsize::new(0)),
+            writer: CachePadded::new(WriterLock::new(Writer::for_table(groups, groups, 0))),
             hasher,
             domain,
             busted: false,
