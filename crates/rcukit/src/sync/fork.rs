@@ -153,6 +153,8 @@ impl ForkStamp {
 pub(crate) use handlers::{at_prepare, Held, Stage};
 
 #[cfg(unix)]
+// Miri cannot fork: there the handlers are never installed, and what only they use is unused.
+#[cfg_attr(miri, allow(dead_code))]
 mod handlers {
     use super::{thread_address, token, GENERATION, SURVIVOR, SURVIVOR_ADDRESS};
     use std::any::Any;
