@@ -5,6 +5,7 @@ use crate::sync::fork_lock::{ForkLock, ForkLockGuard};
 #[cfg(doc)]
 use crate::Guard;
 use crate::{Rcu, ReadSection};
+use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
@@ -43,9 +44,12 @@ struct Writer<T> {
 /// ```
 pub struct RcuList<T, D: DomainRef = &'static Rcu> {
     head: AtomicPtr<Node<T>>,
-    writer: ForkLock<Writer<T>>,
+    /// The writer lock and the count, which every write changes, each on cache lines of its
+    /// own: every iteration reads `head` and the domain, and a word written beside them would
+    /// take their line from every reader's cache at each write.
+    writer: CachePadded<ForkLock<Writer<T>>>,
     /// Number of elements, written only under the writer mutex.
-    len: AtomicUsize,
+    len: CachePadded<AtomicUsize>,
     domain: D,
     /// The list owns its nodes (drop check).
     _owns: PhantomData<Box<Node<T>>>,
@@ -89,10 +93,10 @@ impl<T, D: DomainRef> RcuList<T, D> {
     pub fn with_domain(domain: D) -> Self {
         RcuList {
             head: AtomicPtr::new(ptr::null_mut()),
-            writer: ForkLock::new(Writer {
+            writer: CachePadded::new(ForkLock::new(Writer {
                 tail: ptr::null_mut(),
-            }),
-            len: AtomicUsize::new(0),
+            })),
+            len: CachePadded::new(AtomicUsize::new(0)),
             domain,
             _owns: PhantomData,
         }
@@ -416,5 +420,31 @@ impl<T> FusedIterator for Iter<'_, T> {}
 impl<T> fmt::Debug for Iter<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Iter").finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(rcukit_loom)))]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn what_writes_change_shares_no_cache_line_with_what_readers_read() {
+        type L = RcuList<u64>;
+        let written = [
+            (
+                offset_of!(L, writer),
+                size_of::<CachePadded<ForkLock<Writer<u64>>>>(),
+            ),
+            (offset_of!(L, len), size_of::<CachePadded<AtomicUsize>>()),
+        ];
+        for w in written {
+            for read in [
+                (offset_of!(L, head), size_of::<usize>()),
+                (offset_of!(L, domain), size_of::<&Rcu>()),
+            ] {
+                assert!(crate::sync::on_lines_apart::<L>(w, read));
+            }
+        }
     }
 }
