@@ -426,24 +426,14 @@ impl<T> fmt::Debug for Iter<'_, T> {
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::*;
-    use std::mem::{offset_of, size_of};
+    use crate::sync::{on_lines_apart, span_of};
 
     #[test]
     fn what_writes_change_shares_no_cache_line_with_what_readers_read() {
         type L = RcuList<u64>;
-        let written = [
-            (
-                offset_of!(L, writer),
-                size_of::<CachePadded<ForkLock<Writer<u64>>>>(),
-            ),
-            (offset_of!(L, len), size_of::<CachePadded<AtomicUsize>>()),
-        ];
-        for w in written {
-            for read in [
-                (offset_of!(L, head), size_of::<usize>()),
-                (offset_of!(L, domain), size_of::<&Rcu>()),
-            ] {
-                assert!(crate::sync::on_lines_apart::<L>(w, read));
+        for written in [span_of!(L, writer), span_of!(L, len)] {
+            for read in [span_of!(L, head), span_of!(L, domain)] {
+                assert!(on_lines_apart::<L>(written, read));
             }
         }
     }

@@ -255,28 +255,15 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef> s
 
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {
-    use super::WriterLock;
     use crate::flat_map::RcuFlatMap;
-    use crate::sync::AtomicUsize;
-    use crate::Rcu;
-    use crossbeam_utils::CachePadded;
-    use std::collections::hash_map::RandomState;
-    use std::mem::{offset_of, size_of};
+    use crate::sync::{on_lines_apart, span_of};
 
     #[test]
     fn what_writes_change_shares_no_cache_line_with_what_lookups_read() {
         type M = RcuFlatMap<u64, u64>;
-        let written = [
-            (offset_of!(M, len), size_of::<CachePadded<AtomicUsize>>()),
-            (offset_of!(M, writer), size_of::<CachePadded<WriterLock>>()),
-        ];
-        for w in written {
-            for read in [
-                (offset_of!(M, root), size_of::<usize>()),
-                (offset_of!(M, hasher), size_of::<RandomState>()),
-                (offset_of!(M, domain), size_of::<&Rcu>()),
-            ] {
-                assert!(crate::sync::on_lines_apart::<M>(w, read));
+        for written in [span_of!(M, len), span_of!(M, writer)] {
+            for read in [span_of!(M, root), span_of!(M, hasher), span_of!(M, domain)] {
+                assert!(on_lines_apart::<M>(written, read));
             }
         }
     }

@@ -181,18 +181,14 @@ impl<S, D> MapBuilder<S, D> {
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::*;
-    use std::mem::{offset_of, size_of};
+    use crate::sync::{on_lines_apart, span_of};
 
     #[test]
     fn the_entry_count_shares_no_cache_line_with_what_lookups_read() {
         type M = RcuHashMap<u64, u64>;
-        let len = (offset_of!(M, len), size_of::<CachePadded<AtomicUsize>>());
-        for read in [
-            (offset_of!(M, root), size_of::<usize>()),
-            (offset_of!(M, hasher), size_of::<RandomState>()),
-            (offset_of!(M, domain), size_of::<&Rcu>()),
-        ] {
-            assert!(crate::sync::on_lines_apart::<M>(len, read));
+        let len = span_of!(M, len);
+        for read in [span_of!(M, root), span_of!(M, hasher), span_of!(M, domain)] {
+            assert!(on_lines_apart::<M>(len, read));
         }
     }
 }

@@ -629,6 +629,7 @@ pub(crate) unsafe fn take_all<K, V>(
 #[cfg(all(test, not(rcukit_loom)))]
 mod tests {
     use super::*;
+    use crate::sync::{on_lines_apart, span_of};
 
     #[test]
     fn a_table_shrunk_away_counts_its_lines_and_the_entries_it_lost() {
@@ -646,16 +647,9 @@ mod tests {
     #[test]
     fn the_writers_counts_share_no_cache_line_with_what_lookups_read() {
         type T = Table<u64, u64>;
-        let counts = (
-            std::mem::offset_of!(T, counts),
-            std::mem::size_of::<CachePadded<Counts>>(),
-        );
-        let mask = (std::mem::offset_of!(T, mask), std::mem::size_of::<usize>());
-        let buckets = (
-            std::mem::offset_of!(T, buckets),
-            std::mem::size_of::<line::Lines<Node<u64, u64>>>(),
-        );
-        assert!(crate::sync::on_lines_apart::<T>(counts, mask));
-        assert!(crate::sync::on_lines_apart::<T>(counts, buckets));
+        let counts = span_of!(T, counts);
+        for read in [span_of!(T, mask), span_of!(T, buckets)] {
+            assert!(on_lines_apart::<T>(counts, read));
+        }
     }
 }

@@ -335,8 +335,9 @@ impl Brief {
     }
 }
 
-/// Whether two fields of a `T`, each given as (offset, size), lie on different cache lines
-/// wherever a `T` is placed: `T` is aligned to a line, and no line holds bytes of both.
+/// Whether two fields of a `T`, each given as (offset, size) by [`span_of!`], lie on different
+/// cache lines wherever a `T` is placed: `T` is aligned to a line, and no line holds bytes of
+/// both.
 #[cfg(all(test, not(rcukit_loom)))]
 pub(crate) fn on_lines_apart<T>(a: (usize, usize), b: (usize, usize)) -> bool {
     const LINE: usize = 64;
@@ -344,3 +345,22 @@ pub(crate) fn on_lines_apart<T>(a: (usize, usize), b: (usize, usize)) -> bool {
     let ((a_first, a_last), (b_first, b_last)) = (lines(a), lines(b));
     std::mem::align_of::<T>() >= LINE && (a_last < b_first || b_last < a_first)
 }
+
+/// The size of the field that `field` borrows (for [`span_of!`]).
+#[cfg(all(test, not(rcukit_loom)))]
+pub(crate) fn size_of_field<T, F>(_field: fn(&T) -> &F) -> usize {
+    std::mem::size_of::<F>()
+}
+
+/// `(offset, size)` of `$field` in `$t`, for [`on_lines_apart`].
+#[cfg(all(test, not(rcukit_loom)))]
+macro_rules! span_of {
+    ($t:ty, $field:ident) => {
+        (
+            std::mem::offset_of!($t, $field),
+            $crate::sync::size_of_field(|v: &$t| &v.$field),
+        )
+    };
+}
+#[cfg(all(test, not(rcukit_loom)))]
+pub(crate) use span_of;
