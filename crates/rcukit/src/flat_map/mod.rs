@@ -24,7 +24,7 @@ use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use table::{groups_for, usable, word_of, Found, Table, TOMBSTONE, WORD};
-use write_lock::{WriteLock, Writer, WriterLock};
+use write_lock::{WriteLock, Writer, WriterLock, Written};
 
 /// What a write's closure did not use (the caller's key and value, a closure not called):
 /// user code, whose drops may write the map or wait for a grace period, so it is handed out
@@ -41,11 +41,10 @@ where
     D: AnyDomainRef,
 {
     root: AtomicPtr<Table<K, V>>,
-    /// The entry count and the writer lock, which every write changes, each on cache lines of
-    /// its own: every lookup reads `root`, the hasher and the domain, and a word written
-    /// beside them would take their line from every reader's cache at each write.
-    len: CachePadded<AtomicUsize>,
-    writer: CachePadded<WriterLock>,
+    /// The entry count and the writer lock, which every write changes, together on cache
+    /// lines of their own: every lookup reads `root`, the hasher and the domain, and a word
+    /// written beside them would take their line from every reader's cache at each write.
+    written: CachePadded<Written>,
     hasher: S,
     domain: D,
     /// The torture's self-test knob
@@ -163,8 +162,10 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
         let groups = groups_for(capacity);
         RcuFlatMap {
             root: AtomicPtr::new(Box::into_raw(Box::new(Table::new(groups)))),
-            len: CachePadded::new(AtomicUsize::new(0)),
-            writer: CachePadded::new(WriterLock::new(Writer::for_table(groups, groups, 0))),
+            written: CachePadded::new(Written {
+                len: AtomicUsize::new(0),
+                writer: WriterLock::new(Writer::for_table(groups, groups, 0)),
+            }),
             hasher,
             domain,
             busted: false,
@@ -206,7 +207,7 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
 
     /// The number of entries (exact when no write is under way).
     pub fn len(&self) -> usize {
-        self.len.load(Relaxed)
+        self.written.len.load(Relaxed)
     }
 
     /// Whether the map has no entries (exact when no write is under way).
@@ -539,10 +540,10 @@ where
     /// without it.
     #[inline(always)]
     fn remove_at(&self, lock: &mut WriteLock<'_, K, V, S, D>, at: usize) {
-        let len = self.len.load(Relaxed) - 1;
+        let len = self.written.len.load(Relaxed) - 1;
         if !self.shrink_if_sparse(lock, len, Some(at)) {
             self.table_mine(lock).bury(at);
-            self.len.store(len, Relaxed);
+            self.written.len.store(len, Relaxed);
         }
     }
 
@@ -551,7 +552,7 @@ where
     pub fn retain<F: FnMut(&K, &V) -> bool>(&self, mut keep: F) {
         let mut lock = self.lock();
         let table = self.table_mine(&lock);
-        let mut len = self.len.load(Relaxed);
+        let mut len = self.written.len.load(Relaxed);
         for w in 0..table.words() {
             let word = table.ctrl_mine(w);
             let mut next = word;
@@ -565,7 +566,7 @@ where
             }
             if next != word {
                 table.set_ctrl(w, next);
-                self.len.store(len, Relaxed);
+                self.written.len.store(len, Relaxed);
             }
         }
         self.shrink_if_sparse(&mut lock, len, None);
@@ -583,7 +584,7 @@ where
     pub fn shrink_to_fit(&self) {
         let mut lock = self.lock();
         lock.min_groups = 1;
-        let groups = groups_for(self.len.load(Relaxed));
+        let groups = groups_for(self.written.len.load(Relaxed));
         self.rebuild(&mut lock, groups);
     }
 
@@ -599,7 +600,7 @@ where
         if lock.room >= additional {
             return;
         }
-        let len = self.len.load(Relaxed);
+        let len = self.written.len.load(Relaxed);
         let groups = groups_for(len.saturating_add(additional)).max(lock.min_groups);
         self.rebuild(&mut lock, groups);
     }
@@ -655,7 +656,7 @@ where
             let Some(free) = found.free.filter(|_| lock.room > 0 && !walked) else {
                 // Rebuild, then probe again for the key being written (the user's `Eq` runs
                 // again; its answers may differ, which only changes what the map holds).
-                let len = self.len.load(Relaxed);
+                let len = self.written.len.load(Relaxed);
                 let groups = if len + 1 > usable(table.groups()) / 2 {
                     table.groups() * 2
                 } else {
@@ -672,7 +673,9 @@ where
             // SAFETY: this writer holds the lock; `found` is fresh and has a free slot.
             unsafe { table.place(&found, hash, entry) };
             if added {
-                self.len.store(self.len.load(Relaxed) + 1, Relaxed);
+                self.written
+                    .len
+                    .store(self.written.len.load(Relaxed) + 1, Relaxed);
             }
             return free;
         }

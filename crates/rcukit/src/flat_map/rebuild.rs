@@ -65,7 +65,7 @@ where
         groups: usize,
         except: Option<usize>,
     ) {
-        let new = Box::new(Table::to_fill(groups, self.len.load(Relaxed)));
+        let new = Box::new(Table::to_fill(groups, self.written.len.load(Relaxed)));
         // The user's `Hash` or `Clone` may panic here: `new` is then dropped, unseen, with
         // the clones it holds.
         let len = self
@@ -83,7 +83,7 @@ where
         len: usize,
     ) {
         **lock = Writer::for_table(new.groups(), lock.min_groups, len);
-        self.len.store(len, Relaxed);
+        self.written.len.store(len, Relaxed);
         if new.groups() > self.table_mine(lock).groups() {
             self.table_mine(lock).give_back_when_freed();
         }
