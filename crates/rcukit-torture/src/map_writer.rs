@@ -343,11 +343,21 @@ impl<F: Flavor> MapWriter<'_, F> {
     }
 
     /// Insert thousands of keys, work a little while the table is large, remove them all.
+    /// One burst in three first reserves room for its keys (the table jumps up several
+    /// doublings in one resize) and ends with `shrink_to_fit` (several halvings in one), racing
+    /// the other writers' bursts and resizes.
     fn burst(&mut self) {
         let m = self.m;
         let c = &m.counters;
         let base = burst_base(self.id);
-        let mut live = self.burst_insert(base);
+        let keys = self.rng.u64(BURST_KEYS);
+        let jump = self.rng.u32(0..3) == 0;
+        if jump {
+            c.reserves.fetch_add(1, Relaxed);
+            m.map.reserve(keys as usize);
+            m.observe_capacity();
+        }
+        let mut live = self.burst_insert(base, keys);
         c.bursts.fetch_add(1, Relaxed);
         c.burst_keys.fetch_add(live.len() as u64, Relaxed);
         for _ in 0..self.rng.u32(0..32) {
@@ -365,6 +375,11 @@ impl<F: Flavor> MapWriter<'_, F> {
             order => self.burst_remove(base, &mut live, order),
         }
         m.observe_capacity();
+        if jump {
+            c.shrinks_to_fit.fetch_add(1, Relaxed);
+            m.map.shrink_to_fit();
+            m.observe_capacity();
+        }
     }
 
     /// A `retain` that keeps everything, racing the readers' held iterations and the other
@@ -388,11 +403,10 @@ impl<F: Flavor> MapWriter<'_, F> {
         }
     }
 
-    /// Insert a burst's keys from `base` on; their elements, in key order.
-    fn burst_insert(&mut self, base: u64) -> Vec<usize> {
+    /// Insert `n` burst keys from `base` on; their elements, in key order.
+    fn burst_insert(&mut self, base: u64, n: u64) -> Vec<usize> {
         let m = self.m;
         let c = &m.counters;
-        let n = self.rng.u64(BURST_KEYS);
         let mut live: Vec<usize> = Vec::with_capacity(n as usize);
         for i in 0..n {
             let Some(element) = self.alloc() else { break };

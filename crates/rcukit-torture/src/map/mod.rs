@@ -40,7 +40,11 @@
 //!   0.1-0.5 s, run a burst: insert 2,000-12,000 keys of their own, touch a few while the table
 //!   is large, then remove them all (one by one in some order, with replacements in between,
 //!   or with one `retain`), so the table grows from tens of buckets to thousands and
-//!   shrinks back, over and over, while readers look keys up. Half of the bursts also run a
+//!   shrinks back, over and over, while readers look keys up. One burst in three first calls
+//!   `reserve` for its keys and ends with `shrink_to_fit`: the table jumps several doublings
+//!   up in one resize and several halvings down in another (the hash map's movers then place
+//!   nodes whose index hints are used up), racing the other writer's bursts, which grow and
+//!   shrink it a step at a time. Half of the bursts also run a
 //!   `retain` that keeps everything while the table is large, racing the readers' held
 //!   iterations and the other writer's resizes: it must visit each stable key exactly once. They record the capacities they
 //!   see (`capacity()` after each step).
@@ -280,6 +284,8 @@ pub(crate) struct MapCounters {
     pub(crate) retains: AtomicU64,
     pub(crate) bursts: AtomicU64,
     pub(crate) burst_keys: AtomicU64,
+    pub(crate) reserves: AtomicU64,
+    pub(crate) shrinks_to_fit: AtomicU64,
     pub(crate) waits: AtomicU64,
     pub(crate) alloc_failures: AtomicU64,
     pub(crate) result_errors: AtomicU64,
@@ -322,6 +328,8 @@ impl MapCounters {
             retains: AtomicU64::new(0),
             bursts: AtomicU64::new(0),
             burst_keys: AtomicU64::new(0),
+            reserves: AtomicU64::new(0),
+            shrinks_to_fit: AtomicU64::new(0),
             waits: AtomicU64::new(0),
             alloc_failures: AtomicU64::new(0),
             result_errors: AtomicU64::new(0),

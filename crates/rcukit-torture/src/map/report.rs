@@ -64,6 +64,10 @@ pub struct MapReport {
     pub bursts: u64,
     /// Keys inserted by bursts.
     pub burst_keys: u64,
+    /// Bursts that reserved room for their keys first (and ended with `shrink_to_fit`).
+    pub reserves: u64,
+    /// `shrink_to_fit` calls at the end of those bursts.
+    pub shrinks_to_fit: u64,
     /// Grace periods the map writers waited for.
     pub waits: u64,
     /// Times a map writer found the value pool empty.
@@ -135,6 +139,8 @@ impl MapReport {
             retains: l(&c.retains),
             bursts: l(&c.bursts),
             burst_keys: l(&c.burst_keys),
+            reserves: l(&c.reserves),
+            shrinks_to_fit: l(&c.shrinks_to_fit),
             waits: l(&c.waits),
             alloc_failures: l(&c.alloc_failures),
             result_errors: l(&c.result_errors),

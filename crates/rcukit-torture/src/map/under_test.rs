@@ -172,6 +172,26 @@ impl MapUnderTest {
         }
     }
 
+    /// Make room for `additional` more entries at once (the hash map also keeps the room
+    /// as its floor until a `shrink_to_fit`).
+    pub(crate) fn reserve(&self, additional: usize) {
+        match self {
+            MapUnderTest::Hash(map) => map.reserve(additional),
+            MapUnderTest::Flat(map) => map.reserve(additional),
+            MapUnderTest::FlatQsbr(map) => map.reserve(additional),
+        }
+    }
+
+    /// Shrink the table to fit the entries, several halvings at once (and drop the hash map's
+    /// floor).
+    pub(crate) fn shrink_to_fit(&self) {
+        match self {
+            MapUnderTest::Hash(map) => map.shrink_to_fit(),
+            MapUnderTest::Flat(map) => map.shrink_to_fit(),
+            MapUnderTest::FlatQsbr(map) => map.shrink_to_fit(),
+        }
+    }
+
     pub(crate) fn clear(&self) {
         match self {
             MapUnderTest::Hash(map) => map.clear(),

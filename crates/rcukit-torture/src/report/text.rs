@@ -338,7 +338,8 @@ fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::
     writeln!(
         f,
         "{p} map writes: insert {} replace {} update {} (by compute {}, closure reruns {}) \
-         remove {} retain {}; bursts {} ({} keys); waits {}; pool empty {}; wrong results {}",
+         remove {} retain {}; bursts {} ({} keys; reserve and shrink_to_fit {} / {}); waits {}; \
+         pool empty {}; wrong results {}",
         m.inserts,
         m.replaces,
         m.updates,
@@ -348,6 +349,8 @@ fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::
         m.retains,
         m.bursts,
         m.burst_keys,
+        m.reserves,
+        m.shrinks_to_fit,
         m.waits,
         m.alloc_failures,
         m.result_errors
