@@ -294,7 +294,7 @@ fn write_map(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result 
     write_map_histograms(f, p, m)
 }
 
-/// The setup, lookup and write lines of a map run's report.
+/// The setup and lookup lines of a map run's report, then the write line.
 fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
     writeln!(
         f,
@@ -335,6 +335,11 @@ fn write_map_counts(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::
         m.value_mismatches,
         m.mbtest_errors
     )?;
+    write_map_writes(f, p, m)
+}
+
+/// The write line of a map run's report.
+fn write_map_writes(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::Result {
     writeln!(
         f,
         "{p} map writes: insert {} replace {} update {} (by compute {}, closure reruns {}) \
