@@ -22,9 +22,9 @@ use super::table::usable;
 use super::{RcuFlatMap, Table};
 use crate::domain_ref::AnyDomainRef;
 use crate::sync::fork_lock::{ForkLock, ForkLockGuard};
+use crate::sync::AtomicUsize;
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// The map's writer lock.
