@@ -7,8 +7,8 @@ use std::ptr::NonNull;
 pub(crate) const HUGE_BYTES: usize = 4 << 20;
 
 /// Other arrays are mappings of their own from this many bytes (Linux): glibc's default mmap
-/// threshold, the size from which it too maps a block, until it raises the threshold.
-#[cfg(all(target_os = "linux", not(rcukit_loom), not(miri)))]
+/// threshold, the size from which it too maps a block, until it raises the threshold. (Defined
+/// everywhere: owners size their arrays by it.)
 pub(crate) const MAPPED_BYTES: usize = 128 << 10;
 
 /// The size (and alignment) of a transparent huge page on x86-64 and most Arm kernels.

@@ -113,8 +113,8 @@ pub(crate) fn prefetch<T>(p: *const T) {
 }
 
 /// [`LANES`] entries with their tags, and the link to the next such group of the bucket: the
-/// body of a bucket's line, and on its own (56 bytes, a 64-byte block of the common
-/// allocators) an overflow line.
+/// body of a bucket's line, and on its own (56 bytes, on a cache line of its own: see
+/// `overflow.rs`) an overflow line.
 #[repr(C)]
 pub(crate) struct Lanes<N> {
     /// The lanes' tags (zero: the lane is empty). Changed only under the bucket's lock.

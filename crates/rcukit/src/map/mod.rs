@@ -13,6 +13,7 @@ mod line;
 mod loom;
 mod moves;
 mod node;
+mod overflow;
 mod pin;
 pub(crate) mod table;
 mod traits;

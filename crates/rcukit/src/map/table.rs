@@ -13,6 +13,7 @@
 use super::hint;
 use super::line::{self, Lanes, Line, LineLock, CHANGING, LANES, MOVED};
 pub(crate) use super::node::Node;
+use super::overflow::Overflows;
 use crate::sync::fork;
 use crate::sync::{AtomicPtr, AtomicUsize};
 use crossbeam_utils::CachePadded;
@@ -30,6 +31,8 @@ pub(crate) struct Table<K, V> {
     pub(crate) next: AtomicPtr<Table<K, V>>,
     /// What writers count, on cache lines of their own.
     pub(crate) counts: CachePadded<Counts>,
+    /// Where the buckets' overflow lines come from (`overflow.rs`).
+    overflow: Overflows<Node<K, V>>,
     /// The map's entry count when this table was made, and whether it was moved into a
     /// smaller one: hints for `trim`, outside the map's protocol (see [`Table::shrunk_away`]).
     entries_when_made: usize,
@@ -50,7 +53,7 @@ pub(crate) struct Counts {
     pub(crate) claimed: AtomicUsize,
     /// Buckets whose move has finished.
     pub(crate) finished: AtomicUsize,
-    /// Overflow lines hung on this table's buckets, freed with it.
+    /// Overflow lines hung on this table's buckets.
     overflows: AtomicUsize,
 }
 
@@ -88,6 +91,7 @@ impl<K, V> Table<K, V> {
                 finished: AtomicUsize::new(0),
                 overflows: AtomicUsize::new(0),
             }),
+            overflow: Overflows::for_table(buckets),
             entries_when_made: 0,
             shrunk_away: AtomicBool::new(false),
             limits: (
@@ -168,7 +172,7 @@ impl<K, V> Table<K, V> {
     pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.len() * std::mem::size_of::<Line<Node<K, V>>>()
-            + self.counts.overflows.load(Relaxed) * std::mem::size_of::<Lanes<Node<K, V>>>()
+            + self.counts.overflows.load(Relaxed) * Overflows::<Node<K, V>>::LINE_BYTES
     }
 
     /// Put `node` (whose tag is `tag`, and whose index hint in this table is `hint`) in a free
@@ -204,30 +208,14 @@ impl<K, V> Table<K, V> {
                 }
             }
             Err(last) => {
-                // Allocated before the change begins: nothing can fail inside it.
-                let fresh = Lanes::new();
+                // Taken before the change begins: nothing can fail inside it. No reader reaches
+                // the line before the link's `Release` store publishes it, filled.
+                let fresh = self.overflow.take();
                 fresh.slots[0].store(node, Relaxed);
                 fresh.tags.store(line::with_lane(0, 0, tag), Relaxed);
-                let fresh = Box::into_raw(Box::new(fresh));
                 self.counts.overflows.fetch_add(1, Relaxed);
+                let fresh = ptr::from_ref(fresh).cast_mut();
                 lock.change(|| last.overflow.store(fresh, Release));
-            }
-        }
-    }
-}
-
-impl<K, V> Drop for Table<K, V> {
-    fn drop(&mut self) {
-        if self.counts.overflows.load(Relaxed) == 0 {
-            return;
-        }
-        for bucket in self.buckets.iter() {
-            let mut p = bucket.lanes.overflow.load(Relaxed);
-            while !p.is_null() {
-                // SAFETY: overflow lines are boxed, linked once and owned by their table,
-                // which is being dropped (no reader can reach it any more).
-                let line = unsafe { Box::from_raw(p) };
-                p = line.overflow.load(Relaxed);
             }
         }
     }
