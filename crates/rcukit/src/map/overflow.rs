@@ -121,8 +121,23 @@ impl<N> Overflows<N> {
         lines
     }
 
+    /// The bytes of the lines handed out so far: what freeing the table gives back of its
+    /// chunks (a mapped chunk's untouched pages were never resident; a chunk from the
+    /// allocator holds at most a sixteenth of its table's buckets in lines, so its unused ones
+    /// are not counted). A line taken by a writer that has not linked it yet counts.
+    pub(crate) fn bytes(&self) -> usize {
+        let mut lines = 0;
+        let mut chunk = self.current.load(Acquire);
+        // SAFETY: a published chunk, and the chunks older than it, live as long as `self`.
+        while let Some(c) = unsafe { chunk.as_ref() } {
+            lines += c.taken.load(Relaxed).min(c.lines.len());
+            chunk = c.older;
+        }
+        lines * Self::LINE_BYTES
+    }
+
     /// The bytes of a line.
-    pub(crate) const LINE_BYTES: usize = std::mem::size_of::<OverflowLine<N>>();
+    const LINE_BYTES: usize = std::mem::size_of::<OverflowLine<N>>();
 }
 
 impl<N> Drop for Overflows<N> {
@@ -168,6 +183,7 @@ mod tests {
                 assert!(line.slots.iter().all(|s| s.load(Relaxed).is_null()));
                 line.tags.store(1, Relaxed); // taken: a second hand-out would not read 0
                 assert!(seen.insert(std::ptr::from_ref(line) as usize));
+                assert_eq!(pool.bytes(), seen.len() * 64, "{buckets} buckets");
             }
         }
     }
@@ -190,5 +206,7 @@ mod tests {
         });
         let all: HashSet<usize> = taken.iter().flatten().copied().collect();
         assert_eq!(all.len(), 4 * per_thread);
+        // Lines counted once each, though adds past a chunk's end ran on.
+        assert_eq!(pool.bytes(), 4 * per_thread * 64);
     }
 }

@@ -53,8 +53,6 @@ pub(crate) struct Counts {
     pub(crate) claimed: AtomicUsize,
     /// Buckets whose move has finished.
     pub(crate) finished: AtomicUsize,
-    /// Overflow lines hung on this table's buckets.
-    overflows: AtomicUsize,
 }
 
 /// See [`Table::limits`]: grow past `above` entries, shrink below `below`.
@@ -89,7 +87,6 @@ impl<K, V> Table<K, V> {
             counts: CachePadded::new(Counts {
                 claimed: AtomicUsize::new(0),
                 finished: AtomicUsize::new(0),
-                overflows: AtomicUsize::new(0),
             }),
             overflow: Overflows::for_table(buckets),
             entries_when_made: 0,
@@ -172,7 +169,7 @@ impl<K, V> Table<K, V> {
     pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.len() * std::mem::size_of::<Line<Node<K, V>>>()
-            + self.counts.overflows.load(Relaxed) * Overflows::<Node<K, V>>::LINE_BYTES
+            + self.overflow.bytes()
     }
 
     /// Put `node` (whose tag is `tag`, and whose index hint in this table is `hint`) in a free
@@ -213,7 +210,6 @@ impl<K, V> Table<K, V> {
                 let fresh = self.overflow.take();
                 fresh.slots[0].store(node, Relaxed);
                 fresh.tags.store(line::with_lane(0, 0, tag), Relaxed);
-                self.counts.overflows.fetch_add(1, Relaxed);
                 let fresh = ptr::from_ref(fresh).cast_mut();
                 lock.change(|| last.overflow.store(fresh, Release));
             }
