@@ -6,10 +6,10 @@
 # `rustup +nightly component add rust-src`); nothing else in the project does.
 #
 #   scripts/asan.sh            the stress, hostile, callback, container, owned-section and fork
-#                              tests, then 60 s of torture per fence mode, of qsbr (both modes)
-#                              and of each map (RcuHashMap, RcuFlatMap) per fence mode, and
-#                              of RcuFlatMap on a QSBR domain (both modes) (about 20 minutes on
-#                              2 cores)
+#                              tests (the containers' fork tests too), then 60 s of torture per
+#                              fence mode, of qsbr (both modes), of each map (RcuHashMap,
+#                              RcuFlatMap) per fence mode, and of RcuFlatMap on a QSBR domain
+#                              (both modes) (about 20 minutes on 2 cores)
 #   TORTURE=5m scripts/asan.sh longer torture runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
 run() { echo "+ $*" >&2; "$@"; }
 run cargo +nightly test -Zbuild-std --target "$target" -p rcukit \
     --test stress --test hostile --test callbacks --test cell --test list --test map --test owned \
-    --test flat_map --test flat_map_owned --test fork
+    --test flat_map --test flat_map_owned --test fork --test fork_containers
 for fence in membarrier seqcst; do
     run cargo +nightly run -Zbuild-std --target "$target" --release -p rcukit-torture -- \
         --duration "${TORTURE:-60s}" --fence "$fence"
