@@ -197,6 +197,43 @@ fn from_iterator_drops_every_value_when_replaced_duplicates_panic() {
     );
 }
 
+/// An iterator given to `extend` that panics: the pairs it gave before are in the map, as a
+/// loop of single inserts would have left them, and every value is dropped once. (`extend`
+/// takes pairs a batch at a time, outside its guards; the batch taken when the iterator
+/// panicked was dropped, not inserted: up to 255 pairs the iterator had handed over were
+/// lost.)
+#[test]
+fn extend_from_an_iterator_that_panics_keeps_the_pairs_it_gave() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut map: RcuHashMap<u32, Counted> = RcuHashMap::new();
+    // 700 pairs, then a panic: past the first batch, and with duplicates (keys below 100
+    // twice), so that the pairs of the interrupted batch replace entries too.
+    let extended = catch_unwind(AssertUnwindSafe(|| {
+        map.extend((0..1000u32).map(|i| {
+            assert!(i < 700, "the iterator fails at pair {i}");
+            (i % 600, Counted(i as u64, Arc::clone(&drops)))
+        }))
+    }));
+    assert!(extended.is_err(), "the iterator's panic goes on");
+    assert_eq!(map.len(), 600);
+    for key in 0..600 {
+        let last = if key < 100 { key + 600 } else { key };
+        assert_eq!(map.get_cloned_id(&key), Some(last as u64), "key {key}");
+    }
+    // The same through a shared reference, as another thread's writes would go on.
+    let extended = catch_unwind(AssertUnwindSafe(|| {
+        (&map).extend((1000..1300u32).map(|i| {
+            assert!(i < 1290, "the iterator fails at pair {i}");
+            (i, Counted(i as u64, Arc::clone(&drops)))
+        }))
+    }));
+    assert!(extended.is_err());
+    assert_eq!(map.len(), 890);
+    drop(map);
+    Rcu::global().barrier();
+    assert_eq!(drops.load(SeqCst), 990, "every value made, dropped once");
+}
+
 trait CountedId {
     fn get_cloned_id(&self, key: &u32) -> Option<u64>;
 }

@@ -7,9 +7,11 @@ use super::write::Sink;
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
 use crossbeam_utils::CachePadded;
+use std::any::Any;
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -63,8 +65,12 @@ where
         };
         let mut iter = iter.into_iter();
         loop {
-            // The user's iterator runs outside the guard (it may wait for a grace period).
-            let batch = next_batch(&mut iter);
+            // The user's iterator runs outside the guard (it may wait for a grace period). If
+            // it panics, nobody will see the map: the pairs taken go with it.
+            let (batch, panic) = next_batch(&mut iter);
+            if let Some(payload) = panic {
+                resume_unwind(payload);
+            }
             if batch.is_empty() {
                 return map;
             }
@@ -88,13 +94,27 @@ const BATCH: usize = 256;
 
 /// Up to [`BATCH`] pairs of `iter`, taken with no guard held: the user's iterator may do
 /// anything a thread outside a read-side critical section may (receive from a thread that
-/// waits for a grace period, or wait for one itself).
-fn next_batch<T>(iter: &mut impl Iterator<Item = T>) -> Vec<T> {
-    iter.by_ref().take(BATCH).collect()
+/// waits for a grace period, or wait for one itself). If the iterator panics, the pairs it
+/// gave before come back with the panic's payload: `Extend` inserts them before the panic goes
+/// on, as a loop of single inserts would have (dropping them would lose pairs the iterator
+/// handed over).
+fn next_batch<T>(iter: &mut impl Iterator<Item = T>) -> (Vec<T>, Option<Box<dyn Any + Send>>) {
+    let mut batch = Vec::new();
+    let taken = catch_unwind(AssertUnwindSafe(|| {
+        batch.reserve(iter.size_hint().0.min(BATCH));
+        while batch.len() < BATCH {
+            match iter.next() {
+                Some(pair) => batch.push(pair),
+                None => break,
+            }
+        }
+    }));
+    (batch, taken.err())
 }
 
 /// Inserts each pair (as [`insert`](RcuHashMap::insert)), a batch of pairs per guard; the
-/// iterator itself runs outside the guards.
+/// iterator itself runs outside the guards. If it panics, the pairs it gave before are
+/// inserted, then the panic goes on.
 impl<K, V, S, D> Extend<(K, V)> for &RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,
@@ -105,14 +125,19 @@ where
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
         let mut iter = iter.into_iter();
         loop {
-            let batch = next_batch(&mut iter);
-            if batch.is_empty() {
+            let (batch, panic) = next_batch(&mut iter);
+            if batch.is_empty() && panic.is_none() {
                 return;
             }
-            // A handle per batch: what the batch replaced is retired when it drops.
-            let pinned = self.pin();
-            for (key, value) in batch {
-                pinned.insert(key, value);
+            {
+                // A handle per batch: what the batch replaced is retired when it drops.
+                let pinned = self.pin();
+                for (key, value) in batch {
+                    pinned.insert(key, value);
+                }
+            }
+            if let Some(payload) = panic {
+                resume_unwind(payload);
             }
         }
     }
