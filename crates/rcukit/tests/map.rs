@@ -1200,6 +1200,41 @@ fn user_code_that_re_enters_the_map_does_not_deadlock() {
     body.join().unwrap();
 }
 
+/// Closures that resize the map they run in (`reserve`, which moves every bucket at once, and
+/// `shrink_to_fit`) while the write that called them is between its walk and its lock: each
+/// write lands once, in whatever table is current; and a `reserve` past the largest table
+/// panics, leaving the map as it was and usable.
+#[test]
+fn closures_that_reserve_and_shrink_their_own_map_land_each_write_once() {
+    let map: RcuHashMap<u64, u64> = RcuHashMap::new();
+    let n = scale(3_000, 60) as u64;
+    for i in 0..n {
+        map.pin().get_or_insert_with(i, || {
+            match i % 100 {
+                0 => map.reserve(scale(50_000, 500)),
+                50 => map.shrink_to_fit(),
+                _ => {}
+            }
+            i
+        });
+        map.pin().update(&i, |v| {
+            if i % 7 == 0 {
+                map.shrink_to_fit();
+            }
+            v + 1
+        });
+    }
+    assert_eq!(map.len(), n as usize);
+    for i in 0..n {
+        assert_eq!(map.pin().get(&i).copied(), Some(i + 1));
+    }
+    let refused = catch_unwind(AssertUnwindSafe(|| map.reserve(usize::MAX)));
+    assert!(refused.is_err(), "capacity overflow");
+    assert_eq!(map.len(), n as usize);
+    assert_eq!(map.pin().insert(n, 0), None);
+    assert_eq!(map.pin().remove(&0).copied(), Some(1));
+}
+
 /// Panicking user code (update, compute, remove_if and retain closures, makers, `Hash`, `Eq`)
 /// leaves the map as it was: no lock held, nothing half-linked, nothing leaked.
 #[test]

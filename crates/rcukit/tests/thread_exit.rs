@@ -1,13 +1,15 @@
-//! Thread exit: a guard, a QSBR registration or a retire that lives in a user's thread-local
-//! must keep its promises whichever thread-local is destroyed first, rcukit's or the user's.
+//! Thread exit: a guard, a QSBR registration or a retire that lives in a user's thread-local,
+//! and a map written from one, must keep their promises whichever thread-local is destroyed
+//! first, rcukit's or the user's.
 //!
 //! Thread-local destructors run in the reverse order of registration, and a thread-local is
 //! registered on first use. `Order::UserFirst` uses the user's thread-local before rcukit's, so
 //! rcukit's table is destroyed *first* and the user's destructor runs after it (the hazard);
 //! `Order::RcukitFirst` is the other way round. Every test runs both, each under a watchdog.
 
-use rcukit::{PerCpuRwLock, Qsbr, RawPerCpuRwLock, Rcu, RcuCell, RecSeq, Reclaim};
+use rcukit::{PerCpuRwLock, Qsbr, RawPerCpuRwLock, Rcu, RcuCell, RcuHashMap, RecSeq, Reclaim};
 use std::cell::RefCell;
+use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::LazyLock;
@@ -273,6 +275,54 @@ fn objects_retired_during_thread_exit_are_dropped_by_barrier() {
         t.join().unwrap();
         RCU.barrier();
         assert_eq!(DROPPED.load(Ordering::Relaxed), 1_000);
+    });
+}
+
+/// A map written from a thread-local destructor, enough to grow it through several tables
+/// and shrink it again (resizes that retire tables and ask for allocator trims): every write
+/// lands, and every value is dropped once, whichever thread-local went first.
+#[test]
+fn a_map_written_in_a_thread_local_destructor_keeps_every_write() {
+    both_orders(Duration::from_secs(120), |order| {
+        static DROPPED: AtomicU64 = AtomicU64::new(0);
+        struct Counted(u64);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        DROPPED.store(0, Ordering::Relaxed);
+        type Map = RcuHashMap<u64, Counted, RandomState, &'static Rcu>;
+        let map: &'static Map = Box::leak(Box::new(
+            RcuHashMap::builder().domain(&*RCU).build().unwrap(),
+        ));
+        let t = exiting_thread(
+            order,
+            move || {
+                map.pin().insert(u64::MAX, Counted(u64::MAX));
+            },
+            move || {
+                Box::new(move || {
+                    for k in 0..3_000 {
+                        map.pin().insert(k, Counted(k));
+                    }
+                    for k in 0..2_000 {
+                        assert_eq!(map.pin().remove(&k).map(|v| v.0), Some(k));
+                    }
+                    let p = map.pin();
+                    assert_eq!(p.iter().count(), 1_001);
+                    assert_eq!(p.get(&2_500).map(|v| v.0), Some(2_500));
+                })
+            },
+        );
+        t.join().unwrap();
+        assert_eq!(map.len(), 1_001);
+        for k in 2_000..3_000 {
+            assert_eq!(map.pin().get(&k).map(|v| v.0), Some(k));
+        }
+        map.clear();
+        RCU.barrier();
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 3_001);
     });
 }
 
