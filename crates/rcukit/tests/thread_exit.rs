@@ -326,6 +326,52 @@ fn a_map_written_in_a_thread_local_destructor_keeps_every_write() {
     });
 }
 
+/// A map handle (`pin()`: a guard and the entries its writes removed) kept in a thread-local
+/// until the thread exits: it protects what it returned until it drops, then retires what it
+/// removed, whichever thread-local went first; a barrier afterwards drops each removed value.
+#[test]
+fn a_map_handle_in_a_thread_local_retires_what_it_removed_when_it_drops() {
+    both_orders(Duration::from_secs(120), |order| {
+        static DROPPED: AtomicU64 = AtomicU64::new(0);
+        struct Counted(u64);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        DROPPED.store(0, Ordering::Relaxed);
+        type Map = RcuHashMap<u64, Counted, RandomState, &'static Rcu>;
+        let map: &'static Map = Box::leak(Box::new(
+            RcuHashMap::builder().domain(&*RCU).build().unwrap(),
+        ));
+        for k in 0..2_000 {
+            map.pin().insert(k, Counted(k));
+        }
+        let t = exiting_thread(
+            order,
+            move || {
+                map.pin().get(&0);
+            },
+            move || {
+                let p = map.pin();
+                for k in 0..1_500 {
+                    assert_eq!(p.remove(&k).map(|v| v.0), Some(k));
+                }
+                Box::new(move || {
+                    // Still protected: the handle's removed entries are not dropped yet.
+                    assert_eq!(DROPPED.load(Ordering::Relaxed), 0);
+                    drop(p);
+                })
+            },
+        );
+        t.join().unwrap();
+        RCU.barrier();
+        RCU.barrier();
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 1_500);
+        assert_eq!(map.len(), 500);
+    });
+}
+
 /// What a waiting call made inside a read-side section, from a thread-local destructor, did.
 fn must_panic(what: &str, f: impl FnOnce()) -> String {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
