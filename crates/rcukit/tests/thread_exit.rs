@@ -278,6 +278,24 @@ fn objects_retired_during_thread_exit_are_dropped_by_barrier() {
     });
 }
 
+/// A map value that counts its drops.
+struct Counted(u64, &'static AtomicU64);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+type CountedMap = RcuHashMap<u64, Counted, RandomState, &'static Rcu>;
+
+/// A map on the tests' domain, leaked: the exiting thread's destructors use it.
+fn leaked_map() -> &'static CountedMap {
+    Box::leak(Box::new(
+        RcuHashMap::builder().domain(&*RCU).build().unwrap(),
+    ))
+}
+
 /// A map written from a thread-local destructor, enough to grow it through several tables
 /// and shrink it again (resizes that retire tables and ask for allocator trims): every write
 /// lands, and every value is dropped once, whichever thread-local went first.
@@ -285,26 +303,17 @@ fn objects_retired_during_thread_exit_are_dropped_by_barrier() {
 fn a_map_written_in_a_thread_local_destructor_keeps_every_write() {
     both_orders(Duration::from_secs(120), |order| {
         static DROPPED: AtomicU64 = AtomicU64::new(0);
-        struct Counted(u64);
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         DROPPED.store(0, Ordering::Relaxed);
-        type Map = RcuHashMap<u64, Counted, RandomState, &'static Rcu>;
-        let map: &'static Map = Box::leak(Box::new(
-            RcuHashMap::builder().domain(&*RCU).build().unwrap(),
-        ));
+        let map = leaked_map();
         let t = exiting_thread(
             order,
             move || {
-                map.pin().insert(u64::MAX, Counted(u64::MAX));
+                map.pin().insert(u64::MAX, Counted(u64::MAX, &DROPPED));
             },
             move || {
                 Box::new(move || {
                     for k in 0..3_000 {
-                        map.pin().insert(k, Counted(k));
+                        map.pin().insert(k, Counted(k, &DROPPED));
                     }
                     for k in 0..2_000 {
                         assert_eq!(map.pin().remove(&k).map(|v| v.0), Some(k));
@@ -333,19 +342,10 @@ fn a_map_written_in_a_thread_local_destructor_keeps_every_write() {
 fn a_map_handle_in_a_thread_local_retires_what_it_removed_when_it_drops() {
     both_orders(Duration::from_secs(120), |order| {
         static DROPPED: AtomicU64 = AtomicU64::new(0);
-        struct Counted(u64);
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         DROPPED.store(0, Ordering::Relaxed);
-        type Map = RcuHashMap<u64, Counted, RandomState, &'static Rcu>;
-        let map: &'static Map = Box::leak(Box::new(
-            RcuHashMap::builder().domain(&*RCU).build().unwrap(),
-        ));
+        let map = leaked_map();
         for k in 0..2_000 {
-            map.pin().insert(k, Counted(k));
+            map.pin().insert(k, Counted(k, &DROPPED));
         }
         let t = exiting_thread(
             order,
