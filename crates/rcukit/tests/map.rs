@@ -234,6 +234,36 @@ fn extend_from_an_iterator_that_panics_keeps_the_pairs_it_gave() {
     assert_eq!(drops.load(SeqCst), 990, "every value made, dropped once");
 }
 
+/// An iterator that is not fused (it yields again after a `None`): `extend` and `collect`
+/// stop at its first `None`, as std's maps and a loop of inserts do. (They asked it for a
+/// next batch after a short one, and inserted what it yielded after its `None`.)
+#[test]
+fn extend_and_collect_stop_at_the_first_none() {
+    /// Yields 0..3, then `None`, then 3..6, then `None` for ever.
+    struct Twice(u32);
+    impl Iterator for Twice {
+        type Item = (u32, u32);
+        fn next(&mut self) -> Option<(u32, u32)> {
+            self.0 += 1;
+            match self.0 {
+                1..=3 => Some((self.0 - 1, 0)),
+                5..=7 => Some((self.0 - 2, 0)),
+                _ => None,
+            }
+        }
+    }
+    let mut map: RcuHashMap<u32, u32> = RcuHashMap::new();
+    map.extend(Twice(0));
+    assert_eq!(map.len(), 3);
+    (&map).extend(Twice(0));
+    assert_eq!(map.len(), 3);
+    let collected: RcuHashMap<u32, u32> = Twice(0).collect();
+    assert_eq!(collected.len(), 3);
+    let mut std_map = HashMap::new();
+    std_map.extend(Twice(0));
+    assert_eq!(std_map.len(), 3, "std's extend, for comparison");
+}
+
 trait CountedId {
     fn get_cloned_id(&self, key: &u32) -> Option<u64>;
 }

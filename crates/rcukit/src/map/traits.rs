@@ -74,6 +74,8 @@ where
             if batch.is_empty() {
                 return map;
             }
+            // The first `None` ends the iterator (see `Extend`).
+            let ended = batch.len() < BATCH;
             let guard = map.domain().read();
             for (key, value) in batch {
                 let hash = map.hasher.hash_one(&key);
@@ -84,6 +86,9 @@ where
             // the nodes) is gone. After the guard: the drops of the replaced duplicates are
             // user code, which may wait for a grace period of the domain.
             unsafe { private.free() };
+            if ended {
+                return map;
+            }
         }
     }
 }
@@ -129,6 +134,9 @@ where
             if batch.is_empty() && panic.is_none() {
                 return;
             }
+            // The iterator's first `None` ends it, as it ends a loop of inserts (an iterator
+            // that is not fused may yield again after it).
+            let ended = batch.len() < BATCH;
             {
                 // A handle per batch: what the batch replaced is retired when it drops.
                 let pinned = self.pin();
@@ -138,6 +146,9 @@ where
             }
             if let Some(payload) = panic {
                 resume_unwind(payload);
+            }
+            if ended {
+                return;
             }
         }
     }
