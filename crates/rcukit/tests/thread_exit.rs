@@ -289,6 +289,9 @@ impl Drop for Counted {
 
 type CountedMap = RcuHashMap<u64, Counted, RandomState, &'static Rcu>;
 
+/// Entries the map tests write (fewer under Miri, which is slow; still several resizes).
+const ENTRIES: u64 = if cfg!(miri) { 300 } else { 3_000 };
+
 /// A map on the tests' domain, leaked: the exiting thread's destructors use it.
 fn leaked_map() -> &'static CountedMap {
     Box::leak(Box::new(
@@ -312,26 +315,26 @@ fn a_map_written_in_a_thread_local_destructor_keeps_every_write() {
             },
             move || {
                 Box::new(move || {
-                    for k in 0..3_000 {
+                    for k in 0..ENTRIES {
                         map.pin().insert(k, Counted(k, &DROPPED));
                     }
-                    for k in 0..2_000 {
+                    for k in 0..ENTRIES / 3 * 2 {
                         assert_eq!(map.pin().remove(&k).map(|v| v.0), Some(k));
                     }
                     let p = map.pin();
-                    assert_eq!(p.iter().count(), 1_001);
-                    assert_eq!(p.get(&2_500).map(|v| v.0), Some(2_500));
+                    assert_eq!(p.iter().count() as u64, ENTRIES / 3 + 1);
+                    assert_eq!(p.get(&(ENTRIES - 1)).map(|v| v.0), Some(ENTRIES - 1));
                 })
             },
         );
         t.join().unwrap();
-        assert_eq!(map.len(), 1_001);
-        for k in 2_000..3_000 {
+        assert_eq!(map.len() as u64, ENTRIES / 3 + 1);
+        for k in ENTRIES / 3 * 2..ENTRIES {
             assert_eq!(map.pin().get(&k).map(|v| v.0), Some(k));
         }
         map.clear();
         RCU.barrier();
-        assert_eq!(DROPPED.load(Ordering::Relaxed), 3_001);
+        assert_eq!(DROPPED.load(Ordering::Relaxed), ENTRIES + 1);
     });
 }
 
@@ -344,7 +347,7 @@ fn a_map_handle_in_a_thread_local_retires_what_it_removed_when_it_drops() {
         static DROPPED: AtomicU64 = AtomicU64::new(0);
         DROPPED.store(0, Ordering::Relaxed);
         let map = leaked_map();
-        for k in 0..2_000 {
+        for k in 0..ENTRIES {
             map.pin().insert(k, Counted(k, &DROPPED));
         }
         let t = exiting_thread(
@@ -354,7 +357,7 @@ fn a_map_handle_in_a_thread_local_retires_what_it_removed_when_it_drops() {
             },
             move || {
                 let p = map.pin();
-                for k in 0..1_500 {
+                for k in 0..ENTRIES / 2 {
                     assert_eq!(p.remove(&k).map(|v| v.0), Some(k));
                 }
                 Box::new(move || {
@@ -367,8 +370,8 @@ fn a_map_handle_in_a_thread_local_retires_what_it_removed_when_it_drops() {
         t.join().unwrap();
         RCU.barrier();
         RCU.barrier();
-        assert_eq!(DROPPED.load(Ordering::Relaxed), 1_500);
-        assert_eq!(map.len(), 500);
+        assert_eq!(DROPPED.load(Ordering::Relaxed), ENTRIES / 2);
+        assert_eq!(map.len() as u64, ENTRIES - ENTRIES / 2);
     });
 }
 
