@@ -206,32 +206,39 @@ fn from_iterator_drops_every_value_when_replaced_duplicates_panic() {
 fn extend_from_an_iterator_that_panics_keeps_the_pairs_it_gave() {
     let drops = Arc::new(AtomicUsize::new(0));
     let mut map: RcuHashMap<u32, Counted> = RcuHashMap::new();
-    // 700 pairs, then a panic: past the first batch, and with duplicates (keys below 100
-    // twice), so that the pairs of the interrupted batch replace entries too.
+    // `made` pairs, then a panic: past the first batch (256 pairs), and with duplicates (keys
+    // below `made - keys` twice), so that the pairs of the interrupted batch replace entries
+    // too.
+    let (made, keys) = (scale(700, 300) as u32, scale(600, 260) as u32);
     let extended = catch_unwind(AssertUnwindSafe(|| {
-        map.extend((0..1000u32).map(|i| {
-            assert!(i < 700, "the iterator fails at pair {i}");
-            (i % 600, Counted(i as u64, Arc::clone(&drops)))
+        map.extend((0..made + 300).map(|i| {
+            assert!(i < made, "the iterator fails at pair {i}");
+            (i % keys, Counted(i as u64, Arc::clone(&drops)))
         }))
     }));
     assert!(extended.is_err(), "the iterator's panic goes on");
-    assert_eq!(map.len(), 600);
-    for key in 0..600 {
-        let last = if key < 100 { key + 600 } else { key };
+    assert_eq!(map.len(), keys as usize);
+    for key in 0..keys {
+        let last = if key < made - keys { key + keys } else { key };
         assert_eq!(map.get_cloned_id(&key), Some(last as u64), "key {key}");
     }
     // The same through a shared reference, as another thread's writes would go on.
+    let more = scale(290, 30) as u32;
     let extended = catch_unwind(AssertUnwindSafe(|| {
-        (&map).extend((1000..1300u32).map(|i| {
-            assert!(i < 1290, "the iterator fails at pair {i}");
+        (&map).extend((1000..1000 + more + 10).map(|i| {
+            assert!(i < 1000 + more, "the iterator fails at pair {i}");
             (i, Counted(i as u64, Arc::clone(&drops)))
         }))
     }));
     assert!(extended.is_err());
-    assert_eq!(map.len(), 890);
+    assert_eq!(map.len(), (keys + more) as usize);
     drop(map);
     Rcu::global().barrier();
-    assert_eq!(drops.load(SeqCst), 990, "every value made, dropped once");
+    assert_eq!(
+        drops.load(SeqCst),
+        (made + more) as usize,
+        "every value made, dropped once"
+    );
 }
 
 /// An iterator that is not fused (it yields again after a `None`): `extend` and `collect`
