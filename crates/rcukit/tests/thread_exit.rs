@@ -290,8 +290,9 @@ impl Drop for Counted {
 type CountedMap = RcuHashMap<u64, Counted, RandomState, &'static Rcu>;
 
 /// Entries the map tests write: under Miri, which runs every test thread of the binary on one
-/// and is slow, few enough (one grow) that the other tests' watchdogs are not starved.
-const ENTRIES: u64 = if cfg!(miri) { 90 } else { 3_000 };
+/// and is slow, a dozen (no resize), so that the other tests' watchdogs are not starved (with
+/// 300, and with 90, one of them fired there).
+const ENTRIES: u64 = if cfg!(miri) { 12 } else { 3_000 };
 
 /// A map on the tests' domain, leaked: the exiting thread's destructors use it.
 fn leaked_map() -> &'static CountedMap {
