@@ -67,17 +67,12 @@ where
         loop {
             // The user's iterator runs outside the guard (it may wait for a grace period). If
             // it panics, nobody will see the map: the pairs taken go with it.
-            let (batch, panic) = next_batch(&mut iter);
-            if let Some(payload) = panic {
+            let batch = Taken::from(&mut iter);
+            if let Some(payload) = batch.panic {
                 resume_unwind(payload);
             }
-            if batch.is_empty() {
-                return map;
-            }
-            // The first `None` ends the iterator (see `Extend`).
-            let ended = batch.len() < BATCH;
             let guard = map.domain().read();
-            for (key, value) in batch {
+            for (key, value) in batch.pairs {
                 let hash = map.hasher.hash_one(&key);
                 drop(map.put(hash, key, value, true, &guard, &private));
             }
@@ -86,7 +81,7 @@ where
             // the nodes) is gone. After the guard: the drops of the replaced duplicates are
             // user code, which may wait for a grace period of the domain.
             unsafe { private.free() };
-            if ended {
+            if batch.ended {
                 return map;
             }
         }
@@ -97,24 +92,42 @@ where
 /// `FromIterator`.
 const BATCH: usize = 256;
 
-/// Up to [`BATCH`] pairs of `iter`, taken with no guard held: the user's iterator may do
-/// anything a thread outside a read-side critical section may (receive from a thread that
-/// waits for a grace period, or wait for one itself). If the iterator panics, the pairs it
-/// gave before come back with the panic's payload: `Extend` inserts them before the panic goes
-/// on, as a loop of single inserts would have (dropping them would lose pairs the iterator
-/// handed over).
-fn next_batch<T>(iter: &mut impl Iterator<Item = T>) -> (Vec<T>, Option<Box<dyn Any + Send>>) {
-    let mut batch = Vec::new();
-    let taken = catch_unwind(AssertUnwindSafe(|| {
-        batch.reserve(iter.size_hint().0.min(BATCH));
-        while batch.len() < BATCH {
-            match iter.next() {
-                Some(pair) => batch.push(pair),
-                None => break,
+/// Up to [`BATCH`] pairs of the user's iterator, taken with no guard held: it may do anything
+/// a thread outside a read-side critical section may (receive from a thread that waits for a
+/// grace period, or wait for one itself).
+struct Taken<T> {
+    pairs: Vec<T>,
+    /// The iterator returned `None`: its first `None` ends it, as it ends a loop of inserts
+    /// (an iterator that is not fused may yield again after it).
+    ended: bool,
+    /// The iterator panicked (after giving `pairs`): `Extend` inserts them before the panic
+    /// goes on, as a loop of single inserts would have (dropping them would lose pairs the
+    /// iterator handed over).
+    panic: Option<Box<dyn Any + Send>>,
+}
+
+impl<T> Taken<T> {
+    fn from(iter: &mut impl Iterator<Item = T>) -> Taken<T> {
+        let mut pairs = Vec::new();
+        let mut ended = false;
+        let taken = catch_unwind(AssertUnwindSafe(|| {
+            pairs.reserve(iter.size_hint().0.min(BATCH));
+            while pairs.len() < BATCH {
+                match iter.next() {
+                    Some(pair) => pairs.push(pair),
+                    None => {
+                        ended = true;
+                        break;
+                    }
+                }
             }
+        }));
+        Taken {
+            pairs,
+            ended,
+            panic: taken.err(),
         }
-    }));
-    (batch, taken.err())
+    }
 }
 
 /// Inserts each pair (as [`insert`](RcuHashMap::insert)), a batch of pairs per guard; the
@@ -130,24 +143,18 @@ where
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
         let mut iter = iter.into_iter();
         loop {
-            let (batch, panic) = next_batch(&mut iter);
-            if batch.is_empty() && panic.is_none() {
-                return;
-            }
-            // The iterator's first `None` ends it, as it ends a loop of inserts (an iterator
-            // that is not fused may yield again after it).
-            let ended = batch.len() < BATCH;
-            {
+            let batch = Taken::from(&mut iter);
+            if !batch.pairs.is_empty() {
                 // A handle per batch: what the batch replaced is retired when it drops.
                 let pinned = self.pin();
-                for (key, value) in batch {
+                for (key, value) in batch.pairs {
                     pinned.insert(key, value);
                 }
             }
-            if let Some(payload) = panic {
+            if let Some(payload) = batch.panic {
                 resume_unwind(payload);
             }
-            if ended {
+            if batch.ended {
                 return;
             }
         }
