@@ -81,6 +81,91 @@ fn the_api_in_one_thread() {
     assert_eq!(map.get_copied(&2000), Some(7));
 }
 
+/// A value on a page of its own: alignment far above what the allocator gives by default.
+#[repr(align(4096))]
+#[derive(Clone, Debug, PartialEq)]
+struct PageAligned(u64);
+
+/// A zero-sized value that counts the copies made of it (by inserts and by rebuilds' clones)
+/// and their drops.
+struct ZeroSized;
+
+static ZERO_SIZED_MADE: AtomicUsize = AtomicUsize::new(0);
+static ZERO_SIZED_DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+impl ZeroSized {
+    fn new() -> Self {
+        ZERO_SIZED_MADE.fetch_add(1, SeqCst);
+        ZeroSized
+    }
+}
+
+impl Clone for ZeroSized {
+    fn clone(&self) -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ZeroSized {
+    fn drop(&mut self) {
+        ZERO_SIZED_DROPPED.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn zero_sized_and_page_aligned_entries_are_stored_found_and_dropped_once() {
+    let rcu = Arc::new(Rcu::new());
+    // Zero-sized keys and values: one entry at most, and it behaves as any other.
+    let unit: RcuFlatMap<(), (), _, Arc<Rcu>> =
+        RcuFlatMap::with_capacity_hasher_in(0, std::hash::RandomState::new(), rcu.clone());
+    assert_eq!(unit.insert((), ()), None);
+    assert_eq!(unit.insert((), ()), Some(()));
+    assert_eq!((unit.len(), unit.get_cloned(&())), (1, Some(())));
+    assert_eq!(unit.remove(&()), Some(()));
+    unit.reserve(scale(1000, 50));
+    unit.shrink_to_fit();
+    assert!(unit.is_empty() && unit.get_cloned(&()).is_none());
+
+    // Values aligned to 4 KiB stay aligned in the table through inserts, rebuilds and removes.
+    let n = scale(2000, 40) as u64;
+    let aligned: RcuFlatMap<u64, PageAligned, _, Arc<Rcu>> =
+        RcuFlatMap::with_capacity_hasher_in(0, std::hash::RandomState::new(), rcu.clone());
+    for i in 0..n {
+        aligned.insert(i, PageAligned(i));
+    }
+    {
+        let guard = rcu.read();
+        for i in 0..n {
+            let v = aligned.get(&i, &guard).unwrap();
+            assert_eq!((v.0, v as *const PageAligned as usize % 4096), (i, 0));
+        }
+    }
+    for i in 0..n {
+        assert_eq!(aligned.remove(&i), Some(PageAligned(i)));
+    }
+    aligned.shrink_to_fit();
+    assert!(aligned.is_empty());
+
+    // Zero-sized values with drops: every copy made (inserts, the rebuilds' clones) is
+    // dropped once, through removes, replacements, rebuilds and the map's own drop.
+    {
+        let map: RcuFlatMap<u8, ZeroSized, _, Arc<Rcu>> =
+            RcuFlatMap::with_capacity_hasher_in(0, std::hash::RandomState::new(), rcu.clone());
+        for _ in 0..scale(6, 2) {
+            for k in 0..=u8::MAX {
+                map.insert(k, ZeroSized::new());
+            }
+            for k in 0..=u8::MAX / 2 {
+                assert!(map.remove(&k).is_some());
+            }
+        }
+    }
+    rcu.barrier();
+    let made = ZERO_SIZED_MADE.load(SeqCst);
+    assert!(made >= scale(6, 2) * 256);
+    assert_eq!(ZERO_SIZED_DROPPED.load(SeqCst), made);
+}
+
 #[test]
 fn a_guard_of_another_domain_is_refused() {
     let other = Rcu::new();

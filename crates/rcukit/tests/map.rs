@@ -706,6 +706,79 @@ fn every_value_is_dropped_exactly_once() {
     });
 }
 
+/// A value on a page of its own: alignment far above what the allocator gives by default.
+#[repr(align(4096))]
+#[derive(Clone, Debug, PartialEq)]
+struct PageAligned(u64);
+
+/// A zero-sized value that counts its drops (and nothing else: it has no bytes).
+struct ZeroSized(&'static AtomicUsize);
+
+impl Drop for ZeroSized {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn zero_sized_and_page_aligned_entries_are_stored_found_and_dropped_once() {
+    let rcu = domain();
+    // Zero-sized keys and values: one entry at most, and it behaves as any other.
+    let unit: RcuHashMap<(), (), RandomState, Arc<Rcu>> = RcuHashMap::with_domain(rcu.clone());
+    assert_eq!(unit.pin().insert((), ()), None);
+    assert_eq!(unit.pin().insert((), ()), Some(&()));
+    assert_eq!(
+        (unit.len(), unit.pin().get(&()), unit.pin().iter().count()),
+        (1, Some(&()), 1)
+    );
+    assert_eq!(unit.pin().remove(&()), Some(&()));
+    unit.reserve(scale(1000, 50));
+    unit.shrink_to_fit();
+    assert!(unit.is_empty() && unit.pin().get(&()).is_none());
+
+    // Values aligned to 4 KiB stay aligned through inserts, resizes, clones and removes.
+    let n = scale(3000, 40) as u64;
+    let aligned: RcuHashMap<u64, PageAligned, RandomState, Arc<Rcu>> =
+        RcuHashMap::with_domain(rcu.clone());
+    for i in 0..n {
+        aligned.pin().insert(i, PageAligned(i));
+    }
+    let copy = aligned.clone();
+    for map in [&aligned, &copy] {
+        let pinned = map.pin();
+        for i in 0..n {
+            let v = pinned.get(&i).unwrap();
+            assert_eq!((v.0, v as *const PageAligned as usize % 4096), (i, 0));
+        }
+    }
+    assert!(aligned == copy);
+    for i in 0..n {
+        assert_eq!(aligned.pin().remove(&i), Some(&PageAligned(i)));
+    }
+    assert!(aligned.is_empty());
+
+    // Zero-sized values with drops: each one made is dropped once, through the removes,
+    // the replacements and the map's own drop.
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    let rounds = scale(20, 3);
+    {
+        let map: RcuHashMap<u8, ZeroSized, RandomState, Arc<Rcu>> =
+            RcuHashMap::with_domain(rcu.clone());
+        for round in 0..rounds {
+            for k in 0..=u8::MAX {
+                map.pin().insert(k, ZeroSized(&DROPS));
+            }
+            if round % 2 == 0 {
+                for k in 0..=u8::MAX {
+                    assert!(map.pin().remove(&k).is_some());
+                }
+            }
+        }
+    }
+    rcu.barrier();
+    assert_eq!(DROPS.load(SeqCst), rounds * 256);
+}
+
 #[test]
 fn clear_retires_and_into_iter_hands_values_out() {
     let own = domain();
