@@ -415,6 +415,63 @@ fn reserve_grows_at_once_and_shrink_to_fit_lets_go() {
     });
 }
 
+/// `reserve` and `shrink_to_fit` beside writers whose own inserts and removes start resizes:
+/// a resize under way can have every bucket claimed by writers that have not finished their
+/// runs (preempted, with more threads than cores). `reserve` must still return with its room,
+/// and the floor must hold afterwards, however the resizes it raced end.
+#[test]
+fn reserve_and_shrink_to_fit_racing_resizes_started_by_writers_keep_their_promises() {
+    let map: RcuHashMap<u64, u64, RandomState, Arc<Rcu>> = RcuHashMap::with_domain(domain());
+    let room = scale(200_000, 2_000);
+    let wanted = (room as f64 / MAX_LOAD).ceil() as usize;
+    let stop = AtomicBool::new(false);
+    let short = thread::scope(|s| {
+        for w in 1..=4u64 {
+            let (map, stop) = (&map, &stop);
+            s.spawn(move || {
+                let mut x = w * 7919;
+                while !stop.load(Relaxed) {
+                    // Fills and drains of 2,000-12,000 keys: each crosses several resizes.
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    let n = scale(2_000, 20) as u64 + (x >> 33) % scale(10_000, 20) as u64;
+                    for k in (0..n).take_while(|_| !stop.load(Relaxed)) {
+                        map.pin().insert(w << 40 | k, k);
+                    }
+                    for k in 0..n {
+                        map.pin().remove(&(w << 40 | k));
+                    }
+                }
+            });
+        }
+        // The first `reserve` that returned short, if any (checked once the writers stopped).
+        let mut short = None;
+        for round in 0..scale(100, 3) {
+            map.reserve(room);
+            let buckets = map.capacity();
+            if buckets < wanted {
+                short = Some((round, buckets, map.len()));
+                break;
+            }
+            map.shrink_to_fit();
+            // Time for the writers' own resizes to start again.
+            thread::sleep(Duration::from_millis(2));
+        }
+        map.reserve(room);
+        stop.store(true, Relaxed);
+        short
+    });
+    assert_eq!(
+        short, None,
+        "reserve({room}) returned short: (round, buckets, entries)"
+    );
+    // The writers are gone, and each emptied what it filled: the last `reserve`'s floor holds
+    // through every resize they started after it.
+    assert!(map.is_empty());
+    assert!(map.capacity() >= wanted, "{} buckets", map.capacity());
+    map.shrink_to_fit();
+    assert!(map.capacity() < wanted, "{} buckets", map.capacity());
+}
+
 /// Entries carried through resizes of several doublings at once, both ways, and then grown
 /// one doubling at a time from what the big shrink left (a move into a larger table finds a
 /// node's bucket from the index bits its bucket keeps, or else reads the node): every key is

@@ -6,6 +6,7 @@ use super::moves::{self, Moved};
 use super::table::{self, Limits, Node, Table};
 use super::{buckets_to_hold, Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
 use crate::domain_ref::DomainRef;
+use crate::sync::Backoff;
 use crate::ReadSection;
 use std::hash::{BuildHasher, Hash};
 use std::ptr;
@@ -132,9 +133,14 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         // `self.domain()`) protects the current table and what it reaches.
         match unsafe { moves::help_move(&self.root, self.root.load(Acquire), budget, false) } {
             Moved::Finished(old) => {
-                // The new table's limits may be those of a floor changed since it was made.
                 // SAFETY: protected by the guard, as above.
-                self.refresh_limits(unsafe { &*self.root.load(Acquire) });
+                let new = unsafe { &*self.root.load(Acquire) };
+                // The new table's limits may be those of a floor changed since it was made,
+                // and the table itself may be below that floor (a shrink decided from the
+                // floor as it was before a `reserve` raised it): no count of entries would
+                // ask for the growth back to the floor, so it starts here.
+                self.refresh_limits(new);
+                self.start_wanted_resize(new);
                 Some(old)
             }
             Moved::Some | Moved::Nothing => None,
@@ -143,20 +149,31 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
 
     /// After a bulk change: start the resizes the policy asks for and help until none is
     /// left, returning the tables to retire.
+    ///
+    /// A resize whose buckets are all claimed may still be under way: writers that claimed
+    /// the last runs move them (a few hundred buckets at most, with no user code and no wait
+    /// but for a bucket's lock) and may be preempted meanwhile. This waits for the last of
+    /// them to make the new table current, so that the call returns with no resize under way
+    /// (`reserve` with its room, `shrink_to_fit` with the tight table).
     pub(crate) fn resize_now<G: ReadSection>(&self, guard: &G) -> Vec<*mut Table<K, V>> {
-        if self.forked() {
-            // `retain`'s predicate forked: as in `help_resize_by`.
-            return Vec::new();
-        }
         let mut finished = Vec::new();
+        let mut backoff = Backoff::new();
         loop {
+            if self.forked() {
+                // `retain`'s predicate forked: as in `help_resize_by`.
+                return finished;
+            }
             let before = self.root.load(Acquire);
             // SAFETY: protected by the guard (of this domain).
-            self.start_wanted_resize(unsafe { &*before });
+            let table = unsafe { &*before };
+            self.start_wanted_resize(table);
             match self.help_resize_by(guard, usize::MAX) {
                 Some(old) => finished.push(old),
-                None if ptr::eq(before, self.root.load(Acquire)) => return finished,
-                None => {} // another thread finished a resize meanwhile: look again
+                // Another thread finished a resize meanwhile: look again.
+                None if !ptr::eq(before, self.root.load(Acquire)) => {}
+                None if table.next.load(Acquire).is_null() => return finished,
+                // Every bucket is claimed, some not yet moved.
+                None => backoff.snooze(),
             }
         }
     }
@@ -226,7 +243,8 @@ where
     }
 
     /// Make room for `additional` more entries than the map holds now: the table grows at
-    /// once (this call moves every bucket), and the map will not shrink below that room until
+    /// once (this call moves every bucket, and waits for writers still moving the last buckets
+    /// of a resize they started), and the map will not shrink below that room until
     /// [`shrink_to_fit`](Self::shrink_to_fit). Concurrent reads and writes go on meanwhile.
     ///
     /// # Panics
@@ -376,6 +394,50 @@ mod tests {
             map.capacity() < grown,
             "the emptied map shrank ({grown} entries' room)"
         );
+    }
+
+    /// A shrink that a writer's removal decided from the floor as it was before a `reserve`
+    /// raised it, installed after that `reserve` returned, replayed step by step: the writer
+    /// that finishes moving it in starts the growth back to the floor at once. The count of
+    /// entries would never ask for it (the small table holds them within its limits), so
+    /// without that the table stayed below the floor until the load alone asked for a grow.
+    #[test]
+    fn a_shrink_decided_under_a_lower_floor_grows_back_to_the_floor_once_moved_in() {
+        // The floor: 512 buckets (room for 2,000 entries), and the table that size.
+        let map: RcuHashMap<u64, u64> = RcuHashMap::with_capacity(2_000);
+        for k in 0..100 {
+            map.pin().insert(k, k);
+        }
+        let guard = map.domain().read();
+        let floor = map.min_buckets.load(Relaxed);
+        assert_eq!((floor, map.table(&guard).len()), (512, 512));
+        // The writer's shrink, decided as if the floor were still the smallest table: 64
+        // buckets hold its 100 entries within their limits.
+        let small = 64;
+        assert!(map.limits_for(small).above >= map.len());
+        let made = Box::into_raw(Table::with_limits(small, map.limits_for(small)));
+        assert!(map
+            .table(&guard)
+            .next
+            .compare_exchange(ptr::null_mut(), made, AcqRel, Acquire)
+            .is_ok());
+        // A keyed write's help moves it in (and finishes it).
+        let old = map.help_resize_by(&guard, usize::MAX).expect("finished");
+        assert_eq!(map.table(&guard).len(), small);
+        assert_eq!(
+            map.capacity(),
+            floor,
+            "the growth back to the floor is under way"
+        );
+        let mut finished = map.resize_now(&guard);
+        finished.push(old);
+        assert_eq!(map.table(&guard).len(), floor);
+        assert!(map.table(&guard).next.load(Acquire).is_null());
+        drop(guard);
+        for old in finished {
+            map.retire(None, Some(old));
+        }
+        assert!((0..100).all(|k| map.pin().get(&k) == Some(&k)));
     }
 
     /// `reserve` and `shrink_to_fit` racing each other and the shrinks that removals start
