@@ -197,6 +197,36 @@ fn from_iterator_drops_every_value_when_replaced_duplicates_panic() {
     );
 }
 
+/// A key whose `Hash` panics in the middle of a `collect`, after pairs of the same batch had
+/// replaced others: every value made is dropped once, the replaced duplicates too, and when
+/// their own drops panic as well the process goes on (the first panic is the one that comes
+/// out). (The duplicates were freed only when the batch's inserts returned, and leaked when one
+/// of them panicked.)
+#[test]
+fn from_iterator_whose_key_panics_in_hash_drops_every_value_once() {
+    #[derive(PartialEq, Eq)]
+    struct FailsAt999(u32);
+    impl std::hash::Hash for FailsAt999 {
+        fn hash<H: Hasher>(&self, state: &mut H) {
+            assert!(self.0 != 999, "the Hash of key 999");
+            self.0.hash(state);
+        }
+    }
+    for duplicates_panic in [false, true] {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let value = |loud: bool| Loud(loud && duplicates_panic, Arc::clone(&drops));
+        // 20 keys twice (the first 20 values replaced), the failing key, 5 more: one batch.
+        let pairs = (0..40)
+            .map(|i| (FailsAt999(i % 20), value(i < 20)))
+            .chain([(FailsAt999(999), value(false))])
+            .chain((0..5).map(|i| (FailsAt999(100 + i), value(false))));
+        let collected = catch_unwind(AssertUnwindSafe(|| pairs.collect::<RcuHashMap<_, _>>()));
+        let payload = collected.err().expect("the panic goes on");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"the Hash of key 999"));
+        assert_eq!(drops.load(SeqCst), 46, "every value dropped once");
+    }
+}
+
 /// An iterator given to `extend` that panics: the pairs it gave before are in the map, as a
 /// loop of single inserts would have left them, and every value is dropped once. (`extend`
 /// takes pairs a batch at a time, outside its guards; the batch taken when the iterator

@@ -6,6 +6,7 @@ use super::table::{Limits, Table};
 use super::write::Sink;
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
+use crate::report;
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 use std::cell::RefCell;
@@ -16,7 +17,9 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What a write into a map that nobody else can see unlinked: freed as soon as the write
-/// returned (no reader can hold it), not retired into the domain.
+/// returned (no reader can hold it), not retired into the domain; and when it drops, what is
+/// left (a panic of the user's `Hash` or `Eq` unwound past the write: the duplicates the batch
+/// had replaced, and tables a resize finished, are freed, not leaked).
 struct Private<K, V> {
     nodes: RefCell<Vec<*mut Node<K, V>>>,
     tables: RefCell<Vec<*mut Table<K, V>>>,
@@ -46,6 +49,24 @@ impl<K, V> Private<K, V> {
         // SAFETY: as above. The batch drops each node in the drop-apart form, as a retired
         // node would be, and all of them even when some panic (then the first panic goes on).
         drop(unsafe { Batch::new(nodes) });
+    }
+}
+
+impl<K, V> Drop for Private<K, V> {
+    fn drop(&mut self) {
+        // SAFETY: a `Private` is made by `from_iter` for a map that nobody else can see, and
+        // dropped after every borrow of a write into it ended (on unwind too: the locals of
+        // the write's frames go first).
+        let freed = catch_unwind(AssertUnwindSafe(|| unsafe { self.free() }));
+        if let Err(payload) = freed {
+            if std::thread::panicking() {
+                // The panic that left these behind is unwinding: a second one from a value's
+                // `Drop` would abort the process. Every node was dropped; this one stops here.
+                report::drop_payload(payload);
+            } else {
+                resume_unwind(payload);
+            }
+        }
     }
 }
 
