@@ -1569,6 +1569,59 @@ fn an_entry_whose_key_and_value_both_panic_in_drop_does_not_abort() {
     assert!(reports.load(SeqCst) >= 1, "and it was reported");
 }
 
+/// An `update` whose first attempt is discarded (its closure wrote the key itself, so the
+/// bucket changed) frees that attempt's node: a clone of the key and the closure's value. When
+/// both of their drops panic, the panic comes out of `update` and the process goes on. (The
+/// node was freed with its plain drop glue, which dropped the value while unwinding from the
+/// key's panic: an abort.)
+#[test]
+fn a_discarded_update_attempt_whose_key_and_value_panic_in_drop_does_not_abort() {
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    /// A key whose clones panic in their drop while armed.
+    #[derive(PartialEq, Eq, Hash)]
+    struct Key(u32, bool);
+    impl Clone for Key {
+        fn clone(&self) -> Key {
+            Key(self.0, true)
+        }
+    }
+    impl Drop for Key {
+        fn drop(&mut self) {
+            if self.1 && ARMED.load(SeqCst) {
+                panic!("a key clone's drop");
+            }
+        }
+    }
+    let map: RcuHashMap<Key, Loud, RandomState, Arc<Rcu>> = RcuHashMap::with_domain(domain());
+    let drops = Arc::new(AtomicUsize::new(0));
+    map.pin()
+        .insert(Key(1, false), Loud(false, Arc::clone(&drops)));
+    ARMED.store(true, SeqCst);
+    let mut runs = 0;
+    let updated = catch_unwind(AssertUnwindSafe(|| {
+        let pinned = map.pin();
+        pinned.update(&Key(1, false), |_| {
+            runs += 1;
+            if runs > 1 {
+                return Loud(false, Arc::clone(&drops));
+            }
+            // A write of the same key changes the bucket: this attempt is discarded (and
+            // dropped when the call returns).
+            map.pin()
+                .insert(Key(1, false), Loud(false, Arc::clone(&drops)));
+            Loud(true, Arc::clone(&drops))
+        });
+    }));
+    ARMED.store(false, SeqCst);
+    assert!(updated.is_err(), "the panic comes out of update");
+    assert_eq!(runs, 2);
+    // Dropped: the discarded attempt's value, and the two values replaced (by the closure's
+    // insert, then by the update).
+    map.domain().barrier();
+    assert_eq!(drops.load(SeqCst), 3);
+    assert_eq!(map.len(), 1);
+}
+
 /// The iterator given to `Extend` and `FromIterator` is user code too, and runs outside the
 /// map's read-side critical sections: pairs received from a thread that waits for a grace
 /// period of the map's domain before each send, and an iterator that waits for one itself.

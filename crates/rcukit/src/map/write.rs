@@ -18,7 +18,7 @@
 //! than once, each time with the newest entry.
 
 use super::line;
-use super::node::Node;
+use super::node::{Node, Retired};
 use super::table::{self, Table};
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
@@ -260,8 +260,10 @@ impl<K, V> OwnedNode<K, V> {
 
 impl<K, V> Drop for OwnedNode<K, V> {
     fn drop(&mut self) {
-        // SAFETY: never published (publish forgets the guard), so ours alone.
-        drop(unsafe { Box::from_raw(self.0) });
+        // SAFETY: never published (publish forgets the guard), so ours alone; freed in the
+        // retired form, which drops the key and the value apart (`node` module docs), as a
+        // discarded attempt's clone of the key and the closure's value are user values.
+        drop(unsafe { Box::from_raw(Retired::of(self.0)) });
     }
 }
 
