@@ -1622,6 +1622,33 @@ fn a_discarded_update_attempt_whose_key_and_value_panic_in_drop_does_not_abort()
     assert_eq!(map.len(), 1);
 }
 
+/// A map consumed by `into_iter` whose hasher panics in its `Drop`: the panic goes on, and
+/// every entry is dropped with the iterator it was already in. (The entries were still raw
+/// pointers when the hasher was dropped, and leaked.)
+#[test]
+fn into_iter_of_a_map_whose_hasher_panics_in_drop_drops_every_entry() {
+    struct Touchy(RandomState);
+    impl BuildHasher for Touchy {
+        type Hasher = <RandomState as BuildHasher>::Hasher;
+        fn build_hasher(&self) -> Self::Hasher {
+            self.0.build_hasher()
+        }
+    }
+    impl Drop for Touchy {
+        fn drop(&mut self) {
+            panic!("the hasher's drop");
+        }
+    }
+    let drops = Arc::new(AtomicUsize::new(0));
+    let map = RcuHashMap::with_hasher(Touchy(RandomState::new()));
+    for k in 0..10 {
+        map.pin().insert(k, Counted(k, Arc::clone(&drops)));
+    }
+    let consumed = catch_unwind(AssertUnwindSafe(|| drop(map.into_iter())));
+    assert!(consumed.is_err(), "the hasher's panic goes on");
+    assert_eq!(drops.load(SeqCst), 10, "every entry dropped");
+}
+
 /// The iterator given to `Extend` and `FromIterator` is user code too, and runs outside the
 /// map's read-side critical sections: pairs received from a thread that waits for a grace
 /// period of the map's domain before each send, and an iterator that waits for one itself.

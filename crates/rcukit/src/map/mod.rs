@@ -400,13 +400,16 @@ impl<K, V, S, D: DomainRef> IntoIterator for RcuHashMap<K, V, S, D> {
     fn into_iter(self) -> IntoIter<K, V> {
         // SAFETY: we own the map, and it is forgotten below (its drop never runs again).
         let nodes = unsafe { table::take_all(self.root.load(Relaxed), self.forked()) };
+        // The iterator owns the entries before any user code runs: if the hasher's `Drop`
+        // panics below, unwinding drops them with it.
+        let iter = IntoIter {
+            nodes: nodes.into_iter(),
+        };
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: the hasher and the handle are moved out exactly once, here, and dropped;
         // the map itself is never dropped (ManuallyDrop).
         drop(unsafe { (ptr::read(&this.hasher), ptr::read(&this.domain)) });
-        IntoIter {
-            nodes: nodes.into_iter(),
-        }
+        iter
     }
 }
 
