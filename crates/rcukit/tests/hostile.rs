@@ -7,6 +7,7 @@ mod common;
 
 use common::support::watchdog;
 use rcukit::{Rcu, RcuCell, RcuList};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -238,6 +239,70 @@ fn drops_never_run_under_a_containers_writer_lock() {
             0,
             "retired objects were dropped under a container's writer lock"
         );
+    });
+}
+
+/// `barrier()` called from user code that a container's write runs under its writer lock
+/// (the closures of `RcuFlatMap::update`, `RcuCell::update`, `RcuList::update_first`) panics
+/// with a message saying so, and the container stays usable. A callback the barrier waits for
+/// may need that lock (a retired value whose `Drop` writes the container, as here): a
+/// barrier waited for it forever.
+#[test]
+fn a_barrier_under_a_containers_writer_lock_panics_instead_of_waiting_for_itself() {
+    watchdog(Duration::from_secs(120), || {
+        static MAP: std::sync::OnceLock<rcukit::RcuFlatMap<u64, WritesMap>> =
+            std::sync::OnceLock::new();
+        static ARMED: AtomicBool = AtomicBool::new(false);
+        /// A value whose drop (while armed, once) writes the map it is in.
+        #[derive(Clone)]
+        struct WritesMap;
+        impl Drop for WritesMap {
+            fn drop(&mut self) {
+                if ARMED.swap(false, Ordering::SeqCst) {
+                    MAP.get().unwrap().insert(10_000, WritesMap);
+                }
+            }
+        }
+        let map = MAP.get_or_init(rcukit::RcuFlatMap::new);
+        map.insert(1, WritesMap);
+        // A rebuild retires the old table with a copy of the value in it: when it is freed
+        // (by the callbacks a barrier waits for), that copy's drop writes the map.
+        ARMED.store(true, Ordering::SeqCst);
+        map.reserve(1_000);
+        let refused = |what: &str, write: &mut dyn FnMut()| {
+            let panic = catch_unwind(AssertUnwindSafe(write)).expect_err(what);
+            let message = panic.downcast_ref::<&str>().expect(what);
+            assert!(message.contains("writer lock"), "{what}: {message}");
+        };
+        refused("map", &mut || {
+            map.update(&1, |v| {
+                Rcu::global().barrier();
+                v
+            });
+        });
+        let cell = RcuCell::new(0u64);
+        refused("cell", &mut || {
+            cell.update(|v| {
+                Rcu::global().barrier();
+                v + 1
+            })
+        });
+        let list = RcuList::new();
+        list.push_back(0u64);
+        refused("list", &mut || {
+            list.update_first(
+                |_| true,
+                |v| {
+                    Rcu::global().barrier();
+                    v + 1
+                },
+            );
+        });
+        // Outside the writes the barrier runs, and the retired value's write lands.
+        Rcu::global().barrier();
+        assert!(!ARMED.load(Ordering::SeqCst));
+        assert!(map.get_cloned(&10_000).is_some());
+        assert_eq!((*cell.read(), list.len()), (0, 1));
     });
 }
 

@@ -502,10 +502,21 @@ impl Rcu {
     ///
     /// # Panics
     ///
-    /// Inside a read-side critical section of this domain, or from one of its callbacks.
+    /// Inside a read-side critical section of this domain, from one of its callbacks, or
+    /// while the thread holds a container's writer lock (in the user code that a write of an
+    /// [`RcuCell`](crate::RcuCell), [`RcuList`](crate::RcuList) or
+    /// [`RcuFlatMap`](crate::RcuFlatMap) runs under it): a callback it waits for may write
+    /// that container (a retired value's `Drop` may) and would wait for this thread.
     #[track_caller]
     pub fn barrier(&self) {
         self.assert_not_reading("barrier()");
+        if crate::sync::fork_lock::held_here() {
+            panic!(
+                "rcukit: barrier() called while this thread holds a container's writer lock (in \
+                 a closure or other user code that a write runs under it); a callback it waits \
+                 for may need that lock, held by this very thread. Call it after the write."
+            );
+        }
         self.inner.check_fork();
         self.inner.callbacks.barrier();
     }
