@@ -306,6 +306,37 @@ fn a_barrier_under_a_containers_writer_lock_panics_instead_of_waiting_for_itself
     });
 }
 
+/// A domain whose last handle is dropped by a thread that forgot a guard of it (through a
+/// map handle from `pin()`, say): the drop returns, leaving the domain's threads and what is
+/// pending as they are, since no grace period can end. (It waited for a grace period that
+/// waited for its own thread: a hang.)
+#[test]
+fn a_domain_dropped_by_a_thread_that_forgot_a_guard_of_it_leaks_instead_of_hanging() {
+    watchdog(Duration::from_secs(120), || {
+        struct Flag(Arc<AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        // Left running by the drop, waiting for the section: no stall report in the run.
+        let quiet = Rcu::builder().stall_timeout(Duration::from_secs(24 * 3600));
+        let rcu = Arc::new(quiet.build().unwrap());
+        let map: rcukit::RcuHashMap<u64, u64, _, Arc<Rcu>> =
+            rcukit::RcuHashMap::with_domain(Arc::clone(&rcu));
+        map.pin().insert(1, 1);
+        std::mem::forget(map.pin());
+        rcu.retire(Box::new(Flag(Arc::clone(&dropped))));
+        drop(map);
+        drop(rcu);
+        assert!(
+            !dropped.load(Ordering::SeqCst),
+            "nothing retired is freed: the forgotten section never ends"
+        );
+    });
+}
+
 // --- defect 3: panics inside panics --------------------------------------------------------------
 
 /// A panic payload whose own `Drop` panics.

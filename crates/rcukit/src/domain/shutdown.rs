@@ -14,6 +14,19 @@ const FINISHER_NAP: Duration = Duration::from_millis(10);
 impl Drop for Rcu {
     fn drop(&mut self) {
         self.inner.check_fork();
+        if self.is_reading() {
+            // A guard of this domain was forgotten on this thread (nothing else lets a section
+            // outlive the handle it borrows): no grace period can end, so nothing pending may
+            // run, and waiting for one would wait for this thread.
+            eprintln!(
+                "rcukit: domain '{}' dropped inside a read-side critical section of its own on \
+                 this thread (a guard forgotten with mem::forget?): no grace period can end, so \
+                 its threads and pending callbacks are left as they are",
+                self.inner.name
+            );
+            std::mem::forget(Arc::clone(&self.inner));
+            return;
+        }
         if !owned_sections_open(&self.inner) {
             finish(&self.inner);
             return;
