@@ -166,6 +166,90 @@ fn zero_sized_and_page_aligned_entries_are_stored_found_and_dropped_once() {
     assert_eq!(ZERO_SIZED_DROPPED.load(SeqCst), made);
 }
 
+/// A value whose `Drop` writes the map it was meant for (once armed), and whose next `Clone`
+/// panics when told to (once: the write its `Drop` makes may clone).
+#[derive(Debug)]
+struct WritesOnDrop {
+    key: u64,
+    armed: bool,
+}
+
+static WRITES_ON_DROP_MAP: std::sync::OnceLock<RcuFlatMap<u64, WritesOnDrop>> =
+    std::sync::OnceLock::new();
+static CLONES_PANIC: AtomicBool = AtomicBool::new(false);
+
+impl Clone for WritesOnDrop {
+    fn clone(&self) -> Self {
+        assert!(!CLONES_PANIC.swap(false, SeqCst), "the clone of {}", self.key);
+        WritesOnDrop {
+            key: self.key,
+            armed: false,
+        }
+    }
+}
+
+impl Drop for WritesOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let unarmed = WritesOnDrop {
+                key: 0,
+                armed: false,
+            };
+            WRITES_ON_DROP_MAP
+                .get()
+                .unwrap()
+                .insert(1_000 + self.key, unarmed);
+        }
+    }
+}
+
+/// Writes whose user code under the writer lock panics (a `Clone` of the current value, of
+/// the entries a rebuild copies): the caller's key and value are dropped after the lock is
+/// released, so a value whose `Drop` writes the map does so, and the process goes on. (They
+/// were dropped as the panic unwound, under the lock, where the `Drop`'s write panicked too:
+/// a panic while unwinding, which aborts the process.)
+#[test]
+fn values_whose_drop_writes_the_map_are_dropped_after_the_lock_when_a_clone_panics() {
+    let map = WRITES_ON_DROP_MAP.get_or_init(RcuFlatMap::new);
+    let armed = |key| WritesOnDrop { key, armed: true };
+    map.insert(
+        1,
+        WritesOnDrop {
+            key: 1,
+            armed: false,
+        },
+    );
+    let panics = |what: &str, write: &mut dyn FnMut()| {
+        CLONES_PANIC.store(true, SeqCst);
+        let result = catch_unwind(AssertUnwindSafe(write));
+        assert!(result.is_err(), "{what}: the clone's panic goes on");
+        assert!(!CLONES_PANIC.load(SeqCst), "{what}: a clone was made");
+    };
+    // A present key: the clone of its value (returned to the caller) panics.
+    panics("try_insert", &mut || drop(map.try_insert(1, armed(2))));
+    panics("insert", &mut || drop(map.insert(1, armed(3))));
+    panics("update_or_insert_with", &mut || {
+        let value = armed(4);
+        drop(map.update_or_insert_with(1, |v| v, move || value));
+    });
+    // A new key when the table is full: the rebuild's clones panic.
+    let mut key = 10;
+    while map.len() < map.capacity() {
+        map.insert(key, WritesOnDrop { key, armed: false });
+        key += 1;
+    }
+    panics("a rebuild", &mut || drop(map.insert(key, armed(5))));
+    // Each armed value was dropped once, after its write, and wrote the map from its `Drop`.
+    for key in [2, 3, 4, 5] {
+        assert!(map.get_cloned(&(1_000 + key)).is_some(), "value {key}");
+    }
+    assert!(
+        map.get_cloned(&key).is_none(),
+        "the interrupted insert left nothing"
+    );
+    assert_eq!(map.get_cloned(&1).map(|v| v.key), Some(1), "unchanged");
+}
+
 #[test]
 fn a_guard_of_another_domain_is_refused() {
     let other = Rcu::new();

@@ -73,6 +73,9 @@ where
     {
         self.check_section(guard);
         let hash = self.hasher.hash_one(&key);
+        // Declared before the lock, so dropped after it if a rebuild's `Clone` panics (see
+        // `Held`).
+        let mut entry;
         let mut lock = self.lock();
         let found = self.table_mine(&lock).probe_for_write(hash, |k| k == &key);
         // SAFETY: the key's slot is full; `guard`, checked above, is held for 'g.
@@ -89,7 +92,8 @@ where
                 _ => Compute::Absent,
             },
             Operation::Insert(value) => {
-                let slot = self.put(&mut lock, found, hash, (key, value));
+                entry = Some((key, value));
+                let slot = self.put(&mut lock, found, hash, &mut entry);
                 // SAFETY: `put` filled the slot; `guard`, checked above, is held for 'g.
                 let (k, v) = unsafe { self.entry_for_guard(&lock, slot) };
                 match current {

@@ -26,11 +26,39 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use table::{groups_for, usable, word_of, Found, Table, TOMBSTONE, WORD};
 use write_lock::{WriteLock, Writer, WriterLock, Written};
 
-/// What a write's closure did not use (the caller's key and value, a closure not called):
-/// user code, whose drops may write the map or wait for a grace period, so it is handed out
-/// of the writer lock's scope and dropped after the lock is released (the holder's value
-/// goes out of scope at the caller's end).
-struct Unused<T>(#[allow(dead_code)] T);
+/// What a write holds of user values while it runs under the writer lock: the caller's key
+/// and what it gave (a value, closures), until the write uses them, and the key and value it
+/// makes for the entry, until the entry is placed. [`RcuFlatMap::write`] keeps it in its frame
+/// from before it takes the lock, so whatever is still held when the write returns, or when
+/// user code under the lock panics, is dropped after the lock is released: those drops are
+/// user code too, which may write the map (and would panic under the lock, and abort the
+/// process if a panic were unwinding already).
+struct Held<B, P, K, V> {
+    /// The caller's key (owned or borrowed), until a new entry takes it.
+    key: Option<B>,
+    /// What the caller gave besides the key (each call takes out what it uses).
+    given: P,
+    /// The entry's key, as soon as it is made.
+    new_key: Option<K>,
+    /// The entry's value, as soon as it is made.
+    new_value: Option<V>,
+    /// The entry being placed (the two above, once nothing but the placement is left).
+    entry: Option<(K, V)>,
+}
+
+impl<B, P, K, V> Held<B, P, K, V> {
+    /// The value the entry will hold: kept here while user code runs (its clone for the
+    /// caller), and returned by reference.
+    fn hold_value(&mut self, value: V) -> &V {
+        self.new_value.insert(value)
+    }
+}
+
+/// Take out what a write was given, once.
+fn given<T>(slot: &mut Option<T>) -> T {
+    slot.take()
+        .expect("rcukit: what a write was given is taken once")
+}
 
 /// A hash map of entries stored inline (cloned when the table is rebuilt), whose readers take
 /// no lock; see the [module docs](self).
@@ -371,9 +399,11 @@ where
     /// Insert `key` → `value`; returns a clone of the value it replaced. The replaced entry
     /// stays readable by readers that found it until their guards end.
     pub fn insert(&self, key: K, value: V) -> Option<V> {
-        self.write(key, |current, key| {
+        self.write(key, Some(value), |current, held| {
             let old = current.map(|(_, v)| v.clone());
-            (Some((key, value)), old)
+            held.new_value = held.given.take();
+            held.new_key = held.key.take();
+            old
         })
     }
 
@@ -392,8 +422,10 @@ where
         guard: &'g G,
     ) -> Option<&'g V> {
         self.check_section(guard);
-        let old = self.write(key, |current, key| {
-            (Some((key, value)), current.map(|(_, v)| v as *const V))
+        let old = self.write(key, Some(value), |current, held| {
+            held.new_value = held.given.take();
+            held.new_key = held.key.take();
+            current.map(|(_, v)| v as *const V)
         });
         // SAFETY: the replaced entry is never written again and is dropped only with its
         // table, which is freed after a grace period that began after this call, and which
@@ -405,27 +437,30 @@ where
     /// (dropping `key` and `value` once the writer lock is released) and return a clone of the
     /// current value.
     pub fn try_insert(&self, key: K, value: V) -> Result<(), V> {
-        let outcome = self.write(key, |current, key| match current {
-            None => (Some((key, value)), Ok(())),
-            // What was not inserted is handed back, to be dropped after the lock.
-            Some((_, v)) => (None, Err((v.clone(), Unused((key, value))))),
-        });
-        outcome.map_err(|(current, _unused)| current)
+        self.write(key, Some(value), |current, held| match current {
+            None => {
+                held.new_value = held.given.take();
+                held.new_key = held.key.take();
+                Ok(())
+            }
+            // What was not inserted stays held, to be dropped after the lock.
+            Some((_, v)) => Err(v.clone()),
+        })
     }
 
     /// A clone of the value for `key`, inserting `make()` first if there is none: atomic with
     /// respect to every other write (`make` runs under the map's writer lock, at most once; it
     /// must not write to this map, which panics).
     pub fn get_or_insert_with<F: FnOnce() -> V>(&self, key: K, make: F) -> V {
-        let (value, _unused) = self.write(key, |current, key| match current {
-            Some((_, v)) => (None, (v.clone(), Some(Unused((key, make))))),
+        self.write(key, Some(make), |current, held| match current {
+            // The key and `make` stay held, to be dropped after the lock.
+            Some((_, v)) => v.clone(),
             None => {
-                let value = make();
-                let copy = value.clone();
-                (Some((key, value)), (copy, None))
+                let value = given(&mut held.given)();
+                held.new_key = held.key.take();
+                held.hold_value(value).clone()
             }
-        });
-        value
+        })
     }
 
     /// Replace the value for `key` with `f(value)` (`f` gets a clone of the current value),
@@ -438,15 +473,16 @@ where
         Q: Hash + Eq + ?Sized,
         F: FnOnce(V) -> V,
     {
-        let (value, _unused) = self.write(key, |current, _| match current {
-            None => (None, (None, Some(Unused(f)))),
+        self.write(key, Some(f), |current, held| match current {
+            // `f` stays held, to be dropped after the lock.
+            None => None,
             Some((k, v)) => {
-                let new = f(v.clone());
-                let copy = new.clone();
-                (Some((k.clone(), new)), (Some(copy), None))
+                held.new_key = Some(k.clone());
+                let old = v.clone();
+                let new = given(&mut held.given)(old);
+                Some(held.hold_value(new).clone())
             }
-        });
-        value
+        })
     }
 
     /// Replace the value for `key` with `update(value)` (given a clone of the current value),
@@ -458,18 +494,22 @@ where
         U: FnOnce(V) -> V,
         I: FnOnce() -> V,
     {
-        let (value, _unused) = self.write(key, |current, key| {
-            let (entry, unused) = match current {
-                Some((k, v)) => (
-                    (k.clone(), update(v.clone())),
-                    Unused((Some(key), None, Some(insert))),
-                ),
-                None => ((key, insert()), Unused((None, Some(update), None))),
+        // The key and the closure not called stay held, to be dropped after the lock.
+        self.write(key, (Some(update), Some(insert)), |current, held| {
+            let value = match current {
+                Some((k, v)) => {
+                    held.new_key = Some(k.clone());
+                    let old = v.clone();
+                    given(&mut held.given.0)(old)
+                }
+                None => {
+                    let value = given(&mut held.given.1)();
+                    held.new_key = held.key.take();
+                    value
+                }
             };
-            let copy = entry.1.clone();
-            (Some(entry), (copy, unused))
-        });
-        value
+            held.hold_value(value).clone()
+        })
     }
 
     /// Remove the entry for `key`; returns a clone of its value. Readers that found the entry
@@ -606,15 +646,19 @@ where
     }
 
     /// Every write but a removal: under the writer lock, find the entry of `key` (the caller's
-    /// own, or borrowed), ask `decide` (once) what to write given that entry and the key, and
-    /// write it, rebuilding the table first when it has no room (or when an iteration walks it
-    /// and the entry would change control words: see "Iteration"). `decide` also makes what the
-    /// write returns (clones of the values the caller gets), before anything changes: a panic
-    /// in it, or in the user's code it runs, leaves the map as it was.
-    fn write<Q, B, R>(
+    /// own, or borrowed), ask `decide` (once) what to write given that entry, and write it,
+    /// rebuilding the table first when it has no room (or when an iteration walks it and the
+    /// entry would change control words: see "Iteration"). `decide` gets the key and what the
+    /// caller gave (`given`) in a [`Held`], and leaves there the key and value of the entry to
+    /// write, if any, taking out only what it uses; it also makes what the write returns
+    /// (clones of the values the caller gets), before anything changes: a panic in it, or in
+    /// the user's code it runs, leaves the map as it was. What is still held when the write
+    /// ends, or unwinds, is dropped after the lock is released.
+    fn write<Q, B, P, R>(
         &self,
         key: B,
-        decide: impl FnOnce(Option<&(K, V)>, B) -> (Option<(K, V)>, R),
+        given: P,
+        decide: impl FnOnce(Option<&(K, V)>, &mut Held<B, P, K, V>) -> R,
     ) -> R
     where
         K: Borrow<Q>,
@@ -622,32 +666,48 @@ where
         B: Borrow<Q>,
     {
         let hash = self.hasher.hash_one(key.borrow());
+        // Both declared before the lock, so dropped after it, on unwind too (see `Held`).
+        let mut held = Held {
+            key: Some(key),
+            given,
+            new_key: None,
+            new_value: None,
+            entry: None,
+        };
+        let result;
         let mut lock = self.lock();
-        let found = self
-            .table_mine(&lock)
-            .probe_for_write(hash, |k| k.borrow() == key.borrow());
+        let found = match &held.key {
+            Some(key) => self
+                .table_mine(&lock)
+                .probe_for_write(hash, |k| k.borrow() == key.borrow()),
+            None => unreachable!("the key is held until `decide` runs"),
+        };
         // SAFETY: the key's slot is full; the table is alive under the lock.
         let current = found
             .at
             .map(|at| unsafe { self.table_mine(&lock).entry(at) });
-        let (entry, result) = decide(current, key);
-        if let Some(entry) = entry {
-            self.put(&mut lock, found, hash, entry);
+        result = decide(current, &mut held);
+        if let (Some(key), Some(value)) = (held.new_key.take(), held.new_value.take()) {
+            held.entry = Some((key, value));
+            self.put(&mut lock, found, hash, &mut held.entry);
         }
+        drop(lock);
         result
     }
 
     /// Write `entry` (whose key hashes to `hash`) where the probe `found` says, under the
     /// writer lock, rebuilding the table first when it has no room (or when an iteration walks
     /// it and the entry would change control words); returns the slot of the current table the
-    /// entry went to.
+    /// entry went to. The entry is taken out of its slot (which the caller declared before
+    /// the lock: see [`Held`]) only to be placed, so a rebuild's `Clone` that panics leaves it
+    /// to be dropped after the lock.
     #[inline]
     fn put(
         &self,
         lock: &mut WriteLock<'_, K, V, S, D>,
         mut found: Found,
         hash: u64,
-        entry: (K, V),
+        entry: &mut Option<(K, V)>,
     ) -> usize {
         loop {
             let table = self.table_mine(lock);
@@ -663,10 +723,14 @@ where
                     table.groups()
                 };
                 self.rebuild(lock, groups);
-                found = self
-                    .table_mine(lock)
-                    .probe_for_write(hash, |k| k == &entry.0);
+                let Some((key, _)) = entry.as_ref() else {
+                    unreachable!("the entry is held until it is placed")
+                };
+                found = self.table_mine(lock).probe_for_write(hash, |k| k == key);
                 continue;
+            };
+            let Some(entry) = entry.take() else {
+                unreachable!("the entry is held until it is placed")
             };
             lock.room -= 1;
             let added = found.at.is_none();
