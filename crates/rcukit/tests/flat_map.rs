@@ -180,7 +180,11 @@ static CLONES_PANIC: AtomicBool = AtomicBool::new(false);
 
 impl Clone for WritesOnDrop {
     fn clone(&self) -> Self {
-        assert!(!CLONES_PANIC.swap(false, SeqCst), "the clone of {}", self.key);
+        assert!(
+            !CLONES_PANIC.swap(false, SeqCst),
+            "the clone of {}",
+            self.key
+        );
         WritesOnDrop {
             key: self.key,
             armed: false,
