@@ -369,8 +369,7 @@ where
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         self.write(key, Some(value), |current, held| {
             let old = current.map(|(_, v)| v.clone());
-            held.new_value = held.given.take();
-            held.new_key = held.key.take();
+            held.use_given();
             old
         })
     }
@@ -391,8 +390,7 @@ where
     ) -> Option<&'g V> {
         self.check_section(guard);
         let old = self.write(key, Some(value), |current, held| {
-            held.new_value = held.given.take();
-            held.new_key = held.key.take();
+            held.use_given();
             current.map(|(_, v)| v as *const V)
         });
         // SAFETY: the replaced entry is never written again and is dropped only with its
@@ -407,8 +405,7 @@ where
     pub fn try_insert(&self, key: K, value: V) -> Result<(), V> {
         self.write(key, Some(value), |current, held| match current {
             None => {
-                held.new_value = held.given.take();
-                held.new_key = held.key.take();
+                held.use_given();
                 Ok(())
             }
             // What was not inserted stays held, to be dropped after the lock.

@@ -38,6 +38,14 @@ impl<B, P, K, V> Held<B, P, K, V> {
     }
 }
 
+impl<K, V> Held<K, Option<V>, K, V> {
+    /// The caller's own key and value, as they were given, become the entry.
+    pub(super) fn use_given(&mut self) {
+        self.new_value = self.given.take();
+        self.new_key = self.key.take();
+    }
+}
+
 /// Take out what a write was given, once.
 pub(super) fn given<T>(slot: &mut Option<T>) -> T {
     slot.take()
