@@ -2,6 +2,7 @@
 
 use super::{Inner, Rcu};
 use crate::sync::lock;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,10 @@ impl Drop for Rcu {
             // A guard of this domain was forgotten on this thread (nothing else lets a section
             // outlive the handle it borrows): no grace period can end, so nothing pending may
             // run, and waiting for one would wait for this thread.
-            eprintln!(
+            // A line on stderr that never panics (`eprintln!` panics if the write fails: a
+            // stderr whose reader is gone), as a drop must not.
+            let _ = writeln!(
+                std::io::stderr(),
                 "rcukit: domain '{}' dropped inside a read-side critical section of its own on \
                  this thread (a guard forgotten with mem::forget?): no grace period can end, so \
                  its threads and pending callbacks are left as they are",
@@ -44,7 +48,8 @@ impl Drop for Rcu {
             Ok(finisher) => drop(finisher), // detached: nobody waits for it
             Err(e) => {
                 // Ending the domain here could wait for this very thread: leave it running.
-                eprintln!(
+                let _ = writeln!(
+                    std::io::stderr(),
                     "rcukit: domain '{}' dropped while owned guards are open, and its finisher \
                      thread could not start ({e}): its threads and pending callbacks are left \
                      as they are",
