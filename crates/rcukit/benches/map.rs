@@ -6,8 +6,8 @@
 //! (`lookups,writes,memory`, the default all three, and `layouts`, `costs` and `owned`),
 //! `RCUKIT_BENCH_SIZES` the key counts (default `100000,1000000`), `RCUKIT_BENCH_ROUNDS` and
 //! `RCUKIT_BENCH_MS` the number of rounds and the length of one lookup measurement;
-//! `RCUKIT_BENCH_VERBOSE=1` prints
-//! every measurement to stderr as it is taken. Built as a test (`cargo test --benches`, no
+//! `RCUKIT_BENCH_READERS` the reader thread counts of the lookup part (default `1,2`);
+//! `RCUKIT_BENCH_VERBOSE=1` prints every measurement to stderr as it is taken. Built as a test (`cargo test --benches`, no
 //! `--bench` argument) it runs as a tiny smoke run.
 //!
 //! **Maps** (one row each, every row in every round, the order rotating from round to round):
@@ -36,17 +36,18 @@
 //!
 //! **Lookups** (`map_parts/lookups.rs`): readers look up random present keys (a per-thread
 //! xorshift64 picks an index) and check every value (a panic otherwise). Scenarios, each at 1
-//! and 2 reader threads: **(a)** alone; **(b)** beside a writer running flat out a 90/10 mix
-//! of its own (9 verified lookups, then 1 write: inserting a fresh churn key or removing the
-//! one inserted 1,024 writes earlier); **(b')** the same writer paced at 100,000 writes/s;
-//! **(c)** beside a writer that inserts four times the key count of extra keys and removes
-//! them again, then calls `shrink_to_fit` where the map has one, on a map built afresh for
-//! each measurement. (b') and (c) run at sizes up to 100,000 keys only. Each measurement runs
-//! for `RCUKIT_BENCH_MS` (default 400 ms); each reader divides its count by its own time.
-//! Beside a writer ((b) and (b')), a second ratio table divides each reader's count by its
-//! own CPU time (`CLOCK_THREAD_CPUTIME_ID`) instead: with more busy threads than cores, a
-//! writer that waits for its readers leaves them more of the CPU, and the first table counts
-//! that as their speed.
+//! and 2 reader threads (or the counts `RCUKIT_BENCH_READERS` names): **(a)** alone; **(b)**
+//! beside a writer running flat out a 90/10 mix of its own (9 verified lookups, then 1 write:
+//! inserting a fresh churn key or removing the one inserted 1,024 writes earlier); **(b')**
+//! the same writer paced at 100,000 writes/s; **(c)** beside a writer that inserts four times
+//! the key count of extra keys and removes them again, then calls `shrink_to_fit` where the
+//! map has one, on a map built afresh for each measurement. (b') and (c) run at sizes up to
+//! 100,000 keys only. Each measurement runs for `RCUKIT_BENCH_MS` (default 400 ms); each
+//! reader divides its count by its own time. Beside a writer ((b) and (b')), a second ratio
+//! table divides each reader's count by its own CPU time (`CLOCK_THREAD_CPUTIME_ID`) instead:
+//! with more busy threads than cores, a writer that waits for its readers leaves them more of
+//! the CPU, and the first table counts that as their speed. The writer's ratio column is
+//! taken beside the most readers measured.
 //!
 //! **Writes** (`map_parts/writes.rs`): one thread inserts every key into an empty map (no
 //! capacity given), then removes every key; inserts/s and removes/s per map (evmap, a
@@ -109,6 +110,8 @@ pub(crate) struct Config {
     rounds: usize,
     run_for: Duration,
     sizes: Vec<usize>,
+    /// Reader thread counts of the lookup part (`RCUKIT_BENCH_READERS`, default `1,2`).
+    readers: Vec<usize>,
     parts: Vec<String>,
 }
 
@@ -145,6 +148,16 @@ fn config() -> Config {
         } else {
             vec![100_000, 1_000_000]
         });
+    let readers: Vec<usize> = env("RCUKIT_BENCH_READERS")
+        .map(|v| {
+            v.split(',')
+                .map(|s| match s.trim().parse() {
+                    Ok(n) if n > 0 => n,
+                    _ => panic!("RCUKIT_BENCH_READERS: thread counts of at least 1, got {s:?}"),
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| vec![1, 2]);
     let parts = env("RCUKIT_BENCH_PARTS")
         .unwrap_or_else(|| "lookups,writes,memory".into())
         .split(',')
@@ -156,6 +169,7 @@ fn config() -> Config {
         rounds: rounds.max(1),
         run_for: Duration::from_millis(ms),
         sizes,
+        readers,
         parts,
     }
 }

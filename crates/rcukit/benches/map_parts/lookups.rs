@@ -258,7 +258,7 @@ fn measure_row(
     })
 }
 
-/// samples[scenario][threads - 1][row] = one sample per round.
+/// samples[scenario][reader count's index in `cfg.readers`][row] = one sample per round.
 type Samples = Vec<Vec<Vec<Vec<Sample>>>>;
 
 /// The lookup part at `n` keys: every scenario, thread count and map in every round.
@@ -266,11 +266,12 @@ pub(crate) fn run(cfg: &Config, n: usize) {
     let keys: Vec<u64> = (0..n as u64).map(splitmix64).collect();
     let scen = scenarios(n);
     let built = Built::new(&keys);
-    let mut samples: Samples = vec![vec![vec![Vec::new(); ROWS.len()]; 2]; scen.len()];
+    let counts = &cfg.readers;
+    let mut samples: Samples = vec![vec![vec![Vec::new(); ROWS.len()]; counts.len()]; scen.len()];
     let started = Instant::now();
     for round in 0..cfg.rounds {
         for (si, &scenario) in scen.iter().enumerate() {
-            for threads in [1, 2] {
+            for (ti, &threads) in counts.iter().enumerate() {
                 for i in 0..ROWS.len() {
                     let row = (i + round) % ROWS.len();
                     let sample = measure_row(&built, row, &keys, scenario, threads, cfg);
@@ -284,7 +285,7 @@ pub(crate) fn run(cfg: &Config, n: usize) {
                             sample.writes / 1e6
                         );
                     }
-                    samples[si][threads - 1][row].push(sample);
+                    samples[si][ti][row].push(sample);
                 }
             }
         }
@@ -296,42 +297,78 @@ pub(crate) fn run(cfg: &Config, n: usize) {
         );
     }
     drop(built);
-    print_tables(n, &scen, &samples);
+    print_tables(n, &scen, counts, &samples);
 }
 
-fn series(
-    samples: &Samples,
-    si: usize,
-    threads: usize,
-    row: usize,
-    f: fn(&Sample) -> f64,
-) -> Vec<f64> {
-    samples[si][threads - 1][row].iter().map(f).collect()
+/// One map's samples by `f` in one scenario, at the reader count of index `ti`.
+fn series(samples: &Samples, si: usize, ti: usize, row: usize, f: fn(&Sample) -> f64) -> Vec<f64> {
+    samples[si][ti][row].iter().map(f).collect()
 }
 
-fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
+/// `1 reader`, `2 readers`, ...
+fn readers_name(n: usize) -> String {
+    if n == 1 {
+        "1 reader".into()
+    } else {
+        format!("{n} readers")
+    }
+}
+
+/// A table's header cells, one per reader count, each followed by `suffix`.
+fn header_cells(counts: &[usize], suffix: &str) -> String {
+    counts
+        .iter()
+        .map(|&n| format!(" {}{suffix} |", readers_name(n)))
+        .collect()
+}
+
+/// A table's alignment cells: `---:|` per reader count.
+fn align_cells(counts: &[usize]) -> String {
+    "---:|".repeat(counts.len())
+}
+
+fn print_tables(n: usize, scen: &[Scenario], counts: &[usize], samples: &Samples) {
     let lookups = |s: &Sample| s.lookups;
     let writes = |s: &Sample| s.writes;
+    // The writer's ratio is taken beside the most readers measured.
+    let last = counts.len() - 1;
+    let most = readers_name(counts[last]);
     for (si, &scenario) in scen.iter().enumerate() {
         println!("### Lookups, {n} keys, {}\n", scenario.name());
-        print!("| map | 1 reader: M lookups/s | 2 readers: M lookups/s |");
+        print!("| map |{}", header_cells(counts, ": M lookups/s"));
         let side = scenario != Scenario::Alone;
+        let per_count = counts
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(" / ");
         if side {
-            println!(" writer: M writes/s (1 / 2 readers) |\n|---|---:|---:|---:|");
+            println!(
+                " writer: M writes/s ({per_count} readers) |\n|---|{}---:|",
+                align_cells(counts)
+            );
         } else {
-            println!("\n|---|---:|---:|");
+            println!("\n|---|{}", align_cells(counts));
         }
         for (row, name) in ROWS.iter().enumerate() {
             print!("| {name} |");
-            for t in [1, 2] {
-                print!(" {} |", mops(&series(samples, si, t, row, lookups)));
+            for ti in 0..counts.len() {
+                print!(" {} |", mops(&series(samples, si, ti, row, lookups)));
             }
+            let per = |f: &dyn Fn(usize) -> String| {
+                (0..counts.len()).map(f).collect::<Vec<_>>().join(" / ")
+            };
             if scenario == Scenario::Resize {
-                let c = |t| median(&series(samples, si, t, row, |s| s.cycles as f64));
-                println!(" {} / {} cycles |", c(1), c(2));
+                let c = |ti| {
+                    format!(
+                        "{}",
+                        median(&series(samples, si, ti, row, |s| s.cycles as f64))
+                    )
+                };
+                println!(" {} cycles |", per(&c));
             } else if side {
-                let w = |t| median(&series(samples, si, t, row, writes)) / 1e6;
-                println!(" {:.2} / {:.2} |", w(1), w(2));
+                let w = |ti| format!("{:.2}", median(&series(samples, si, ti, row, writes)) / 1e6);
+                println!(" {} |", per(&w));
             } else {
                 println!();
             }
@@ -344,25 +381,27 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
             println!(
                 "\n{top_name} ÷ each map, lookups (median of per-map medians; per-round range):\n"
             );
+            let writer_cell = format!(" writer's writes/s, {most} |");
             println!(
-                "| map | 1 reader | 2 readers |{}",
-                if side {
-                    " writer's writes/s, 2 readers |"
-                } else {
-                    ""
-                }
+                "| map |{}{}",
+                header_cells(counts, ""),
+                if side { writer_cell.as_str() } else { "" }
             );
-            println!("|---|---:|---:|{}", if side { "---:|" } else { "" });
+            println!(
+                "|---|{}{}",
+                align_cells(counts),
+                if side { "---:|" } else { "" }
+            );
             for (row, name) in ROWS.iter().enumerate().skip(2) {
                 if row == top {
                     continue;
                 }
                 print!("| {name} |");
-                print_ratio_cells(samples, si, top, row, lookups);
+                print_ratio_cells(samples, si, counts.len(), top, row, lookups);
                 if side {
                     let r = ratio(
-                        &series(samples, si, 2, top, writes),
-                        &series(samples, si, 2, row, writes),
+                        &series(samples, si, last, top, writes),
+                        &series(samples, si, last, row, writes),
                     );
                     print!(" {} |", show_ratio(r));
                 }
@@ -370,7 +409,7 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
             }
         }
         if matches!(scenario, Scenario::Writer | Scenario::Paced) {
-            print_per_cpu(samples, si);
+            print_per_cpu(samples, si, counts);
         }
         println!();
     }
@@ -380,7 +419,7 @@ fn print_tables(n: usize, scen: &[Scenario], samples: &Samples) {
 /// second of the readers' own CPU time: with a busy writer there are more busy threads than
 /// this machine's cores, and a writer that waits for its readers leaves them more of the CPU,
 /// which the wall-clock table counts as speed.
-fn print_per_cpu(samples: &Samples, si: usize) {
+fn print_per_cpu(samples: &Samples, si: usize, counts: &[usize]) {
     for (top, top_name) in [
         (RCU, "RcuHashMap (guard per lookup)"),
         (FLAT, "RcuFlatMap"),
@@ -390,24 +429,35 @@ fn print_per_cpu(samples: &Samples, si: usize) {
             "\n{top_name} ÷ each map, lookups per second of the readers' own CPU time (median \
              of per-map medians; per-round range):\n"
         );
-        println!("| map | 1 reader | 2 readers |\n|---|---:|---:|");
+        println!(
+            "| map |{}\n|---|{}",
+            header_cells(counts, ""),
+            align_cells(counts)
+        );
         for (row, name) in ROWS.iter().enumerate().skip(2) {
             if row == top {
                 continue;
             }
             print!("| {name} |");
-            print_ratio_cells(samples, si, top, row, |s| s.lookups_per_cpu);
+            print_ratio_cells(samples, si, counts.len(), top, row, |s| s.lookups_per_cpu);
             println!();
         }
     }
 }
 
-/// One ratio row's cells: `top` ÷ `row` by `f`, with 1 and with 2 readers.
-fn print_ratio_cells(samples: &Samples, si: usize, top: usize, row: usize, f: fn(&Sample) -> f64) {
-    for t in [1, 2] {
+/// One ratio row's cells: `top` ÷ `row` by `f`, one per reader count.
+fn print_ratio_cells(
+    samples: &Samples,
+    si: usize,
+    counts: usize,
+    top: usize,
+    row: usize,
+    f: fn(&Sample) -> f64,
+) {
+    for ti in 0..counts {
         let r = ratio(
-            &series(samples, si, t, top, f),
-            &series(samples, si, t, row, f),
+            &series(samples, si, ti, top, f),
+            &series(samples, si, ti, row, f),
         );
         print!(" {} |", show_ratio(r));
     }
