@@ -381,7 +381,8 @@ impl<T: Send + 'static> Drop for Unlinked<'_, T> {
 }
 
 /// Drops every element, even when one's `Drop` panics (the others are still dropped, and the
-/// first panic goes on afterwards, as std's collections do).
+/// first panic goes on afterwards, as std's collections do; in a list dropped while another
+/// panic unwinds, the element's panic stops there, where std's collections abort the process).
 impl<T, D: DomainRef> Drop for RcuList<T, D> {
     fn drop(&mut self) {
         let mut node = *self.head.get_mut();

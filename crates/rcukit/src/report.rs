@@ -229,8 +229,9 @@ pub(crate) fn payload_message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// Drop every item, each under `catch_unwind`, so that a `Drop` that panics does not keep
-/// the others from being dropped; then let the first panic go on (the later payloads are
-/// dropped as [`drop_payload`] does). What the containers' drops of many entries share.
+/// the others from being dropped; then let the first panic go on as
+/// [`resume_unless_unwinding`] does (the later payloads are dropped as [`drop_payload`]
+/// does). What the containers' drops of many entries share.
 pub(crate) fn drop_each<T>(items: impl IntoIterator<Item = T>) {
     let mut first_panic = None;
     for item in items {
@@ -243,6 +244,18 @@ pub(crate) fn drop_each<T>(items: impl IntoIterator<Item = T>) {
         }
     }
     if let Some(payload) = first_panic {
+        resume_unless_unwinding(payload);
+    }
+}
+
+/// Let a panic caught in a drop go on, unless this thread is already unwinding from another
+/// panic (the drop is part of that unwinding: a container dropped with the frame that
+/// panicked). A panic out of such a drop would abort the process, so the payload is then
+/// dropped as [`drop_payload`] does, and the first panic goes on alone.
+pub(crate) fn resume_unless_unwinding(payload: Box<dyn Any + Send>) {
+    if std::thread::panicking() {
+        drop_payload(payload);
+    } else {
         std::panic::resume_unwind(payload);
     }
 }

@@ -166,6 +166,42 @@ fn zero_sized_and_page_aligned_entries_are_stored_found_and_dropped_once() {
     assert_eq!(ZERO_SIZED_DROPPED.load(SeqCst), made);
 }
 
+/// A map dropped with the frame that panicked, whose values panic in their drops with a
+/// payload that panics in its own drop: every value is dropped, those panics stop in the
+/// map's drop, and the frame's panic comes out. (The payloads were dropped plainly there, and
+/// their panics went on out of the drop while the frame's unwound: an abort.)
+#[test]
+fn a_map_dropped_while_a_panic_unwinds_contains_payloads_that_panic_in_their_drops() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct Payload;
+    impl Drop for Payload {
+        fn drop(&mut self) {
+            panic!("a payload's drop");
+        }
+    }
+    #[derive(Clone)]
+    struct Value;
+    impl Drop for Value {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, SeqCst);
+            std::panic::panic_any(Payload);
+        }
+    }
+    let unwound = catch_unwind(AssertUnwindSafe(|| {
+        let map = RcuFlatMap::with_capacity(16);
+        for k in 0..4u32 {
+            map.insert(k, Value);
+        }
+        panic!("the frame's panic");
+    }));
+    let payload = unwound.expect_err("the frame panicked");
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("the frame's panic")
+    );
+    assert_eq!(DROPS.load(SeqCst), 4, "every value dropped");
+}
+
 /// A value whose `Drop` writes the map it was meant for (once armed), and whose next `Clone`
 /// panics when told to (once: the write its `Drop` makes may clone).
 #[derive(Debug)]

@@ -355,4 +355,24 @@ fn a_list_dropped_with_a_panicking_element_drops_every_element() {
     }
     assert!(catch_unwind(AssertUnwindSafe(|| drop(list))).is_err());
     assert_eq!(DROPS.load(SeqCst), 10, "every element dropped");
+
+    // Dropped with the frame that panicked: the element's panic stops in the list's drop, and
+    // the frame's comes out. (It went on out of the drop while the frame's unwound: an abort.)
+    let unwound = catch_unwind(AssertUnwindSafe(|| {
+        let list = RcuList::new();
+        for i in 0..10 {
+            list.push_back(Element(i == 2));
+        }
+        panic!("the frame's panic");
+    }));
+    let payload = unwound.expect_err("the frame panicked");
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("the frame's panic")
+    );
+    assert_eq!(
+        DROPS.load(SeqCst),
+        20,
+        "every element of the second list dropped"
+    );
 }

@@ -1622,6 +1622,60 @@ fn a_discarded_update_attempt_whose_key_and_value_panic_in_drop_does_not_abort()
     assert_eq!(map.len(), 1);
 }
 
+/// A write whose key's `Eq` panics frees the node it had made for the key as the panic
+/// unwinds; when that key's `Drop` panics too, its panic is dropped there and the first one
+/// comes out of the write. (The key's panic went on out of the node's drop while the first
+/// unwound: an abort.)
+#[test]
+fn a_write_whose_key_panics_in_eq_and_in_drop_does_not_abort() {
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    /// A key whose `Eq` panics while armed, as does the `Drop` of a key made loud; keys hash
+    /// by number.
+    struct Key(u32, bool);
+    impl std::hash::Hash for Key {
+        fn hash<H: Hasher>(&self, h: &mut H) {
+            self.0.hash(h)
+        }
+    }
+    impl PartialEq for Key {
+        fn eq(&self, other: &Key) -> bool {
+            assert!(!ARMED.load(SeqCst), "a key's eq");
+            self.0 == other.0
+        }
+    }
+    impl Eq for Key {}
+    impl Drop for Key {
+        fn drop(&mut self) {
+            if self.1 && ARMED.load(SeqCst) {
+                panic!("a loud key's drop");
+            }
+        }
+    }
+    let map: RcuHashMap<Key, Loud, RandomState, Arc<Rcu>> = RcuHashMap::with_domain(domain());
+    let drops = Arc::new(AtomicUsize::new(0));
+    map.pin()
+        .insert(Key(1, false), Loud(false, Arc::clone(&drops)));
+    ARMED.store(true, SeqCst);
+    let inserted = catch_unwind(AssertUnwindSafe(|| {
+        map.pin()
+            .insert(Key(1, true), Loud(false, Arc::clone(&drops)));
+    }));
+    ARMED.store(false, SeqCst);
+    let payload = inserted.expect_err("the eq's panic comes out of insert");
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("a key's eq"),
+        "the first panic, not the drop's"
+    );
+    map.domain().barrier();
+    assert_eq!(drops.load(SeqCst), 1, "the value not inserted was dropped");
+    assert_eq!(map.len(), 1);
+    assert!(
+        map.pin().get(&Key(1, false)).is_some(),
+        "the entry is unchanged"
+    );
+}
+
 /// A map consumed by `into_iter` whose hasher panics in its `Drop`: the panic goes on, and
 /// every entry is dropped with the iterator it was already in. (The entries were still raw
 /// pointers when the hasher was dropped, and leaked.)
@@ -1745,6 +1799,29 @@ fn maps_and_owning_iterators_dropped_with_panicking_entries_drop_all_and_do_not_
     std::mem::forget((key, value));
     assert!(catch_unwind(AssertUnwindSafe(|| drop(entries))).is_err());
     assert_eq!(drops.load(SeqCst), 6, "every entry not handed out dropped");
+}
+
+/// A map dropped with the frame that panicked (as the panic unwinds) whose entries panic in
+/// their drops: every key and value is dropped, their panics stop there, and the frame's
+/// panic comes out. (The first entry's panic went on out of the map's drop while the frame's
+/// unwound: an abort.)
+#[test]
+fn a_map_dropped_while_a_panic_unwinds_drops_every_entry_and_does_not_abort() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let unwound = catch_unwind(AssertUnwindSafe(|| {
+        let map = RcuHashMap::new();
+        for k in 0..4 {
+            map.pin()
+                .insert(Bomb(k, Arc::clone(&drops)), Bomb(k, Arc::clone(&drops)));
+        }
+        panic!("the frame's panic");
+    }));
+    let payload = unwound.expect_err("the frame panicked");
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("the frame's panic")
+    );
+    assert_eq!(drops.load(SeqCst), 8, "every key and value dropped");
 }
 
 /// What one handle removed is retired as one object of the domain (one callback): a value

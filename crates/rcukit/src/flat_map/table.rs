@@ -17,9 +17,10 @@
 //! 2-core machine).
 
 use crate::pages::{PageArray, Pages};
+use crate::report;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, UnsafeCell};
 use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -554,7 +555,8 @@ impl<K, V> Table<K, V> {
     /// Drop every entry the table owns: each slot that is not `EMPTY` (full, or a tombstone
     /// whose entry was removed or replaced in this table). Each key and each value is dropped
     /// apart, each contained: a panic in one drop still drops the rest, and the first panic
-    /// goes on once all are dropped.
+    /// goes on once all are dropped (unless another panic is unwinding: see
+    /// `report::resume_unless_unwinding`).
     ///
     /// # Safety
     ///
@@ -583,15 +585,19 @@ impl<K, V> Table<K, V> {
                     })),
                 ] {
                     if let Err(payload) = dropped {
-                        first_panic.get_or_insert(payload);
+                        match first_panic {
+                            None => first_panic = Some(payload),
+                            Some(_) => report::drop_payload(payload),
+                        }
                     }
                 }
             }
         }
-        // A drop while unwinding (a rebuild's new table, dropped because a `Clone` panicked)
-        // must not panic again, which would abort: the first panic is already on its way.
-        if let Some(payload) = first_panic.filter(|_| !std::thread::panicking()) {
-            resume_unwind(payload);
+        // A drop while unwinding (a rebuild's new table, dropped because a `Clone` panicked;
+        // a map dropped with the frame that panicked) must not panic again, which would
+        // abort: the first panic is already on its way.
+        if let Some(payload) = first_panic {
+            report::resume_unless_unwinding(payload);
         }
     }
 }

@@ -354,7 +354,8 @@ unsafe impl<K: Sync, V: Sync> Sync for IterMut<'_, K, V> {}
 
 /// Owning iterator over an [`RcuHashMap`](super::RcuHashMap)'s entries. The entries it has
 /// not handed out are dropped with it, each key and value apart (a panicking `Drop` does not
-/// keep the others from being dropped; the first panic goes on afterwards).
+/// keep the others from being dropped; the first panic goes on afterwards, unless the
+/// iterator is dropped while another panic unwinds: then it stops there).
 pub struct IntoIter<K, V> {
     /// Owned nodes (from `table::take_all`), each handed out or dropped once.
     pub(crate) nodes: std::vec::IntoIter<*mut Node<K, V>>,

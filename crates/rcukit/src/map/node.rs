@@ -5,10 +5,12 @@
 //! panics, the value is still dropped (outside any unwinding, so a second panic there cannot
 //! abort the process), and then the key's panic goes on to the domain, which reports it. The
 //! plain drop glue of `Node` would drop the value while unwinding from the key's panic, and a
-//! value whose `Drop` panics as well would abort.
+//! value whose `Drop` panics as well would abort. A node dropped while another panic unwinds
+//! (a write's own node, freed as the key's `Eq` panics) stops the key's panic there instead,
+//! for the same reason: a panic out of a drop during unwinding aborts.
 
 use std::mem::ManuallyDrop;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 /// One entry, immutable once published: the buckets point at it, it points at nothing. Its
@@ -64,7 +66,7 @@ impl<K, V> Drop for Retired<K, V> {
         // SAFETY: as above. Not unwinding here, whatever the key's drop did.
         unsafe { ManuallyDrop::drop(&mut self.value) };
         if let Err(payload) = key {
-            resume_unwind(payload);
+            crate::report::resume_unless_unwinding(payload);
         }
     }
 }
@@ -72,7 +74,8 @@ impl<K, V> Drop for Retired<K, V> {
 /// Nodes retired together, as one object of the domain: what a write that unlinked several
 /// nodes (a [`MapRef`](super::MapRef) used for many writes, `retain`, `clear`) retires, so
 /// that they cost one callback, not one each. Each node is dropped in its [`Retired`] form; a
-/// panic in one still drops the others, and the first panic goes on to the domain.
+/// panic in one still drops the others, and the first panic goes on to the domain (or stops
+/// there, when the batch is dropped while another panic unwinds).
 pub(crate) struct Batch<K, V> {
     nodes: Vec<*mut Node<K, V>>,
 }

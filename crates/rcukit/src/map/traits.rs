@@ -59,13 +59,9 @@ impl<K, V> Drop for Private<K, V> {
         // the write's frames go first).
         let freed = catch_unwind(AssertUnwindSafe(|| unsafe { self.free() }));
         if let Err(payload) = freed {
-            if std::thread::panicking() {
-                // The panic that left these behind is unwinding: a second one from a value's
-                // `Drop` would abort the process. Every node was dropped; this one stops here.
-                report::drop_payload(payload);
-            } else {
-                resume_unwind(payload);
-            }
+            // Every node was dropped. While the panic that left them behind unwinds, a value's
+            // panic stops here (a second one would abort the process).
+            report::resume_unless_unwinding(payload);
         }
     }
 }
