@@ -8,7 +8,7 @@ mod common;
 use common::support::watchdog;
 use rcukit::{Rcu, RcuCell, RcuList};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -303,6 +303,61 @@ fn a_barrier_under_a_containers_writer_lock_panics_instead_of_waiting_for_itself
         assert!(!ARMED.load(Ordering::SeqCst));
         assert!(map.get_cloned(&10_000).is_some());
         assert_eq!((*cell.read(), list.len()), (0, 1));
+    });
+}
+
+/// A domain whose last handle is dropped by a closure that a container's write runs under its
+/// writer lock, while a callback of the domain that needs that lock is pending: the drop
+/// returns, and the callback runs once the write lets the lock go. (The drop ran the pending
+/// callbacks itself, and that one waited for the lock its own thread held: a hang.)
+#[test]
+fn a_domain_dropped_under_a_containers_writer_lock_ends_after_the_write() {
+    watchdog(Duration::from_secs(120), || {
+        let cell = Arc::new(RcuCell::new(0u64));
+        let list = Arc::new(RcuList::new());
+        list.push_back(0u64);
+        let map = Arc::new(rcukit::RcuFlatMap::<u64, u64>::new());
+        map.insert(1, 0);
+        let done = Arc::new(AtomicUsize::new(0));
+        // Each domain has a callback pending that writes the container, then is dropped by
+        // that container's write.
+        let pending = |write: Box<dyn FnOnce() + Send>| {
+            let rcu = Rcu::new();
+            let done = Arc::clone(&done);
+            rcu.call(move || {
+                write();
+                done.fetch_add(1, Ordering::SeqCst);
+            });
+            Some(rcu)
+        };
+        let c = Arc::clone(&cell);
+        let mut rcu = pending(Box::new(move || c.store(7)));
+        cell.update(|v| {
+            drop(rcu.take());
+            v + 1
+        });
+        let l = Arc::clone(&list);
+        let mut rcu = pending(Box::new(move || l.push_back(7)));
+        list.update_first(
+            |_| true,
+            |v| {
+                drop(rcu.take());
+                v + 1
+            },
+        );
+        let m = Arc::clone(&map);
+        let mut rcu = pending(Box::new(move || drop(m.insert(7, 7))));
+        map.update(&1, |v| {
+            drop(rcu.take());
+            v + 1
+        });
+        // The callbacks run on the finishers, after the writes.
+        while done.load(Ordering::SeqCst) < 3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(*cell.read(), 7);
+        assert_eq!(list.len(), 2);
+        assert_eq!(map.get_cloned(&7), Some(7));
     });
 }
 

@@ -31,7 +31,10 @@ impl Drop for Rcu {
             std::mem::forget(Arc::clone(&self.inner));
             return;
         }
-        if !owned_sections_open(&self.inner) {
+        // Under a container's writer lock (the last handle dropped by a closure a write runs),
+        // a pending callback may need that lock, and ending here would wait for it: a thread
+        // of its own ends the domain, as it does while owned sections are open.
+        if !owned_sections_open(&self.inner) && !crate::sync::fork_lock::held_here() {
             finish(&self.inner);
             return;
         }
@@ -50,9 +53,9 @@ impl Drop for Rcu {
                 // Ending the domain here could wait for this very thread: leave it running.
                 let _ = writeln!(
                     std::io::stderr(),
-                    "rcukit: domain '{}' dropped while owned guards are open, and its finisher \
-                     thread could not start ({e}): its threads and pending callbacks are left \
-                     as they are",
+                    "rcukit: domain '{}' dropped while owned guards are open or under a \
+                     container's writer lock, and its finisher thread could not start ({e}): \
+                     its threads and pending callbacks are left as they are",
                     self.inner.name
                 );
                 std::mem::forget(Arc::clone(&self.inner));
