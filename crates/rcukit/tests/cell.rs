@@ -301,6 +301,37 @@ fn a_panicking_update_leaves_the_cell_unchanged_and_unlocked() {
     assert_eq!(*cell.read(), [1, 2]);
 }
 
+/// A cell whose value panics in its drop: dropped plainly, the value's panic comes out;
+/// dropped with the frame that panicked, the value's panic stops in the cell's drop and the
+/// frame's comes out. (It went on out of the drop while the frame's unwound: an abort.)
+#[test]
+fn a_cell_whose_value_panics_in_its_drop_does_not_abort_while_another_panic_unwinds() {
+    static DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    struct Loud;
+    impl Drop for Loud {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Relaxed);
+            panic!("a loud value's drop");
+        }
+    }
+    let cell = RcuCell::new(Loud);
+    let payload = catch_unwind(AssertUnwindSafe(|| drop(cell))).expect_err("the value's panic");
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("a loud value's drop")
+    );
+    let payload = catch_unwind(AssertUnwindSafe(|| {
+        let _cell = RcuCell::new(Loud);
+        panic!("the frame's panic");
+    }))
+    .expect_err("the frame panicked");
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("the frame's panic")
+    );
+    assert_eq!(DROPS.load(Relaxed), 2, "each value dropped once");
+}
+
 #[test]
 fn an_arc_domain_outlives_its_last_user_and_runs_their_callbacks() {
     let counts = Counts::leak();

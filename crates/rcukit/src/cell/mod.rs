@@ -498,7 +498,13 @@ impl<T, D: DomainRef> Drop for RcuCell<T, D> {
             // SAFETY: `&mut self`: every reference handed to readers borrowed the cell and is
             // gone (see the module docs); the pointer is an owned box (null only after
             // `into_inner` took it), dropped exactly once here.
-            drop(unsafe { Box::from_raw(ptr) });
+            let value = unsafe { Box::from_raw(ptr) };
+            // A cell dropped while another panic unwinds (with the frame that panicked) must
+            // not let the value's panic out: that would abort the process.
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(value)));
+            if let Err(payload) = dropped {
+                crate::report::resume_unless_unwinding(payload);
+            }
         }
     }
 }
