@@ -174,6 +174,12 @@ impl RcuBuilder {
     /// retiring thread may hold. rcukit itself never does that under a lock of its own, inside a
     /// read-side critical section of the domain, or inside another such drop; see [where user code
     /// runs](crate::docs::internal::callbacks::invoke) for the rule and why it is the default.
+    /// The one section a `retire` cannot see is an *owned* one ([`read_owned`](Rcu::read_owned),
+    /// [`RcuCell::snapshot`](crate::RcuCell::snapshot)), which belongs to no thread: a `Drop`
+    /// run by a `retire` (or a cell write) made while the caller holds one runs inside it, and
+    /// such a `Drop` must not wait for a grace period of the domain (`synchronize`, `barrier`):
+    /// that would wait for the caller's own section. Drops that wait belong on the workers
+    /// (`false` here).
     ///
     /// With `false`, every retired object is dropped on a callback worker thread, like every
     /// `call` closure, and no rcukit call runs user code on the calling thread (the kernel's
