@@ -171,7 +171,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
 
     /// Remove the first element for which `pred` is true; it is dropped after a grace period.
     /// Returns whether one was found. `pred` runs under the writer lock and must not write to
-    /// this list.
+    /// this list (such a write panics).
     pub fn remove_first<F>(&self, mut pred: F) -> bool
     where
         F: FnMut(&T) -> bool,
@@ -193,7 +193,8 @@ impl<T, D: DomainRef> RcuList<T, D> {
 
     /// Remove every element for which `keep` is false; each is dropped after a grace period.
     /// Returns how many were removed. `keep` runs under the writer lock and must not write to
-    /// this list; if it panics, the elements removed so far stay removed.
+    /// this list (such a write panics); if it panics, the elements removed so far stay
+    /// removed.
     pub fn retain<F>(&self, mut keep: F) -> usize
     where
         F: FnMut(&T) -> bool,
@@ -230,7 +231,8 @@ impl<T, D: DomainRef> RcuList<T, D> {
     /// Replace the first element for which `pred` is true by `f(old)`, in place (the kernel's
     /// `list_replace_rcu`): a concurrent reader sees the old or the new version, never both
     /// and never neither. The old element is dropped after a grace period. Returns whether
-    /// one was found. `pred` and `f` run under the writer lock and must not write to this list.
+    /// one was found. `pred` and `f` run under the writer lock and must not write to this list
+    /// (such a write panics).
     pub fn update_first<P, F>(&self, mut pred: P, f: F) -> bool
     where
         P: FnMut(&T) -> bool,

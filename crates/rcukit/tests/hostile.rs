@@ -306,6 +306,62 @@ fn a_barrier_under_a_containers_writer_lock_panics_instead_of_waiting_for_itself
     });
 }
 
+/// User code that a write of `RcuCell` or `RcuList` runs under the writer lock (the closures of
+/// `RcuCell::update` and of `RcuList::remove_first`, `retain` and `update_first`) and that
+/// writes the same container panics with a message saying so, and the container stays usable,
+/// as `RcuFlatMap` does. (It waited for the lock its own thread held: a hang.)
+#[test]
+fn a_cell_or_list_written_from_its_own_writes_closure_panics_instead_of_hanging() {
+    watchdog(Duration::from_secs(120), || {
+        let refused = |what: &str, write: &mut dyn FnMut()| {
+            let panic = catch_unwind(AssertUnwindSafe(write)).expect_err(what);
+            let message = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or(panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or_else(|| panic!("{what}: a message"));
+            assert!(message.contains("writer lock"), "{what}: {message}");
+        };
+        let cell = RcuCell::new(1u64);
+        refused("cell update", &mut || {
+            cell.update(|v| {
+                cell.store(5);
+                v + 1
+            })
+        });
+        let list = RcuList::new();
+        list.push_back(1u64);
+        refused("list remove_first", &mut || {
+            list.remove_first(|_| {
+                list.push_back(2);
+                true
+            });
+        });
+        refused("list retain", &mut || {
+            list.retain(|_| {
+                list.push_back(3);
+                true
+            });
+        });
+        refused("list update_first", &mut || {
+            list.update_first(
+                |_| true,
+                |v| {
+                    list.push_back(4);
+                    v + 1
+                },
+            );
+        });
+        // Both are as they were, and writable.
+        assert_eq!(*cell.read(), 1);
+        cell.store(2);
+        assert_eq!(*cell.read(), 2);
+        assert_eq!(list.len(), 1);
+        list.push_back(5);
+        assert_eq!(list.len(), 2);
+    });
+}
+
 /// A domain whose last handle is dropped by a closure that a container's write runs under its
 /// writer lock, while a callback of the domain that needs that lock is pending: the drop
 /// returns, and the callback runs once the write lets the lock go. (The drop ran the pending
@@ -346,7 +402,9 @@ fn a_domain_dropped_under_a_containers_writer_lock_ends_after_the_write() {
             },
         );
         let m = Arc::clone(&map);
-        let mut rcu = pending(Box::new(move || drop(m.insert(7, 7))));
+        let mut rcu = pending(Box::new(move || {
+            m.insert(7, 7);
+        }));
         map.update(&1, |v| {
             drop(rcu.take());
             v + 1

@@ -402,8 +402,8 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     /// publish it; the old value is retired through a callback ([`Reclaim::Deferred`]).
     ///
     /// Updates are atomic with respect to every other write of the cell: no write is lost
-    /// between reading `old` and publishing the result. `f` must not write to the same cell
-    /// (the writer lock is not reentrant: that would deadlock).
+    /// between reading `old` and publishing the result. `f` must not write to the same cell:
+    /// the writer lock is not reentrant, and such a write panics (reads are fine).
     pub fn update<F>(&self, f: F)
     where
         F: FnOnce(&T) -> T,

@@ -76,10 +76,19 @@ impl<T> ForkLock<T> {
     /// Take the lock. In a forked child whose parent's thread held it, `taken_over` first
     /// repairs the value that thread left (see the module docs); it runs at most once per
     /// fork, in whichever thread of the child locks first, and must not lock this lock.
+    ///
+    /// Panics if the calling thread holds this lock already (the user's code that a write runs
+    /// under it wrote the same container): it would wait for itself forever.
+    #[track_caller]
     #[inline(always)]
     pub(crate) fn lock(&self, taken_over: impl FnOnce(Option<T>) -> T) -> ForkLockGuard<'_, T> {
         self.generation
             .repair_if_forked(|interrupted| self.after_fork(interrupted, taken_over));
+        // Only a thread that holds some lock can hold this one; `holder` is its own store then
+        // (a repair above cleared a vanished thread's).
+        if held_here() && self.holder.load(Relaxed) == fork::thread_address() {
+            reentered();
+        }
         let guard = self.mutex().lock();
         self.holder.store(fork::thread_address(), Relaxed);
         count_held(1);
@@ -131,6 +140,17 @@ impl<T> ForkLock<T> {
         unsafe { std::ptr::write(abandoned, Mutex::new(value)) };
         self.holder.store(0, Relaxed);
     }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn reentered() -> ! {
+    panic!(
+        "rcukit: a container written from code its own write runs under its writer lock (a \
+         closure given to the write, or a Drop or Clone it runs there): that would wait for \
+         itself forever (reads are fine there)"
+    );
 }
 
 impl<T> std::ops::Deref for ForkLockGuard<'_, T> {
