@@ -330,6 +330,57 @@ fn a_capacity_no_table_can_have_panics_as_capacity_overflow_and_changes_nothing(
     }
 }
 
+/// The room `reserve` made stays until `shrink_to_fit`: removals and `clear` leave the table
+/// at least that large, whether `reserve` grew the table or found the room there. (The next
+/// removal shrank the table back to its entries.)
+#[test]
+fn the_room_reserve_made_outlasts_removals_and_clear_until_shrink_to_fit() {
+    let map: RcuFlatMap<u64, u64> = RcuFlatMap::new();
+    for k in 0..100 {
+        map.insert(k, k);
+    }
+    map.reserve(100_000);
+    let reserved = map.capacity();
+    assert!(reserved >= 100_100);
+    map.remove(&0);
+    assert_eq!(map.capacity(), reserved, "a removal kept the room");
+    for k in 1..100 {
+        map.remove(&k);
+    }
+    assert_eq!(map.capacity(), reserved, "emptying kept the room");
+    map.clear();
+    assert_eq!(map.capacity(), reserved, "clear kept the room");
+    for k in 0..100_000 {
+        map.insert(k, k);
+    }
+    assert_eq!(
+        map.capacity(),
+        reserved,
+        "the reserved entries fit without a rebuild"
+    );
+    for k in 0..100_000 {
+        map.remove(&k);
+    }
+    map.shrink_to_fit();
+    assert!(
+        map.capacity() < reserved / 100,
+        "shrink_to_fit let the room go"
+    );
+
+    // A reserve that finds the room in the table a fill grew keeps it too: the room is for
+    // the entries the map holds then and `additional` more.
+    for k in 0..100_000 {
+        map.insert(k, k);
+    }
+    let grown = map.capacity();
+    map.reserve(10);
+    assert_eq!(map.capacity(), grown, "the room was there");
+    for k in 0..100_000 {
+        map.remove(&k);
+    }
+    assert_eq!(map.capacity(), grown, "emptying kept it");
+}
+
 #[test]
 fn removing_everything_gives_the_room_back() {
     let map: RcuFlatMap<u64, u64> = RcuFlatMap::new();
@@ -420,10 +471,11 @@ fn after_shrink_to_fit_a_map_made_with_capacity_shrinks_as_it_empties() {
     );
 }
 
-/// The shrink rule of a map made with `new()` (whose least table is one group): a removal
-/// leaves the table at its least size or at least one-eighth full.
-fn assert_not_sparse(map: &RcuFlatMap<u8, u16>, op: &Op) {
-    let least = RcuFlatMap::<u8, u16>::new().capacity();
+/// The shrink rule of a map made with `new()` (whose least table is one group) and given
+/// `floor` entries of room by `reserve` since its last `shrink_to_fit`: a removal leaves the
+/// table at its least size, within that room, or at least one-eighth full.
+fn assert_not_sparse(map: &RcuFlatMap<u8, u16>, floor: usize, op: &Op) {
+    let least = RcuFlatMap::<u8, u16>::with_capacity(floor).capacity();
     assert!(
         map.capacity() <= least || map.len() >= map.capacity() / 8,
         "{} entries in a table of {} after {op:?}",
@@ -472,6 +524,8 @@ fn check_compute(map: &RcuFlatMap<u8, u16>, model: &mut HashMap<u8, u16>, k: u8,
 
 fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
     let mut model: HashMap<u8, u16> = HashMap::new();
+    // The room the last `reserve`s promised (entries), until a `shrink_to_fit`.
+    let mut floor = 0;
     for op in ops {
         let len = model.len();
         match *op {
@@ -517,7 +571,11 @@ fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
                 model.clear();
                 map.clear();
             }
-            Op::Reserve(n) => map.reserve(n as usize * 4),
+            Op::Reserve(n) => {
+                map.reserve(n as usize * 4);
+                floor = floor.max(len + n as usize * 4);
+                assert!(map.capacity() >= len + n as usize * 4);
+            }
             Op::UpdateOrInsert(k, v) => {
                 let now = model
                     .entry(k)
@@ -528,7 +586,10 @@ fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
                     *now
                 );
             }
-            Op::ShrinkToFit => map.shrink_to_fit(),
+            Op::ShrinkToFit => {
+                map.shrink_to_fit();
+                floor = 0;
+            }
             Op::CloneMap => assert!(map.clone() == *map),
             Op::InsertBorrowed(k, v) => {
                 let guard = map.domain().read();
@@ -543,7 +604,7 @@ fn check_against_std(map: &RcuFlatMap<u8, u16>, ops: &[Op]) {
         }
         assert_eq!(map.len(), model.len());
         if model.len() < len || matches!(op, Op::Retain(_)) {
-            assert_not_sparse(map, op);
+            assert_not_sparse(map, floor, op);
         }
     }
     let guard = map.domain().read();

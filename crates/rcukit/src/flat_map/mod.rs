@@ -593,7 +593,10 @@ where
         self.rebuild(&mut lock, groups);
     }
 
-    /// Make sure `additional` more entries fit without a rebuild.
+    /// Make sure `additional` more entries than the map holds now fit without a rebuild: the
+    /// table grows at once if it must, and the map will not shrink below that room (removals
+    /// leave it, and [`clear`](Self::clear) goes back to it) until
+    /// [`shrink_to_fit`](Self::shrink_to_fit), as `RcuHashMap::reserve` does.
     ///
     /// # Panics
     ///
@@ -602,12 +605,18 @@ where
     /// allocation the system refuses aborts the process, as theirs do too).
     pub fn reserve(&self, additional: usize) {
         let mut lock = self.lock();
+        let len = self.written.len.load(Relaxed);
+        let floor = groups_for(len.saturating_add(additional)).max(lock.min_groups);
+        lock.min_groups = floor;
         if lock.room >= additional {
+            // The table has the room; a removal must not shrink it below the floor (a table
+            // at the floor never shrinks, and a shrink from a larger one stops at it).
+            if self.table_mine(&lock).groups() <= floor {
+                lock.sparse_below = 0;
+            }
             return;
         }
-        let len = self.written.len.load(Relaxed);
-        let groups = groups_for(len.saturating_add(additional)).max(lock.min_groups);
-        self.rebuild(&mut lock, groups);
+        self.rebuild(&mut lock, floor);
     }
 }
 
