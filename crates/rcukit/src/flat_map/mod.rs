@@ -201,7 +201,10 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
         &self.domain
     }
 
-    /// The number of entries (exact when no write is under way).
+    /// The number of entries (exact when no write is under way). In a child process forked
+    /// while a write of the parent's was under way, that write stays under way for `len`
+    /// until the child's first write of the map repairs it (it may count the entry the
+    /// write placed or removed, or not).
     pub fn len(&self) -> usize {
         self.written.len.load(Relaxed)
     }

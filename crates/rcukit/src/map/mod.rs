@@ -165,7 +165,10 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         self.domain.rcu()
     }
 
-    /// The number of entries (exact when no write is under way).
+    /// The number of entries (exact when no write is under way). In a child process forked
+    /// while a write of the parent's was under way, that write stays under way for `len`
+    /// until the child's first write of the map repairs it (it may count the entry the
+    /// write placed or removed, or not).
     pub fn len(&self) -> usize {
         self.len.load(Relaxed)
     }
