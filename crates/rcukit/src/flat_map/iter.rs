@@ -55,7 +55,8 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
 /// slots it sees full: it ends after one pass over that table whatever the writers do (a
 /// rebuild makes a new table and leaves this one as it was). An entry present throughout the
 /// iteration is yielded exactly once, with its value before or after any replacement made
-/// meanwhile; an entry inserted or removed meanwhile may or may not be. Starting an iteration
+/// meanwhile; an entry inserted or removed meanwhile may or may not be (a key removed and
+/// inserted again is two entries, and may be yielded twice). Starting an iteration
 /// waits for a write under way; while it lasts, the first replacement that would move an entry
 /// to another control word rebuilds the table instead (see the module docs, "Iteration").
 pub struct Iter<'g, K, V> {
