@@ -610,15 +610,13 @@ where
         let mut lock = self.lock();
         let len = self.written.len.load(Relaxed);
         let floor = groups_for(len.saturating_add(additional)).max(lock.min_groups);
-        lock.min_groups = floor;
         if lock.room >= additional {
-            // The table has the room; a removal must not shrink it below the floor (a table
-            // at the floor never shrinks, and a shrink from a larger one stops at it).
-            if self.table_mine(&lock).groups() <= floor {
-                lock.sparse_below = 0;
-            }
+            // The table has the room; removals must not shrink it below the floor.
+            let groups = self.table_mine(&lock).groups();
+            lock.set_floor(groups, floor);
             return;
         }
+        lock.min_groups = floor;
         self.rebuild(&mut lock, floor);
     }
 }

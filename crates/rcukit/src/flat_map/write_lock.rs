@@ -55,15 +55,23 @@ impl Writer {
     /// The counts for a table of `groups` groups of which `used` slots are not `EMPTY`, in a
     /// map that never shrinks below `min_groups` groups.
     pub(super) fn for_table(groups: usize, min_groups: usize, used: usize) -> Writer {
-        Writer {
+        let mut writer = Writer {
             room: usable(groups).saturating_sub(used),
             min_groups,
-            sparse_below: if groups > min_groups {
-                usable(groups) / 8
-            } else {
-                0
-            },
-        }
+            sparse_below: 0,
+        };
+        writer.set_floor(groups, min_groups);
+        writer
+    }
+
+    /// Never shrink below `min_groups` groups, for a table of `groups` groups.
+    pub(super) fn set_floor(&mut self, groups: usize, min_groups: usize) {
+        self.min_groups = min_groups;
+        self.sparse_below = if groups > min_groups {
+            usable(groups) / 8
+        } else {
+            0
+        };
     }
 }
 
