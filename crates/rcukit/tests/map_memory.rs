@@ -10,8 +10,10 @@
 
 mod common;
 
+use common::fork::{fork_within, succeeded};
 use common::support::{gives_back_a_quarter, mib, resident};
-use rcukit::RcuHashMap;
+use rcukit::{Rcu, RcuHashMap};
+use std::time::Duration;
 
 /// 200,000 entries of 48-byte nodes (64-byte blocks): about 13 MB of nodes, a table of 4 MiB.
 const ENTRIES: u64 = 200_000;
@@ -43,6 +45,32 @@ fn gives_back(what: &str, entries: u64, least: f64, empty: impl FnOnce(Map, u64)
         mib(grown)
     );
     gives_back_a_quarter(&format!("after {what}"), before, grown);
+}
+
+/// Fill a new map, drop it and fork: a child, which has none of its parent's threads (the
+/// one that waits to trim, the callback workers that run queued trims), must not keep the
+/// memory the drop freed; neither must the parent. With `ask_first`, the drop's trim has been
+/// asked for (within the second of the last trim: a thread waits to run it) before the fork;
+/// without, it is still queued.
+fn a_child_forked_after_a_drop_gives_back(what: &str, ask_first: bool) {
+    let map = Map::new();
+    let before = resident();
+    for k in 0..ENTRIES {
+        map.pin().insert(k, [k; 4]);
+    }
+    Rcu::global().barrier();
+    let grown = resident() - before;
+    drop(map);
+    if ask_first {
+        Rcu::global().barrier();
+    }
+    let what = format!("a child forked after {what}");
+    let status = fork_within(Duration::from_secs(60), || {
+        gives_back_a_quarter(&what, before, grown)
+    })
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(succeeded(status), "{what}: the child kept the memory");
+    gives_back_a_quarter(&format!("the parent of {what}"), before, grown);
 }
 
 /// Remove the `entries` entries of `map` and let the deferred frees run.
@@ -83,4 +111,11 @@ fn removed_entries_and_dropped_maps_give_their_memory_back() {
         1.0,
         remove_all,
     );
+    // Consumed: the iterator asks for the trim once it has freed every entry.
+    gives_back("consuming the map", ENTRIES, 10.0, |map, entries| {
+        assert_eq!(map.into_iter().count() as u64, entries);
+    });
+    // A fork while a trim is owed: it runs before the fork.
+    a_child_forked_after_a_drop_gives_back("a drop whose trim waits for its second", true);
+    a_child_forked_after_a_drop_gives_back("a drop whose trim is queued", false);
 }

@@ -95,7 +95,7 @@ impl<S, D> MapBuilder<S, D> {
 
     /// Whether to ask the C allocator to give free memory back to the system once the map has freed
     /// 128 KiB since it last asked, by shrinking (the tables it shrank away and the entries they
-    /// lost) or by being dropped (default: yes). With glibc, the nodes of removed entries otherwise
+    /// lost), by being dropped or by being consumed by `into_iter` (default: yes). With glibc, the nodes of removed entries otherwise
     /// stay in the allocator's bins for the life of the process. The trim runs on a callback
     /// worker, at most once a second in the process (one asked for sooner runs when the second is
     /// up, on a thread of its own, `rcukit-trim`, that then exits), and costs about 5 ns per block
@@ -103,7 +103,9 @@ impl<S, D> MapBuilder<S, D> {
     /// wait for glibc's lock (an insert waited 3.8-6.6 ms on the trim after a million-entry map was
     /// dropped); memory given back is faulted in again when the process fills it
     /// later (a fill of a million entries ran about 12% slower into memory just given back than
-    /// into memory the allocator had kept). See [the map's memory](crate::map#memory). It does
+    /// into memory the allocator had kept). A `fork()` made while a trim is still to run runs it
+    /// first, in the forking thread, so that the child, which has none of the threads that would
+    /// run it, does not keep that memory. See [the map's memory](crate::map#memory). It does
     /// nothing with other C libraries.
     pub fn trim_allocator(mut self, trim: bool) -> Self {
         self.trim_allocator = trim;

@@ -359,13 +359,28 @@ unsafe impl<K: Sync, V: Sync> Sync for IterMut<'_, K, V> {}
 pub struct IntoIter<K, V> {
     /// Owned nodes (from `table::take_all`), each handed out or dropped once.
     pub(crate) nodes: std::vec::IntoIter<*mut Node<K, V>>,
+    /// Ask for an allocator trim once every node is freed (see `trim`: "When"); cleared when
+    /// asked.
+    pub(crate) trim: bool,
+}
+
+impl<K, V> IntoIter<K, V> {
+    /// Every node is freed: ask for the trim if one is due.
+    fn all_freed(&mut self) {
+        if std::mem::take(&mut self.trim) {
+            super::trim::soon();
+        }
+    }
 }
 
 impl<K, V> Iterator for IntoIter<K, V> {
     type Item = (K, V);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let node = self.nodes.next()?;
+        let Some(node) = self.nodes.next() else {
+            self.all_freed();
+            return None;
+        };
         // SAFETY: owned by the iterator, and taken out of it here, once.
         Some(unsafe { Node::into_parts(node) })
     }
@@ -379,6 +394,7 @@ impl<K, V> Drop for IntoIter<K, V> {
     fn drop(&mut self) {
         // SAFETY: the nodes not handed out are owned by the iterator and given up here, once.
         drop(unsafe { Batch::new(self.nodes.by_ref().collect()) });
+        self.all_freed();
     }
 }
 

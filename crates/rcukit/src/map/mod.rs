@@ -377,17 +377,34 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// After the map freed `bytes` bytes, by a shrink or by its drop: ask for an allocator
     /// trim when it is due, if the map's policy wants trims (see `trim`: "When").
     fn trim_after_freeing(&self, bytes: usize) {
-        if self.policy.trim_allocator && self.freed.count(bytes) {
+        if self.trim_due(bytes) {
             trim::after_retired(self.domain.rcu());
         }
+    }
+
+    /// Count `bytes` freed; whether a trim is due (see `trim`: "When").
+    fn trim_due(&self, bytes: usize) -> bool {
+        self.policy.trim_allocator && self.freed.count(bytes)
+    }
+
+    /// The bytes of the root table and of every entry, all freed when the map goes.
+    ///
+    /// # Safety
+    ///
+    /// No other thread may use the map (the caller has `&mut self` or owns it): the root
+    /// table is then alive.
+    unsafe fn bytes_held(&self) -> usize {
+        // SAFETY: no writer can retire the root table meanwhile (the caller's contract).
+        let table = unsafe { (*self.root.load(Relaxed)).bytes() };
+        table + self.len() * std::mem::size_of::<Node<K, V>>()
     }
 }
 
 impl<K, V, S, D: DomainRef> Drop for RcuHashMap<K, V, S, D> {
     fn drop(&mut self) {
+        // SAFETY: `&mut self`.
+        let bytes = unsafe { self.bytes_held() };
         let root = self.root.load(Relaxed);
-        // SAFETY: `&mut self`: the root table is alive until `take_all` below.
-        let bytes = unsafe { (*root).bytes() } + self.len() * std::mem::size_of::<Node<K, V>>();
         // SAFETY: `&mut self`: no reader (they borrow the map) and no writer remains; nodes
         // retired earlier are owned by the domain, not reachable from here. The batch drops
         // each entry's key and value apart, every entry even when some panic.
@@ -401,12 +418,16 @@ impl<K, V, S, D: DomainRef> IntoIterator for RcuHashMap<K, V, S, D> {
     type IntoIter = IntoIter<K, V>;
 
     fn into_iter(self) -> IntoIter<K, V> {
+        // The trim, if due, is asked for when the iterator has let go of every entry.
+        // SAFETY: we own the map.
+        let trim = self.trim_due(unsafe { self.bytes_held() });
         // SAFETY: we own the map, and it is forgotten below (its drop never runs again).
         let nodes = unsafe { table::take_all(self.root.load(Relaxed), self.forked()) };
         // The iterator owns the entries before any user code runs: if the hasher's `Drop`
         // panics below, unwinding drops them with it.
         let iter = IntoIter {
             nodes: nodes.into_iter(),
+            trim,
         };
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: the hasher and the handle are moved out exactly once, here, and dropped;

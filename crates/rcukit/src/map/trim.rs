@@ -45,7 +45,10 @@
 //! grace period, after the old table and the nodes this thread removed before the shrink have
 //! been freed; nodes that other threads removed are freed about then, and what a trim misses
 //! the next one takes. A dropped map frees its nodes at once and asks the same way. (A table
-//! made large by a capacity or `reserve` and shrunk by `shrink_to_fit` counts too.)
+//! made large by a capacity or `reserve` and shrunk by `shrink_to_fit` counts too.) A map
+//! consumed by `into_iter` counts as dropped, and its iterator asks once it has handed out or
+//! dropped its last entry; with no domain left to queue on, the trim runs on the waiting
+//! thread below (at once if the last trim started a second ago or more).
 //!
 //! The trim never runs on the thread that removes, shrinks or drops: a trim takes milliseconds
 //! (5 ms after a million frees on an idle machine, 15 ms beside two busy threads), which would
@@ -123,6 +126,40 @@
 //! not its own and starts its own thread. A child forked in the middle of a trim inherits the
 //! time of that trim, not a held lock, and trims again a second later (a lock taken at the fork
 //! would never be released in the child, which would then never trim).
+//!
+//! # Forks
+//!
+//! A child would start that thread only at its own next ask, and the trims queued on its
+//! domains before the fork never run in it (a child abandons the callbacks it inherits, see
+//! [`fork`](crate::docs::internal::domain::fork)). A child that frees no more 128 KiB would
+//! keep what its parent freed and had not yet given back: a pre-forking server that dropped a
+//! large map just before starting its workers kept that memory in every worker (their copies
+//! of the freed pages, shared until written, but kept until the parent and every child let
+//! them go). So a trim that is owed runs before the fork: rcukit's fork handler has the
+//! forking thread trim if one was asked for too soon (`wanted`) or is queued on a domain and
+//! has not run yet (`queued` counts those closures while they live), and moves the time of the
+//! last trim on. Parent and child then start from the trimmed heap. In the parent the waiting
+//! thread and the queued trims still run, a second later, which costs little: nothing much
+//! was freed since. The price is that a fork made while a trim is owed takes the trim's time
+//! (milliseconds after a million frees), in the thread that forks. A child keeps the count of
+//! the queued closures it abandoned, so each of its own forks trims first, a cheap trim when
+//! nothing was freed.
+//!
+//! # No thread
+//!
+//! If the waiting thread cannot be started (the system refuses threads: `RLIMIT_NPROC`, no
+//! memory for a stack), the asker trims at once, on its own thread, less than a second after
+//! the last trim: the once-a-second rule gives way rather than the memory staying with the
+//! allocator until some later ask, which may never come.
+//!
+//! # Clocks
+//!
+//! The time of the last trim is on the monotonic clock, which only moves forward, but a
+//! process can move to another clock: a child of a process that entered a new time namespace
+//! (`unshare(CLONE_NEWTIME)`, as checkpoint-restore tools do) reads its monotonic clock with
+//! the namespace's offset, perhaps far behind the time its parent recorded. A clock behind the
+//! recorded time therefore allows a trim at once (and records the new time), where
+//! subtracting would have made the waiting thread sleep for the whole offset.
 
 use crate::Rcu;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -145,7 +182,43 @@ static TRIMS: Trims = Trims::new();
 /// Ask for a trim on a callback worker of `rcu`, after a grace period and after everything
 /// the calling thread retired into `rcu` before (module docs: "When").
 pub(crate) fn after_retired(rcu: &Rcu) {
-    rcu.call(|| TRIMS.ask(&System));
+    let queued = Queued::new(&TRIMS);
+    rcu.call(move || {
+        TRIMS.ask(&System);
+        drop(queued);
+    });
+}
+
+/// Ask for a trim when no domain can run it: on the waiting thread, at once if the last trim
+/// started a second ago or more (module docs: "When", a map consumed by `into_iter`).
+pub(crate) fn soon() {
+    TRIMS.ask_waiter(&System);
+}
+
+/// A trim queued on a domain that has not run yet (module docs: "Forks"): counted while it
+/// lives, so that a fork meanwhile runs it first.
+struct Queued(&'static Trims);
+
+impl Queued {
+    fn new(trims: &'static Trims) -> Queued {
+        owed_at_forks();
+        trims.queued.fetch_add(1, SeqCst);
+        Queued(trims)
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, SeqCst);
+    }
+}
+
+/// Have the fork handlers run a trim that is owed before the fork (module docs: "Forks").
+fn owed_at_forks() {
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(rcukit_loom), not(miri)))]
+    crate::sync::fork::at_prepare(crate::sync::fork::Stage::Owed, |_| {
+        TRIMS.before_fork(&System);
+    });
 }
 
 /// What one map freed since it last asked for a trim (module docs: "When").
@@ -187,6 +260,8 @@ struct Trims {
     /// child forked while a thread of its parent waited inherits the parent's value, which is
     /// not its own, and starts a thread of its own.
     waiter: AtomicU64,
+    /// Trims queued on a domain that have not run yet ([`Queued`]).
+    queued: AtomicUsize,
 }
 
 /// What [`Trims::claim`] found.
@@ -207,6 +282,7 @@ impl Trims {
             started: AtomicU64::new(0),
             wanted: AtomicBool::new(false),
             waiter: AtomicU64::new(0),
+            queued: AtomicUsize::new(0),
         }
     }
 
@@ -219,18 +295,36 @@ impl Trims {
         match self.claim(now) {
             Claim::Won => world.trim(),
             Claim::Taken => {}
-            Claim::TooSoon => {
-                self.wanted.store(true, SeqCst);
-                self.start_waiter(world);
-            }
+            Claim::TooSoon => self.ask_waiter(world),
         }
+    }
+
+    /// Have the waiting thread trim, when the second since the last trim is up (at once if
+    /// it is already).
+    fn ask_waiter<W: World>(&'static self, world: &'static W) {
+        self.wanted.store(true, SeqCst);
+        self.start_waiter(world);
+    }
+
+    /// The fork handler's step (module docs: "Forks"): a trim asked for or queued that has not
+    /// run yet runs now, before the fork, whenever the last one started.
+    fn before_fork<W: World>(&self, world: &W) {
+        if !self.wanted.load(SeqCst) && self.queued.load(SeqCst) == 0 {
+            return;
+        }
+        let Some(now) = world.now() else {
+            return;
+        };
+        // Never moved back: a claim made meanwhile at a later time stands.
+        self.started.fetch_max(now.max(1), Relaxed);
+        world.trim();
     }
 
     /// Whether a trim may start at `now`, recording it in `started` if so: none started in the
     /// [`EVERY`] before `now`, and no other thread claimed this turn first.
     fn claim(&self, now: u64) -> Claim {
         let last = self.started.load(Relaxed);
-        if last != 0 && now.saturating_sub(last) < EVERY_NANOS {
+        if wait_left(last, now) > 0 {
             return Claim::TooSoon;
         }
         // `max(1)`: 0 means "never".
@@ -257,8 +351,12 @@ impl Trims {
             return;
         }
         if !world.spawn(Box::new(move || self.wait(world, me))) {
-            // No thread: the trim waits for the next time one is asked for.
+            // No thread (module docs: "No thread"): trim now, on the asker.
             self.waiter.store(0, SeqCst);
+            if let Some(now) = world.now() {
+                self.started.fetch_max(now.max(1), Relaxed);
+            }
+            world.trim();
         }
     }
 
@@ -266,9 +364,9 @@ impl Trims {
     /// and go on as long as trims were asked for meanwhile.
     fn wait<W: World>(&'static self, world: &'static W, me: u64) {
         while let Some(now) = world.now() {
-            let next = self.started.load(Relaxed).saturating_add(EVERY_NANOS);
-            if now < next {
-                world.sleep(next - now);
+            let left = wait_left(self.started.load(Relaxed), now);
+            if left > 0 {
+                world.sleep(left);
                 continue;
             }
             self.wanted.store(false, SeqCst);
@@ -291,6 +389,16 @@ impl Trims {
         }
         self.waiter.store(0, SeqCst);
     }
+}
+
+/// How long a trim must still wait at `now` when the last one started at `last` (0: it may
+/// start now). A clock behind `last` is another clock than the one that recorded it (a
+/// process moved into a time namespace since, module docs: "Clocks"): no wait.
+fn wait_left(last: u64, now: u64) -> u64 {
+    if last == 0 || now < last {
+        return 0;
+    }
+    (last.saturating_add(EVERY_NANOS)).saturating_sub(now)
 }
 
 /// The system: glibc's trim, the monotonic clock and one of rcukit's own threads.
@@ -350,302 +458,4 @@ fn trim_allocator() {
 fn trim_allocator() {}
 
 #[cfg(all(test, unix, not(rcukit_loom), not(miri)))]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicUsize;
-    use std::time::Instant;
-
-    const SECOND: u64 = 1_000_000_000;
-
-    /// A world with a clock that only [`World::sleep`] moves (by exactly what was asked),
-    /// that counts trims and threads, and that can hold a sleep or a trim until released.
-    struct Fake {
-        now: AtomicU64,
-        trims: AtomicUsize,
-        threads: AtomicUsize,
-        hold_sleep: AtomicBool,
-        hold_trim: AtomicBool,
-        in_trim: AtomicBool,
-        refuse_threads: AtomicBool,
-    }
-
-    impl Fake {
-        const fn at(now: u64) -> Fake {
-            Fake {
-                now: AtomicU64::new(now),
-                trims: AtomicUsize::new(0),
-                threads: AtomicUsize::new(0),
-                hold_sleep: AtomicBool::new(false),
-                hold_trim: AtomicBool::new(false),
-                in_trim: AtomicBool::new(false),
-                refuse_threads: AtomicBool::new(false),
-            }
-        }
-
-        fn set(&self, now: u64) {
-            self.now.store(now, SeqCst);
-        }
-
-        fn trims(&self) -> usize {
-            self.trims.load(SeqCst)
-        }
-    }
-
-    fn spin_while(held: &AtomicBool) {
-        while held.load(SeqCst) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    impl World for Fake {
-        fn now(&self) -> Option<u64> {
-            Some(self.now.load(SeqCst))
-        }
-
-        fn trim(&self) {
-            self.in_trim.store(true, SeqCst);
-            spin_while(&self.hold_trim);
-            self.trims.fetch_add(1, SeqCst);
-        }
-
-        fn sleep(&self, nanos: u64) {
-            spin_while(&self.hold_sleep);
-            self.now.fetch_add(nanos, SeqCst);
-        }
-
-        fn spawn(&self, body: Box<dyn FnOnce() + Send>) -> bool {
-            if self.refuse_threads.load(SeqCst) {
-                return false;
-            }
-            self.threads.fetch_add(1, SeqCst);
-            crate::threads::spawn("trim-test".to_string(), body).is_ok()
-        }
-
-        fn process(&self) -> u64 {
-            u64::from(std::process::id())
-        }
-    }
-
-    /// Wait until `done`, for at most `limit` (a guard against a hang, not a measurement: it
-    /// takes milliseconds); whether it happened.
-    fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-        let deadline = Instant::now() + limit;
-        while !done() {
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        true
-    }
-
-    /// [`within`] 30 s, which must happen.
-    fn eventually(what: &str, done: impl FnMut() -> bool) {
-        assert!(
-            within(Duration::from_secs(30), done),
-            "{what}: never happened"
-        );
-    }
-
-    /// Run `child` in a forked child (under a 10 s deadline), and whether it returned true.
-    fn in_child(child: impl FnOnce() -> bool) -> bool {
-        // SAFETY: the child runs `child` (atomics, the fake world's threads, sleeps) and leaves
-        // with `_exit`, running none of the parent's destructors.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            let ok = child();
-            // SAFETY: leaving the child at once.
-            unsafe { libc::_exit(if ok { 0 } else { 3 }) };
-        }
-        let mut status = 0;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        // SAFETY: waiting for our own child.
-        while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
-            if Instant::now() > deadline {
-                // SAFETY: killing our own child, which hung.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                panic!("the child hung");
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
-    }
-
-    /// The system's word for "this process" changes in a forked child, so that a child tells
-    /// its parent's waiting thread (which it does not have) from one of its own.
-    #[test]
-    fn a_forked_child_is_another_process_to_the_waiting_thread() {
-        // Building a domain installs the fork handlers, which count forks; every trim is asked
-        // for by a domain's callback, so they are installed wherever a thread waits.
-        let _ = crate::Rcu::global();
-        let parent = System.process();
-        assert!(in_child(move || System.process() != parent));
-    }
-
-    #[test]
-    fn trims_start_at_least_a_second_apart_and_one_racer_wins() {
-        let trims = Trims::new();
-        assert_eq!(trims.claim(5 * SECOND), Claim::Won, "the first trim");
-        assert_eq!(trims.claim(5 * SECOND + SECOND / 2), Claim::TooSoon);
-        assert_eq!(trims.claim(6 * SECOND), Claim::Won, "a second later");
-        // Threads that all find the same old time: exactly one of them trims.
-        let trims = Trims::new();
-        trims.started.store(SECOND, SeqCst);
-        let won = std::thread::scope(|s| {
-            let racers: Vec<_> = (0..4)
-                .map(|_| s.spawn(|| trims.claim(3 * SECOND)))
-                .collect();
-            racers
-                .into_iter()
-                .map(|r| r.join().unwrap())
-                .filter(|&claim| claim == Claim::Won)
-                .count()
-        });
-        assert_eq!(won, 1);
-        assert_eq!(trims.started.load(SeqCst), 3 * SECOND);
-        assert_eq!(
-            trims.claim(3 * SECOND + 1),
-            Claim::TooSoon,
-            "after the race"
-        );
-    }
-
-    /// A trim asked for less than a second after the last one is not lost: one thread waits
-    /// and trims when the second is up, once for all the asks that came meanwhile.
-    #[test]
-    fn a_trim_asked_too_soon_runs_when_the_second_is_up() {
-        static TRIMS: Trims = Trims::new();
-        static WORLD: Fake = Fake::at(10 * SECOND);
-        TRIMS.ask(&WORLD);
-        assert_eq!((WORLD.trims(), WORLD.threads.load(SeqCst)), (1, 0));
-        WORLD.hold_sleep.store(true, SeqCst);
-        // Both asks at the same time: the waiting thread reads the clock when it likes, and a
-        // clock moved under it would move the time of its trim.
-        WORLD.set(10 * SECOND + SECOND / 2);
-        TRIMS.ask(&WORLD);
-        TRIMS.ask(&WORLD);
-        assert_eq!(WORLD.trims(), 1, "nothing trims before the second is up");
-        assert_eq!(
-            WORLD.threads.load(SeqCst),
-            1,
-            "one waiting thread for both asks"
-        );
-        WORLD.hold_sleep.store(false, SeqCst);
-        eventually("the deferred trim", || WORLD.trims() == 2);
-        assert_eq!(
-            TRIMS.started.load(SeqCst),
-            11 * SECOND,
-            "a second after the first"
-        );
-        eventually("the waiting thread's exit", || {
-            TRIMS.waiter.load(SeqCst) == 0
-        });
-        assert_eq!(WORLD.trims(), 2, "one trim for both asks");
-        // The next ask too soon starts a new waiting thread.
-        WORLD.set(11 * SECOND + 1);
-        TRIMS.ask(&WORLD);
-        eventually("the next deferred trim", || WORLD.trims() == 3);
-        assert_eq!(WORLD.threads.load(SeqCst), 2);
-    }
-
-    /// A trim asked for too soon when no thread can be started waits for the next ask, which
-    /// starts the thread: the failed start leaves no waiter recorded that would never trim.
-    #[test]
-    fn a_waiting_thread_that_could_not_start_is_started_by_the_next_ask() {
-        static TRIMS: Trims = Trims::new();
-        static WORLD: Fake = Fake::at(10 * SECOND);
-        TRIMS.ask(&WORLD);
-        WORLD.refuse_threads.store(true, SeqCst);
-        WORLD.set(10 * SECOND + SECOND / 2);
-        TRIMS.ask(&WORLD);
-        assert_eq!(TRIMS.waiter.load(SeqCst), 0, "no thread waits");
-        assert!(TRIMS.wanted.load(SeqCst), "the trim is still wanted");
-        WORLD.refuse_threads.store(false, SeqCst);
-        TRIMS.ask(&WORLD);
-        eventually("the deferred trim", || WORLD.trims() == 2);
-        assert_eq!(WORLD.threads.load(SeqCst), 1);
-    }
-
-    /// The rule of "When": an ask each time a map has freed [`FROM_BYTES`] since its last.
-    #[test]
-    fn a_map_asks_each_time_it_freed_enough() {
-        let freed = Freed::default();
-        assert!(!freed.count(FROM_BYTES - 1), "not enough yet");
-        assert!(freed.count(1), "enough, counted over two frees");
-        assert!(!freed.count(FROM_BYTES / 2), "the count starts again");
-        assert!(freed.count(FROM_BYTES), "enough again");
-        assert!(freed.count(2 * FROM_BYTES), "enough at once");
-    }
-
-    /// Several threads counting at once: at least one of them asks, and never more than one
-    /// per [`FROM_BYTES`] counted.
-    #[test]
-    fn threads_counting_at_once_ask_at_most_once_per_mark() {
-        let freed = Freed::default();
-        let (threads, per_thread, each) = (4, 1000, FROM_BYTES / 8);
-        let asks = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    for _ in 0..per_thread {
-                        if freed.count(each) {
-                            asks.fetch_add(1, SeqCst);
-                        }
-                    }
-                });
-            }
-        });
-        let asks = asks.load(SeqCst);
-        let most = threads * per_thread * each / FROM_BYTES;
-        assert!((1..=most).contains(&asks), "{asks} asks, at most {most}");
-    }
-
-    /// A child forked while a thread of its parent is in the middle of a trim trims a second
-    /// later: it inherits the time of that trim, not a lock that nobody in the child would
-    /// ever release.
-    #[test]
-    fn a_child_forked_during_a_trim_trims_again() {
-        static TRIMS: Trims = Trims::new();
-        static WORLD: Fake = Fake::at(10 * SECOND);
-        WORLD.hold_trim.store(true, SeqCst);
-        let trimmer = std::thread::spawn(|| TRIMS.ask(&WORLD));
-        eventually("the parent's trim", || WORLD.in_trim.load(SeqCst));
-        let child_trimmed = in_child(|| {
-            WORLD.hold_trim.store(false, SeqCst);
-            WORLD.set(10 * SECOND + SECOND / 2);
-            TRIMS.ask(&WORLD);
-            within(Duration::from_secs(5), || WORLD.trims() != 0);
-            WORLD.trims() == 1 && TRIMS.started.load(SeqCst) == 11 * SECOND
-        });
-        WORLD.hold_trim.store(false, SeqCst);
-        trimmer.join().unwrap();
-        assert!(
-            child_trimmed,
-            "the child did not trim a second after its parent's trim"
-        );
-    }
-
-    /// A child forked while a thread of its parent waits to trim does not count on that
-    /// thread, which it does not have: it starts its own.
-    #[test]
-    fn a_child_forked_while_a_trim_waits_starts_its_own_waiting_thread() {
-        static TRIMS: Trims = Trims::new();
-        static WORLD: Fake = Fake::at(10 * SECOND);
-        TRIMS.ask(&WORLD);
-        WORLD.hold_sleep.store(true, SeqCst);
-        WORLD.set(10 * SECOND + SECOND / 2);
-        TRIMS.ask(&WORLD);
-        assert_eq!(WORLD.threads.load(SeqCst), 1, "the parent's waiting thread");
-        let child_trimmed = in_child(|| {
-            WORLD.hold_sleep.store(false, SeqCst);
-            WORLD.set(10 * SECOND + SECOND * 6 / 10);
-            TRIMS.ask(&WORLD);
-            within(Duration::from_secs(5), || WORLD.trims() != 1);
-            WORLD.trims() == 2 && WORLD.threads.load(SeqCst) == 2
-        });
-        WORLD.hold_sleep.store(false, SeqCst);
-        eventually("the parent's deferred trim", || WORLD.trims() == 2);
-        assert!(child_trimmed, "the child waited for its parent's thread");
-    }
-}
+mod tests;

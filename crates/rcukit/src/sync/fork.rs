@@ -184,18 +184,22 @@ mod handlers {
     /// When a step of the prepare handler runs: every step of an earlier stage first.
     #[derive(Clone, Copy, Debug)]
     pub(crate) enum Stage {
+        /// Do now, in the forking thread, work that a thread of the process was to do soon
+        /// for the process as a whole: the child, which has none of those threads, would never
+        /// see it done.
+        Owed = 0,
         /// Finish one-time set-up that another thread may be in the middle of: the child
         /// cannot, as that thread is not copied.
-        SetUp = 0,
+        SetUp = 1,
         /// Take the locks that must not be copied held, keeping them in the `Held`.
-        Locks = 1,
+        Locks = 2,
     }
 
     type Step = fn(&mut Held);
 
     /// The registered steps, one per stage. The prepare handler holds this lock across the
     /// fork too (released last), so a child never finds it taken by a registering thread.
-    static STEPS: Mutex<[Option<Step>; 2]> = Mutex::new([None, None]);
+    static STEPS: Mutex<[Option<Step>; 3]> = Mutex::new([None, None, None]);
 
     /// Install the handlers (see `install`) and have the prepare handler run `step` at
     /// `stage`. Each stage has one step, registered by the one layer that owns it (again on
@@ -210,7 +214,7 @@ mod handlers {
 
     /// What the prepare handler holds until the parent or child handler: the steps' locks,
     /// then the list of steps itself (released in that order).
-    type Holding = (Held, MutexGuard<'static, [Option<Step>; 2]>);
+    type Holding = (Held, MutexGuard<'static, [Option<Step>; 3]>);
 
     thread_local! {
         static HOLDING: RefCell<Option<Holding>> = const { RefCell::new(None) };
