@@ -305,3 +305,44 @@ fn is_locked_exclusive_means_a_writer_holds_the_lock() {
     assert!(!lock.is_locked_exclusive());
     assert_eq!(*lock.read(), 1);
 }
+
+/// A read guard leaked with `mem::forget` keeps its lock read-locked for good; a lock assigned
+/// over it, or swapped into its place, is another lock, and the leaking thread's reads of it
+/// must still wait for its writer. A thread's tally of the shared-path guards it holds was
+/// keyed by the lock's address: such a read counted as nested and skipped the writer flag
+/// while a writer was in (a data race, seen by Miri).
+#[test]
+fn a_lock_put_where_a_read_guard_was_forgotten_keeps_its_writer_alone() {
+    type Lock = PerCpuRwLock<u64>;
+    let one_slot = || Lock::from_raw(RawPerCpuRwLock::with_slots(1).unwrap(), 0);
+    let check = |what: &str, lock: &Lock| {
+        let write = lock.write();
+        assert!(
+            lock.try_read().is_none(),
+            "{what}: a read beside the writer"
+        );
+        drop(write);
+        assert!(
+            lock.try_read().is_some(),
+            "{what}: a read once the writer left"
+        );
+    };
+    // Two live threads on a lock of one slot: at least one reads through the shared path.
+    let both_live = Barrier::new(2);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                drop(one_slot().read()); // take a thread index while both threads live
+                both_live.wait();
+                let mut lock = one_slot();
+                std::mem::forget(lock.read());
+                lock = one_slot();
+                check("assigned over", &lock);
+                let mut other = one_slot();
+                std::mem::forget(lock.read());
+                std::mem::swap(&mut lock, &mut other);
+                check("swapped in", &lock);
+            });
+        }
+    });
+}

@@ -49,6 +49,13 @@ fn new_slots(n: usize) -> Box<[Slot]> {
 
 /// The slots and the barrier pair of one lock.
 struct Table {
+    /// This lock's key in a thread's tally of its shared-path guards (see *Recursion* in the
+    /// module docs): unique in the process and never reused, and carried along when the lock
+    /// moves. An address would not be: a guard leaked with `mem::forget` stays tallied, and
+    /// another lock later at the same address (assigned over the first, or swapped into its
+    /// place) would let this thread's reads of it skip the writer flag while a writer is in.
+    #[cfg_attr(rcukit_loom, allow(dead_code))]
+    id: u64,
     slots: Box<[Slot]>,
     fence: FenceKind,
     /// A writer holds every slot with no reader inside (for `is_locked_exclusive`).
@@ -146,7 +153,9 @@ impl Table {
         } else {
             FenceKind::SeqCst
         };
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Table {
+            id: IDS.fetch_add(1, Relaxed),
             slots: new_slots(slots),
             fence,
             exclusive: AtomicBool::new(false),
@@ -306,20 +315,15 @@ impl std::fmt::Debug for RawPerCpuRwLock {
 }
 
 #[cfg(not(rcukit_loom))]
-impl RawPerCpuRwLock {
-    /// This lock's key in the thread's tally of shared-path guards.
-    fn key(&self) -> usize {
-        self as *const RawPerCpuRwLock as usize
-    }
-
+impl Table {
     /// A read on the shared path by a thread that already holds a read guard of this lock:
     /// enter without looking at the writer flag (see *Recursion* in the module docs), tally it
     /// and return true; else return false, with nothing done.
     #[inline]
     fn nested_shared(&self, slot: usize) -> bool {
-        let nested = threads::add_nested_shared(self.key());
+        let nested = threads::add_nested_shared(self.id);
         if nested {
-            self.table().slots[slot].shared.fetch_add(1, Relaxed);
+            self.slots[slot].shared.fetch_add(1, Relaxed);
         }
         nested
     }
@@ -341,23 +345,23 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
     fn lock_shared(&self) {
         let table = self.table();
         let (slot, path) = table.my_slot();
-        if path == Path::Shared && self.nested_shared(slot) {
+        if path == Path::Shared && table.nested_shared(slot) {
             return;
         }
         table.lock_shared(slot, path);
-        note_guard(self.key(), path, 1);
+        note_guard(table.id, path, 1);
     }
 
     #[inline]
     fn try_lock_shared(&self) -> bool {
         let table = self.table();
         let (slot, path) = table.my_slot();
-        if path == Path::Shared && self.nested_shared(slot) {
+        if path == Path::Shared && table.nested_shared(slot) {
             return true;
         }
         let ok = table.try_lock_shared(slot, path);
         if ok {
-            note_guard(self.key(), path, 1);
+            note_guard(table.id, path, 1);
         }
         ok
     }
@@ -367,7 +371,7 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
         let table = self.table();
         let (slot, path) = table.my_slot();
         table.unlock_shared(slot, path);
-        note_guard(self.key(), path, -1);
+        note_guard(table.id, path, -1);
     }
 
     fn lock_exclusive(&self) {
@@ -423,15 +427,16 @@ unsafe impl lock_api::RawRwLock for RawPerCpuRwLock {
 // on that same slot and path.
 unsafe impl lock_api::RawRwLockDowngrade for RawPerCpuRwLock {
     unsafe fn downgrade(&self) {
-        let (slot, path) = self.table().my_slot();
-        let s = &self.table().slots[slot];
+        let table = self.table();
+        let (slot, path) = table.my_slot();
+        let s = &table.slots[slot];
         match path {
             Path::Owner => s.owned.store(s.owned.load(Relaxed) + 1, Relaxed),
             Path::Shared => {
                 s.shared.fetch_add(1, Relaxed);
             }
         }
-        note_guard(self.key(), path, 1);
+        note_guard(table.id, path, 1);
         self.unlock_exclusive_slots(0..self.slot_count());
     }
 }

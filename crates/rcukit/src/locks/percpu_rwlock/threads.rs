@@ -37,17 +37,17 @@ struct ThreadSlot {
 const TALLIED: usize = 8;
 
 /// A thread's shared-path read guards, per lock (see *Recursion* in the module docs): `(lock
-/// address, guards)` pairs, the first [`TALLIED`] in place (no destructor, so usable in late
+/// id, guards)` pairs, the first [`TALLIED`] in place (no destructor, so usable in late
 /// thread-local destructors), more in `SHARED_OVERFLOW`.
 struct SharedHolds {
     len: Cell<usize>,
-    locks: [Cell<usize>; TALLIED],
+    locks: [Cell<u64>; TALLIED],
     guards: [Cell<usize>; TALLIED],
 }
 
 impl SharedHolds {
     /// If the thread holds a guard of `lock`, count one more and return true.
-    fn add_if_held(&self, lock: usize) -> bool {
+    fn add_if_held(&self, lock: u64) -> bool {
         let len = self.len.get();
         if let Some(i) = (0..len).find(|&i| self.locks[i].get() == lock) {
             self.guards[i].set(self.guards[i].get() + 1);
@@ -68,7 +68,7 @@ impl SharedHolds {
     }
 
     /// Count the first guard of `lock`.
-    fn add(&self, lock: usize) {
+    fn add(&self, lock: u64) {
         let len = self.len.get();
         if len < TALLIED {
             self.locks[len].set(lock);
@@ -83,7 +83,7 @@ impl SharedHolds {
     }
 
     /// Count one guard of `lock` less.
-    fn remove(&self, lock: usize) {
+    fn remove(&self, lock: u64) {
         let len = self.len.get();
         if let Some(i) = (0..len).find(|&i| self.locks[i].get() == lock) {
             let n = self.guards[i].get() - 1;
@@ -122,7 +122,7 @@ thread_local! {
         }
     };
     /// Shared-path guards of locks past the first [`TALLIED`] (rare).
-    static SHARED_OVERFLOW: std::cell::RefCell<Vec<(usize, usize)>> =
+    static SHARED_OVERFLOW: std::cell::RefCell<Vec<(u64, usize)>> =
         const { std::cell::RefCell::new(Vec::new()) };
     /// Gives the thread's index back when thread-local storage is torn down.
     static INDEX_RELEASER: IndexReleaser = const { IndexReleaser };
@@ -191,7 +191,7 @@ fn assign_thread_index(t: &ThreadSlot) -> usize {
 /// (for nested reads).
 #[cfg(not(rcukit_loom))]
 #[inline]
-pub(super) fn note_guard(lock: usize, path: Path, delta: isize) {
+pub(super) fn note_guard(lock: u64, path: Path, delta: isize) {
     match path {
         Path::Owner => THREAD.with(|t| {
             let n = t.owned_guards.get();
@@ -204,7 +204,7 @@ pub(super) fn note_guard(lock: usize, path: Path, delta: isize) {
 /// The shared-path half of [`note_guard`], out of line.
 #[cfg(not(rcukit_loom))]
 #[inline(never)]
-fn note_shared_guard(lock: usize, delta: isize) {
+fn note_shared_guard(lock: u64, delta: isize) {
     THREAD.with(|t| {
         if delta > 0 {
             t.shared.add(lock)
@@ -218,6 +218,6 @@ fn note_shared_guard(lock: usize, delta: isize) {
 /// true (a nested read; see *Recursion*).
 #[cfg(not(rcukit_loom))]
 #[inline]
-pub(super) fn add_nested_shared(lock: usize) -> bool {
+pub(super) fn add_nested_shared(lock: u64) -> bool {
     THREAD.with(|t| t.shared.add_if_held(lock))
 }
