@@ -573,3 +573,29 @@ fn load_arc_keeps_the_value_without_holding_back_grace_periods() {
     assert_eq!(cell.load_arc().id(), 2);
     assert_eq!(format!("{:?}", RcuCell::new(3).snapshot()), "3");
 }
+
+/// A value handed back by `swap` becomes ready with nobody waiting: polling `try_take` (or
+/// `is_ready`) and doing other work meanwhile must end. The swap took its cookie without
+/// asking for a grace period, so on a domain with nothing else to do none ever started and
+/// such a loop polled forever.
+#[test]
+fn a_swapped_out_value_becomes_ready_while_only_polled() {
+    common::support::watchdog(Duration::from_secs(60), || {
+        let rcu = Arc::new(Rcu::new());
+        let cell = RcuCell::with_domain(1u64, rcu.clone());
+        let mut old = cell.swap(2);
+        let value = loop {
+            match old.try_take() {
+                Ok(value) => break value,
+                Err(back) => old = back,
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(value, 1);
+        let old = cell.swap(3);
+        while !old.is_ready() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(old.try_take().ok(), Some(2));
+    });
+}

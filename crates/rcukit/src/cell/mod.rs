@@ -380,16 +380,18 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     /// Publish `value` and return the old value wrapped in an [`Unpublished`], which hands it
     /// back once a grace period has passed ([`wait`](Unpublished::wait),
     /// [`wait_expedited`](Unpublished::wait_expedited), [`try_take`](Unpublished::try_take))
-    /// or retires it if dropped. Never waits.
+    /// or retires it if dropped. Never waits, and asks the domain for a normal grace period
+    /// (as [`Rcu::start_poll`] does), so that polling `try_take` or `is_ready` ends even when
+    /// nothing else in the program starts one.
     pub fn swap(&self, value: T) -> Unpublished<'_, T>
     where
         T: Send + 'static,
     {
         let old = self.publish(Box::into_raw(Box::new(value)));
         let rcu = self.domain.rcu();
-        // The cookie is taken after the swap (get_state starts with a full fence), so a grace
-        // period that covers it covers every reader that could have loaded `old`.
-        let cookie = rcu.get_state();
+        // The cookie is taken after the swap (start_poll's snapshot starts with a full fence),
+        // so a grace period that covers it covers every reader that could have loaded `old`.
+        let cookie = rcu.start_poll();
         Unpublished {
             // SAFETY: the cell's pointer is never null.
             ptr: unsafe { NonNull::new_unchecked(old) },
