@@ -328,6 +328,116 @@ fn a_capacity_no_table_can_have_panics_as_capacity_overflow_and_changes_nothing(
     for k in 0..=100 {
         assert_eq!(map.get_copied(&k), Some(k * 10));
     }
+    // Nor the room the map keeps (the failed `reserve` had raised it to the table it could
+    // not make: removals no longer shrank the map, and every `clear` panicked).
+    for k in 0..=100 {
+        assert_eq!(map.remove(&k), Some(k * 10));
+    }
+    let empty = RcuFlatMap::<u64, u64>::new().capacity();
+    assert_eq!(map.capacity(), empty, "the emptied map shrank");
+    map.clear();
+    assert_eq!(map.capacity(), empty);
+}
+
+/// A `reserve` or `shrink_to_fit` whose rebuild panics in a `Clone` leaves the map as it was,
+/// the room it keeps included. (The floor changed before the rebuild: a failed `reserve` kept
+/// its room for good, a failed `shrink_to_fit` gave up the room the map was made with.)
+#[test]
+fn a_reserve_or_shrink_to_fit_whose_clone_panics_keeps_the_room_as_it_was() {
+    static PANIC: AtomicBool = AtomicBool::new(false);
+    #[derive(Debug, PartialEq)]
+    struct Value(u64);
+    impl Clone for Value {
+        fn clone(&self) -> Value {
+            assert!(!PANIC.swap(false, SeqCst), "the clone of {}", self.0);
+            Value(self.0)
+        }
+    }
+    let fails = |what: &str, f: &dyn Fn()| {
+        PANIC.store(true, SeqCst);
+        assert!(catch_unwind(AssertUnwindSafe(f)).is_err(), "{what} panics");
+        assert!(!PANIC.load(SeqCst), "{what} cloned");
+    };
+    let empty = RcuFlatMap::<u64, Value>::new().capacity();
+    let map = RcuFlatMap::<u64, Value>::new();
+    for k in 0..100 {
+        map.insert(k, Value(k));
+    }
+    fails("reserve", &|| map.reserve(100_000));
+    assert_eq!(map.len(), 100);
+    map.clear();
+    assert_eq!(map.capacity(), empty, "a failed reserve kept its room");
+
+    let map = RcuFlatMap::<u64, Value>::with_capacity(10_000);
+    let made = map.capacity();
+    for k in 0..100 {
+        map.insert(k, Value(k));
+    }
+    fails("shrink_to_fit", &|| map.shrink_to_fit());
+    assert_eq!((map.len(), map.capacity()), (100, made));
+    map.clear();
+    assert_eq!(
+        map.capacity(),
+        made,
+        "a failed shrink_to_fit gave the room up"
+    );
+}
+
+/// A removal that leaves the table sparse rebuilds it smaller; if a `Clone` panics there, the
+/// clone of the removed entry made for the caller is dropped after the writer lock, so its
+/// `Drop` may write the map. (It was dropped under the lock as the panic unwound, where its
+/// write panicked too: a panic while unwinding, which aborted the process.)
+#[test]
+fn a_removal_whose_shrink_panics_drops_the_clone_it_made_after_the_lock() {
+    static MAP: std::sync::OnceLock<RcuFlatMap<u64, Value>> = std::sync::OnceLock::new();
+    /// Clones made since the count was reset to 0 (none counted at `usize::MAX`): the first
+    /// writes the map if dropped while a panic unwinds, the second panics.
+    static CLONES: AtomicUsize = AtomicUsize::new(usize::MAX);
+    static WROTE: AtomicUsize = AtomicUsize::new(0);
+    #[derive(Debug)]
+    struct Value {
+        writes: bool,
+    }
+    impl Clone for Value {
+        fn clone(&self) -> Value {
+            let counted = CLONES.fetch_update(SeqCst, SeqCst, |n| n.checked_add(1));
+            let n = counted.map_or(0, |before| before + 1);
+            assert_ne!(n, 2, "the rebuild's clone");
+            Value { writes: n == 1 }
+        }
+    }
+    impl Drop for Value {
+        fn drop(&mut self) {
+            if self.writes && std::thread::panicking() {
+                MAP.get().unwrap().insert(u64::MAX, Value { writes: false });
+                WROTE.fetch_add(1, SeqCst);
+            }
+        }
+    }
+    let map = MAP.get_or_init(RcuFlatMap::new);
+    for k in 0..1000 {
+        map.insert(k, Value { writes: false });
+    }
+    let mut shrank_at = None;
+    for k in 0..1000 {
+        CLONES.store(0, SeqCst);
+        if catch_unwind(AssertUnwindSafe(|| map.remove(&k))).is_err() {
+            shrank_at = Some(k);
+            break;
+        }
+    }
+    CLONES.store(usize::MAX, SeqCst);
+    let k = shrank_at.expect("a removal rebuilt the table");
+    assert_eq!(
+        WROTE.load(SeqCst),
+        1,
+        "the removed entry's clone wrote the map"
+    );
+    assert!(map.get_cloned(&u64::MAX).is_some());
+    assert!(
+        map.get_cloned(&k).is_some(),
+        "the failed removal left its entry"
+    );
 }
 
 /// The room `reserve` made stays until `shrink_to_fit`: removals and `clear` leave the table

@@ -534,12 +534,16 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
+        // Declared before the lock, so dropped after it if a rebuild below panics: the
+        // caller's clone is the caller's, and its `Drop` may write this map.
+        let removed;
         let mut lock = self.lock();
         let table = self.table_mine(&lock);
         let at = table.find_slot(hash, |k| k.borrow() == key)?;
         // SAFETY: the key's slot is full; the table is alive under the lock.
-        let removed = decide(unsafe { table.entry(at) })?;
+        removed = decide(unsafe { table.entry(at) })?;
         self.remove_at(&mut lock, at);
+        drop(lock);
         Some(removed)
     }
 
@@ -584,16 +588,15 @@ where
     pub fn clear(&self) {
         let mut lock = self.lock();
         let groups = lock.min_groups;
-        self.replace_root(&mut lock, Box::new(Table::new(groups)), 0);
+        self.replace_root(&mut lock, Box::new(Table::new(groups)), groups, 0);
     }
 
     /// Rebuild the table at the smallest size that holds the entries (and drops tombstones);
     /// the map may then shrink below the capacity it was made with.
     pub fn shrink_to_fit(&self) {
         let mut lock = self.lock();
-        lock.min_groups = 1;
         let groups = groups_for(self.written.len.load(Relaxed));
-        self.rebuild(&mut lock, groups);
+        self.rebuild(&mut lock, groups, 1);
     }
 
     /// Make sure `additional` more entries than the map holds now fit without a rebuild: the
@@ -616,8 +619,7 @@ where
             lock.set_floor(groups, floor);
             return;
         }
-        lock.min_groups = floor;
-        self.rebuild(&mut lock, floor);
+        self.rebuild(&mut lock, floor, floor);
     }
 }
 

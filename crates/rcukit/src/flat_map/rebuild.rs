@@ -44,18 +44,25 @@ where
         len: usize,
         except: Option<usize>,
     ) -> bool {
-        let target = groups_for(len.saturating_mul(2)).max(lock.min_groups);
+        let floor = lock.min_groups;
+        let target = groups_for(len.saturating_mul(2)).max(floor);
         if target >= self.table_mine(lock).groups() {
             return false;
         }
-        self.rebuild_without(lock, target, except);
+        self.rebuild_without(lock, target, floor, except);
         true
     }
 
-    /// Copy the live entries into a new table of `groups` groups and make it the root (the
-    /// old one is retired when the lock is let go).
-    pub(super) fn rebuild(&self, lock: &mut WriteLock<'_, K, V, S, D>, groups: usize) {
-        self.rebuild_without(lock, groups, None);
+    /// Copy the live entries into a new table of `groups` groups and make it the root of a map
+    /// that will not shrink below `floor` groups (the old root is retired when the lock is let
+    /// go). The floor changes only with the root: a rebuild that panics changes neither.
+    pub(super) fn rebuild(
+        &self,
+        lock: &mut WriteLock<'_, K, V, S, D>,
+        groups: usize,
+        floor: usize,
+    ) {
+        self.rebuild_without(lock, groups, floor, None);
     }
 
     /// [`rebuild`](Self::rebuild), leaving out the entry in slot `except` of the current table.
@@ -63,26 +70,29 @@ where
         &self,
         lock: &mut WriteLock<'_, K, V, S, D>,
         groups: usize,
+        floor: usize,
         except: Option<usize>,
     ) {
+        // A table too large for the address space panics here ("capacity overflow").
         let new = Box::new(Table::to_fill(groups, self.written.len.load(Relaxed)));
         // The user's `Hash` or `Clone` may panic here: `new` is then dropped, unseen, with
         // the clones it holds.
         let len = self
             .table_mine(lock)
             .copy_live_into(&new, |k| self.hasher.hash_one(k), except);
-        self.replace_root(lock, new, len);
+        self.replace_root(lock, new, floor, len);
     }
 
-    /// Make `new` (holding `len` entries) the root; the old root is retired when the lock is
-    /// let go.
+    /// Make `new` (holding `len` entries) the root of a map that will not shrink below `floor`
+    /// groups; the old root is retired when the lock is let go.
     pub(super) fn replace_root(
         &self,
         lock: &mut WriteLock<'_, K, V, S, D>,
         new: Box<Table<K, V>>,
+        floor: usize,
         len: usize,
     ) {
-        **lock = Writer::for_table(new.groups(), lock.min_groups, len);
+        **lock = Writer::for_table(new.groups(), floor, len);
         self.written.len.store(len, Relaxed);
         if new.groups() > self.table_mine(lock).groups() {
             self.table_mine(lock).give_back_when_freed();

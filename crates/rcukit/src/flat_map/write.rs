@@ -136,7 +136,8 @@ where
                 } else {
                     table.groups()
                 };
-                self.rebuild(lock, groups);
+                let floor = lock.min_groups;
+                self.rebuild(lock, groups, floor);
                 let Some((key, _)) = entry.as_ref() else {
                     unreachable!("the entry is held until it is placed")
                 };
