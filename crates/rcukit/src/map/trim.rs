@@ -308,6 +308,10 @@ impl Trims {
 
     /// The fork handler's step (module docs: "Forks"): a trim asked for or queued that has not
     /// run yet runs now, before the fork, whenever the last one started.
+    #[cfg_attr(
+        not(all(target_os = "linux", target_env = "gnu", not(rcukit_loom), not(miri))),
+        allow(dead_code)
+    )]
     fn before_fork<W: World>(&self, world: &W) {
         if !self.wanted.load(SeqCst) && self.queued.load(SeqCst) == 0 {
             return;
