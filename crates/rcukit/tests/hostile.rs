@@ -252,22 +252,30 @@ fn a_barrier_under_a_containers_writer_lock_panics_instead_of_waiting_for_itself
     watchdog(Duration::from_secs(120), || {
         static MAP: std::sync::OnceLock<rcukit::RcuFlatMap<u64, WritesMap>> =
             std::sync::OnceLock::new();
-        static ARMED: AtomicBool = AtomicBool::new(false);
-        /// A value whose drop (while armed, once) writes the map it is in.
-        #[derive(Clone)]
-        struct WritesMap;
+        /// A value whose drop writes the map it is in, if it is the one first inserted (its
+        /// clones do not: the one `update` passes to its closure is dropped under the lock
+        /// when the closure panics, which would be a write there while unwinding).
+        struct WritesMap {
+            first: bool,
+        }
+        impl Clone for WritesMap {
+            fn clone(&self) -> WritesMap {
+                WritesMap { first: false }
+            }
+        }
         impl Drop for WritesMap {
             fn drop(&mut self) {
-                if ARMED.swap(false, Ordering::SeqCst) {
-                    MAP.get().unwrap().insert(10_000, WritesMap);
+                if self.first {
+                    MAP.get()
+                        .unwrap()
+                        .insert(10_000, WritesMap { first: false });
                 }
             }
         }
         let map = MAP.get_or_init(rcukit::RcuFlatMap::new);
-        map.insert(1, WritesMap);
-        // A rebuild retires the old table with a copy of the value in it: when it is freed
-        // (by the callbacks a barrier waits for), that copy's drop writes the map.
-        ARMED.store(true, Ordering::SeqCst);
+        map.insert(1, WritesMap { first: true });
+        // A rebuild retires the old table with the first value in it: when it is freed (by
+        // the callbacks a barrier waits for), that value's drop writes the map.
         map.reserve(1_000);
         let refused = |what: &str, write: &mut dyn FnMut()| {
             let panic = catch_unwind(AssertUnwindSafe(write)).expect_err(what);
@@ -300,7 +308,6 @@ fn a_barrier_under_a_containers_writer_lock_panics_instead_of_waiting_for_itself
         });
         // Outside the writes the barrier runs, and the retired value's write lands.
         Rcu::global().barrier();
-        assert!(!ARMED.load(Ordering::SeqCst));
         assert!(map.get_cloned(&10_000).is_some());
         assert_eq!((*cell.read(), list.len()), (0, 1));
     });
