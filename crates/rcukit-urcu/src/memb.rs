@@ -18,6 +18,17 @@
 //! (liburcu would corrupt its nesting counter). A thread that exits inside a section leaves it
 //! open forever, as in liburcu (there, and in rcukit's stall report, a bug to fix).
 //!
+//! A signal handler may open a section (as liburcu allows), whatever point of the thread's
+//! own lock or unlock it interrupts, provided the thread has read once before (the first read
+//! makes the thread's record). The depth is 1 exactly while an announced guard stands for
+//! the section: the outermost lock makes the guard (which announces the section), then
+//! stores depth 1, then puts the guard in its slot; the outermost unlock takes the guard out
+//! of its slot, stores depth 0, then drops the guard; compiler fences keep those steps in
+//! that order. A handler that finds depth 1 only counts, and is covered by that guard; one
+//! that finds 0 makes and drops a guard of its own in the slot, which is empty then and
+//! again when it returns (rcukit's records take a section nested in one whose announcement
+//! the signal interrupted as an outermost one).
+//!
 //! # Registration
 //!
 //! rcukit readers need no registration, but a registered thread reads faster:
@@ -43,6 +54,7 @@ use crate::boundary::FFI;
 use rcukit::{Guard, Rcu, ThreadReader};
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
+use std::sync::atomic::{compiler_fence, Ordering::SeqCst};
 use std::sync::OnceLock;
 
 static DOMAIN: OnceLock<Rcu> = OnceLock::new();
@@ -136,19 +148,25 @@ pub extern "C" fn urcu_memb_read_lock() {
             // other thread.
             let reader = unsafe { &*reader() };
             let depth = reader.depth.get();
-            if depth == 0 {
-                let handle = reader.handle.get();
-                let guard = if handle.is_null() {
-                    domain().read()
-                } else {
-                    // SAFETY: a handle stays alive while `READER` points at it (`Held`
-                    // clears the pointer first), and it is this thread's.
-                    unsafe { (*handle).read() }
-                };
-                // SAFETY: at depth 0 the slot holds no guard; only this thread touches it.
-                unsafe { (*reader.guard.get()).write(guard) };
+            if depth != 0 {
+                reader.depth.set(depth + 1);
+                return;
             }
-            reader.depth.set(depth + 1);
+            let handle = reader.handle.get();
+            let guard = if handle.is_null() {
+                domain().read()
+            } else {
+                // SAFETY: a handle stays alive while `READER` points at it (`Held` clears the
+                // pointer first), and it is this thread's.
+                unsafe { (*handle).read() }
+            };
+            // The order a signal handler's section relies on (module docs).
+            compiler_fence(SeqCst);
+            reader.depth.set(1);
+            compiler_fence(SeqCst);
+            // SAFETY: at depth 0 the slot held no guard, and a handler that ran since left it
+            // empty; only this thread touches it.
+            unsafe { (*reader.guard.get()).write(guard) };
         },
     )
 }
@@ -165,12 +183,18 @@ pub extern "C" fn urcu_memb_read_unlock() {
             if depth == 0 {
                 unlock_without_lock();
             }
-            reader.depth.set(depth - 1);
-            if depth == 1 {
-                // SAFETY: the outermost lock stored a guard in the slot, and nothing has taken it
-                // since; it is taken out once, here.
-                drop(unsafe { (*reader.guard.get()).assume_init_read() });
+            if depth != 1 {
+                reader.depth.set(depth - 1);
+                return;
             }
+            // SAFETY: the outermost lock stored a guard in the slot, and nothing has taken it
+            // since; it is taken out once, here.
+            let guard = unsafe { (*reader.guard.get()).assume_init_read() };
+            // The order a signal handler's section relies on (module docs).
+            compiler_fence(SeqCst);
+            reader.depth.set(0);
+            compiler_fence(SeqCst);
+            drop(guard);
         },
     )
 }

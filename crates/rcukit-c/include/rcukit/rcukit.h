@@ -611,7 +611,9 @@ void rcukit_qsbr_stats(const struct rcukit_qsbr *qsbr, struct rcukit_stats *stat
 
 // Enter a read-side critical section of `domain` and return its guard. Nestable; no
 // registration is needed. The outermost lock of a thread is a load, a store to the thread's
-// own reader record and a compiler fence (with membarrier).
+// own reader record and a compiler fence (with membarrier). A signal handler may lock too,
+// wherever the signal interrupts the thread, once the thread has read `domain` before (its
+// first read makes its record, which allocates).
 //
 // # Safety
 //

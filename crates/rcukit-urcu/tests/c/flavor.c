@@ -3,7 +3,7 @@
  * urcu_memb_*. Declarations come from urcu_abi.h (no liburcu header needed).
  *
  *   flavor gp | call | defer | poll | crdp | pointer | table | fork | thread-exit |
- *          barrier-while-reading
+ *          barrier-while-reading | signal (memb)
  */
 #include "check.h"
 #include "urcu_abi.h"
@@ -407,6 +407,82 @@ static void barrier_while_reading(void) {
     F(unregister_thread)();
 }
 
+/* --- signal (memb): a signal handler's read section, whatever point of the thread's own
+ * read_lock/read_unlock the signal lands on, is protected: a grace period waits for it. Objects
+ * are poisoned after the grace period, not freed, so that a section the grace period missed
+ * reads the poison instead of freed memory. */
+#ifndef QSBR
+#include <signal.h>
+#include <time.h>
+static pthread_t signalled;
+static atomic_long handled, unprotected;
+
+static void read_in_handler(int sig) {
+    (void)sig;
+    int saved = errno;
+    F(read_lock)();
+    struct obj *obj = rcu_dereference_sym(__atomic_load_n(&current, __ATOMIC_RELAXED));
+    uint64_t start = now_ns();
+    while (now_ns() - start < 20000) {
+        if (__atomic_load_n(&obj->value, __ATOMIC_RELAXED) != LIVE) {
+            atomic_fetch_add(&unprotected, 1);
+            break;
+        }
+    }
+    F(read_unlock)();
+    atomic_fetch_add(&handled, 1);
+    errno = saved;
+}
+
+static void *poisoning_writer(void *arg) {
+    (void)arg;
+    F(register_thread)();
+    while (!atomic_load(&stop)) {
+        struct obj *old = rcu_xchg_pointer_sym((void **)&current, fresh());
+        F(synchronize_rcu)();
+        __atomic_store_n(&old->value, POISON, __ATOMIC_RELAXED); /* leaked, never freed */
+    }
+    F(unregister_thread)();
+    return NULL;
+}
+
+static void *kicker(void *arg) {
+    (void)arg;
+    while (!atomic_load(&stop)) {
+        pthread_kill(signalled, SIGUSR1);
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+static void signal_sections(void) {
+    current = fresh();
+    signalled = pthread_self();
+    F(register_thread)();
+    F(read_lock)(); /* the thread's record exists before any signal */
+    F(read_unlock)();
+    struct sigaction action = {0};
+    action.sa_handler = read_in_handler;
+    action.sa_flags = SA_RESTART;
+    CHECK(sigaction(SIGUSR1, &action, NULL) == 0);
+    pthread_t writer = spawn(poisoning_writer, NULL), kick = spawn(kicker, NULL);
+    uint64_t end = now_ns() + 2000000000ull;
+    while (now_ns() < end || atomic_load(&handled) < 1000) {
+        for (int i = 0; i < 1000; i++) {
+            F(read_lock)();
+            F(read_unlock)();
+        }
+    }
+    atomic_store(&stop, true);
+    CHECK(pthread_join(kick, NULL) == 0);
+    CHECK(pthread_join(writer, NULL) == 0);
+    signal(SIGUSR1, SIG_IGN);
+    CHECK_EQ(atomic_load(&unprotected), 0);
+    F(unregister_thread)();
+}
+#endif
+
 int main(int argc, char **argv) {
     CHECK(argc == 2);
     const char *which = argv[1];
@@ -420,6 +496,9 @@ int main(int argc, char **argv) {
     else if (strcmp(which, "fork") == 0) fork_test();
     else if (strcmp(which, "thread-exit") == 0) thread_exit();
     else if (strcmp(which, "barrier-while-reading") == 0) barrier_while_reading();
+#ifndef QSBR
+    else if (strcmp(which, "signal") == 0) signal_sections();
+#endif
     else {
         fprintf(stderr, "unknown test '%s'\n", which);
         return 2;

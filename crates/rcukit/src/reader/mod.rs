@@ -198,11 +198,19 @@ impl ReaderRecord {
     /// the loom model's busted variant passes anything but `Release`.
     #[inline(always)]
     pub(crate) fn enter_announcing(&self, epoch: &AtomicU64, fence: FenceKind, announce: Ordering) {
-        if self.nest() {
+        if self.nest() || self.unannounced() {
             let e = epoch.load(Acquire);
             self.ctr.store(e, announce);
             barrier::light(fence);
         }
+    }
+
+    /// Whether a nested entry finds `ctr` still 0: it interrupted the outermost entry of its
+    /// thread between the nesting store and R2 (a signal handler's section), and announces
+    /// itself (see "Signal handlers" in the module docs).
+    #[inline(always)]
+    fn unannounced(&self) -> bool {
+        self.ctr.load(Relaxed) == 0
     }
 
     /// Leave a critical section (R4 for the outermost one). Returns true when the record was
@@ -466,4 +474,48 @@ pub(crate) fn model_record(registry: &Arc<Registry>, name: &str) -> Arc<ReaderRe
     let record = Arc::new(ReaderRecord::new(thread, Arc::downgrade(registry)));
     registry.register(record.clone());
     record
+}
+
+#[cfg(all(test, not(rcukit_loom)))]
+mod tests {
+    use super::*;
+
+    /// A section that interrupts the outermost entry of its thread between the nesting store
+    /// and R2 (a signal handler's, here called in that moment by hand) announces itself: `ctr`
+    /// is not 0 while it runs, and the interrupted entry goes on as if nothing had happened.
+    /// (It counted as nested and left `ctr` at 0: a grace period did not wait for it.)
+    #[test]
+    fn a_section_entered_between_the_outer_entrys_two_stores_is_announced() {
+        let record = ReaderRecord::new(ThreadInfo::current(), Weak::new());
+        let epoch = AtomicU64::new(7);
+        assert!(record.nest(), "the outer entry, up to its nesting store");
+        record.enter(&epoch, FenceKind::SeqCst);
+        assert_eq!(
+            record.ctr.load(Relaxed),
+            7,
+            "the interrupting section is announced"
+        );
+        assert!(!record.exit(), "its exit");
+        assert_eq!(
+            record.ctr.load(Relaxed),
+            7,
+            "still announced for the outer entry"
+        );
+        // The outer entry's R1-R2, then its exit.
+        record.ctr.store(epoch.load(Acquire), Release);
+        assert!(!record.exit());
+        assert_eq!(record.ctr.load(Relaxed), 0, "out");
+        // An ordinary nested entry changes nothing.
+        record.enter(&epoch, FenceKind::SeqCst);
+        epoch.store(8, Relaxed);
+        record.enter(&epoch, FenceKind::SeqCst);
+        assert_eq!(
+            record.ctr.load(Relaxed),
+            7,
+            "a nested entry leaves the outer's epoch"
+        );
+        record.exit();
+        record.exit();
+        assert_eq!(record.ctr.load(Relaxed), 0);
+    }
 }
