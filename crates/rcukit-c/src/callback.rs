@@ -76,7 +76,7 @@ pub unsafe extern "C" fn rcukit_call(
     func: rcukit_callback_fn,
 ) {
     // SAFETY: forwarded to the caller.
-    unsafe { rcukit_call_sized(domain, head, func, size_of::<rcukit_head>()) }
+    unsafe { call_sized(domain, head, func, size_of::<rcukit_head>()) }
 }
 
 /// `rcukit_call`, accounting `bytes` (what the callback frees) to the domain's pending bytes:
@@ -87,6 +87,23 @@ pub unsafe extern "C" fn rcukit_call(
 /// As `rcukit_call`.
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_call_sized(
+    domain: *const rcukit_domain,
+    head: *mut rcukit_head,
+    func: rcukit_callback_fn,
+    bytes: usize,
+) {
+    // SAFETY: forwarded to the caller.
+    unsafe { call_sized(domain, head, func, bytes) }
+}
+
+/// The body of `rcukit_call_sized`, which `rcukit_call` calls directly: a call to the exported
+/// function would go through the dynamic symbol table, and bind to another copy of the library
+/// that a program exports (its domains are other domains).
+///
+/// # Safety
+///
+/// As `rcukit_call`.
+unsafe fn call_sized(
     domain: *const rcukit_domain,
     head: *mut rcukit_head,
     func: rcukit_callback_fn,

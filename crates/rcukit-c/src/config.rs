@@ -411,8 +411,10 @@ pub unsafe extern "C" fn rcukit_config_set_callback_batch(
 
 /// Send the domain's reports to `hook(report, context)` instead of standard error (NULL
 /// restores standard error). The hook runs on whichever thread makes the report, possibly
-/// several at once, and must not wait for a grace period or a barrier of the domain (that
-/// aborts with an explanation).
+/// several at once, and must not wait for a grace period or a barrier of any domain (that
+/// aborts with an explanation: the thread is marked as in a hook, not the domain). It must
+/// return: a `longjmp` out of it, or the thread's exit from it, leaves the state it runs under
+/// held (later grace periods of the domain may wait for ever).
 ///
 /// # Safety
 ///

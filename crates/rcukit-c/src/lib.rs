@@ -97,7 +97,20 @@
 //!   `callbacks_abandoned` counts them). Details and limits in `rcukit::docs::internal::domain::fork`.
 //! * **Callbacks** run on the domain's worker threads and may call back into the API (queue
 //!   more callbacks, read, wait for a grace period); `rcukit_barrier` of their own domain aborts
-//!   (it would wait for itself). A callback must not unwind or `longjmp` out of its call.
+//!   (it would wait for itself). A callback must not unwind or `longjmp` out of its call. A
+//!   barrier waits for the callbacks queued before it on its own domain only: two callbacks
+//!   of two domains that each wait for the other domain's barrier wait for ever.
+//! * **Signal handlers** may open read-side critical sections (guards, reader handles, and
+//!   liburcu's memb `rcu_read_lock`), wherever the signal interrupts the thread, once the
+//!   thread has read that domain before (its first read makes its record, which allocates).
+//! * **Owned sections and `fork()`**: an owned section open on another thread when the process
+//!   forks stays open in the child, which has no thread to end it: the child's grace periods
+//!   of that domain then wait for ever.
+//! * **Cancellation**: a thread cancelled with `pthread_cancel` while the library writes a
+//!   report to standard error, and a report written to a pipe with no reader (`SIGPIPE`, whose
+//!   default action ends the process), are not handled: route reports to a hook
+//!   (`rcukit_config_set_report_hook`) in programs that cancel threads or whose standard
+//!   error may be a closed pipe.
 
 #![allow(non_camel_case_types)]
 

@@ -95,7 +95,9 @@ pub unsafe extern "C" fn rcukit_qsbr_new(config: *const rcukit_config) -> *mut r
 }
 
 /// Free a QSBR domain (NULL is ignored), running its pending callbacks first. Aborts if a
-/// live thread is still registered with it.
+/// live thread is still registered with it. A thread that exited registered and online (see
+/// the module docs) holds every grace period, this free's too: it then waits for ever, and
+/// the stall reports say that the thread has exited.
 ///
 /// # Safety
 ///

@@ -442,3 +442,34 @@ fn misuse_qsbr_register_twice() {
 fn misuse_qsbr_free_with_registered_threads() {
     aborts("qsbr-free-registered", &["still registered"]);
 }
+
+/// The shared library calls none of its own exported functions through the dynamic symbol
+/// table, so a program that also holds another copy of it and exports that copy's symbols
+/// (linked with `librcukit.a` and `-rdynamic`, then loading a plugin built on `librcukit.so`)
+/// cannot bind such a call to the other copy, whose domains are other domains. (`rcukit_call`
+/// called the exported `rcukit_call_sized`: the shared copy's callback went to the static
+/// copy's domain, and ran while a reader of its own domain was still inside.) `readelf -r`
+/// lists the relocations that would bind elsewhere.
+#[test]
+fn the_shared_library_binds_its_own_functions_to_itself() {
+    let library = harness::staged().lib_dir().join("librcukit.so");
+    let Ok(out) = std::process::Command::new("readelf")
+        .arg("-rW")
+        .arg(&library)
+        .output()
+    else {
+        eprintln!("skipped: no readelf here");
+        return;
+    };
+    assert!(out.status.success(), "readelf -rW {}", library.display());
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let own: Vec<&str> = listed
+        .lines()
+        .filter(|line| line.split_whitespace().any(|w| w.starts_with("rcukit_")))
+        .collect();
+    assert!(
+        own.is_empty(),
+        "the library's relocations to its own exported functions:\n{}",
+        own.join("\n")
+    );
+}

@@ -310,8 +310,10 @@ enum rcukit_status rcukit_config_set_callback_batch(struct rcukit_config *config
 
 // Send the domain's reports to `hook(report, context)` instead of standard error (NULL
 // restores standard error). The hook runs on whichever thread makes the report, possibly
-// several at once, and must not wait for a grace period or a barrier of the domain (that
-// aborts with an explanation).
+// several at once, and must not wait for a grace period or a barrier of any domain (that
+// aborts with an explanation: the thread is marked as in a hook, not the domain). It must
+// return: a `longjmp` out of it, or the thread's exit from it, leaves the state it runs under
+// held (later grace periods of the domain may wait for ever).
 //
 // # Safety
 //
@@ -468,7 +470,9 @@ void rcukit_domain_stats(const struct rcukit_domain *domain, struct rcukit_stats
 struct rcukit_qsbr *rcukit_qsbr_new(const struct rcukit_config *config);
 
 // Free a QSBR domain (NULL is ignored), running its pending callbacks first. Aborts if a
-// live thread is still registered with it.
+// live thread is still registered with it. A thread that exited registered and online (see
+// the module docs) holds every grace period, this free's too: it then waits for ever, and
+// the stall reports say that the thread has exited.
 //
 // # Safety
 //
