@@ -106,11 +106,12 @@
 //! * **Owned sections and `fork()`**: an owned section open on another thread when the process
 //!   forks stays open in the child, which has no thread to end it: the child's grace periods
 //!   of that domain then wait for ever.
+//! * **Reports on standard error** are written with `SIGPIPE` blocked in the writing thread:
+//!   a standard error that is a pipe with no reader does not end the program.
 //! * **Cancellation**: a thread cancelled with `pthread_cancel` while the library writes a
-//!   report to standard error, and a report written to a pipe with no reader (`SIGPIPE`, whose
-//!   default action ends the process), are not handled: route reports to a hook
-//!   (`rcukit_config_set_report_hook`) in programs that cancel threads or whose standard
-//!   error may be a closed pipe.
+//!   report to standard error (a cancellation point) aborts the process, as a cancellation
+//!   inside any rcukit call may: route reports to a hook (`rcukit_config_set_report_hook`) in
+//!   programs that cancel threads, and cancel none while it is inside the library.
 
 #![allow(non_camel_case_types)]
 

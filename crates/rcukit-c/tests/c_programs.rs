@@ -473,3 +473,10 @@ fn the_shared_library_binds_its_own_functions_to_itself() {
         own.join("\n")
     );
 }
+
+/// A stall report written to a standard error that is a pipe with no reader does not end the
+/// process (a C program keeps `SIGPIPE`'s default action; it did end it).
+#[test]
+fn a_report_to_a_closed_pipe_leaves_the_program_running() {
+    passes("closed_pipe", &[]);
+}

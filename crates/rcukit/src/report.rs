@@ -182,10 +182,9 @@ impl Reporter {
         if let Err(payload) = outcome {
             let message = payload_message(&*payload);
             drop_payload(payload);
-            let _ = writeln!(
-                std::io::stderr().lock(),
+            stderr_line(format_args!(
                 "rcukit: the report hook panicked ({message}) on: {report}"
-            );
+            ));
         }
     }
 }
@@ -203,7 +202,58 @@ impl fmt::Debug for Reporter {
 /// The default hook: one line on standard error, write errors ignored (a closed pipe must not
 /// kill the thread that reports).
 fn to_stderr(report: &Report) {
-    let _ = writeln!(std::io::stderr().lock(), "{report}");
+    stderr_line(format_args!("{report}"));
+}
+
+/// Write one line to standard error, in one write where it fits, ignoring errors: a closed
+/// stderr, or a pipe whose reader is gone. A program written in C keeps `SIGPIPE`'s default
+/// action, which ends the process on a write to such a pipe (Rust programs ignore the signal):
+/// on Linux the line is written with `SIGPIPE` blocked in this thread, and the signal that
+/// write raised is taken back before it is unblocked (one already pending is left alone).
+pub(crate) fn stderr_line(line: fmt::Arguments<'_>) {
+    let line = format!("{line}\n");
+    without_sigpipe(|| {
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    });
+}
+
+/// Run `write` with `SIGPIPE` blocked in this thread, and take back the `SIGPIPE` it raised
+/// (see [`stderr_line`]).
+#[cfg(all(target_os = "linux", not(miri), not(rcukit_loom)))]
+fn without_sigpipe(write: impl FnOnce()) {
+    use std::mem::MaybeUninit;
+    use std::ptr::null_mut;
+    // SAFETY: each set is initialised by `sigemptyset` or filled by the call it is given to
+    // before it is read; the calls only read and write those sets and this thread's mask.
+    unsafe {
+        let mut pipe = MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(pipe.as_mut_ptr());
+        libc::sigaddset(pipe.as_mut_ptr(), libc::SIGPIPE);
+        let pipe = pipe.assume_init();
+        let mut pending = MaybeUninit::<libc::sigset_t>::uninit();
+        let was_pending = libc::sigpending(pending.as_mut_ptr()) == 0
+            && libc::sigismember(pending.as_ptr(), libc::SIGPIPE) == 1;
+        let mut old = MaybeUninit::<libc::sigset_t>::uninit();
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, old.as_mut_ptr()) != 0 {
+            write();
+            return;
+        }
+        write();
+        if !was_pending {
+            let now = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // Returns at once: the signal the write raised, if any, is taken.
+            libc::sigtimedwait(&pipe, null_mut(), &now);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), null_mut());
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri), not(rcukit_loom))))]
+fn without_sigpipe(write: impl FnOnce()) {
+    write();
 }
 
 /// A hook for [`RcuBuilder::on_report`](crate::RcuBuilder::on_report) that sends reports to

@@ -2,7 +2,6 @@
 
 use super::{Inner, Rcu};
 use crate::sync::lock;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,13 +20,12 @@ impl Drop for Rcu {
             // run, and waiting for one would wait for this thread.
             // A line on stderr that never panics (`eprintln!` panics if the write fails: a
             // stderr whose reader is gone), as a drop must not.
-            let _ = writeln!(
-                std::io::stderr(),
+            crate::report::stderr_line(format_args!(
                 "rcukit: domain '{}' dropped inside a read-side critical section of its own on \
                  this thread (a guard forgotten with mem::forget?): no grace period can end, so \
                  its threads and pending callbacks are left as they are",
                 self.inner.name
-            );
+            ));
             std::mem::forget(Arc::clone(&self.inner));
             return;
         }
@@ -51,13 +49,12 @@ impl Drop for Rcu {
             Ok(finisher) => drop(finisher), // detached: nobody waits for it
             Err(e) => {
                 // Ending the domain here could wait for this very thread: leave it running.
-                let _ = writeln!(
-                    std::io::stderr(),
+                crate::report::stderr_line(format_args!(
                     "rcukit: domain '{}' dropped while owned guards are open or under a \
                      container's writer lock, and its finisher thread could not start ({e}): \
                      its threads and pending callbacks are left as they are",
                     self.inner.name
-                );
+                ));
                 std::mem::forget(Arc::clone(&self.inner));
             }
         }
