@@ -313,14 +313,18 @@ impl Trims {
         allow(dead_code)
     )]
     fn before_fork<W: World>(&self, world: &W) {
-        if !self.wanted.load(SeqCst) && self.queued.load(SeqCst) == 0 {
-            return;
+        if self.wanted.load(SeqCst) || self.queued.load(SeqCst) != 0 {
+            self.trim_regardless(world);
         }
-        let Some(now) = world.now() else {
-            return;
-        };
-        // Never moved back: a claim made meanwhile at a later time stands.
-        self.started.fetch_max(now.max(1), Relaxed);
+    }
+
+    /// Trim now, whenever the last trim started (a fork, or no thread to wait: module docs),
+    /// and record the time.
+    fn trim_regardless<W: World>(&self, world: &W) {
+        if let Some(now) = world.now() {
+            // Never moved back: a claim made meanwhile at a later time stands.
+            self.started.fetch_max(now.max(1), Relaxed);
+        }
         world.trim();
     }
 
@@ -357,10 +361,7 @@ impl Trims {
         if !world.spawn(Box::new(move || self.wait(world, me))) {
             // No thread (module docs: "No thread"): trim now, on the asker.
             self.waiter.store(0, SeqCst);
-            if let Some(now) = world.now() {
-                self.started.fetch_max(now.max(1), Relaxed);
-            }
-            world.trim();
+            self.trim_regardless(world);
         }
     }
 
