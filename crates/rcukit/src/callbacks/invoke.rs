@@ -153,20 +153,20 @@ impl Callbacks {
 
     /// Run every callback `callbacks` yields, each under `catch_unwind` (a panic is reported,
     /// and the rest still run). Returns how many ran and their bytes. Never unwinds.
+    ///
+    /// One `catch_unwind` per callback, counted before it runs: with the counts updated inside
+    /// one `catch_unwind` around the whole loop, rustc 1.95 at `opt-level = 1` compiled its
+    /// landing pad to overwrite the panic's exception pointer with the byte count, and a
+    /// callback that panicked crashed the worker (SIGSEGV). A `catch_unwind` costs nothing
+    /// until something panics.
     #[inline]
     pub(crate) fn invoke_each(&self, callbacks: &mut impl Iterator<Item = Callback>) -> (u64, u64) {
         let (mut invoked, mut bytes) = (0u64, 0u64);
-        loop {
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                for cb in callbacks.by_ref() {
-                    invoked += 1;
-                    bytes += cb.bytes() as u64;
-                    cb.invoke();
-                }
-            }));
-            match outcome {
-                Ok(()) => break,
-                Err(payload) => self.report_panic(payload),
+        for cb in callbacks {
+            invoked += 1;
+            bytes += cb.bytes() as u64;
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| cb.invoke())) {
+                self.report_panic(payload);
             }
         }
         (invoked, bytes)
