@@ -543,7 +543,6 @@ where
         // SAFETY: the key's slot is full; the table is alive under the lock.
         removed = decide(unsafe { table.entry(at) })?;
         self.remove_at(&mut lock, at);
-        drop(lock);
         Some(removed)
     }
 

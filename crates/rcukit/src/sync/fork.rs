@@ -201,9 +201,12 @@ mod handlers {
 
     type Step = fn(&mut Held);
 
+    /// How many stages there are (one step each).
+    const STAGES: usize = Stage::Locks as usize + 1;
+
     /// The registered steps, one per stage. The prepare handler holds this lock across the
     /// fork too (released last), so a child never finds it taken by a registering thread.
-    static STEPS: Mutex<[Option<Step>; 3]> = Mutex::new([None, None, None]);
+    static STEPS: Mutex<[Option<Step>; STAGES]> = Mutex::new([None; STAGES]);
 
     /// Install the handlers (see `install`) and have the prepare handler run `step` at
     /// `stage`. Each stage has one step, registered by the one layer that owns it (again on
@@ -218,7 +221,7 @@ mod handlers {
 
     /// What the prepare handler holds until the parent or child handler: the steps' locks,
     /// then the list of steps itself (released in that order).
-    type Holding = (Held, MutexGuard<'static, [Option<Step>; 3]>);
+    type Holding = (Held, MutexGuard<'static, [Option<Step>; STAGES]>);
 
     thread_local! {
         static HOLDING: RefCell<Option<Holding>> = const { RefCell::new(None) };
