@@ -9,6 +9,7 @@ use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
+use std::panic::RefUnwindSafe;
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicUsize};
@@ -69,6 +70,10 @@ unsafe impl<T: Send + Sync, D: DomainRef + Sync> Sync for RcuList<T, D> {}
 
 // SAFETY: moving the list moves ownership of its elements (needs `T: Send`) and its handle.
 unsafe impl<T: Send, D: DomainRef + Send> Send for RcuList<T, D> {}
+
+// As std's collections: unwind-safe when the elements are (a panic in the user's code under a
+// write leaves the list whole, with the elements removed so far removed).
+impl<T: RefUnwindSafe, D: DomainRef + RefUnwindSafe> RefUnwindSafe for RcuList<T, D> {}
 
 impl<T> RcuList<T> {
     /// An empty list in the global domain ([`Rcu::global`]).
@@ -145,6 +150,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
 
     /// Insert `value` at the front. Readers already past the head do not see it.
     pub fn push_front(&self, value: T) {
+        let value = self.written.writer.refuse_reentry(value);
         let mut w = self.lock_writer();
         let node = Box::into_raw(Box::new(Node {
             value,
@@ -159,6 +165,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
 
     /// Insert `value` at the back, in O(1).
     pub fn push_back(&self, value: T) {
+        let value = self.written.writer.refuse_reentry(value);
         let mut w = self.lock_writer();
         let node = Box::into_raw(Box::new(Node {
             value,
@@ -172,11 +179,12 @@ impl<T, D: DomainRef> RcuList<T, D> {
     /// Remove the first element for which `pred` is true; it is dropped after a grace period.
     /// Returns whether one was found. `pred` runs under the writer lock and must not write to
     /// this list (such a write panics).
-    pub fn remove_first<F>(&self, mut pred: F) -> bool
+    pub fn remove_first<F>(&self, pred: F) -> bool
     where
         F: FnMut(&T) -> bool,
         T: Send + 'static,
     {
+        let mut pred = self.written.writer.refuse_reentry(pred);
         let mut w = self.lock_writer();
         let Some((prev, node)) = self.find(&mut pred) else {
             return false;
@@ -195,11 +203,12 @@ impl<T, D: DomainRef> RcuList<T, D> {
     /// Returns how many were removed. `keep` runs under the writer lock and must not write to
     /// this list (such a write panics); if it panics, the elements removed so far stay
     /// removed.
-    pub fn retain<F>(&self, mut keep: F) -> usize
+    pub fn retain<F>(&self, keep: F) -> usize
     where
         F: FnMut(&T) -> bool,
         T: Send + 'static,
     {
+        let mut keep = self.written.writer.refuse_reentry(keep);
         // Declared before the lock guard, so dropped after it: the unlinked nodes are retired
         // once the lock is released, also if `keep` panics.
         let mut unlinked = Unlinked {
@@ -233,12 +242,13 @@ impl<T, D: DomainRef> RcuList<T, D> {
     /// and never neither. The old element is dropped after a grace period. Returns whether
     /// one was found. `pred` and `f` run under the writer lock and must not write to this list
     /// (such a write panics).
-    pub fn update_first<P, F>(&self, mut pred: P, f: F) -> bool
+    pub fn update_first<P, F>(&self, pred: P, f: F) -> bool
     where
         P: FnMut(&T) -> bool,
         F: FnOnce(&T) -> T,
         T: Send + 'static,
     {
+        let (mut pred, f) = self.written.writer.refuse_reentry((pred, f));
         let mut w = self.lock_writer();
         let Some((prev, old)) = self.find(&mut pred) else {
             return false;
@@ -429,6 +439,14 @@ impl<'g, T> Iterator for Iter<'g, T> {
         Some(&node.value)
     }
 }
+
+// SAFETY: an iterator holds only a pointer to a node and hands out `&'g T`: moved to or shared
+// with another thread it is that thread's `&'g T` (needs `T: Sync`). The nodes stay alive for
+// 'g whichever thread walks them, because the guard that protects them is borrowed for 'g
+// where it was taken.
+unsafe impl<T: Sync> Send for Iter<'_, T> {}
+// SAFETY: `&Iter` gives access to nothing (`next` takes `&mut self`).
+unsafe impl<T: Sync> Sync for Iter<'_, T> {}
 
 impl<T> FusedIterator for Iter<'_, T> {}
 

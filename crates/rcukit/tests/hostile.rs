@@ -1176,3 +1176,120 @@ fn a_waker_is_not_woken_under_a_containers_writer_lock_by_a_tried_grace_period()
         }
     });
 }
+
+// --- a write refused from under its own lock, given values whose `Drop` writes again ----------
+
+/// A value whose `Drop` writes the container it was given to (through `write`), and counts.
+struct WritesOnDrop {
+    write: fn(),
+    drops: &'static AtomicUsize,
+}
+
+impl Drop for WritesOnDrop {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::SeqCst);
+        (self.write)();
+    }
+}
+
+impl Clone for WritesOnDrop {
+    fn clone(&self) -> Self {
+        WritesOnDrop {
+            write: || {},
+            drops: self.drops,
+        }
+    }
+}
+
+/// Run `outer` (a write whose closure writes the same container with a `WritesOnDrop`) and
+/// expect a panic the caller can catch, with the given value dropped (not leaked). The
+/// re-entrant write used to panic with the value still in its frame, so the unwinding dropped
+/// it, its `Drop` wrote the container under the same lock, and that second refusal, raised
+/// while a panic unwound, aborted the process (`RcuList`, `RcuFlatMap`); `RcuCell` leaked it.
+fn refused_with_its_value_dropped(drops: &'static AtomicUsize, outer: impl FnOnce()) {
+    let caught = catch_unwind(AssertUnwindSafe(outer));
+    assert!(caught.is_err(), "the re-entrant write panics");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        1,
+        "its value was dropped, once"
+    );
+}
+
+#[test]
+fn a_list_write_refused_under_its_lock_drops_what_it_was_given() {
+    static LIST: std::sync::LazyLock<RcuList<WritesOnDrop>> =
+        std::sync::LazyLock::new(RcuList::new);
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    static NONE: AtomicUsize = AtomicUsize::new(0);
+    LIST.push_back(WritesOnDrop {
+        write: || {},
+        drops: &NONE,
+    });
+    refused_with_its_value_dropped(&DROPS, || {
+        LIST.remove_first(|_| {
+            LIST.push_back(WritesOnDrop {
+                write: || {
+                    LIST.push_front(WritesOnDrop {
+                        write: || {},
+                        drops: &NONE,
+                    })
+                },
+                drops: &DROPS,
+            });
+            false
+        });
+    });
+    assert_eq!(LIST.len(), 1, "nothing was added");
+}
+
+#[test]
+fn a_flat_map_write_refused_under_its_lock_drops_what_it_was_given() {
+    static MAP: std::sync::LazyLock<rcukit::RcuFlatMap<u32, WritesOnDrop>> =
+        std::sync::LazyLock::new(rcukit::RcuFlatMap::new);
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    static NONE: AtomicUsize = AtomicUsize::new(0);
+    let none = || WritesOnDrop {
+        write: || {},
+        drops: &NONE,
+    };
+    MAP.insert(1, none());
+    refused_with_its_value_dropped(&DROPS, || {
+        MAP.update(&1, |_| {
+            MAP.insert(
+                2,
+                WritesOnDrop {
+                    write: || {
+                        MAP.insert(
+                            3,
+                            WritesOnDrop {
+                                write: || {},
+                                drops: &NONE,
+                            },
+                        );
+                    },
+                    drops: &DROPS,
+                },
+            );
+            none()
+        });
+    });
+    assert_eq!(MAP.len(), 1, "nothing was added");
+}
+
+#[test]
+fn a_cell_write_refused_under_its_lock_drops_what_it_was_given() {
+    static CELL: std::sync::LazyLock<RcuCell<Option<WritesOnDrop>>> =
+        std::sync::LazyLock::new(|| RcuCell::new(None));
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    refused_with_its_value_dropped(&DROPS, || {
+        CELL.update(|_| {
+            CELL.store(Some(WritesOnDrop {
+                write: || CELL.store(None),
+                drops: &DROPS,
+            }));
+            None
+        });
+    });
+    assert!(CELL.read().is_none());
+}

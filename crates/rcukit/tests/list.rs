@@ -376,3 +376,21 @@ fn a_list_dropped_with_a_panicking_element_drops_every_element() {
         "every element of the second list dropped"
     );
 }
+
+/// Like std's collections: the list crosses `catch_unwind` by reference when its elements do
+/// (its writer lock's cell kept `RefUnwindSafe` away), and an iterator over `Sync` elements
+/// may go to another thread, as the `&T` it yields may (a scoped thread, the guard held here).
+#[test]
+fn the_list_is_unwind_safe_and_its_iterator_crosses_threads() {
+    fn unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    unwind_safe::<RcuList<u64>>();
+    unwind_safe::<rcukit::RcuCell<u64>>();
+    let list: RcuList<u64> = (0..100).collect();
+    let guard = list.domain().read();
+    let mut iter = list.iter(&guard);
+    send_sync(&iter);
+    assert_eq!(iter.next(), Some(&0));
+    let rest: u64 = std::thread::scope(|s| s.spawn(move || iter.sum()).join().unwrap());
+    assert_eq!(rest, (1..100).sum::<u64>());
+}

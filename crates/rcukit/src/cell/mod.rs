@@ -103,6 +103,13 @@ unsafe impl<T: Send + Sync, D: DomainRef + Sync> Sync for RcuCell<T, D> {}
 // (needs `D: Send`); no thread-affine state is kept anywhere else.
 unsafe impl<T: Send, D: DomainRef + Send> Send for RcuCell<T, D> {}
 
+// Unwind-safe when the value is (a panic in the user's code under a write leaves the cell as
+// it was). Only the writer lock's cell (for a forked child's repair) kept the auto trait away.
+impl<T: std::panic::RefUnwindSafe, D: DomainRef + std::panic::RefUnwindSafe>
+    std::panic::RefUnwindSafe for RcuCell<T, D>
+{
+}
+
 impl<T> RcuCell<T> {
     /// A cell in the global domain ([`Rcu::global`]).
     pub fn new(value: T) -> Self {
@@ -351,7 +358,7 @@ impl<T, D: DomainRef> RcuCell<T, D> {
         T: Send + 'static,
     {
         self.check_can_wait(how);
-        let old = self.publish(Box::into_raw(Box::new(value)));
+        let old = self.publish(Box::into_raw(Box::new(self.writer.refuse_reentry(value))));
         // SAFETY: `old` was just unlinked by `publish` and is reclaimed only here.
         unsafe { self.reclaim(old, how) };
     }
@@ -370,7 +377,7 @@ impl<T, D: DomainRef> RcuCell<T, D> {
         if rcu.is_reading() {
             cannot_wait(rcu, "RcuCell::replace");
         }
-        let old = self.publish(Box::into_raw(Box::new(value)));
+        let old = self.publish(Box::into_raw(Box::new(self.writer.refuse_reentry(value))));
         rcu.synchronize();
         // SAFETY: a grace period has passed since `old` was unlinked: no reader holds it, and
         // the pointer is an owned box that nothing else will reclaim.
@@ -387,7 +394,7 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     where
         T: Send + 'static,
     {
-        let old = self.publish(Box::into_raw(Box::new(value)));
+        let old = self.publish(Box::into_raw(Box::new(self.writer.refuse_reentry(value))));
         let rcu = self.domain.rcu();
         // The cookie is taken after the swap (start_poll's snapshot starts with a full fence),
         // so a grace period that covers it covers every reader that could have loaded `old`.
@@ -430,6 +437,7 @@ impl<T, D: DomainRef> RcuCell<T, D> {
         T: Send + 'static,
     {
         self.check_can_wait(how);
+        let f = self.writer.refuse_reentry(f);
         let old = {
             let _writer = self.writer.lock(|_| ());
             let current = self.ptr.load(Acquire);

@@ -72,6 +72,7 @@ where
         F: FnOnce(Option<(&K, &V)>) -> Operation<V, T>,
     {
         self.check_section(guard);
+        let (key, f) = self.refuse_reentry((key, f));
         let hash = self.hasher.hash_one(&key);
         // Declared before the lock, so dropped after it if a rebuild's `Clone` panics (see
         // `Held`).

@@ -533,6 +533,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        let decide = self.refuse_reentry(decide);
         let hash = self.hasher.hash_one(key);
         // Declared before the lock, so dropped after it if a rebuild below panics: the
         // caller's clone is the caller's, and its `Drop` may write this map.
@@ -560,7 +561,8 @@ where
 
     /// Keep only the entries for which `keep(key, value)` holds (`keep` runs under the map's
     /// writer lock, once per entry; it must not write to this map, which panics).
-    pub fn retain<F: FnMut(&K, &V) -> bool>(&self, mut keep: F) {
+    pub fn retain<F: FnMut(&K, &V) -> bool>(&self, keep: F) {
+        let mut keep = self.refuse_reentry(keep);
         let mut lock = self.lock();
         let table = self.table_mine(&lock);
         let mut len = self.written.len.load(Relaxed);

@@ -79,6 +79,7 @@ where
         Q: Hash + Eq + ?Sized,
         B: Borrow<Q>,
     {
+        let (key, given) = self.refuse_reentry((key, given));
         let hash = self.hasher.hash_one(key.borrow());
         // Both declared before the lock, so dropped after it, on unwind too (see `Held`).
         let mut held = Held {

@@ -97,6 +97,21 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
         !cfg!(rcukit_loom) && (last == me || (last != 0 && held_outside(me)))
     }
 
+    /// `given` (what a write was given of the caller's: a key, values, closures) back, or, on
+    /// re-entry from the user's code that runs under the writer lock, `given` dropped and then
+    /// the panic that [`lock`](Self::lock) would raise. Dropped by that panic's unwinding
+    /// instead, a `Drop` in `given` that writes this map would be refused in turn while a panic
+    /// unwinds, which aborts the process. Call before `lock`.
+    #[track_caller]
+    #[inline(always)]
+    pub(super) fn refuse_reentry<X>(&self, given: X) -> X {
+        if self.locked_here() {
+            drop(given);
+            reentered();
+        }
+        given
+    }
+
     /// The writer lock, refusing re-entry from the user's code that runs under it. Inlined,
     /// with its drop: a write's lock and unlock in a function of their own (the lock handed
     /// back through memory) made a one-thread loop of removes in a table of a million entries

@@ -84,9 +84,8 @@ impl<T> ForkLock<T> {
     pub(crate) fn lock(&self, taken_over: impl FnOnce(Option<T>) -> T) -> ForkLockGuard<'_, T> {
         self.generation
             .repair_if_forked(|interrupted| self.after_fork(interrupted, taken_over));
-        // Only a thread that holds some lock can hold this one; `holder` is its own store then
-        // (a repair above cleared a vanished thread's).
-        if held_here() && self.holder.load(Relaxed) == fork::thread_address() {
+        // A repair above cleared a vanished thread's `holder`.
+        if self.held_by_me() {
             reentered();
         }
         let guard = self.mutex().lock();
@@ -96,6 +95,32 @@ impl<T> ForkLock<T> {
             lock: self,
             guard: ManuallyDrop::new(guard),
         }
+    }
+
+    /// Does the calling thread hold this lock? Only a thread that holds some lock can hold
+    /// this one, and `holder` is its own store then. (In a forked child before the first
+    /// `lock`'s repair, `holder` may name a thread the child does not have, at an address that
+    /// a thread of the child may have got again: ask only when not [`forked`](ForkStamp::forked)
+    /// since, as `lock` does after its repair.)
+    #[inline(always)]
+    fn held_by_me(&self) -> bool {
+        held_here() && self.holder.load(Relaxed) == fork::thread_address()
+    }
+
+    /// `given` (what a write was given: values, closures) back, or, when the calling thread
+    /// holds this lock already (a write from the user's code that a write of the same
+    /// container runs under it), `given` dropped and then the panic that [`lock`](Self::lock)
+    /// would raise. Dropped by that panic's unwinding instead, a `Drop` in `given` that writes
+    /// the container would be refused in turn while a panic unwinds, which aborts the process.
+    /// Call before `lock`, with everything the write owns of the caller's.
+    #[track_caller]
+    #[inline(always)]
+    pub(crate) fn refuse_reentry<X>(&self, given: X) -> X {
+        if self.held_by_me() && !self.generation.forked() {
+            drop(given);
+            reentered();
+        }
+        given
     }
 
     /// The first `lock` in a forked child: repair the lock if a thread the child does not have
