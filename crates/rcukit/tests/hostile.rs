@@ -969,6 +969,71 @@ fn a_panicking_waker_is_contained_and_reported() {
     });
 }
 
+/// A `barrier_async()` future's waker that panics when the barrier's last marker arrives: on
+/// an idle worker (the marker completes as the worker takes it in) and behind a queued
+/// callback (it completes where the worker runs callbacks). The panic is caught and reported
+/// as a waker's, not counted as a callback's, and every worker is still there. (On the idle
+/// worker it unwound out of the worker's loop and ended the thread: that shard's callbacks
+/// never ran again, and `barrier()` and the domain's drop hung.)
+#[test]
+fn a_panicking_barrier_waker_leaves_every_worker_running() {
+    use std::future::Future;
+    use std::task::{Context, Wake, Waker};
+    struct PanickingWaker;
+    impl Wake for PanickingWaker {
+        fn wake(self: Arc<Self>) {
+            panic!("this barrier waker fails on purpose");
+        }
+    }
+    watchdog(Duration::from_secs(60), || {
+        for behind_a_callback in [false, true] {
+            let reports = Arc::new(AtomicU64::new(0));
+            let rcu = {
+                let reports = reports.clone();
+                Rcu::builder()
+                    .callback_workers(1)
+                    .on_report(move |r| {
+                        if let rcukit::Report::WakerPanic(_) = r {
+                            assert!(r.to_string().contains("fails on purpose"), "{r}");
+                            reports.fetch_add(1, Ordering::SeqCst);
+                        }
+                    })
+                    .build()
+                    .unwrap()
+            };
+            let waker = Waker::from(Arc::new(PanickingWaker));
+            let mut cx = Context::from_waker(&waker);
+            // Its waker is kept, to be woken by the last marker.
+            let barrier = loop {
+                if behind_a_callback {
+                    rcu.call(|| std::thread::sleep(Duration::from_millis(20)));
+                }
+                let mut barrier = Box::pin(rcu.barrier_async());
+                if barrier.as_mut().poll(&mut cx).is_pending() {
+                    break barrier;
+                }
+            };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while reports.load(Ordering::SeqCst) == 0 {
+                assert!(Instant::now() < deadline, "the waker was never woken");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let ran = Arc::new(AtomicBool::new(false));
+            let r = ran.clone();
+            rcu.call(move || r.store(true, Ordering::SeqCst));
+            rcu.barrier();
+            assert!(ran.load(Ordering::SeqCst), "the worker ran the callback");
+            assert_eq!(
+                rcu.stats().callback_panics,
+                0,
+                "a waker's panic, not a callback's"
+            );
+            drop(barrier);
+            drop(rcu);
+        }
+    });
+}
+
 /// A waker that waits for a grace period of the same domain in its `wake`, woken on the
 /// domain's normal grace-period thread (the only thread that can end the normal grace period
 /// it would wait for): the wait panics there, the panic is caught and reported as a waker's,

@@ -1,6 +1,7 @@
 #![doc = include_str!("callback.md")]
 
 use crate::sync::AtomicUsize;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::Arc;
 
@@ -125,14 +126,20 @@ impl BarrierCount {
     }
 
     /// One marker (or the bias) is done. The `AcqRel` decrement makes everything that ran
-    /// before each arrival happen-before the waiter's return.
-    pub(crate) fn arrive(&self) {
+    /// before each arrival happen-before the waiter's return. The last arrival wakes the
+    /// `barrier_async()` future, if one waits: its waker is an executor's code, run on a
+    /// callback worker (or a thread that called `barrier`), which must not die of its panic;
+    /// a panic is caught and its message handed to `panicked`.
+    pub(crate) fn arrive(&self, panicked: impl FnOnce(String)) {
         if self.remaining.fetch_sub(1, AcqRel) == 1 {
             // Taking the lock orders this wake-up after a waiter's check-then-wait.
             let waker = crate::sync::lock(&self.lock).take();
             self.cond.notify_all();
             if let Some(waker) = waker {
-                waker.wake();
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(|| waker.wake())) {
+                    panicked(crate::report::payload_message(&*payload));
+                    crate::report::drop_payload(payload);
+                }
             }
         }
     }

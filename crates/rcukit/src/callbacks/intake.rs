@@ -388,7 +388,7 @@ mod tests {
     fn run_all(consumer: &mut Consumer, intake: &Intake) -> usize {
         consumer.take(intake, usize::MAX, |w| match w {
             Work::Callback(cb) => cb.invoke(),
-            Work::Barrier(b) => b.arrive(),
+            Work::Barrier(b) => b.arrive(|_| {}),
         })
     }
 

@@ -6,7 +6,7 @@ use super::local;
 use super::port::{GpPort, ReleasedBy};
 use super::shard::{ProducerShared, Shard};
 use super::Callbacks;
-use crate::report::{self, CallbackPanic, Report};
+use crate::report::{self, CallbackPanic, Report, WakerPanic};
 use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -181,6 +181,15 @@ impl Callbacks {
             domain: self.name.clone(),
             message,
             total,
+        }));
+    }
+
+    /// Report the panic of a `barrier_async()` future's waker, which a barrier's last
+    /// arrival woke (see [`BarrierCount::arrive`]). Never unwinds.
+    pub(crate) fn report_waker_panic(&self, message: String) {
+        self.reporter.report(Report::WakerPanic(WakerPanic {
+            domain: self.name.clone(),
+            message,
         }));
     }
 

@@ -176,7 +176,7 @@ impl Callbacks {
             shard.intake.push_single(Work::Barrier(count.clone()));
             shard.wake();
         }
-        count.arrive();
+        count.arrive(|m| self.report_waker_panic(m));
         count
     }
 

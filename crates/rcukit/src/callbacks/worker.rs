@@ -187,7 +187,7 @@ impl<'a, P: GpPort> Worker<'a, P> {
                     self.shard.hand_back.finish(|b| {
                         self.callbacks.run_batch(self.shard, b);
                     });
-                    count.arrive();
+                    count.arrive(|m| self.callbacks.report_waker_panic(m));
                 }
                 Err(Work::Callback(_)) => unreachable!("entrain gives back what it was given"),
             }
@@ -495,7 +495,7 @@ impl<P: GpPort> RunDone<'_, '_, P> {
                     // make the counters say so before the barrier returns.
                     self.finish_handed_back();
                     self.flush();
-                    count.arrive();
+                    count.arrive(|m| self.worker.callbacks.report_waker_panic(m));
                 }
             }
         }
