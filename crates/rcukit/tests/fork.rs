@@ -223,3 +223,62 @@ fn a_forked_child_builds_domains_while_the_parent_was_building_them() {
         b.join().unwrap();
     }
 }
+
+/// Poll `fut` on this thread until it is ready, parking between polls.
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+}
+
+/// Waits begun before a fork and finished in the child, where the first thing the child does
+/// with the domain is that wait: a grace-period future polled, a cookie polled, a barrier
+/// future polled. Each is the child's entry point and repairs the domain first, so the child's
+/// own threads end the grace period; the barrier's callbacks and markers are abandoned in the
+/// child, so its future is ready there. (Futures and `poll` did not repair: the child waited
+/// for the parent's threads, which it does not have, for ever.)
+#[test]
+fn waits_begun_before_a_fork_end_in_the_child() {
+    use std::future::Future;
+    for wait in ["future", "cookie", "barrier"] {
+        let own = Rcu::builder().name("waits-fork").build().unwrap();
+        // The forking thread's owned section keeps every grace period of the parent waiting.
+        let guard = own.read_owned();
+        let cookie = own.start_poll();
+        let mut future = Box::pin(own.synchronize_async());
+        let waker = std::task::Waker::noop();
+        assert!(future
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+            .is_pending());
+        own.call(|| {});
+        let barrier = own.barrier_async();
+        let status = fork_and_wait(|| {
+            drop(guard);
+            match wait {
+                "future" => block_on(future),
+                "cookie" => {
+                    while !own.poll(&cookie) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                _ => block_on(barrier),
+            }
+        })
+        .unwrap();
+        assert!(succeeded(status), "{wait}: the child failed ({status:#x})");
+    }
+}

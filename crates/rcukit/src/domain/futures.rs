@@ -2,6 +2,7 @@
 
 use super::Inner;
 use crate::callbacks::callback::BarrierCount;
+use crate::sync::fork;
 use crate::{GpCookie, Rcu};
 use std::future::Future;
 use std::pin::Pin;
@@ -55,6 +56,9 @@ impl Future for GpFuture<'_> {
         // At every poll: a future first polled outside a guard may be polled inside one later.
         this.rcu.assert_not_reading("awaiting a grace period");
         let inner = this.rcu.inner();
+        // In a forked child, the threads that would end the grace period are the parent's:
+        // the repair starts the child's (see "After `fork()`").
+        inner.check_fork();
         let (cookie, either) = (this.cookie, this.either);
         if Self::is_done(inner, &cookie, either) {
             inner.event.wakers.unregister(&mut this.key);
@@ -86,6 +90,8 @@ impl Drop for GpFuture<'_> {
 pub struct BarrierFuture<'a> {
     rcu: &'a Rcu,
     count: Arc<BarrierCount>,
+    /// The fork generation the barrier was started in (see "After `fork()`").
+    generation: u64,
 }
 
 impl Future for BarrierFuture<'_> {
@@ -100,7 +106,9 @@ impl Future for BarrierFuture<'_> {
             "rcukit: barrier_async() awaited on a callback worker of the same domain; the \
              barrier would wait for the very thread that runs it"
         );
-        if this.count.poll_done(cx.waker()) {
+        // Started before a fork, in this child: the callbacks it waited for are abandoned
+        // here, and so are its markers (see "After `fork()`").
+        if this.generation != fork::generation() || this.count.poll_done(cx.waker()) {
             Poll::Ready(())
         } else {
             Poll::Pending
@@ -171,6 +179,7 @@ impl Rcu {
         BarrierFuture {
             rcu: self,
             count: inner.callbacks.start_barrier(),
+            generation: fork::generation(),
         }
     }
 }

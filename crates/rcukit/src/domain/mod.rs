@@ -377,6 +377,9 @@ impl Rcu {
     ///
     /// If `cookie` came from another domain.
     pub fn poll(&self, cookie: &GpCookie) -> bool {
+        // In a forked child a cookie's grace period would be ended by the parent's threads:
+        // the repair starts the child's.
+        self.inner.check_fork();
         self.inner.poll(cookie, true)
     }
 
