@@ -1358,3 +1358,34 @@ fn a_cell_write_refused_under_its_lock_drops_what_it_was_given() {
     });
     assert!(CELL.read().is_none());
 }
+
+/// A domain whose last handle is dropped in a callback of another domain, while one of its own
+/// pending callbacks waits for that other domain's `barrier()`: the drop hands the ending to a
+/// thread of its own, and both domains go on. (The drop drained the dropped domain's callbacks
+/// on the other domain's worker, whose barrier then waited for that very worker: both hung.)
+#[test]
+fn a_domain_dropped_in_another_domains_callback_does_not_wait_for_it() {
+    watchdog(Duration::from_secs(60), || {
+        let outer = Arc::new(Rcu::builder().name("outer").build().unwrap());
+        let dropped = Rcu::builder().name("dropped").build().unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        {
+            let (outer, ran) = (outer.clone(), ran.clone());
+            dropped.call(move || {
+                outer.barrier();
+                ran.store(true, Ordering::SeqCst);
+            });
+        }
+        outer.call(move || drop(dropped));
+        outer.barrier();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ran.load(Ordering::SeqCst) {
+            assert!(
+                Instant::now() < deadline,
+                "the dropped domain's callback never ran"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        outer.barrier();
+    });
+}

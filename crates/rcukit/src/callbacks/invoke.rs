@@ -29,6 +29,11 @@ pub(crate) fn drops_must_wait() -> bool {
         || crate::sync::fork_lock::held_here()
 }
 
+/// Is this thread running drops of some domain?
+pub(crate) fn running_drops() -> bool {
+    RUNNING_DROPS_OF.try_with(|r| r.get() != 0).unwrap_or(false)
+}
+
 /// Is this thread running drops of domain `domain`?
 pub(crate) fn running_drops_of(domain: u64) -> bool {
     RUNNING_DROPS_OF

@@ -152,6 +152,12 @@ impl Callbacks {
         crate::sync::lock(&shard.producers).register()
     }
 
+    /// Is the calling thread running callbacks of any domain: a worker, or a producer running
+    /// ready drops?
+    pub(crate) fn in_any_callback_context() -> bool {
+        WORKER_OF.try_with(|w| w.get() != 0).unwrap_or(false) || invoke::running_drops()
+    }
+
     /// Is the calling thread running this domain's callbacks: one of its workers, or a
     /// producer running a ready batch?
     pub(crate) fn in_callback_context(&self) -> bool {

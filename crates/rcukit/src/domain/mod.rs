@@ -503,6 +503,11 @@ impl Rcu {
     /// grace period and does not wait for one beyond what those callbacks need; callbacks queued
     /// later, even by those callbacks, are not waited for.
     ///
+    /// From a callback of another domain it waits for this domain's callbacks on that domain's
+    /// worker: if one of them waits in turn for that domain's callbacks (its `barrier()`), the
+    /// two wait for each other for ever, as two locks taken in opposite orders do. Keep waits
+    /// between domains' callbacks one way.
+    ///
     /// # Panics
     ///
     /// Inside a read-side critical section of this domain, from one of its callbacks, or

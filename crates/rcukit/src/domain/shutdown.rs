@@ -1,6 +1,7 @@
 #![doc = include_str!("shutdown.md")]
 
 use super::{Inner, Rcu};
+use crate::callbacks::Callbacks;
 use crate::sync::lock;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +31,14 @@ impl Drop for Rcu {
             return;
         }
         // Under a container's writer lock (the last handle dropped by a closure a write runs),
-        // a pending callback may need that lock, and ending here would wait for it: a thread
-        // of its own ends the domain, as it does while owned sections are open.
-        if !owned_sections_open(&self.inner) && !crate::sync::fork_lock::held_here() {
+        // a pending callback may need that lock, and ending here would wait for it; in a
+        // callback of another domain (or a drop it runs), a pending callback of this one may
+        // wait for that domain's callbacks (its `barrier()`), which wait for this thread: a
+        // thread of its own ends the domain, as it does while owned sections are open.
+        let elsewhere = crate::sync::fork_lock::held_here()
+            || (Callbacks::in_any_callback_context()
+                && !self.inner.callbacks.in_callback_context());
+        if !owned_sections_open(&self.inner) && !elsewhere {
             finish(&self.inner);
             return;
         }
