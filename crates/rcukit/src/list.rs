@@ -12,11 +12,15 @@ use std::marker::PhantomData;
 use std::panic::RefUnwindSafe;
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicPtr, AtomicUsize};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
 
 struct Node<T> {
     value: T,
     next: AtomicPtr<Node<T>>,
+    /// Its place in the order of pushes at the back (from 1), or 0 for a node pushed at the
+    /// front; a replacement takes the place of the node it replaces. A walk stops at the first
+    /// node pushed at the back after it began (see "Every walk ends" in the module docs).
+    appended: u64,
 }
 
 /// What only the writer (holding the mutex) touches.
@@ -31,6 +35,9 @@ struct Written<T> {
     writer: ForkLock<Writer<T>>,
     /// Number of elements, written only under the writer lock.
     len: AtomicUsize,
+    /// Pushes at the back so far, written only under the writer lock; each walk reads it once,
+    /// when it begins.
+    appended: AtomicU64,
 }
 
 /// A linked list whose readers iterate lock-free under a [`Guard`] while writers, serialized
@@ -109,6 +116,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
                     tail: ptr::null_mut(),
                 }),
                 len: AtomicUsize::new(0),
+                appended: AtomicU64::new(0),
             }),
             domain,
             _owns: PhantomData,
@@ -131,8 +139,11 @@ impl<T, D: DomainRef> RcuList<T, D> {
     #[track_caller]
     pub fn iter<'g, G: ReadSection>(&'g self, guard: &'g G) -> Iter<'g, T> {
         domain_ref::check_guard("RcuList", guard, self.domain.rcu());
+        // The bound first, then the head (see "Every walk ends" in the module docs).
+        let last = self.written.appended.load(Acquire);
         Iter {
             next: self.head.load(Acquire),
+            last,
             _borrow: PhantomData,
         }
     }
@@ -155,6 +166,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
         let node = Box::into_raw(Box::new(Node {
             value,
             next: AtomicPtr::new(self.head.load(Relaxed)),
+            appended: 0,
         }));
         self.head.store(node, Release);
         if w.tail.is_null() {
@@ -167,9 +179,14 @@ impl<T, D: DomainRef> RcuList<T, D> {
     pub fn push_back(&self, value: T) {
         let value = self.written.writer.refuse_reentry(value);
         let mut w = self.lock_writer();
+        // Counted before the node is linked, so that a walk that can reach it through a link
+        // stored before it began also read a count that includes it.
+        let appended = self.written.appended.load(Relaxed) + 1;
+        self.written.appended.store(appended, Relaxed);
         let node = Box::into_raw(Box::new(Node {
             value,
             next: AtomicPtr::new(ptr::null_mut()),
+            appended,
         }));
         self.link_after(w.tail).store(node, Release);
         w.tail = node;
@@ -258,6 +275,7 @@ impl<T, D: DomainRef> RcuList<T, D> {
         let new = Box::into_raw(Box::new(Node {
             value: f(&old_ref.value),
             next: AtomicPtr::new(old_ref.next.load(Relaxed)),
+            appended: old_ref.appended,
         }));
         self.link_after(prev).store(new, Release);
         if w.tail == old {
@@ -419,9 +437,13 @@ impl<T: fmt::Debug, D: DomainRef> fmt::Debug for RcuList<T, D> {
 }
 
 /// Iterator over an [`RcuList`], from [`RcuList::iter`]: lock-free, one `Acquire` load per
-/// element. Elements live as long as the guard and the list are borrowed.
+/// element. Elements live as long as the guard and the list are borrowed. It ends at the end
+/// of the list or at the first element pushed at the back after it began, whichever comes
+/// first, so that a writer that keeps pushing cannot keep it going.
 pub struct Iter<'g, T> {
     next: *const Node<T>,
+    /// Pushes at the back when the walk began: a node pushed later ends it.
+    last: u64,
     _borrow: PhantomData<&'g T>,
 }
 
@@ -435,6 +457,10 @@ impl<'g, T> Iterator for Iter<'g, T> {
         // before it was linked, and it is freed only after a grace period that waits for that
         // guard (see the module docs).
         let node = unsafe { self.next.as_ref() }?;
+        if node.appended > self.last {
+            self.next = ptr::null();
+            return None;
+        }
         self.next = node.next.load(Acquire);
         Some(&node.value)
     }
