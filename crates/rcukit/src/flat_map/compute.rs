@@ -77,7 +77,7 @@ where
         // Declared before the lock, so dropped after it if a rebuild's `Clone` panics (see
         // `Held`).
         let mut entry;
-        let mut lock = self.lock();
+        let mut lock = self.lock_checked();
         let found = self.table_mine(&lock).probe_for_write(hash, |k| k == &key);
         // SAFETY: the key's slot is full; `guard`, checked above, is held for 'g.
         let current = found

@@ -538,7 +538,7 @@ where
         // Declared before the lock, so dropped after it if a rebuild below panics: the
         // caller's clone is the caller's, and its `Drop` may write this map.
         let removed;
-        let mut lock = self.lock();
+        let mut lock = self.lock_checked();
         let table = self.table_mine(&lock);
         let at = table.find_slot(hash, |k| k.borrow() == key)?;
         // SAFETY: the key's slot is full; the table is alive under the lock.
@@ -563,7 +563,7 @@ where
     /// writer lock, once per entry; it must not write to this map, which panics).
     pub fn retain<F: FnMut(&K, &V) -> bool>(&self, keep: F) {
         let mut keep = self.refuse_reentry(keep);
-        let mut lock = self.lock();
+        let mut lock = self.lock_checked();
         let table = self.table_mine(&lock);
         let mut len = self.written.len.load(Relaxed);
         for w in 0..table.words() {

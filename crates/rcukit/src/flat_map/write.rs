@@ -90,7 +90,7 @@ where
             entry: None,
         };
         let result;
-        let mut lock = self.lock();
+        let mut lock = self.lock_checked();
         let found = match &held.key {
             Some(key) => self
                 .table_mine(&lock)

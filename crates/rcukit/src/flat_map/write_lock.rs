@@ -101,7 +101,7 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     /// re-entry from the user's code that runs under the writer lock, `given` dropped and then
     /// the panic that [`lock`](Self::lock) would raise. Dropped by that panic's unwinding
     /// instead, a `Drop` in `given` that writes this map would be refused in turn while a panic
-    /// unwinds, which aborts the process. Call before `lock`.
+    /// unwinds, which aborts the process. Call before [`lock_checked`](Self::lock_checked).
     #[track_caller]
     #[inline(always)]
     pub(super) fn refuse_reentry<X>(&self, given: X) -> X {
@@ -119,15 +119,23 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S, D: AnyDomainRef>
     #[track_caller]
     #[inline(always)]
     pub(super) fn lock(&self) -> WriteLock<'_, K, V, S, D> {
+        if self.locked_here() {
+            reentered();
+        }
+        self.lock_checked()
+    }
+
+    /// The writer lock, for a write that asked [`refuse_reentry`](Self::refuse_reentry) first
+    /// (the answer stays the same until this thread takes the lock: code that runs in between,
+    /// such as the key's `Hash`, cannot keep the lock when it returns).
+    #[inline(always)]
+    pub(super) fn lock_checked(&self) -> WriteLock<'_, K, V, S, D> {
         // Under loom every model thread is one OS thread: the mark would see the others.
         let me = if cfg!(rcukit_loom) {
             0
         } else {
             self as *const Self as usize
         };
-        if self.locked_here() {
-            reentered();
-        }
         let guard = self
             .written
             .writer
