@@ -908,33 +908,40 @@ fn a_waker_woken_inside_retire_may_call_barrier() {
     });
 }
 
+/// A waker whose `wake` panics.
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("this waker fails on purpose");
+    }
+}
+
+/// `builder`'s domain, with a report hook that counts the reports of `PanickingWaker`'s panics.
+fn counting_waker_panics(builder: rcukit::RcuBuilder) -> (Rcu, Arc<AtomicU64>) {
+    let reports = Arc::new(AtomicU64::new(0));
+    let counted = reports.clone();
+    let rcu = builder
+        .on_report(move |r| {
+            if let rcukit::Report::WakerPanic(_) = r {
+                assert!(r.to_string().contains("fails on purpose"), "{r}");
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .unwrap();
+    (rcu, reports)
+}
+
 /// A future's waker that panics when a grace period wakes it: the panic is caught and reported,
 /// whichever thread ended the grace period (the caller of `synchronize_expedited()`, the
 /// domain's normal grace-period thread), and the domain goes on working.
 #[test]
 fn a_panicking_waker_is_contained_and_reported() {
     use std::future::Future;
-    use std::task::{Context, Wake, Waker};
-    struct PanickingWaker;
-    impl Wake for PanickingWaker {
-        fn wake(self: Arc<Self>) {
-            panic!("this waker fails on purpose");
-        }
-    }
+    use std::task::{Context, Waker};
     watchdog(Duration::from_secs(60), || {
-        let reports = Arc::new(AtomicU64::new(0));
-        let rcu = {
-            let reports = reports.clone();
-            Rcu::builder()
-                .on_report(move |r| {
-                    if matches!(r, rcukit::Report::WakerPanic(_)) {
-                        assert!(r.to_string().contains("fails on purpose"), "{r}");
-                        reports.fetch_add(1, Ordering::SeqCst);
-                    }
-                })
-                .build()
-                .unwrap()
-        };
+        let (rcu, reports) = counting_waker_panics(Rcu::builder());
         let waker = Waker::from(Arc::new(PanickingWaker));
         let mut cx = Context::from_waker(&waker);
         // A future left pending by its first poll: one whose grace period had not ended yet
@@ -978,29 +985,10 @@ fn a_panicking_waker_is_contained_and_reported() {
 #[test]
 fn a_panicking_barrier_waker_leaves_every_worker_running() {
     use std::future::Future;
-    use std::task::{Context, Wake, Waker};
-    struct PanickingWaker;
-    impl Wake for PanickingWaker {
-        fn wake(self: Arc<Self>) {
-            panic!("this barrier waker fails on purpose");
-        }
-    }
+    use std::task::{Context, Waker};
     watchdog(Duration::from_secs(60), || {
         for behind_a_callback in [false, true] {
-            let reports = Arc::new(AtomicU64::new(0));
-            let rcu = {
-                let reports = reports.clone();
-                Rcu::builder()
-                    .callback_workers(1)
-                    .on_report(move |r| {
-                        if let rcukit::Report::WakerPanic(_) = r {
-                            assert!(r.to_string().contains("fails on purpose"), "{r}");
-                            reports.fetch_add(1, Ordering::SeqCst);
-                        }
-                    })
-                    .build()
-                    .unwrap()
-            };
+            let (rcu, reports) = counting_waker_panics(Rcu::builder().callback_workers(1));
             let waker = Waker::from(Arc::new(PanickingWaker));
             let mut cx = Context::from_waker(&waker);
             // Its waker is kept, to be woken by the last marker.
