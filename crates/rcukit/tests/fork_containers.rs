@@ -879,3 +879,45 @@ fn a_child_forked_by_an_online_qsbr_thread_keeps_its_registration() {
     }
     qsbr.synchronize();
 }
+
+/// An element whose `Drop` pushes onto `LIST` (as `hostile.rs` allows), counting its drops.
+struct PushesOnDrop;
+
+static LIST: std::sync::OnceLock<RcuList<Option<PushesOnDrop>>> = std::sync::OnceLock::new();
+static PUSHES_DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Drop for PushesOnDrop {
+    fn drop(&mut self) {
+        PUSHES_DROPPED.fetch_add(1, Ordering::SeqCst);
+        LIST.get().unwrap().push_back(None);
+    }
+}
+
+/// A child forked in a list's write closure, whose first use of the list is a write from that
+/// closure (refused: the surviving thread holds the lock), given a value whose `Drop` writes
+/// the list: the refusal drops the value first, so the child gets a panic it can catch. (The
+/// early refusal did not trust the lock's record before the child's repair, and the value,
+/// dropped while the later refusal unwound, wrote the list: an abort.)
+#[test]
+fn a_child_forked_in_a_list_write_refuses_a_write_from_it_cleanly() {
+    let list = LIST.get_or_init(RcuList::new);
+    list.push_back(None);
+    let mut pid = 0;
+    list.update_first(
+        |_| true,
+        |_| {
+            // SAFETY: the child runs the rest of this closure and leaves with `_exit`.
+            pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork failed");
+            if pid == 0 {
+                let refused = std::panic::catch_unwind(|| list.push_back(Some(PushesOnDrop)));
+                let dropped = PUSHES_DROPPED.load(Ordering::SeqCst) == 1;
+                // SAFETY: leaving the child without running the parent's destructors.
+                unsafe { libc::_exit(if refused.is_err() && dropped { 0 } else { 3 }) };
+            }
+            None
+        },
+    );
+    let status = common::fork::wait_within(pid, Duration::from_secs(60)).unwrap();
+    assert!(succeeded(status), "the child failed ({status:#x})");
+}

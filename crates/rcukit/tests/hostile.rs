@@ -1377,3 +1377,25 @@ fn a_domain_dropped_in_another_domains_callback_does_not_wait_for_it() {
         outer.barrier();
     });
 }
+
+/// A cell write that would wait for a grace period, refused for two reasons at once: from the
+/// cell's own `update` closure (re-entry) and inside a read-side critical section (it cannot
+/// wait there). The re-entry is refused first, with the value dropped before the panic. (The
+/// read-section check panicked first, with the value still in the frame: its `Drop`, writing
+/// the cell while that panic unwound, was refused in turn, and the process aborted.)
+#[test]
+fn a_waiting_cell_write_refused_under_its_lock_and_a_guard_drops_what_it_was_given() {
+    static CELL: std::sync::LazyLock<RcuCell<Option<WritesOnDrop>>> =
+        std::sync::LazyLock::new(|| RcuCell::new(None));
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    refused_with_its_value_dropped(&DROPS, || {
+        CELL.update(|_| {
+            let _guard = Rcu::global().read();
+            CELL.replace(Some(WritesOnDrop {
+                write: || CELL.store(None),
+                drops: &DROPS,
+            }));
+            None
+        });
+    });
+}

@@ -357,8 +357,9 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     where
         T: Send + 'static,
     {
+        let value = self.writer.refuse_reentry(value);
         self.check_can_wait(how);
-        let old = self.publish(Box::into_raw(Box::new(self.writer.refuse_reentry(value))));
+        let old = self.publish(Box::into_raw(Box::new(value)));
         // SAFETY: `old` was just unlinked by `publish` and is reclaimed only here.
         unsafe { self.reclaim(old, how) };
     }
@@ -373,11 +374,12 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     /// Inside a read-side critical section of the cell's domain.
     #[track_caller]
     pub fn replace(&self, value: T) -> T {
+        let value = self.writer.refuse_reentry(value);
         let rcu = self.domain.rcu();
         if rcu.is_reading() {
             cannot_wait(rcu, "RcuCell::replace");
         }
-        let old = self.publish(Box::into_raw(Box::new(self.writer.refuse_reentry(value))));
+        let old = self.publish(Box::into_raw(Box::new(value)));
         rcu.synchronize();
         // SAFETY: a grace period has passed since `old` was unlinked: no reader holds it, and
         // the pointer is an owned box that nothing else will reclaim.
@@ -436,8 +438,8 @@ impl<T, D: DomainRef> RcuCell<T, D> {
         F: FnOnce(&T) -> T,
         T: Send + 'static,
     {
-        self.check_can_wait(how);
         let f = self.writer.refuse_reentry(f);
+        self.check_can_wait(how);
         let old = {
             let _writer = self.writer.lock(|_| ());
             let current = self.ptr.load(Acquire);

@@ -100,8 +100,8 @@ impl<T> ForkLock<T> {
     /// Does the calling thread hold this lock? Only a thread that holds some lock can hold
     /// this one, and `holder` is its own store then. (In a forked child before the first
     /// `lock`'s repair, `holder` may name a thread the child does not have, at an address that
-    /// a thread of the child may have got again: ask only when not [`forked`](ForkStamp::forked)
-    /// since, as `lock` does after its repair.)
+    /// a thread of the child may have got again: `lock` asks after its repair, and
+    /// `refuse_reentry` believes only the surviving thread's address before it.)
     #[inline(always)]
     fn held_by_me(&self) -> bool {
         held_here() && self.holder.load(Relaxed) == fork::thread_address()
@@ -116,7 +116,11 @@ impl<T> ForkLock<T> {
     #[track_caller]
     #[inline(always)]
     pub(crate) fn refuse_reentry<X>(&self, given: X) -> X {
-        if self.held_by_me() && !self.generation.forked() {
+        // In a forked child before the repair, `holder` may be a vanished thread's address that
+        // this thread got again; the surviving thread's own hold is still its own.
+        if self.held_by_me()
+            && (!self.generation.forked() || fork::is_survivor_address(self.holder.load(Relaxed)))
+        {
             drop(given);
             reentered();
         }
