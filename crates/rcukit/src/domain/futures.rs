@@ -118,7 +118,11 @@ impl Future for BarrierFuture<'_> {
 
 impl Drop for BarrierFuture<'_> {
     fn drop(&mut self) {
-        self.count.forget_waker();
+        // In a child forked since, the count's lock may have been copied held by a worker of
+        // the parent (no fork handler takes it), and the count is abandoned anyway.
+        if self.generation == fork::generation() {
+            self.count.forget_waker();
+        }
     }
 }
 
