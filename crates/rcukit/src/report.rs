@@ -37,8 +37,9 @@ pub enum Report {
     /// caught and counted, and the other callbacks still run.
     CallbackPanic(CallbackPanic),
     /// The `Waker` of a future waiting for a grace period (`synchronize_async()` and the like)
-    /// panicked when the grace period woke it. The panic was caught; the other futures are
-    /// still woken, and the thread that ended the grace period goes on.
+    /// or a barrier (`barrier_async()`) panicked when the grace period or the barrier's last
+    /// marker woke it. The panic was caught; the other futures are still woken, and the thread
+    /// that woke it (one that ended the grace period, or a callback worker) goes on.
     WakerPanic(WakerPanic),
 }
 
@@ -106,8 +107,8 @@ impl fmt::Display for Report {
             ),
             Report::WakerPanic(p) => write!(
                 f,
-                "rcukit: a future's waker panicked when a grace period of domain '{}' woke it \
-                 ({}); caught, the other futures are still woken",
+                "rcukit: a future's waker panicked when a grace period or barrier of domain \
+                 '{}' woke it ({}); caught, the other futures are still woken",
                 p.domain, p.message
             ),
         }
