@@ -2395,3 +2395,62 @@ fn keys_whose_hash_and_eq_write_a_second_map_which_writes_the_first_complete() {
         assert_eq!(m.get_cloned(&Hooked(5_000, None)), Some(5_000));
     }
 }
+
+/// A map's request for an allocator trim, made by a shrink, leaves the objects the writing
+/// thread retired with that thread, which frees them itself at its later retires; the domain's
+/// workers are not needed. Shown with the only worker held up by a closure: the writer's
+/// removed values are all dropped while it waits. (The request was queued as a closure, and a
+/// thread that queues one hands every object it retired to the workers first: with the workers
+/// behind, as on a machine busier than its cores, the removed values waited for them, and a
+/// map emptied and filled again beside readers grew by gigabytes.)
+#[test]
+fn a_shrinks_trim_request_leaves_the_writers_retired_objects_with_it() {
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+    struct Counted;
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, SeqCst);
+        }
+    }
+    const N: usize = 20_000;
+    let rcu = Rcu::builder().callback_workers(1).build().unwrap();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let holding = std::sync::Arc::new(AtomicBool::new(false));
+    {
+        let holding = holding.clone();
+        rcu.call(move || {
+            holding.store(true, SeqCst);
+            let _ = held.recv();
+        });
+    }
+    while !holding.load(SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let map: RcuHashMap<usize, Counted, RandomState, &Rcu> =
+        RcuHashMap::builder().domain(&rcu).build().unwrap();
+    for k in 0..N {
+        map.pin().insert(k, Counted);
+    }
+    for k in 0..N {
+        map.pin().remove(&k); // the shrinks on the way down ask for trims
+    }
+    // Later retires of this thread free what it retired before, once a grace period has
+    // passed (a few per retire); bounded, so that a value stuck with the worker fails here.
+    for _ in 0..200 {
+        if DROPPED.load(SeqCst) == N {
+            break;
+        }
+        rcu.synchronize();
+        for _ in 0..1_000 {
+            rcu.retire(Box::new(0u8));
+        }
+    }
+    assert_eq!(
+        DROPPED.load(SeqCst),
+        N,
+        "removed values left waiting for the worker"
+    );
+    release.send(()).unwrap();
+    drop(map);
+    rcu.barrier();
+}

@@ -166,7 +166,14 @@ impl RcuBuilder {
     /// periods end is paced by its own drops. A thread that stops retiring has its list
     /// taken over by the worker within a few milliseconds; `barrier()` takes every list, and a
     /// thread's list goes to the worker before a closure it queues with [`call`](Rcu::call)
-    /// (closures always run on a worker) and when the thread exits.
+    /// (closures always run on a worker) and when the thread exits. So a thread that retires
+    /// in a flood and queues a closure now and then hands its backlog to the worker at each
+    /// closure, to be freed at the worker's pace: where the worker gets little of a core (more
+    /// busy threads than cores) and readers hold grace periods back, that backlog grows
+    /// (measured: millions of objects behind within seconds). Such a thread should retire its
+    /// markers instead of queuing them (a retired value whose `Drop` does the closure's work
+    /// runs after the objects retired before it, on whichever thread frees it), as
+    /// `RcuHashMap` does for its allocator trims.
     ///
     /// A `retire` call (and so an `RcuCell` write or an `RcuList` removal) may therefore run `Drop`
     /// of *other*, earlier retired objects (never one still waiting for its grace period) on the

@@ -38,13 +38,17 @@
 //! `malloc_trim(0)` called afterwards left 0.1-0.3 MiB either way (a scratch program, three
 //! runs each).
 //!
-//! The shrinking writer asks after retiring the old table, by queuing the trim as a closure
-//! of the map's domain ([`after_retired`]). A thread that queues a closure first hands the
-//! objects it retired to the domain's workers (see
-//! [`local`](crate::docs::internal::callbacks::local)), so the trim runs on a worker after the
-//! grace period, after the old table and the nodes this thread removed before the shrink have
-//! been freed; nodes that other threads removed are freed about then, and what a trim misses
-//! the next one takes. A dropped map frees its nodes at once and asks the same way. (A table
+//! The shrinking writer asks after retiring the old table, by retiring a marker behind it
+//! ([`after_retired`]) whose drop asks the waiting thread below for the trim: it is dropped
+//! after a grace period, after the old table and the nodes this thread removed before the
+//! shrink (a thread's retired objects are freed in the order it retired them, whichever thread
+//! frees them); nodes that other threads removed are freed about then, and what a trim misses
+//! the next one takes. A dropped map frees its nodes at once and asks the same way. (Queuing
+//! the trim as a closure of the domain would keep that order too, but a thread that queues a
+//! closure first hands every object it retired to the domain's workers, which then free them
+//! at their pace instead of the retiring thread at its own: a map emptied and filled again
+//! beside readers that held guards for milliseconds, on a machine busier than its cores, left
+//! the workers millions of nodes behind, and its memory grew by gigabytes.) (A table
 //! made large by a capacity or `reserve` and shrunk by `shrink_to_fit` counts too.) A map
 //! consumed by `into_iter` counts as dropped, and its iterator asks once it has handed out or
 //! dropped its last entry; with no domain left to queue on, the trim runs on the waiting
@@ -53,8 +57,7 @@
 //! The trim never runs on the thread that removes, shrinks or drops: a trim takes milliseconds
 //! (5 ms after a million frees on an idle machine, 15 ms beside two busy threads), which would
 //! stall whichever `remove` happened to free the old table (retired objects are freed a few at
-//! a time by their thread's later writes). It delays the worker's other closures, or runs on
-//! a thread of its own when it had to wait (below). It does not spare other threads the
+//! a time by their thread's later writes): it runs on a thread of its own (below). It does not spare other threads the
 //! allocator's lock: while it runs, glibc holds the lock of the heap it trims (the main one,
 //! where most programs' nodes are), and another thread that allocates there meanwhile waits
 //! for it. In scratch programs that filled a map of a million `u64` entries, dropped it and
@@ -74,9 +77,9 @@
 //! later: a program that fills a map with 100,000 entries and empties it again and again
 //! spent half again as much time per insert when every emptying trimmed (129 ns against 85
 //! on the development machine: the page faults of each refill). So a process trims at most
-//! once per second ([`EVERY`]). A trim asked for less than a second after the last one
-//! started is not run at once but deferred: one thread of rcukit, `rcukit-trim`, sleeps until
-//! the second is up and then trims once for every trim asked for meanwhile, and exits. A map
+//! once per second ([`EVERY`]). Trims run on one thread of rcukit, `rcukit-trim`: asked for a
+//! second or more after the last one started, it trims at once; asked for sooner, it sleeps
+//! until the second is up and then trims once for every trim asked for meanwhile, and exits. A map
 //! emptied once gives its memory back at once and the rest a second later (a million `u64`
 //! entries removed: 3.4-4.1 MiB resident above the empty map just after, from the entries
 //! removed after the first trim, and 0.6 MiB a second later); a map filled and emptied many
@@ -148,8 +151,8 @@
 //! # No thread
 //!
 //! If the waiting thread cannot be started (the system refuses threads: `RLIMIT_NPROC`, no
-//! memory for a stack), the asker trims at once, on its own thread, less than a second after
-//! the last trim: the once-a-second rule gives way rather than the memory staying with the
+//! memory for a stack), the asker trims at once, on its own thread (the one that dropped the
+//! marker), perhaps less than a second after the last trim: the once-a-second rule gives way rather than the memory staying with the
 //! allocator until some later ask, which may never come.
 //!
 //! # Clocks
@@ -179,14 +182,18 @@ const EVERY_NANOS: u64 = EVERY.as_nanos() as u64;
 /// The process's trims.
 static TRIMS: Trims = Trims::new();
 
-/// Ask for a trim on a callback worker of `rcu`, after a grace period and after everything
-/// the calling thread retired into `rcu` before (module docs: "When").
+/// Ask for a trim after a grace period, once the objects the calling thread retired into
+/// `rcu` before have been freed (module docs: "When"): a marker retired behind them asks the
+/// waiting thread when it is dropped.
 pub(crate) fn after_retired(rcu: &Rcu) {
-    let queued = Queued::new(&TRIMS);
-    rcu.call(move || {
-        TRIMS.ask(&System);
-        drop(queued);
-    });
+    /// Asks for a trim when dropped; counted as queued until then (module docs: "Forks").
+    struct AskWhenDropped(#[allow(dead_code)] Queued);
+    impl Drop for AskWhenDropped {
+        fn drop(&mut self) {
+            TRIMS.ask_waiter(&System);
+        }
+    }
+    rcu.retire(Box::new(AskWhenDropped(Queued::new(&TRIMS))));
 }
 
 /// Ask for a trim when no domain can run it: on the waiting thread, at once if the last trim
@@ -286,8 +293,11 @@ impl Trims {
         }
     }
 
-    /// A trim is wanted at `world.now()`: trim at once if the last one started at least
-    /// [`EVERY`] ago, and otherwise make sure that a thread trims when that time is up.
+    /// A trim is wanted at `world.now()`: trim at once, on the calling thread, if the last
+    /// one started at least [`EVERY`] ago, and otherwise make sure that a thread trims when
+    /// that time is up. The unit tests' way in; maps ask the waiting thread
+    /// ([`ask_waiter`](Self::ask_waiter)), so that no trim runs on a thread of the user's.
+    #[cfg(test)]
     fn ask<W: World>(&'static self, world: &'static W) {
         let Some(now) = world.now() else {
             return;
