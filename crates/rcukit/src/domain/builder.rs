@@ -170,10 +170,10 @@ impl RcuBuilder {
     /// in a flood and queues a closure now and then hands its backlog to the worker at each
     /// closure, to be freed at the worker's pace: where the worker gets little of a core (more
     /// busy threads than cores) and readers hold grace periods back, that backlog grows
-    /// (measured: millions of objects behind within seconds). Such a thread should retire its
-    /// markers instead of queuing them (a retired value whose `Drop` does the closure's work
-    /// runs after the objects retired before it, on whichever thread frees it), as
-    /// `RcuHashMap` does for its allocator trims.
+    /// (measured: millions of objects behind within seconds). Such a thread may retire a value
+    /// whose `Drop` does the closure's work instead, if that work needs no worker: it runs once
+    /// a grace period after the objects retired before it has ended, on whichever thread frees
+    /// it, as `RcuHashMap` asks for its allocator trims.
     ///
     /// A `retire` call (and so an `RcuCell` write or an `RcuList` removal) may therefore run `Drop`
     /// of *other*, earlier retired objects (never one still waiting for its grace period) on the

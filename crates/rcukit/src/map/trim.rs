@@ -40,10 +40,11 @@
 //!
 //! The shrinking writer asks after retiring the old table, by retiring a marker behind it
 //! ([`after_retired`]) whose drop asks the waiting thread below for the trim: it is dropped
-//! after a grace period, after the old table and the nodes this thread removed before the
-//! shrink (a thread's retired objects are freed in the order it retired them, whichever thread
-//! frees them); nodes that other threads removed are freed about then, and what a trim misses
-//! the next one takes. A dropped map frees its nodes at once and asks the same way. (Queuing
+//! once a grace period that began after the old table and the nodes this thread removed
+//! before the shrink were retired has ended, when they are ready to be freed too, and nearly
+//! always after they were (a thread's list of retired objects is freed from its oldest end,
+//! whichever thread frees it); nodes that other threads removed are freed about then, and
+//! what a trim misses the next one takes. A dropped map frees its nodes at once and asks the same way. (Queuing
 //! the trim as a closure of the domain would keep that order too, but a thread that queues a
 //! closure first hands every object it retired to the domain's workers, which then free them
 //! at their pace instead of the retiring thread at its own: a map emptied and filled again
