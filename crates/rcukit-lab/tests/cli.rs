@@ -156,3 +156,80 @@ fn reproduce_writes_the_report() {
     // Experiments not asked for are not run.
     assert!(!dir.path().join("netfilter.json").exists());
 }
+
+/// Run the lab with `env` set; `None` if it was still running after a minute (then killed).
+fn lab_within_a_minute(args: &[&str], env: (&str, &str)) -> Option<Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rcukit-lab"))
+        .args(args)
+        .env(env.0, env.1)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run rcukit-lab");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait for rcukit-lab").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Some(
+        child
+            .wait_with_output()
+            .expect("collect rcukit-lab's output"),
+    )
+}
+
+/// A measurement thread the system refuses after others started (`RCUKIT_LAB_REFUSE_THREAD`
+/// refuses the `N`th as a full thread table would): a clean error, not a hang. (The scope
+/// returned the error before stopping the threads it had started, and then waited for them
+/// for ever.)
+#[test]
+fn a_thread_refused_mid_experiment_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let runs: [&[&str]; 3] = [
+        &[
+            "netfilter",
+            "--readers",
+            "3",
+            "--phase",
+            "50ms",
+            "--additions",
+            "2",
+            "--rules",
+            "10",
+            "--rounds",
+            "1",
+        ],
+        &[
+            "conntrack",
+            "--flows",
+            "1000",
+            "--point",
+            "20ms",
+            "--rounds",
+            "1",
+            "--packet-threads",
+            "3",
+            "--maps",
+            "rcu-hashmap",
+        ],
+        &["percpu", "--thread-counts", "3", "--point", "20ms"],
+    ];
+    for run in runs {
+        let args: Vec<&str> = run
+            .iter()
+            .copied()
+            .chain(["--no-progress", "--out", out])
+            .collect();
+        let o = lab_within_a_minute(&args, ("RCUKIT_LAB_REFUSE_THREAD", "3"))
+            .unwrap_or_else(|| panic!("{args:?} hung after a thread was refused"));
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.contains("cannot start thread"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+    }
+}

@@ -213,6 +213,11 @@ pub fn ser_ms_list<S: serde::Serializer>(
 }
 
 /// Spawn a named scoped thread, turning a spawn failure into an error instead of a panic.
+///
+/// A scope whose closure returns that error early (or any other, or panics) must first release
+/// the threads it already started, or the scope's own join waits for them for ever: put an
+/// [`OnExit`] that stops them at the top of the closure. `RCUKIT_LAB_REFUSE_THREAD=N` makes the
+/// process's `N`th thread started here fail as a refused one would (for the tests).
 pub fn spawn_scoped<'scope, 'env, T, F>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     name: &str,
@@ -222,10 +227,80 @@ where
     F: FnOnce() -> T + Send + 'scope,
     T: Send + 'scope,
 {
+    if refused_for_tests() {
+        anyhow::bail!("cannot start thread {name}: refused (RCUKIT_LAB_REFUSE_THREAD)");
+    }
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn_scoped(scope, f)
         .map_err(|e| anyhow::anyhow!("cannot start thread {name}: {e}"))
+}
+
+/// Is this the thread that `RCUKIT_LAB_REFUSE_THREAD` names (counting every thread started by
+/// [`spawn_scoped`] in the process, from 1)?
+fn refused_for_tests() -> bool {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::OnceLock;
+    static REFUSE: OnceLock<Option<u64>> = OnceLock::new();
+    static STARTED: AtomicU64 = AtomicU64::new(0);
+    let refuse = *REFUSE.get_or_init(|| {
+        std::env::var("RCUKIT_LAB_REFUSE_THREAD")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    refuse.is_some_and(|n| STARTED.fetch_add(1, Relaxed) + 1 == n)
+}
+
+/// Runs its closure when dropped. At the top of a thread scope's closure, with the closure
+/// that stops the scope's threads (raises their stop flag, calls their start line off), it
+/// releases them however the closure ends: a thread that could not start, a join that found a
+/// panic, an early error, an unwind. Otherwise the scope would wait for them for ever. On a
+/// normal return they were told to stop already, and telling them again changes nothing.
+pub struct OnExit<F: FnMut()>(pub F);
+
+impl<F: FnMut()> Drop for OnExit<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+/// A start line for a scope's threads, as `std::sync::Barrier` is, that can be called off: the
+/// threads waiting at it when a later one cannot start are let go instead of waiting for ever.
+pub struct StartGate {
+    n: usize,
+    /// Threads arrived, and whether the start was called off.
+    state: std::sync::Mutex<(usize, bool)>,
+    cond: std::sync::Condvar,
+}
+
+impl StartGate {
+    /// A line that `n` threads wait at.
+    pub fn new(n: usize) -> StartGate {
+        StartGate {
+            n,
+            state: std::sync::Mutex::new((0, false)),
+            cond: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Wait until all `n` threads have arrived (true), or the start was called off (false).
+    pub fn wait(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.0 += 1;
+        if state.0 >= self.n {
+            self.cond.notify_all();
+        }
+        while state.0 < self.n && !state.1 {
+            state = self.cond.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state.0 >= self.n
+    }
+
+    /// Let every waiting thread go, unstarted.
+    pub fn call_off(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.cond.notify_all();
+    }
 }
 
 /// Join a scoped thread, turning a panic in it into an error.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::schemes::{domain, drain, Sock};
 use super::{Callbacks, Config, Report, NAME, OBJECT_BYTES};
-use crate::experiments::{join, seeds, spawn_scoped, Envelope};
+use crate::experiments::{join, seeds, spawn_scoped, Envelope, OnExit};
 
 // Part (a)
 
@@ -66,6 +66,7 @@ fn pending_point(cfg: &Config, on: bool, delay: Duration) -> Result<PendingPoint
     let stop = StopFlag::new();
     let mut samples = Vec::new();
     let (elapsed, exp_gps, normal_gps) = std::thread::scope(|s| -> Result<(Duration, u64, u64)> {
+        let _release = OnExit(|| stop.stop());
         let mut handles = Vec::new();
         for (t, count) in retired.iter().enumerate() {
             let (rcu, stop, freed) = (&rcu, &stop, &freed);
@@ -191,6 +192,7 @@ fn latency_point(cfg: &Config, on: bool, interval: Duration) -> Result<Latency> 
     let stop = StopFlag::new();
     let exp_runs = AtomicU64::new(0);
     let (samples, elapsed) = std::thread::scope(|s| -> Result<(Vec<f64>, Duration)> {
+        let _release = OnExit(|| stop.stop());
         let mut exp = Vec::new();
         for t in 0..cfg.sync_exp_threads {
             let (rcu, stop, runs) = (&rcu, &stop, &exp_runs);

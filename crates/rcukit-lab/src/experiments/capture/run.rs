@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::packets::{Descriptor, Packet};
 use super::schemes::{SchemeId, Tap};
 use super::{Capture, Config, Report, NAME, UNAVAILABLE};
-use crate::experiments::{join, seeds, spawn_scoped, Envelope, Unavailable};
+use crate::experiments::{join, seeds, spawn_scoped, Envelope, OnExit, Unavailable};
 
 /// One (scheme, rate) point.
 #[derive(Clone, Debug, Serialize)]
@@ -268,6 +268,7 @@ fn run_point(cfg: &Config, tap: &dyn Tap, rate: f64, length: Duration) -> Result
     let stop = StopFlag::new();
     let writer_updates = AtomicU64::new(0);
     let counts = std::thread::scope(|s| -> Result<Vec<ThreadCounts>> {
+        let _release = OnExit(|| stop.stop());
         let start = Instant::now() + Duration::from_millis(5);
         let mut handles = Vec::new();
         for t in 0..cfg.packet_threads {

@@ -6,7 +6,7 @@ use super::clock::Clock;
 use super::flow::{FlowKey, FlowRecord};
 use super::schemes::FlowTable;
 use super::Config;
-use crate::experiments::{join, spawn_scoped};
+use crate::experiments::{join, spawn_scoped, OnExit};
 use crate::measure::{self, per_sec, Counter};
 use anyhow::Result;
 use crossbeam_utils::CachePadded;
@@ -298,6 +298,7 @@ pub(super) fn measure_point<M: FlowTable>(
     let counters: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
     std::thread::scope(|s| -> Result<u64> {
         let phase = &phase;
+        let _release = OnExit(|| phase.store(STOP, Release));
         let writer = if cfg.churn_rate > 0 {
             Some(spawn_scoped(s, "conntrack-writer", move || {
                 writer_loop(map, window, phase, cfg.churn_rate, cfg.flows, dropped)

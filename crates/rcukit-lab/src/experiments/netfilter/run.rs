@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::rules::{packets, Op, Packet, Rule};
 use super::schemes::{RuleTable, SchemeId};
 use super::{Config, Netfilter, Report, NAME, UNAVAILABLE};
-use crate::experiments::{join, measure_each, seeds, spawn_scoped, Envelope, Unavailable};
+use crate::experiments::{join, measure_each, seeds, spawn_scoped, Envelope, OnExit, Unavailable};
 
 /// Reader lookups per second (all readers together) in each phase.
 #[derive(Clone, Debug, Serialize)]
@@ -237,6 +237,7 @@ fn run_scheme(cfg: &Config, id: SchemeId) -> Result<SchemeResult> {
     let mut update_times = Vec::with_capacity(cfg.additions);
     let mut sustained_updates = 0u64;
     let phases = std::thread::scope(|s| -> Result<_> {
+        let _release = OnExit(|| stop.stop());
         let mut handles = Vec::new();
         for (t, counter) in counters.iter().enumerate() {
             let packets = packets(cfg.rules, t);

@@ -3,7 +3,7 @@
 use super::schemes::{walk, Net, NetList, NetLock, SchemeId};
 use super::{Config, Netns, Report, NAME};
 use crate::env::Environment;
-use crate::experiments::{join, measure_each, seeds, spawn_scoped, Envelope};
+use crate::experiments::{join, measure_each, seeds, spawn_scoped, Envelope, OnExit};
 use crate::measure::{self, per_sec, ratio, spin_for, StopFlag, Summary};
 use crate::progress::Progress;
 use anyhow::Result;
@@ -161,6 +161,10 @@ fn measure_window(
     let stop_creators = StopFlag::new();
     let stop_cleanup = StopFlag::new();
     std::thread::scope(|s| -> Result<_> {
+        let _release = OnExit(|| {
+            stop_creators.stop();
+            stop_cleanup.stop();
+        });
         let w = world;
         let cleanup = {
             let stop = &stop_cleanup;

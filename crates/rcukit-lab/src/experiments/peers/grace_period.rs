@@ -1,5 +1,6 @@
 //! Grace-period latency: the peers and the measurement.
 
+use crate::experiments::OnExit;
 use crate::measure::{self, Rounds, StopFlag, Summary};
 use anyhow::Result;
 use crossbeam_epoch as epoch;
@@ -142,6 +143,7 @@ fn gp_rcu(peer: GpPeer, time: &mut Timer<'_>) -> Result<()> {
     let stop = StopFlag::new();
     let rcu = Rcu::builder().name("lab-peers-gp").build()?;
     std::thread::scope(|s| -> Result<()> {
+        let _release = OnExit(|| stop.stop());
         let (rcu, stop) = (&rcu, &stop);
         let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
             while !stop.stopped() {
@@ -166,6 +168,7 @@ fn gp_qsbr(peer: GpPeer, time: &mut Timer<'_>) -> Result<()> {
     let qsbr = Qsbr::builder().name("lab-peers-qsbr-gp").build()?;
     let registered = AtomicBool::new(false);
     std::thread::scope(|s| -> Result<()> {
+        let _release = OnExit(|| stop.stop());
         let (qsbr, stop, registered) = (&qsbr, &stop, &registered);
         let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
             let mut me = qsbr.register();
@@ -195,6 +198,7 @@ fn gp_epoch(time: &mut Timer<'_>) -> Result<()> {
     let stop = StopFlag::new();
     let collector = epoch::Collector::new();
     std::thread::scope(|s| -> Result<()> {
+        let _release = OnExit(|| stop.stop());
         let (c, stop) = (&collector, &stop);
         let reader = crate::experiments::spawn_scoped(s, "peers-busy", move || {
             let h = c.register();
@@ -234,6 +238,7 @@ fn gp_c(peer: GpPeer, time: &mut Timer<'_>) -> Result<()> {
     let c_stop = std::sync::atomic::AtomicI32::new(0);
     std::thread::scope(|s| -> Result<()> {
         let c_stop = &c_stop;
+        let _release = OnExit(|| c_stop.store(1, Relaxed));
         let reader =
             crate::experiments::spawn_scoped(s, "peers-busy", move || busy_reader(flavor, c_stop))?;
         // Let the reader register before the first grace period.

@@ -1,5 +1,6 @@
 //! Read-side cost: the read peers, the data they read, and the measurement.
 
+use crate::experiments::{OnExit, StartGate};
 use crate::measure::Rounds;
 use anyhow::Result;
 use arc_swap::ArcSwap;
@@ -10,7 +11,6 @@ use serde::Serialize;
 use std::hint::black_box;
 use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::Acquire;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// Peers measured for read-side cost.
@@ -385,8 +385,9 @@ pub(super) fn measure_read(
         "liburcu-memb" | "liburcu-qsbr" | "ck-epoch" => 1 << 20,
         _ => 1 << 16,
     };
-    let barrier = Barrier::new(threads);
+    let barrier = StartGate::new(threads);
     let per_thread = std::thread::scope(|s| -> Result<Vec<f64>> {
+        let _release = OnExit(|| barrier.call_off());
         let mut handles = Vec::new();
         for t in 0..threads {
             let barrier = &barrier;
@@ -396,7 +397,9 @@ pub(super) fn measure_read(
                 move || {
                     let mut local = state.local(peer);
                     black_box(state.chunk(peer, chunk / 16, &mut local)); // warm up, register
-                    barrier.wait();
+                    if !barrier.wait() {
+                        return f64::NAN; // called off: the scope's result is an error
+                    }
                     let start = Instant::now();
                     let mut ops = 0u64;
                     let mut sum = 0u64;

@@ -10,13 +10,13 @@
 //! QSBR readers announce a quiescent state every 1,024 sections, as the read-side part does.
 
 use crate::experiments::spawn_scoped;
+use crate::experiments::{OnExit, StartGate};
 use crate::measure;
 use anyhow::{bail, Result};
 use rcukit::{Qsbr, Rcu, RcuCell, Reclaim};
 use serde::Serialize;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// Sections between two quiescent states of a QSBR reader.
@@ -176,7 +176,7 @@ pub(super) fn parse_shape_peer(id: &str) -> std::result::Result<ShapePeer, Strin
 pub(super) fn measure_shape(peer: ShapePeer, readers: usize, time: Duration) -> Result<ShapeRun> {
     let stop = Stop::new(0);
     let reads = AtomicU64::new(0);
-    let start = Barrier::new(readers + 1);
+    let start = StartGate::new(readers + 1);
     let rcu = Rcu::builder().name("lab-shape").build()?;
     let fenced = !matches!(
         peer,
@@ -192,6 +192,10 @@ pub(super) fn measure_shape(peer: ShapePeer, readers: usize, time: Duration) -> 
     let run = std::thread::scope(|s| -> Result<ShapeRun> {
         let (stop, reads, start, rcu, qsbr, cell, shared) =
             (&stop, &reads, &start, &rcu, &qsbr, &cell, &shared);
+        let _release = OnExit(|| {
+            stop.store(1, Relaxed);
+            start.call_off();
+        });
         let mut threads = Vec::new();
         for _ in 0..readers {
             threads.push(spawn_scoped(s, "shape-reader", move || {
@@ -199,7 +203,9 @@ pub(super) fn measure_shape(peer: ShapePeer, readers: usize, time: Duration) -> 
                 reads.fetch_add(n, Relaxed);
             })?);
         }
-        start.wait();
+        if !start.wait() {
+            bail!("{}: the readers' start was called off", peer.id());
+        }
         let cpu = thread_cpu();
         let t = Instant::now();
         let timer = spawn_scoped(s, "shape-timer", move || {
@@ -286,7 +292,7 @@ impl Drop for Poisoned {
 fn read_loop(
     peer: ShapePeer,
     stop: &Stop,
-    start: &Barrier,
+    start: &StartGate,
     rcu: &Rcu,
     qsbr: &Qsbr,
     cell: &RcuCell<Poisoned, &Rcu>,

@@ -3,7 +3,7 @@
 use super::schemes::{ReadSide, SchemeId, QS_EVERY};
 use super::{Config, Percpu, Report, NAME, UNAVAILABLE};
 use crate::env::Environment;
-use crate::experiments::{join, seeds, spawn_scoped, Envelope, Unavailable};
+use crate::experiments::{join, seeds, spawn_scoped, Envelope, OnExit, Unavailable};
 use crate::measure::{self, per_sec, ratio, Counter, StopFlag};
 use crate::progress::Progress;
 use anyhow::Result;
@@ -130,6 +130,7 @@ fn measure_point(
     let counters: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
     let stop = StopFlag::new();
     std::thread::scope(|s| -> Result<f64> {
+        let _release = OnExit(|| stop.stop());
         let mut handles = Vec::new();
         for (t, counter) in counters.iter().enumerate() {
             let stop = &stop;
