@@ -27,18 +27,41 @@ macro_rules! say {
     };
 }
 
-/// See `say!`: print one line, and stop printing (silently) once stdout is closed.
+/// See `say!`: print one line, and stop printing once stdout cannot take more: silently when
+/// its reader is gone (`| head`), and otherwise (a full disk) with the run's exit status made
+/// a failure ([`stdout_failed`]).
 pub fn say_line(line: &str) {
     use std::io::Write;
-    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-    static CLOSED: AtomicBool = AtomicBool::new(false);
-    if CLOSED.load(Relaxed) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if STDOUT_CLOSED.load(Relaxed) {
         return;
     }
     let mut out = std::io::stdout().lock();
-    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-        CLOSED.store(true, Relaxed);
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        STDOUT_CLOSED.store(true, Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            STDOUT_FAILED.store(true, Relaxed);
+            warn_line(&format!("rcukit-lab: cannot write to stdout: {e}"));
+        }
     }
+}
+
+/// Stdout cannot take more lines (its reader is gone, or a write failed).
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// A write to stdout failed for another reason than a reader gone: the run fails.
+static STDOUT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Did a write to stdout fail (not counting a reader that went away)?
+pub fn stdout_failed() -> bool {
+    STDOUT_FAILED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Print one line on stderr, ignoring a stderr that cannot take it (closed, or its reader
+/// gone): `eprintln!` panics there, which would stop a run that has more to do.
+pub fn warn_line(line: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}").and_then(|()| err.flush());
 }
 
 /// rcukit-lab: reproduce the seeds' kernel experiments in user space, rcukit beside its peers.
@@ -152,7 +175,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     if let Command::Torture(args) = &cli.command {
         return Ok(rcukit_torture::cli(args));
     }
-    run_experiments(cli).map(|()| ExitCode::SUCCESS)
+    run_experiments(cli)?;
+    if stdout_failed() {
+        anyhow::bail!("the results could not all be written to stdout (see above)");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_experiments(cli: Cli) -> Result<()> {
@@ -223,7 +250,10 @@ fn reproduce(args: &CommonArgs, only: &[ExperimentId]) -> Result<()> {
                 outcomes.push(outcome);
             }
             Err(e) => {
-                eprintln!("rcukit-lab: experiment {} failed: {e:#}", exp.name());
+                warn_line(&format!(
+                    "rcukit-lab: experiment {} failed: {e:#}",
+                    exp.name()
+                ));
                 failures.push(format!("{}: {e:#}", exp.name()));
             }
         }

@@ -57,7 +57,11 @@ impl Environment {
                 .and_then(|s| s.split_whitespace().next()?.parse().ok()),
             c_peers: cfg!(feature = "c-peers"),
             release_build: !cfg!(debug_assertions),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            // `args` panics on an argument that is not UTF-8 (a path, say).
+            command: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 

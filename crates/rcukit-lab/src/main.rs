@@ -6,7 +6,7 @@ fn main() -> ExitCode {
     match rcukit_lab::cli::main() {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("rcukit-lab: error: {error:#}");
+            rcukit_lab::cli::warn_line(&format!("rcukit-lab: error: {error:#}"));
             ExitCode::FAILURE
         }
     }

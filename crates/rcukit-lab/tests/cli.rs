@@ -233,3 +233,57 @@ fn a_thread_refused_mid_experiment_is_an_error_not_a_hang() {
         assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
     }
 }
+
+/// Its error reported on a stderr whose reader is gone: still the error's exit status, not a
+/// panic's (`eprintln!` panicked there, exit status 101).
+#[test]
+fn an_error_on_a_closed_stderr_keeps_its_exit_status() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(env!("CARGO_BIN_EXE_rcukit-lab"))
+        .args(["netns", "--duration", "0s", "--no-progress"])
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}
+
+/// Results that stdout cannot take (a full disk: `/dev/full`) fail the run, with a message on
+/// stderr. (Every write error was taken for a closed pipe and ignored: exit status 0.)
+#[cfg(target_os = "linux")]
+#[test]
+fn results_stdout_cannot_take_fail_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rcukit-lab"))
+        .args(["netns", "--duration", "50ms", "--no-progress", "--out"])
+        .arg(dir.path())
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write to stdout"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// An argument that is not UTF-8 (a path): no panic. (The run's record of its command line
+/// used `std::env::args`, which panics there.)
+#[cfg(unix)]
+#[test]
+fn an_argument_that_is_not_utf8_is_no_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(std::ffi::OsStr::from_bytes(b"bad\xffdir"));
+    let o = Command::new(env!("CARGO_BIN_EXE_rcukit-lab"))
+        .args(["netns", "--duration", "50ms", "--no-progress", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.join("netns.json").exists());
+}
