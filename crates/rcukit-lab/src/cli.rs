@@ -242,13 +242,14 @@ fn reproduce(args: &CommonArgs, only: &[ExperimentId]) -> Result<()> {
     let mut failures = Vec::new();
     for exp in list {
         let t = Instant::now();
-        match exp.run_default(&common, &progress) {
-            Ok(outcome) => {
-                print_outcome(&outcome);
-                say!("({} took {:.1} s)", exp.name(), t.elapsed().as_secs_f64());
-                report::write_outcome(&args.out, &env, &outcome)?;
-                outcomes.push(outcome);
-            }
+        let done = exp.run_default(&common, &progress).and_then(|outcome| {
+            print_outcome(&outcome);
+            say!("({} took {:.1} s)", exp.name(), t.elapsed().as_secs_f64());
+            // A file that cannot be written fails this experiment, not the ones after it.
+            report::write_outcome(&args.out, &env, &outcome).map(|()| outcome)
+        });
+        match done {
+            Ok(outcome) => outcomes.push(outcome),
             Err(e) => {
                 warn_line(&format!(
                     "rcukit-lab: experiment {} failed: {e:#}",

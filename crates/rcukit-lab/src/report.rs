@@ -176,12 +176,23 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Write `text` to `path` whole or not at all: into a file of its own beside it, renamed over
+/// `path` once complete. A run stopped or failing mid-write (a full disk, a signal) leaves the
+/// previous file, or none, never a truncated one that the other files link to.
+fn write_whole(path: &Path, text: &str) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".partial-{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = fs::write(&tmp, text).and_then(|()| fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// Write `NAME.json`, `NAME.md` and (if there is a plot) `NAME.svg` for one experiment.
 pub fn write_outcome(dir: &Path, env: &Environment, outcome: &Outcome) -> Result<()> {
-    let write = |name: String, text: &str| -> Result<()> {
-        let path = dir.join(&name);
-        fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
-    };
+    let write = |name: String, text: &str| -> Result<()> { write_whole(&dir.join(name), text) };
     let json = serde_json::to_string_pretty(&outcome.json)?;
     write(format!("{}.json", outcome.name), &json)?;
     let mut md = format!("# {}\n\n{}\n", outcome.title, env.markdown());
@@ -233,8 +244,7 @@ pub fn write_report(dir: &Path, env: &Environment, outcomes: &[Outcome]) -> Resu
             md.push('\n');
         }
     }
-    let path = dir.join("REPORT.md");
-    fs::write(&path, md).with_context(|| format!("cannot write {}", path.display()))
+    write_whole(&dir.join("REPORT.md"), &md)
 }
 
 /// The headline lines of every outcome, as a Markdown list.

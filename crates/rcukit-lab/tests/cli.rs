@@ -287,3 +287,33 @@ fn an_argument_that_is_not_utf8_is_no_panic() {
     assert!(o.status.success(), "{err}");
     assert!(out.join("netns.json").exists());
 }
+
+/// A result file that cannot be written (here `percpu.svg` is a directory) fails its
+/// experiment; the others still run and the report is written, and no file is left half
+/// written. (The first failed write ended the whole `reproduce`, with no report.)
+#[test]
+fn a_result_that_cannot_be_written_fails_only_its_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("percpu.svg")).unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = lab(&[
+        "reproduce",
+        "--quick",
+        "--only",
+        "percpu,netns",
+        "--no-progress",
+        "--out",
+        out,
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("experiment percpu failed"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_files(dir.path(), "netns");
+    let report = std::fs::read_to_string(dir.path().join("REPORT.md")).unwrap();
+    assert!(report.contains("netns"), "{report}");
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(!name.contains(".partial-"), "{name} left behind");
+    }
+}
