@@ -157,7 +157,8 @@ pub(crate) fn wrong_domain(container: &str, guard: &dyn ReadSection, mine: &Rcu)
     panic!(
         "rcukit: {container} of domain '{}' (#{}) read with a Guard of domain '{}' (#{}); a \
          guard only protects data of its own domain. Take the guard with the container's \
-         domain().read() or domain().read_owned()",
+         domain().read() or domain().read_owned() (a QSBR domain's: a QsbrThread from its \
+         register())",
         mine.name(),
         mine.id(),
         guard.domain_name(),
