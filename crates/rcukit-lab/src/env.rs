@@ -107,9 +107,13 @@ pub fn available_cores() -> usize {
         .unwrap_or(1)
 }
 
+/// The commit of the source tree the lab was built from (`-dirty` with changes to tracked
+/// files): asked of that tree, not of the directory the lab runs in, which may be another
+/// repository or none.
 fn git_commit() -> Option<String> {
+    let tree = env!("CARGO_MANIFEST_DIR");
     let out = Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
+        .args(["-C", tree, "rev-parse", "--short", "HEAD"])
         .output()
         .ok()?;
     if !out.status.success() {
@@ -117,7 +121,7 @@ fn git_commit() -> Option<String> {
     }
     let commit = String::from_utf8(out.stdout).ok()?.trim().to_string();
     let dirty = Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
+        .args(["-C", tree, "status", "--porcelain", "--untracked-files=no"])
         .output()
         .ok()
         .map(|o| !o.stdout.is_empty())

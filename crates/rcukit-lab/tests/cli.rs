@@ -317,3 +317,35 @@ fn a_result_that_cannot_be_written_fails_only_its_experiment() {
         assert!(!name.contains(".partial-"), "{name} left behind");
     }
 }
+
+/// The commit recorded with the results is the lab's source tree's, wherever the lab runs.
+/// (It was the commit of the directory it ran in: another repository's, or none.)
+#[test]
+fn the_commit_recorded_is_the_labs_not_the_working_directorys() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rcukit-lab"))
+        .args(["netns", "--duration", "50ms", "--no-progress", "--out", "."])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("netns.json")).unwrap())
+            .unwrap();
+    let tree = env!("CARGO_MANIFEST_DIR");
+    let head = Command::new("git")
+        .args(["-C", tree, "rev-parse", "--short", "HEAD"])
+        .output()
+        .unwrap();
+    if !head.status.success() {
+        return; // a source tree outside git: nothing to record
+    }
+    let head = String::from_utf8(head.stdout).unwrap().trim().to_string();
+    let recorded = json["env"]["git_commit"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        recorded.starts_with(&head),
+        "recorded {recorded:?}, tree at {head}"
+    );
+}
