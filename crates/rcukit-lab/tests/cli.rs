@@ -341,9 +341,7 @@ fn the_commit_recorded_is_the_labs_not_the_working_directorys() {
         return; // a source tree outside git: nothing to record
     }
     let head = String::from_utf8(head.stdout).unwrap().trim().to_string();
-    let recorded = json["env"]["git_commit"]
-        .as_str()
-        .unwrap_or_default();
+    let recorded = json["env"]["git_commit"].as_str().unwrap_or_default();
     assert!(
         recorded.starts_with(&head),
         "recorded {recorded:?}, tree at {head}"
