@@ -198,8 +198,8 @@ impl<T, D: DomainRef> RcuList<T, D> {
     /// removed earlier, on this thread after the writer lock is released (the domain's
     /// [`retire_on_producers`](crate::RcuBuilder::retire_on_producers), on by default): such
     /// a `Drop` must not take a lock that the caller holds around the removal, nor wait for a
-    /// grace period while the caller holds an owned section of the domain. `pred` runs under the writer lock and must not write to
-    /// this list (such a write panics).
+    /// grace period while the caller holds an owned section of the domain. `pred` runs under
+    /// the writer lock and must not write to this list (such a write panics).
     pub fn remove_first<F>(&self, pred: F) -> bool
     where
         F: FnMut(&T) -> bool,
