@@ -251,7 +251,10 @@ fn supervise<F: Flavor>(
         threads.respawn_readers(rng, config.faults);
         if let (Some(at), Some(every)) = (next_progress, config.progress) {
             if now >= at {
-                eprintln!("{}", Progress::collect(&shared, now - started));
+                crate::warn_line(format_args!(
+                    "{}",
+                    Progress::collect(&shared, now - started)
+                ));
                 next_progress = Some(at + every);
             }
         }
@@ -260,11 +263,11 @@ fn supervise<F: Flavor>(
             last_versions = versions;
             last_progress_at = now;
         } else if now - last_progress_at >= WRITER_WATCHDOG {
-            eprintln!(
+            crate::warn_line(format_args!(
                 "{}-torture: warning: the writer has published nothing for {:.1?}",
                 shared.flavor.name(),
                 now - last_progress_at
-            );
+            ));
             last_progress_at = now;
         }
         std::thread::sleep((end - now).min(Duration::from_millis(20)));

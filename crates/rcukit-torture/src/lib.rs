@@ -205,10 +205,25 @@ pub fn run_flavor<F: Flavor>(flavor: F, config: &Config) -> Result<Report, Tortu
 /// Run with command-line arguments: print the report on stdout (last line `SUCCESS` or
 /// `FAILURE`) or the error on stderr, and return the exit code: 0 on success, 1 on failure,
 /// 2 when the run could not start.
+///
+/// The exit code is the verdict's even where the report cannot be printed: a stdout that
+/// cannot take it (a full disk; a reader gone) gets a line on stderr instead, and lines on a
+/// stderr that cannot take them are dropped (`println!` and `eprintln!` panic there).
 pub fn cli(args: &TortureArgs) -> ExitCode {
     match run(&args.config()) {
         Ok(report) => {
-            println!("{report}");
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = writeln!(out, "{report}").and_then(|()| out.flush()) {
+                let verdict = if report.passed() {
+                    "SUCCESS"
+                } else {
+                    "FAILURE"
+                };
+                warn_line(format_args!(
+                    "rcukit-torture: cannot print the report ({e}); {verdict}"
+                ));
+            }
             if report.passed() {
                 ExitCode::SUCCESS
             } else {
@@ -216,10 +231,17 @@ pub fn cli(args: &TortureArgs) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("rcukit-torture: error: {e}");
+            warn_line(format_args!("rcukit-torture: error: {e}"));
             ExitCode::from(2)
         }
     }
+}
+
+/// Print one line on stderr, or nothing if stderr cannot take it (closed, or its reader gone).
+pub(crate) fn warn_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}").and_then(|()| err.flush());
 }
 
 fn clock_seed() -> u64 {

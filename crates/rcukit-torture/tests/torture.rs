@@ -637,3 +637,38 @@ fn a_registration_based_flavor_runs_through_the_same_engine() {
     assert!(report.writer_updates[UpdateKind::Call.index()] == 0);
     assert!(report.faults.stalls_reported > 0, "{report}");
 }
+
+/// The verdict's exit code stands where the output cannot be written: a report that stdout
+/// cannot take (a full disk) is named on stderr with its verdict, and progress lines on a stderr
+/// whose reader is gone are dropped. (`println!` and `eprintln!` panicked there: exit code 101,
+/// the verdict lost.)
+#[cfg(target_os = "linux")]
+#[test]
+fn the_verdict_stands_when_the_output_cannot_be_written() {
+    let bin = env!("CARGO_BIN_EXE_rcukit-torture");
+    let args = ["--duration", "1s", "--progress", "100ms"];
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(bin).args(args).stdout(full).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("cannot print the report"), "{stderr}");
+    assert!(stderr.contains("SUCCESS"), "{stderr}");
+
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(bin)
+        .args(args)
+        .stderr(writer)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        stdout.trim_end().lines().last(),
+        Some("SUCCESS"),
+        "{stdout}"
+    );
+}
