@@ -59,9 +59,7 @@ pub fn stdout_failed() -> bool {
 /// Print one line on stderr, ignoring a stderr that cannot take it (closed, or its reader
 /// gone): `eprintln!` panics there, which would stop a run that has more to do.
 pub fn warn_line(line: &str) {
-    use std::io::Write;
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}").and_then(|()| err.flush());
+    rcukit_torture::warn_line(format_args!("{line}"));
 }
 
 /// rcukit-lab: reproduce the seeds' kernel experiments in user space, rcukit beside its peers.

@@ -237,8 +237,10 @@ pub fn cli(args: &TortureArgs) -> ExitCode {
     }
 }
 
-/// Print one line on stderr, or nothing if stderr cannot take it (closed, or its reader gone).
-pub(crate) fn warn_line(line: std::fmt::Arguments<'_>) {
+/// Print one line on stderr, or nothing if stderr cannot take it (closed, or its reader gone):
+/// `eprintln!` panics there, which would end a run that has more to do (or report). The lab,
+/// which embeds the torture, prints its own stderr lines with it too.
+pub fn warn_line(line: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}").and_then(|()| err.flush());
