@@ -195,11 +195,13 @@ fn run_experiments(cli: Cli) -> Result<()> {
 }
 
 fn single<E: Experiment>(args: &CommonArgs, flags: &E::Args) -> Result<()> {
-    report::prepare_out_dir(&args.out)?;
     let common = args.common();
+    // Bad settings are reported before the output directory is made.
+    let cfg = experiments::configure::<E>(&common, flags)?;
+    report::prepare_out_dir(&args.out)?;
     let progress = Progress::new(!args.no_progress);
     let env = Environment::collect(common.quick);
-    let outcome = experiments::run_with::<E>(&common, flags, &progress)?;
+    let outcome = experiments::run_configured::<E>(&cfg, &progress)?;
     print_outcome(&outcome);
     report::write_outcome(&args.out, &env, &outcome)?;
     say!(

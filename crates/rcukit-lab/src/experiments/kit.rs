@@ -38,6 +38,8 @@ pub trait Experiment {
     fn config(common: &Common) -> Self::Config;
     /// Apply the flags given on top of `cfg`.
     fn apply(args: &Self::Args, cfg: &mut Self::Config);
+    /// Check `cfg`'s settings (bad ones are errors, before anything is measured or written).
+    fn validate(cfg: &Self::Config) -> Result<()>;
     /// Validate `cfg` and measure.
     fn run(cfg: &Self::Config, progress: &Progress) -> Result<Self::Report>;
     /// Tables, plot and headlines.
@@ -116,15 +118,17 @@ pub fn run_default<E: Experiment>(common: &Common, progress: &Progress) -> Resul
     outcome::<E>(&E::run(&E::config(common), progress)?)
 }
 
-/// Run `E` with `args` applied on top of the defaults for `common` and render it.
-pub fn run_with<E: Experiment>(
-    common: &Common,
-    args: &E::Args,
-    progress: &Progress,
-) -> Result<Outcome> {
+/// The defaults for `common` with `args` applied on top, checked.
+pub fn configure<E: Experiment>(common: &Common, args: &E::Args) -> Result<E::Config> {
     let mut cfg = E::config(common);
     E::apply(args, &mut cfg);
-    outcome::<E>(&E::run(&cfg, progress)?)
+    E::validate(&cfg)?;
+    Ok(cfg)
+}
+
+/// Run `E` with `cfg` (from [`configure`]) and render it.
+pub fn run_configured<E: Experiment>(cfg: &E::Config, progress: &Progress) -> Result<Outcome> {
+    outcome::<E>(&E::run(cfg, progress)?)
 }
 
 /// Copy every flag that was given (`Some`) into the config field of the same name:

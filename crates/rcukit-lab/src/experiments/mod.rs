@@ -25,7 +25,8 @@
 //! Larger experiments split the workload further (`conntrack/flow.rs` and `clock.rs`,
 //! `netfilter/rules.rs`, `capture/packets.rs`, `peers/{read,grace_period,retire}.rs`). The
 //! seeds' own figures live in [`seeds`], once. The command line reaches every experiment
-//! through [`run_with`] and `reproduce` through [`run_default`].
+//! through [`configure`] (its settings checked before anything is written) and
+//! [`run_configured`], and `reproduce` through [`run_default`].
 //!
 //! # Schemes that this build does not have
 //!
@@ -45,7 +46,9 @@ pub mod peers;
 pub mod percpu;
 pub mod seeds;
 
-pub use kit::{measure_each, outcome, run_default, run_with, Envelope, Experiment, Rendered};
+pub use kit::{
+    configure, measure_each, outcome, run_configured, run_default, Envelope, Experiment, Rendered,
+};
 
 use crate::env::available_cores;
 use crate::progress::Progress;
@@ -182,6 +185,21 @@ pub fn check_duration(what: &str, d: Duration) -> Result<()> {
     }
     if d > MAX_PHASE {
         bail!("{what} = {d:?} is longer than the maximum of {MAX_PHASE:?}");
+    }
+    Ok(())
+}
+
+/// Check that a list flag names each value once (a value given twice would be measured
+/// twice, under one name); `name` spells a value as the flag takes it.
+pub fn check_distinct<T: PartialEq>(
+    what: &str,
+    list: &[T],
+    name: impl Fn(&T) -> String,
+) -> Result<()> {
+    for (i, v) in list.iter().enumerate() {
+        if list[..i].contains(v) {
+            bail!("{what} lists {} twice", name(v));
+        }
     }
     Ok(())
 }

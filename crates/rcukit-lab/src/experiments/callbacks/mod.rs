@@ -42,8 +42,8 @@ mod schemes;
 pub use run::{run, Body, Latency, LatencyPoint, PendingDelay, PendingPoint, SeedFigures};
 
 use super::{
-    check_duration, check_range, check_threads, ser_ms, ser_ms_list, Common, Envelope, Experiment,
-    Rendered,
+    check_distinct, check_duration, check_range, check_threads, ser_ms, ser_ms_list, Common,
+    Envelope, Experiment, Rendered,
 };
 use crate::measure;
 use crate::progress::Progress;
@@ -144,6 +144,7 @@ impl Config {
                 bail!("--delays: {d:?} is longer than 10 s");
             }
         }
+        check_distinct("--delays", &self.delays, |d| format!("{d:?}"))?;
         check_duration("--point", self.point)?;
         check_duration("sample interval", self.sample)?;
         check_threads("--writers", self.writers)?;
@@ -157,6 +158,7 @@ impl Config {
                 bail!("--exp-intervals: {d:?} is longer than 10 s");
             }
         }
+        check_distinct("--exp-intervals", &self.exp_intervals, |d| format!("{d:?}"))?;
         Ok(())
     }
 }
@@ -220,6 +222,10 @@ impl Experiment for Callbacks {
             runs, sync_exp_threads;
             lists: delays, exp_intervals
         );
+    }
+
+    fn validate(cfg: &Config) -> Result<()> {
+        cfg.validate()
     }
 
     fn run(cfg: &Config, progress: &Progress) -> Result<Report> {

@@ -57,8 +57,8 @@ pub use run::{run, Body, Point, SchemeResult, SeedFigures};
 pub use schemes::SchemeId;
 
 use super::{
-    check_duration, check_range, check_threads, ser_ms, Common, Envelope, Experiment, Rendered,
-    Unavailable,
+    check_distinct, check_duration, check_range, check_threads, ser_ms, Common, Envelope,
+    Experiment, Rendered, Unavailable,
 };
 use crate::progress::Progress;
 use anyhow::{bail, Result};
@@ -125,6 +125,7 @@ impl Config {
                 bail!("--rates: {r} packets/s per thread is outside 1..=1e9");
             }
         }
+        check_distinct("--rates", &self.rates, f64::to_string)?;
         check_range("--ring", self.ring, 1, 1 << 24)?;
         check_range("--filter-len", self.filter_len as u64, 1, 4096)?;
         check_duration("--interval", self.interval)?;
@@ -183,6 +184,10 @@ impl Experiment for Capture {
             args => cfg; packet_threads, ring, filter_len, interval, point, rounds;
             lists: rates
         );
+    }
+
+    fn validate(cfg: &Config) -> Result<()> {
+        cfg.validate()
     }
 
     fn run(cfg: &Config, progress: &Progress) -> Result<Report> {

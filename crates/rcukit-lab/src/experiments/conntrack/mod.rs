@@ -82,8 +82,8 @@ pub use run::{run, Body, Claim, MapResult, Point, VsBaseline, WriterFigures};
 pub use schemes::MapId;
 
 use super::{
-    check_duration, check_range, check_threads, ser_ms, Common, Envelope, Experiment, Rendered,
-    Unavailable,
+    check_distinct, check_duration, check_range, check_threads, ser_ms, Common, Envelope,
+    Experiment, Rendered, Unavailable,
 };
 use crate::progress::Progress;
 use anyhow::{bail, Result};
@@ -164,6 +164,7 @@ impl Config {
         for &n in &self.packet_threads {
             check_threads("--packet-threads", n)?;
         }
+        check_distinct("--packet-threads", &self.packet_threads, usize::to_string)?;
         check_range("--miss-percent", u64::from(self.miss_percent), 0, 100)?;
         check_range("--churn-rate", self.churn_rate, 0, 10_000_000)?;
         check_duration("--point", self.point)?;
@@ -172,6 +173,7 @@ impl Config {
         if self.maps.is_empty() {
             bail!("--maps needs at least one map");
         }
+        check_distinct("--maps", &self.maps, |m| m.id().to_string())?;
         Ok(())
     }
 }
@@ -246,6 +248,10 @@ impl Experiment for Conntrack {
             args => cfg; flows, miss_percent, churn_rate, point, rounds, sample_every;
             lists: packet_threads, maps
         );
+    }
+
+    fn validate(cfg: &Config) -> Result<()> {
+        cfg.validate()
     }
 
     fn run(cfg: &Config, progress: &Progress) -> Result<Report> {

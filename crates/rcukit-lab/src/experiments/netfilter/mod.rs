@@ -180,6 +180,10 @@ impl Experiment for Netfilter {
         crate::override_fields!(args => cfg; rules, additions, readers, phase, rounds);
     }
 
+    fn validate(cfg: &Config) -> Result<()> {
+        cfg.validate()
+    }
+
     fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
         run(cfg, progress)
     }

@@ -145,6 +145,10 @@ impl Experiment for Netns {
         crate::override_fields!(args => cfg; creators, process, setup, exit, duration);
     }
 
+    fn validate(cfg: &Config) -> Result<()> {
+        cfg.validate()
+    }
+
     fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
         run(cfg, progress)
     }

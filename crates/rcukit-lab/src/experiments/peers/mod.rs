@@ -52,8 +52,8 @@ pub use run::{run, Body};
 pub use shapes::{ShapePeer, ShapeResult};
 
 use super::{
-    check_duration, check_range, check_threads, ser_ms, Common, Envelope, Experiment, Rendered,
-    Unavailable,
+    check_distinct, check_duration, check_range, check_threads, ser_ms, Common, Envelope,
+    Experiment, Rendered, Unavailable,
 };
 use crate::progress::Progress;
 use anyhow::{bail, Result};
@@ -136,12 +136,17 @@ impl Config {
         if self.parts.is_empty() {
             bail!("--parts needs at least one of read, grace-period, retire, shapes");
         }
+        check_distinct("--parts", &self.parts, |p| {
+            clap::ValueEnum::to_possible_value(p)
+                .map_or_else(|| format!("{p:?}"), |v| v.get_name().to_string())
+        })?;
         if self.read_threads.is_empty() {
             bail!("--read-threads needs at least one count");
         }
         for &n in &self.read_threads {
             check_threads("--read-threads", n)?;
         }
+        check_distinct("--read-threads", &self.read_threads, usize::to_string)?;
         check_duration("--read-time", self.read_time)?;
         check_duration("--gp-time", self.gp_time)?;
         check_range("gp samples", self.gp_max_samples as u64, 1, 1_000_000)?;
@@ -152,9 +157,11 @@ impl Config {
         for &n in &self.shape_readers {
             check_threads("--shape-readers", n)?;
         }
+        check_distinct("--shape-readers", &self.shape_readers, usize::to_string)?;
         if self.shape_peers.is_empty() {
             bail!("--shape-peers needs at least one peer");
         }
+        check_distinct("--shape-peers", &self.shape_peers, |p| p.id().to_string())?;
         check_duration("--shape-time", self.shape_time)?;
         check_range("--rounds", self.rounds as u64, 1, 1000)?;
         Ok(())
@@ -217,6 +224,10 @@ impl Experiment for Peers {
             args => cfg; read_time, gp_time, retire_objects, shape_time, rounds;
             lists: read_threads, parts, shape_readers, shape_peers
         );
+    }
+
+    fn validate(cfg: &Config) -> Result<()> {
+        cfg.validate()
     }
 
     fn run(cfg: &Config, progress: &Progress) -> Result<Report> {

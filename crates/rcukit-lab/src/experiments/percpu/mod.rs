@@ -36,8 +36,8 @@ pub use run::{run, Body, Point, SchemeResult};
 pub use schemes::SchemeId;
 
 use super::{
-    check_duration, check_range, check_threads, ser_ms, Common, Envelope, Experiment, Rendered,
-    Unavailable,
+    check_distinct, check_duration, check_range, check_threads, ser_ms, Common, Envelope,
+    Experiment, Rendered, Unavailable,
 };
 use crate::progress::Progress;
 use anyhow::{bail, Result};
@@ -84,6 +84,7 @@ impl Config {
         for &n in &self.thread_counts {
             check_threads("--thread-counts", n)?;
         }
+        check_distinct("--thread-counts", &self.thread_counts, usize::to_string)?;
         check_range("--work", self.work as u64, 1, 1 << 20)?;
         check_duration("--point", self.point)?;
         Ok(())
@@ -127,6 +128,10 @@ impl Experiment for Percpu {
             cfg.thread_counts = args.thread_counts.clone();
         }
         crate::override_fields!(args => cfg; work, point);
+    }
+
+    fn validate(cfg: &Config) -> Result<()> {
+        cfg.validate()
     }
 
     fn run(cfg: &Config, progress: &Progress) -> Result<Report> {
