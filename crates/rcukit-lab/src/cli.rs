@@ -198,7 +198,7 @@ fn single<E: Experiment>(args: &CommonArgs, flags: &E::Args) -> Result<()> {
     let common = args.common();
     // Bad settings are reported before the output directory is made.
     let cfg = experiments::configure::<E>(&common, flags)?;
-    report::prepare_out_dir(&args.out)?;
+    let _out = report::prepare_out_dir(&args.out)?;
     let progress = Progress::new(!args.no_progress);
     let env = Environment::collect(common.quick);
     let outcome = experiments::run_configured::<E>(&cfg, &progress)?;
@@ -222,7 +222,7 @@ fn print_outcome(o: &Outcome) {
 }
 
 fn reproduce(args: &CommonArgs, only: &[ExperimentId]) -> Result<()> {
-    report::prepare_out_dir(&args.out)?;
+    let _out = report::prepare_out_dir(&args.out)?;
     let common = args.common();
     let progress = Progress::new(!args.no_progress);
     let env = Environment::collect(common.quick);

@@ -165,15 +165,47 @@ pub fn bytes(b: f64) -> String {
     }
 }
 
-/// Make sure `dir` exists and is writable, with a clear error otherwise.
-pub fn prepare_out_dir(dir: &Path) -> Result<()> {
+/// Make sure `dir` exists and is writable, and that no other run of the lab writes to it, with
+/// a clear error otherwise. The run holds the returned lock until it has written its files:
+/// two runs into one directory would mix their results (each file whole, but `REPORT.md` of
+/// one run beside the figures of the other).
+pub fn prepare_out_dir(dir: &Path) -> Result<OutDirLock> {
     fs::create_dir_all(dir)
         .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
-    let probe = dir.join(".rcukit-lab-write-test");
-    fs::write(&probe, b"ok")
+    let path = dir.join(LOCK_FILE);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
         .with_context(|| format!("the output directory {} is not writable", dir.display()))?;
-    let _ = fs::remove_file(&probe);
-    Ok(())
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `flock` on a descriptor this function owns; no memory is passed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                anyhow::bail!(
+                    "another rcukit-lab run is writing to {}: wait for it to end, or give \
+                     this one another --out",
+                    dir.display()
+                );
+            }
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    Ok(OutDirLock { _file: file })
+}
+
+/// The file in an output directory that a run holds locked (`flock`) while it writes there.
+pub const LOCK_FILE: &str = ".rcukit-lab.lock";
+
+/// An output directory held by this run (see [`prepare_out_dir`]); dropping it lets another
+/// run in. The lock goes with the process too, however it ends.
+#[derive(Debug)]
+pub struct OutDirLock {
+    _file: fs::File,
 }
 
 /// Write `text` to `path` whole or not at all: into a file of its own beside it, renamed over

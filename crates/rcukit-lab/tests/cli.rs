@@ -101,6 +101,34 @@ fn a_value_listed_twice_is_an_error_and_bad_settings_make_no_output_directory() 
 }
 
 #[test]
+fn a_run_into_a_directory_another_run_writes_is_an_error() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    // Hold the directory's lock as a run in progress does.
+    let held = std::fs::File::create(dir.path().join(rcukit_lab::report::LOCK_FILE)).unwrap();
+    // SAFETY: `flock` on a descriptor the test owns.
+    assert_eq!(
+        unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    assert_fails(
+        &["netns", "--out", out, "--duration", "50ms", "--no-progress"],
+        "another rcukit-lab run is writing to",
+    );
+    assert_fails(
+        &["reproduce", "--quick", "--out", out],
+        "another rcukit-lab run",
+    );
+    assert!(!dir.path().join("netns.json").exists());
+    // Once that run is over, the directory is free.
+    drop(held);
+    let o = lab(&["netns", "--out", out, "--duration", "50ms", "--no-progress"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.path().join("netns.json").exists());
+}
+
+#[test]
 fn unwritable_output_directory_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
