@@ -1537,6 +1537,115 @@ fn a_closure_whose_bucket_changed_runs_again_with_the_newest_entry() {
     });
 }
 
+/// User code of a read-modify-write that changes the key's own bucket on every run (here it
+/// writes the key itself, directly or from a read-modify-write of another map nested in it)
+/// would make every run's decision stale for ever: the call panics with the cause once 64
+/// runs in a row were undone that way, the map stays usable, and every value is dropped once.
+/// User code that stops writing the bucket before that, or writes elsewhere, completes.
+#[test]
+fn a_closure_that_writes_its_own_key_on_every_run_panics_instead_of_running_for_ever() {
+    common::each_config(|rcu| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let made = AtomicUsize::new(0);
+        let map: Map<u32, Counted> = RcuHashMap::with_domain(rcu);
+        let other: Map<u32, u32> = RcuHashMap::with_domain(rcu);
+        let c = |n| {
+            made.fetch_add(1, SeqCst);
+            Counted(n, Arc::clone(&drops))
+        };
+        map.pin().insert(0, c(0));
+        let runs = AtomicUsize::new(0);
+        // One run of user code that writes key 0 itself.
+        let write = || {
+            runs.fetch_add(1, SeqCst);
+            map.pin().insert(0, c(7));
+        };
+        let expect_panic = |what: &str, call: &dyn Fn()| {
+            runs.store(0, SeqCst);
+            let err = catch_unwind(AssertUnwindSafe(call)).expect_err(what);
+            let msg = err.downcast_ref::<String>().expect("a formatted message");
+            assert!(
+                msg.contains(&format!("RcuHashMap::{what}:")) && msg.contains("run for ever"),
+                "{what}: {msg}"
+            );
+            assert_eq!(runs.load(SeqCst), 64, "{what}");
+        };
+        expect_panic("compute", &|| {
+            map.pin().compute(0, |_| {
+                write();
+                Operation::<_, ()>::Insert(c(1))
+            });
+        });
+        expect_panic("compute", &|| {
+            map.pin().compute(0, |_| {
+                write();
+                Operation::<Counted, _>::Abort(())
+            });
+        });
+        expect_panic("update", &|| {
+            let guard = map.domain().read();
+            map.update(
+                &0,
+                |_| {
+                    write();
+                    c(1)
+                },
+                &guard,
+            );
+        });
+        expect_panic("update_or_insert", &|| {
+            map.pin().update_or_insert_with(
+                0,
+                |_| {
+                    write();
+                    c(1)
+                },
+                || c(2),
+            );
+        });
+        expect_panic("remove_if", &|| {
+            map.pin().remove_if(&0, |_, _| {
+                write();
+                true
+            });
+        });
+        // The write of key 0 made by a read-modify-write of another map, inside this one's.
+        expect_panic("compute", &|| {
+            map.pin().compute(0, |_| {
+                other.pin().compute(1, |_| {
+                    write();
+                    Operation::<u32, ()>::Insert(1)
+                });
+                Operation::<_, ()>::Insert(c(1))
+            });
+        });
+        // Writing the bucket on the first 63 runs only: the 64th run's decision stands.
+        runs.store(0, SeqCst);
+        let pinned = map.pin();
+        let done = pinned.compute(0, |_| {
+            if runs.load(SeqCst) < 63 {
+                write();
+            } else {
+                runs.fetch_add(1, SeqCst);
+            }
+            Operation::<_, ()>::Insert(c(64))
+        });
+        assert!(matches!(done, Compute::Updated { .. }));
+        assert_eq!(runs.load(SeqCst), 64);
+        // Writing only elsewhere on every run: the first run's decision stands.
+        let done = pinned.update(&0, |v| {
+            other.pin().insert(2, 2);
+            c(v.0 + 1)
+        });
+        assert_eq!(done.map(|v| v.0), Some(65));
+        assert_eq!(map.len(), 1);
+        drop(pinned);
+        drop(map);
+        rcu.barrier();
+        assert_eq!(drops.load(SeqCst), made.load(SeqCst));
+    });
+}
+
 /// A removed entry whose key's `Drop` panics and whose value's `Drop` panics too: both are
 /// dropped, each panic is reported by the domain, and the process goes on. (Dropping them
 /// together, the value's panic came while unwinding from the key's: an abort.)

@@ -10,6 +10,7 @@
 //! the key, and the closure may run more than once (as `AtomicU64::fetch_update`'s does).
 
 use super::node::Node;
+use super::own_writes::{Undone, Watch};
 use super::table;
 use super::write::{link, OwnedNode, Sink};
 use super::RcuHashMap;
@@ -33,12 +34,15 @@ where
     /// [`compute`](Self::compute) whose closure also gets back the value its previous
     /// `Insert` carried when that attempt had to be retried (so that a value made once can be
     /// offered again).
+    /// `what` names the method for a panic message (see `own_writes`).
+    #[track_caller]
     pub(crate) fn compute_in<'g, G, F, T>(
         &'g self,
         key: K,
         mut f: F,
         guard: &'g G,
         sink: &impl Sink<K, V>,
+        what: &'static str,
     ) -> Compute<'g, K, V, T>
     where
         G: ReadSection,
@@ -50,6 +54,7 @@ where
         // Results of aborts that had to be retried: dropped when the call returns, not while
         // it retries (as for rejected values: see `compute_dropping_late`).
         let mut stale = Vec::new();
+        let mut undone = Undone::new();
         loop {
             // Before each attempt: `Eq` or `f` may have forked (`after_fork`).
             self.repair_if_forked();
@@ -59,15 +64,22 @@ where
             let spot = unsafe { table::locate(table, hash, &mut |x| x == k) };
             // SAFETY: a published node found under the guard, alive for 'g.
             let current = unsafe { spot.found.as_ref() };
-            match f(current.map(entry), rejected.take()) {
+            let watch = Watch::new(spot.bucket_id());
+            match watch.run(|| f(current.map(entry), rejected.take())) {
                 Operation::Abort(t) if spot.unchanged() => return Compute::Aborted(t),
                 Operation::Remove if current.is_none() && spot.unchanged() => {
                     return Compute::Absent
                 }
-                Operation::Abort(t) => stale.push(t),
-                Operation::Remove if current.is_none() => {}
+                Operation::Abort(t) => {
+                    stale.push(t);
+                    undone.failed(&watch, what);
+                }
+                Operation::Remove if current.is_none() => undone.failed(&watch, what),
                 Operation::Remove => {
-                    let Some(locked) = spot.lock() else { continue };
+                    let Some(locked) = spot.lock() else {
+                        undone.failed(&watch, what);
+                        continue;
+                    };
                     // SAFETY: validated lock, and the spot found a node.
                     let old = unsafe { locked.unlink() };
                     drop(locked);
@@ -79,6 +91,7 @@ where
                         let (k, v) = node.into_parts();
                         key = Some(k);
                         rejected = Some(v);
+                        undone.failed(&watch, what);
                         continue;
                     };
                     let new = node.publish();
@@ -137,6 +150,7 @@ where
     /// `insert()` was inserted for an absent key, in one atomic step. `update` may run more
     /// than once; `insert` runs at most once (a value it made for an attempt that had to be
     /// retried is offered again).
+    #[track_caller]
     pub(crate) fn update_or_insert_in<'g, G, U, I>(
         &'g self,
         key: K,
@@ -172,7 +186,7 @@ where
                 ),
             }
         };
-        let done = self.compute_in(key, op, guard, sink);
+        let done = self.compute_in(key, op, guard, sink, "update_or_insert");
         drop(discarded);
         match done {
             Compute::Inserted(_, v) | Compute::Updated { new: (_, v), .. } => v,
@@ -184,7 +198,9 @@ where
 }
 
 /// Read-modify-write under the caller's guard. Each panics if `guard` belongs to another
-/// domain than the map's.
+/// domain than the map's, and if its closure changes the key's own bucket (it writes the
+/// map) on 64 runs in a row, which would keep it retrying for ever (see "Where user code
+/// runs" in the [map's docs](RcuHashMap)).
 impl<K, V, S, D> RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,
@@ -237,6 +253,7 @@ where
     /// [`compute_in`](Self::compute_in) for a closure that does not reuse rejected values:
     /// they are dropped after the call returns, not while it retries (a value whose `Drop`
     /// writes to the key's bucket would otherwise make every attempt stale).
+    #[track_caller]
     pub(crate) fn compute_dropping_late<'g, G, F, T>(
         &'g self,
         key: K,
@@ -257,6 +274,7 @@ where
             },
             guard,
             sink,
+            "compute",
         );
         drop(rejected);
         done

@@ -26,8 +26,10 @@
 //! the table is freed.
 
 use super::hint;
+use super::own_writes;
 use crate::pages::{PageArray, Pages};
 use crate::sync::{AtomicPtr, AtomicU64, Backoff};
+use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// Bit of the state word: every entry of this bucket now lives in the next table.
@@ -182,12 +184,16 @@ impl<N> Line<N> {
     /// a successful exchange proves the bucket was still empty when it became `MOVED`.
     pub(crate) fn mark_moved_if_empty(&self) -> bool {
         let state = self.state.load(Acquire);
-        state & (LOCKED | CHANGING | MOVED) == 0
+        let marked = state & (LOCKED | CHANGING | MOVED) == 0
             && self.is_empty()
             && self
                 .state
                 .compare_exchange(state, state.wrapping_add(VERSION) | MOVED, Release, Relaxed)
-                .is_ok()
+                .is_ok();
+        if marked {
+            own_writes::note_change(ptr::from_ref(self).cast());
+        }
+        marked
     }
 
     /// Take the bucket's lock (`Acquire`: the holder sees every earlier holder's stores).
@@ -249,6 +255,7 @@ impl<N> LineLock<'_, N> {
         hint: Option<(usize, u64)>,
         change: impl FnOnce() -> R,
     ) -> R {
+        own_writes::note_change(ptr::from_ref(self.line).cast());
         let state = self.line.state.load(Relaxed);
         self.line.state.store(state | CHANGING, Relaxed);
         let result = change();

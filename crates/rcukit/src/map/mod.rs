@@ -14,6 +14,7 @@ mod loom;
 mod moves;
 mod node;
 mod overflow;
+mod own_writes;
 mod pin;
 pub(crate) mod table;
 mod traits;

@@ -202,11 +202,12 @@ where
         K: Borrow<Q>,
     {
         self.map
-            .remove_where(key, |_, _| true, &*self.guard, self)
+            .remove_where(key, |_, _| true, &*self.guard, self, None)
             .map(|n| &n.value)
     }
 
     /// See [`RcuHashMap::remove_if`].
+    #[track_caller]
     pub fn remove_if<Q, F>(&self, key: &Q, condition: F) -> Option<(&K, &V)>
     where
         K: Borrow<Q>,
@@ -214,11 +215,12 @@ where
         F: FnMut(&K, &V) -> bool,
     {
         self.map
-            .remove_where(key, condition, &*self.guard, self)
+            .remove_where(key, condition, &*self.guard, self, Some("remove_if"))
             .map(|n| (&n.key, &n.value))
     }
 
     /// See [`RcuHashMap::update`].
+    #[track_caller]
     pub fn update<Q, F>(&self, key: &Q, f: F) -> Option<&V>
     where
         K: Borrow<Q> + Clone,
@@ -231,6 +233,7 @@ where
     }
 
     /// See [`RcuHashMap::compute`].
+    #[track_caller]
     pub fn compute<F, T>(&self, key: K, f: F) -> Compute<'_, K, V, T>
     where
         F: FnMut(Option<(&K, &V)>) -> Operation<V, T>,
@@ -239,6 +242,7 @@ where
     }
 
     /// See [`RcuHashMap::update_or_insert_with`].
+    #[track_caller]
     pub fn update_or_insert_with<U, I>(&self, key: K, update: U, insert: I) -> &V
     where
         U: FnMut(&V) -> V,

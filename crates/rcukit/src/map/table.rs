@@ -348,6 +348,11 @@ impl<K, V> Spot<K, V> {
         unsafe { (*self.table).bucket(self.index) }
     }
 
+    /// The bucket's identity (its first line's address), as `own_writes` watches it.
+    pub(crate) fn bucket_id(&self) -> *const () {
+        std::ptr::from_ref(self.bucket()).cast()
+    }
+
     /// Whether the bucket is unchanged since the walk began: then the walk saw it as it still
     /// is, and a key it did not find is absent (claim 4). No lock needed.
     pub(crate) fn unchanged(&self) -> bool {

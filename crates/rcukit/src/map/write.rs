@@ -19,6 +19,7 @@
 
 use super::line;
 use super::node::{Node, Retired};
+use super::own_writes::{Undone, Watch};
 use super::table::{self, Table};
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
@@ -119,12 +120,17 @@ where
 
     /// Remove `key`'s entry if `condition` holds for it; returns the removed entry. The
     /// condition may run more than once (each time with the newest entry).
+    ///
+    /// A condition that is user code is watched (see `own_writes`) under the method's name,
+    /// `watched`; `None` for the trivial condition of a plain removal.
+    #[track_caller]
     pub(crate) fn remove_where<'g, Q, G, F>(
         &'g self,
         key: &Q,
         mut condition: F,
         guard: &'g G,
         sink: &impl Sink<K, V>,
+        watched: Option<&'static str>,
     ) -> Option<&'g Node<K, V>>
     where
         K: Borrow<Q>,
@@ -133,6 +139,7 @@ where
         F: FnMut(&K, &V) -> bool,
     {
         let hash = self.hasher.hash_one(key);
+        let mut undone = Undone::new();
         let removed = loop {
             // Before each attempt: `Eq` or the condition may have forked (`after_fork`).
             self.repair_if_forked();
@@ -147,13 +154,27 @@ where
             }
             // SAFETY: a published node, alive for 'g.
             let found = unsafe { &*spot.found };
-            if !condition(&found.key, &found.value) {
+            let watch = watched.map(|_| Watch::new(spot.bucket_id()));
+            let qualifies = match &watch {
+                Some(watch) => watch.run(|| condition(&found.key, &found.value)),
+                None => condition(&found.key, &found.value),
+            };
+            let stale = |undone: &mut Undone| {
+                if let (Some(watch), Some(what)) = (&watch, watched) {
+                    undone.failed(watch, what);
+                }
+            };
+            if !qualifies {
                 if spot.unchanged() {
                     return None; // the entry as it still is does not qualify
                 }
+                stale(&mut undone);
                 continue;
             }
-            let Some(locked) = spot.lock() else { continue };
+            let Some(locked) = spot.lock() else {
+                stale(&mut undone);
+                continue;
+            };
             // SAFETY: validated lock, and the spot found a node.
             break unsafe { locked.unlink() };
         };
@@ -166,6 +187,7 @@ where
 
     /// Replace `key`'s value by `f(&value)`; returns the new entry, `None` (without calling
     /// `f`) if the key is absent. `f` may run more than once.
+    #[track_caller]
     pub(crate) fn update_where<'g, Q, G, F>(
         &'g self,
         key: &Q,
@@ -184,6 +206,7 @@ where
         // it retries (a value whose `Drop` writes to the key's bucket would otherwise make
         // every attempt stale).
         let mut discarded = Vec::new();
+        let mut undone = Undone::new();
         let (old, new) = loop {
             // Before each attempt: `Eq`, `Clone` or `f` may have forked (`after_fork`).
             self.repair_if_forked();
@@ -198,9 +221,11 @@ where
             }
             // SAFETY: the found node is protected by the guard.
             let old = unsafe { &*spot.found };
-            let node = OwnedNode(Node::new(hash, old.key.clone(), f(&old.value)));
+            let watch = Watch::new(spot.bucket_id());
+            let node = watch.run(|| OwnedNode(Node::new(hash, old.key.clone(), f(&old.value))));
             let Some(locked) = spot.lock() else {
                 discarded.push(node);
+                undone.failed(&watch, "update");
                 continue;
             };
             let new = node.publish();
@@ -289,7 +314,9 @@ impl<V: std::fmt::Debug> std::fmt::Display for OccupiedError<'_, V> {
 impl<V: std::fmt::Debug> std::error::Error for OccupiedError<'_, V> {}
 
 /// The keyed writers, under the caller's guard. Each panics if `guard` belongs to another
-/// domain than the map's.
+/// domain than the map's; `update` and `remove_if` also panic if their closure changes the
+/// key's own bucket (it writes the map) on 64 runs in a row, which would keep them retrying
+/// for ever (see "Where user code runs" in the [map's docs](RcuHashMap)).
 impl<K, V, S, D> RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,
@@ -359,7 +386,7 @@ where
         Q: Hash + Eq + ?Sized,
         G: ReadSection,
     {
-        self.remove_where(key, |_, _| true, guard, self)
+        self.remove_where(key, |_, _| true, guard, self, None)
             .map(|n| &n.value)
     }
 
@@ -371,7 +398,7 @@ where
         Q: Hash + Eq + ?Sized,
         G: ReadSection,
     {
-        self.remove_where(key, |_, _| true, guard, self)
+        self.remove_where(key, |_, _| true, guard, self, None)
             .map(|n| (&n.key, &n.value))
     }
 
@@ -392,7 +419,7 @@ where
         G: ReadSection,
         F: FnMut(&K, &V) -> bool,
     {
-        self.remove_where(key, condition, guard, self)
+        self.remove_where(key, condition, guard, self, Some("remove_if"))
             .map(|n| (&n.key, &n.value))
     }
 

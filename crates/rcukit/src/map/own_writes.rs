@@ -1,0 +1,132 @@
+//! Read-modify-writes that undo themselves: a [`compute`](super::RcuHashMap::compute),
+//! [`update`](super::RcuHashMap::update) or [`remove_if`](super::RcuHashMap::remove_if) whose
+//! own user code writes the bucket of the key it works on, on every run.
+//!
+//! A read-modify-write runs its user code with no lock held and applies the decision only if
+//! the key's bucket did not change meanwhile (claim 4 of the [map's essay](super)); if it did,
+//! it runs again with the newest entry. Writers on other threads only delay it: each retry
+//! follows a write that was applied. But user code that itself writes that bucket (inserts a
+//! key that lands there, removes one, or drops a value whose `Drop` does) changes it on every
+//! run, so no run's decision can ever be applied, and the call would run for ever, growing
+//! the values of its discarded attempts.
+//!
+//! To tell the two apart, an attempt *watches* its bucket while the user code runs: a record
+//! on the attempt's stack frame, pushed on a chain of this thread's watches (nested
+//! read-modify-writes, made by user code, push theirs above it). Every change of a bucket on
+//! this thread (under its lock, or an empty bucket marked moved) marks the records on the
+//! chain that watch that bucket. An attempt that then fails to apply its decision, with its
+//! record marked, was undone by its own thread; a change made by another thread never marks
+//! it. After [`LIMIT`] such attempts in a row the call panics with the cause, instead of
+//! looping. User code that writes the bucket only on its first runs (an insert-if-absent of a
+//! neighbouring key) settles long before that.
+//!
+//! Cost: a bucket change reads one thread-local pointer, null unless user code of a
+//! read-modify-write is running on the thread. Under loom, whose threads share the process's
+//! thread-locals, nothing is watched.
+
+use std::cell::Cell;
+use std::ptr;
+
+/// Attempts in a row undone by their own thread after which a read-modify-write panics.
+pub(crate) const LIMIT: u32 = 64;
+
+/// One attempt's record of the bucket it watches.
+pub(crate) struct Watch {
+    /// The bucket (its first line's address).
+    bucket: *const (),
+    /// Set by a change of `bucket` on this thread while the record is on the chain.
+    changed: Cell<bool>,
+    /// The record below on the chain (null at the bottom).
+    below: Cell<*const Watch>,
+}
+
+thread_local! {
+    /// The top of this thread's chain of watches (null: no user code of a read-modify-write
+    /// is running).
+    static TOP: Cell<*const Watch> = const { Cell::new(ptr::null()) };
+}
+
+impl Watch {
+    /// A record for `bucket`, not yet on the chain.
+    pub(crate) fn new(bucket: *const ()) -> Watch {
+        Watch {
+            bucket,
+            changed: Cell::new(false),
+            below: Cell::new(ptr::null()),
+        }
+    }
+
+    /// Run `user` (the attempt's user code) with this record on the chain. The record is taken
+    /// off again when `user` returns or unwinds.
+    pub(crate) fn run<R>(&self, user: impl FnOnce() -> R) -> R {
+        struct Pop<'w>(&'w Watch);
+        impl Drop for Pop<'_> {
+            fn drop(&mut self) {
+                let _ = TOP.try_with(|top| top.set(self.0.below.get()));
+            }
+        }
+        if cfg!(rcukit_loom) {
+            return user();
+        }
+        let Ok(()) = TOP.try_with(|top| {
+            self.below.set(top.get());
+            top.set(self);
+        }) else {
+            return user();
+        };
+        let _pop = Pop(self);
+        user()
+    }
+
+    /// Whether this thread changed the bucket while the record was on the chain.
+    pub(crate) fn changed(&self) -> bool {
+        self.changed.get()
+    }
+}
+
+/// Note that this thread changes `bucket`: every watch of it on the chain is marked.
+#[inline]
+pub(crate) fn note_change(bucket: *const ()) {
+    let _ = TOP.try_with(|top| {
+        let mut at = top.get();
+        while !at.is_null() {
+            // SAFETY: a record on the chain lives in the frame of a `Watch::run` that is still
+            // running on this thread (it takes the record off before it returns or unwinds).
+            let watch = unsafe { &*at };
+            if watch.bucket == bucket {
+                watch.changed.set(true);
+            }
+            at = watch.below.get();
+        }
+    });
+}
+
+/// The attempts of one read-modify-write call that its own thread undid, in a row.
+pub(crate) struct Undone {
+    in_a_row: u32,
+}
+
+impl Undone {
+    pub(crate) fn new() -> Undone {
+        Undone { in_a_row: 0 }
+    }
+
+    /// An attempt of `what` (the method's name) could not apply its decision; `watch` was its
+    /// record. Panics once [`LIMIT`] attempts in a row were undone by this thread.
+    #[track_caller]
+    pub(crate) fn failed(&mut self, watch: &Watch, what: &str) {
+        if !watch.changed() {
+            self.in_a_row = 0;
+            return;
+        }
+        self.in_a_row += 1;
+        if self.in_a_row >= LIMIT {
+            panic!(
+                "rcukit: RcuHashMap::{what}: its user code changed the bucket of the key it \
+                 works on in each of its last {LIMIT} runs (it writes the map itself, or drops a \
+                 value whose Drop does), so no run's decision can be applied: it would run for \
+                 ever"
+            );
+        }
+    }
+}
