@@ -280,6 +280,52 @@ fn nested_reads_while_a_writer_waits_on_threads_that_own_their_slot() {
     });
 }
 
+/// A nested read on the shared path of a lock tallied past the thread's eight in-place
+/// entries (its ninth lock), after the guard of one of the first eight was let go, while a
+/// writer waits: the read used to look for the outer guard in place only, miss it, and wait
+/// for the writer, which waited for the outer guard.
+#[test]
+fn a_nested_read_of_a_ninth_lock_held_while_a_writer_waits() {
+    watchdog(Duration::from_secs(60), || {
+        let locks: Arc<Vec<PerCpuRwLock<u32>>> = Arc::new(
+            (0..9)
+                .map(|_| PerCpuRwLock::from_raw(RawPerCpuRwLock::with_slots(1).unwrap(), 0))
+                .collect(),
+        );
+        // This thread takes a thread index before the reader: of two live threads on locks of
+        // one slot, at least the reader shares the slot.
+        drop(locks[0].read());
+        let reader = {
+            let locks = Arc::clone(&locks);
+            std::thread::spawn(move || {
+                let mut outer: Vec<_> = locks.iter().map(|l| l.read()).collect();
+                drop(outer.remove(0));
+                let writer = {
+                    let locks = Arc::clone(&locks);
+                    std::thread::spawn(move || *locks[8].write() += 1)
+                };
+                // The writer has raised its flag once a fresh reader backs off.
+                let fresh = Arc::clone(&locks);
+                std::thread::spawn(move || loop {
+                    match fresh[8].try_read() {
+                        Some(g) => drop(g),
+                        None => break,
+                    }
+                    std::thread::yield_now();
+                })
+                .join()
+                .unwrap();
+                let inner = locks[8].read();
+                assert_eq!(*inner, 0, "the writer is still waiting");
+                drop((inner, outer));
+                writer.join().unwrap();
+            })
+        };
+        reader.join().unwrap();
+        assert_eq!(*locks[8].read(), 1);
+    });
+}
+
 /// `is_locked_exclusive` used to look at slot 0's writer flag only: true while a writer still
 /// waited for readers (and even while it was backing out of a failed `try_write`).
 #[test]

@@ -38,11 +38,16 @@ const TALLIED: usize = 8;
 
 /// A thread's shared-path read guards, per lock (see *Recursion* in the module docs): `(lock
 /// id, guards)` pairs, the first [`TALLIED`] in place (no destructor, so usable in late
-/// thread-local destructors), more in `SHARED_OVERFLOW`.
+/// thread-local destructors), more in `SHARED_OVERFLOW`. A lock's pair stays where it was put
+/// until its last guard goes, so once an in-place pair has gone, the overflow may hold locks
+/// while there is room in place: `overflowed` counts its pairs, and a lookup that misses in
+/// place looks there whenever it is not empty.
 struct SharedHolds {
     len: Cell<usize>,
     locks: [Cell<u64>; TALLIED],
     guards: [Cell<usize>; TALLIED],
+    /// Pairs in `SHARED_OVERFLOW`.
+    overflowed: Cell<usize>,
 }
 
 impl SharedHolds {
@@ -53,7 +58,7 @@ impl SharedHolds {
             self.guards[i].set(self.guards[i].get() + 1);
             return true;
         }
-        len == TALLIED
+        self.overflowed.get() > 0
             && SHARED_OVERFLOW
                 .try_with(
                     |o| match o.borrow_mut().iter_mut().find(|(l, _)| *l == lock) {
@@ -79,7 +84,12 @@ impl SharedHolds {
         // Without thread-local storage (a late thread-local destructor holding guards of more
         // than `TALLIED` locks) the guard goes untallied: only a nested read of it would block
         // behind a waiting writer.
-        let _ = SHARED_OVERFLOW.try_with(|o| o.borrow_mut().push((lock, 1)));
+        if SHARED_OVERFLOW
+            .try_with(|o| o.borrow_mut().push((lock, 1)))
+            .is_ok()
+        {
+            self.overflowed.set(self.overflowed.get() + 1);
+        }
     }
 
     /// Count one guard of `lock` less.
@@ -103,6 +113,7 @@ impl SharedHolds {
                 o[at].1 -= 1;
                 if o[at].1 == 0 {
                     o.swap_remove(at);
+                    self.overflowed.set(self.overflowed.get() - 1);
                 }
             }
         });
@@ -118,6 +129,7 @@ thread_local! {
                 len: Cell::new(0),
                 locks: [const { Cell::new(0) }; TALLIED],
                 guards: [const { Cell::new(0) }; TALLIED],
+                overflowed: Cell::new(0),
             },
         }
     };
