@@ -6,9 +6,17 @@
 //! An index is dense and recycled: a thread takes the smallest index an exited thread gave
 //! back, else a new one. It is given back at thread exit only when the thread holds no read
 //! guard on the owner path, so two live threads never write one slot's `owned` counter.
+//!
+//! The indices given back are bits of a fixed bitmap, taken and given back with atomic
+//! read-modify-writes, not a list under a lock: a `fork()` copies no half-taken lock into the
+//! child, whose threads take indices from the same bitmap at once. (Behind a process-wide
+//! mutex, a fork while another thread took or gave back an index left the child's first read
+//! waiting for ever.) Indices from [`RECYCLED`] on, reached only with that many threads alive
+//! at once, are not given back: a thread that gets one later takes a new index instead.
 
 use std::cell::Cell;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// Which counter of its slot a thread reads through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,10 +148,39 @@ thread_local! {
     static INDEX_RELEASER: IndexReleaser = const { IndexReleaser };
 }
 
-/// Indices of exited threads, handed out again smallest first, so that the live threads hold
-/// the smallest indices and, up to the slot count, a slot each.
-static FREE_INDICES: parking_lot::Mutex<Vec<usize>> = parking_lot::Mutex::new(Vec::new());
+/// Indices below this are given back at thread exit (see the module docs).
+const RECYCLED: usize = 64 * FREE_WORDS;
+const FREE_WORDS: usize = 64;
+
+/// Indices of exited threads (bit `i % 64` of word `i / 64`), handed out again smallest
+/// first, so that the live threads hold the smallest indices and, up to the slot count, a slot
+/// each.
+static FREE_INDICES: [AtomicU64; FREE_WORDS] = [const { AtomicU64::new(0) }; FREE_WORDS];
 static NEXT_THREAD_INDEX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Take the smallest index given back, if any. `Acquire`: the thread that gave it back had
+/// finished with its slot's `owned` counter.
+fn take_free_index() -> Option<usize> {
+    for (w, word) in FREE_INDICES.iter().enumerate() {
+        let mut bits = word.load(Relaxed);
+        while bits != 0 {
+            let bit = bits.trailing_zeros() as usize;
+            match word.compare_exchange_weak(bits, bits & !(1 << bit), Acquire, Relaxed) {
+                Ok(_) => return Some(w * 64 + bit),
+                Err(now) => bits = now,
+            }
+        }
+    }
+    None
+}
+
+/// Give `index` back (if it is below [`RECYCLED`]). `Release`: after this thread's last use
+/// of its slot's `owned` counter.
+fn give_back_index(index: usize) {
+    if index < RECYCLED {
+        FREE_INDICES[index / 64].fetch_or(1 << (index % 64), Release);
+    }
+}
 
 struct IndexReleaser;
 
@@ -157,7 +194,7 @@ impl Drop for IndexReleaser {
                 return;
             }
             t.index.set(index | RELEASED);
-            FREE_INDICES.lock().push(index);
+            give_back_index(index);
         });
     }
 }
@@ -182,15 +219,7 @@ fn assign_thread_index(t: &ThreadSlot) -> usize {
     // shared path from the start.
     let releasable = INDEX_RELEASER.try_with(|_| ()).is_ok();
     let index = if releasable {
-        let recycled = {
-            let mut free = FREE_INDICES.lock();
-            free.iter()
-                .enumerate()
-                .min_by_key(|&(_, &i)| i)
-                .map(|(at, _)| at)
-                .map(|at| free.swap_remove(at))
-        };
-        recycled.unwrap_or_else(|| NEXT_THREAD_INDEX.fetch_add(1, Relaxed) & !RELEASED)
+        take_free_index().unwrap_or_else(|| NEXT_THREAD_INDEX.fetch_add(1, Relaxed) & !RELEASED)
     } else {
         NEXT_THREAD_INDEX.fetch_add(1, Relaxed) | RELEASED
     };
