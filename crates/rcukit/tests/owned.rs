@@ -497,6 +497,44 @@ fn waiting_under_ones_own_owned_guard_is_reported_as_a_stall() {
     });
 }
 
+/// A snapshot left inside a value retired to its own domain holds back the grace period that
+/// would drop it, and so every later one: the stall report names owned sections and its advice
+/// names this case. (The domain never recovers: the test leaves it behind.)
+#[test]
+fn a_snapshot_left_in_a_value_retired_to_its_domain_is_reported_as_a_stall() {
+    watchdog(Duration::from_secs(60), || {
+        let reports = Arc::new(Mutex::new(Vec::new()));
+        let rcu = Arc::new({
+            let reports = reports.clone();
+            Rcu::builder()
+                .stall_timeout(Duration::from_millis(100))
+                .on_report(move |r: &Report| {
+                    if let Report::Stall(s) = r {
+                        reports.lock().unwrap().push(s.advice.to_string());
+                    }
+                })
+                .build()
+                .unwrap()
+        });
+        let config = Arc::new(RcuCell::with_domain(1u32, rcu.clone()));
+        let session = RcuCell::with_domain(Some(config.clone().snapshot_owned()), rcu.clone());
+        session.store(None); // retires the value that holds the snapshot
+        let cookie = rcu.start_poll();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while reports.lock().unwrap().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let seen = reports.lock().unwrap().clone();
+        assert!(
+            seen.iter()
+                .any(|a| a.contains("kept inside a value retired")),
+            "{seen:?}"
+        );
+        assert!(!rcu.poll(&cookie), "the grace period cannot end");
+        std::mem::forget((session, config, rcu));
+    });
+}
+
 #[test]
 fn containers_accept_owned_guards_and_refuse_foreign_ones() {
     let rcu = Arc::new(quiet(Duration::from_secs(30)));

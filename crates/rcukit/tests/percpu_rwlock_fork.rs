@@ -33,7 +33,9 @@ fn forks_amid_threads_taking_and_giving_back_indices_leave_working_children() {
             std::thread::spawn(move || {
                 while !stop.load(Relaxed) {
                     let lock = Arc::clone(&lock);
-                    std::thread::spawn(move || drop(lock.read())).join().unwrap();
+                    std::thread::spawn(move || drop(lock.read()))
+                        .join()
+                        .unwrap();
                 }
             })
         })

@@ -208,7 +208,10 @@ impl<T, D: DomainRef> RcuCell<T, D> {
     /// Like an `OwnedGuard`, a snapshot must not be held by a thread or task that waits for a
     /// grace period of the same domain (a [`Reclaim::Synchronize`] write, [`replace`](RcuCell::replace),
     /// [`Unpublished::wait`], `barrier()`): it would wait for itself, and the stall report
-    /// names it.
+    /// names it. Nor may a snapshot be left inside a value that is retired to the same domain
+    /// (a cell's old value, a map's removed entry): that value is dropped after a grace
+    /// period, which waits for the snapshot inside it, so the domain never reclaims anything
+    /// again (see [`OwnedGuard`]).
     ///
     /// Costs an owned guard ([`Rcu::read_owned`]: about twice a [`Rcu::read`] in the `owned`
     /// bench, see [`docs::choosing`](crate::docs::choosing)) and the cell's `Acquire` load; no

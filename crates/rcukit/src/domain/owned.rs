@@ -38,6 +38,15 @@ use std::sync::Arc;
 /// is not, so the wait cannot tell. The grace period reports the stall instead (after the domain's
 /// stall timeout, see [`RcuBuilder::stall_timeout`](crate::RcuBuilder::stall_timeout)), naming the
 /// owned sections it waits for.
+///
+/// # Nor leave one to the domain's reclamation
+///
+/// The same holds for a guard (or a snapshot, which is one) kept inside a value that is
+/// retired to, or replaced in a container of, the guard's own domain, when nothing else will
+/// drop it: the value is dropped after a grace period, and that grace period waits for the
+/// guard inside it. It never ends, and from then on no retired object or callback of the domain
+/// is freed or run. Drop such a guard before the value holding it is retired, or keep it in a
+/// value reclaimed by another domain.
 #[must_use = "the read-side critical section ends when the guard is dropped"]
 pub struct OwnedGuard {
     inner: NonNull<Inner>,

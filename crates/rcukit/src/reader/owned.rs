@@ -247,7 +247,9 @@ pub(crate) fn stall_report(
         reader: format!("{open} owned read-side critical section(s) (OwnedGuard) begun before it"),
         waited,
         timeout,
-        advice: "an OwnedGuard held by the waiting thread or task itself never ends: drop it \
-                 before waiting for a grace period of its domain",
+        advice: "an OwnedGuard (or snapshot) held by the waiting thread or task itself never \
+                 ends: drop it before waiting for a grace period of its domain; nor does one \
+                 kept inside a value retired to this domain, which is dropped only after this \
+                 grace period: drop it before retiring the value",
     })
 }
