@@ -33,8 +33,7 @@ where
 {
     /// [`compute`](Self::compute) whose closure also gets back the value its previous
     /// `Insert` carried when that attempt had to be retried (so that a value made once can be
-    /// offered again).
-    /// `what` names the method for a panic message (see `own_writes`).
+    /// offered again). `what` names the method for a panic message (see `own_writes`).
     #[track_caller]
     pub(crate) fn compute_in<'g, G, F, T>(
         &'g self,
@@ -48,9 +47,8 @@ where
         G: ReadSection,
         F: FnMut(Option<(&K, &V)>, Option<V>) -> Operation<V, T>,
     {
-        let hash = self.hasher.hash_one(&key);
-        let mut key = Some(key);
-        let mut rejected = None;
+        // `key` is ours between attempts, and `rejected` the value of the last one's `Insert`.
+        let (hash, mut key, mut rejected) = (self.hasher.hash_one(&key), Some(key), None);
         // Results of aborts that had to be retried: dropped when the call returns, not while
         // it retries (as for rejected values: see `compute_dropping_late`).
         let mut stale = Vec::new();
@@ -59,9 +57,8 @@ where
             // Before each attempt: `Eq` or `f` may have forked (`after_fork`).
             self.repair_if_forked();
             let table = self.table(guard);
-            let k = key.as_ref().expect("the key is ours between attempts");
             // SAFETY: protected by the guard.
-            let spot = unsafe { table::locate(table, hash, &mut |x| x == k) };
+            let spot = unsafe { table::locate(table, hash, &mut |x| key.as_ref() == Some(x)) };
             // SAFETY: a published node found under the guard, alive for 'g.
             let current = unsafe { spot.found.as_ref() };
             let watch = Watch::new(spot.bucket_id());
@@ -70,27 +67,21 @@ where
                 Operation::Remove if current.is_none() && spot.unchanged() => {
                     return Compute::Absent
                 }
-                Operation::Abort(t) => {
-                    stale.push(t);
-                    undone.failed(&watch, what);
-                }
-                Operation::Remove if current.is_none() => undone.failed(&watch, what),
+                Operation::Abort(t) => stale.push(t),
+                Operation::Remove if current.is_none() => {}
                 Operation::Remove => {
-                    let Some(locked) = spot.lock() else {
-                        undone.failed(&watch, what);
-                        continue;
-                    };
-                    // SAFETY: validated lock, and the spot found a node.
-                    let old = unsafe { locked.unlink() };
-                    drop(locked);
-                    return self.finish_remove(old, guard, sink);
+                    if let Some(locked) = spot.lock() {
+                        // SAFETY: validated lock, and the spot found a node.
+                        let old = unsafe { locked.unlink() };
+                        drop(locked);
+                        return self.finish_remove(old, guard, sink);
+                    }
                 }
                 Operation::Insert(value) => {
                     let node = OwnedNode(Node::new(hash, key.take().expect("ours"), value));
                     let Some(locked) = spot.lock() else {
                         let (k, v) = node.into_parts();
-                        key = Some(k);
-                        rejected = Some(v);
+                        (key, rejected) = (Some(k), Some(v));
                         undone.failed(&watch, what);
                         continue;
                     };
@@ -101,6 +92,7 @@ where
                     return self.finish_insert(table, new, old, len, guard, sink);
                 }
             }
+            undone.failed(&watch, what); // the bucket changed since the walk: stale
         }
     }
 
