@@ -551,9 +551,16 @@ pub(crate) unsafe fn detach_all<K, V>(table: &Table<K, V>, out: &mut Vec<*mut No
         if lock.seq() & MOVED != 0 {
             continue;
         }
+        // SAFETY: under the lock the bucket is ours to change, and alive.
+        let mut entries = unsafe { occupied(bucket) }.peekable();
+        if entries.peek().is_none() {
+            // Overflow lines whose lanes were all emptied: nothing to change, and a change
+            // would make every write of the bucket that is between its walk and its lock
+            // walk again for nothing.
+            continue;
+        }
         lock.change(|| {
-            // SAFETY: under the lock the bucket is ours to change, and alive.
-            for (line, lane, p) in unsafe { occupied(bucket) } {
+            for (line, lane, p) in entries {
                 out.push(p);
                 clear(line, lane);
             }

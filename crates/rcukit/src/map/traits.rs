@@ -202,14 +202,17 @@ where
 {
     fn clone(&self) -> Self {
         let floor = self.min_buckets.load(Relaxed);
+        // The user's `Clone`s before the table: a panic in one of them leaves nothing to free
+        // (the table behind the raw `root` pointer would be leaked by the unwinding).
+        let (hasher, domain) = (self.hasher.clone(), self.domain.clone());
         let mut copy = RcuHashMap {
             root: crate::sync::AtomicPtr::new(Box::into_raw(Table::with_limits(
                 floor,
                 Limits::NEVER,
             ))),
             len: CachePadded::new(AtomicUsize::new(0)),
-            hasher: self.hasher.clone(),
-            domain: self.domain.clone(),
+            hasher,
+            domain,
             policy: self.policy,
             min_buckets: AtomicUsize::new(floor),
             freed: Default::default(),
