@@ -1675,59 +1675,6 @@ fn a_clear_that_removes_nothing_leaves_the_buckets_as_they_are() {
     assert_eq!(map.len(), 1);
 }
 
-/// A clone of a map whose hasher's `clone` panics leaves nothing behind: the copy's table is
-/// made after the user's clones (it was made before, and leaked by the unwinding: a mapping of
-/// 64 MiB for a map made with room for four million entries). Checked in a forked child, whose
-/// only thread is the test's, by the process's virtual size.
-#[cfg(all(target_os = "linux", not(miri)))]
-#[test]
-fn a_clone_whose_hasher_panics_leaves_no_table_behind() {
-    #[derive(Default)]
-    struct Refuses;
-    impl Clone for Refuses {
-        fn clone(&self) -> Self {
-            panic!("no clone")
-        }
-    }
-    impl BuildHasher for Refuses {
-        type Hasher = std::collections::hash_map::DefaultHasher;
-        fn build_hasher(&self) -> Self::Hasher {
-            Default::default()
-        }
-    }
-    fn virtual_kib() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    }
-    let outcome = common::fork::fork_within(Duration::from_secs(60), || {
-        let map = RcuHashMap::builder()
-            .hasher(Refuses)
-            .capacity(4_000_000)
-            .build::<u64, u64>()
-            .unwrap();
-        map.pin().insert(1, 1);
-        // Panics quietly (a backtrace's symbols would be mapped), after a first one that
-        // sets up whatever unwinding maps once.
-        std::panic::set_hook(Box::new(|_| {}));
-        assert!(catch_unwind(AssertUnwindSafe(|| map.clone())).is_err());
-        let before = virtual_kib();
-        for _ in 0..10 {
-            assert!(catch_unwind(AssertUnwindSafe(|| map.clone())).is_err());
-        }
-        let grown = virtual_kib().saturating_sub(before);
-        // One leaked table is 65,536 KiB; allow for the allocator's own arenas.
-        assert!(
-            grown < 32 << 10,
-            "the failed clones left {grown} KiB mapped"
-        );
-    });
-    assert!(
-        common::fork::succeeded(outcome.unwrap()),
-        "the child failed"
-    );
-}
-
 /// A removed entry whose key's `Drop` panics and whose value's `Drop` panics too: both are
 /// dropped, each panic is reported by the domain, and the process goes on. (Dropping them
 /// together, the value's panic came while unwinding from the key's: an abort.)
