@@ -58,6 +58,7 @@
 //! ```
 
 pub mod fork_lock;
+pub mod fork_once;
 
 use std::any::Any;
 use std::io::Write;

@@ -52,12 +52,14 @@
 
 use crate::boundary::FFI;
 use rcukit::{Guard, Rcu, ThreadReader};
+use rcukit_ffi::fork_once::ForkOnce;
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{compiler_fence, Ordering::SeqCst};
-use std::sync::OnceLock;
 
-static DOMAIN: OnceLock<Rcu> = OnceLock::new();
+/// Built on first use; a child forked in the middle of the build builds it again (see
+/// `ForkOnce`): a `OnceLock` there waited for the parent's builder for ever.
+static DOMAIN: ForkOnce<Rcu> = ForkOnce::new();
 
 /// The memb flavor's domain (built on first use).
 #[inline]
@@ -71,7 +73,7 @@ pub(crate) fn domain() -> &'static Rcu {
 #[cold]
 #[inline(never)]
 fn build() -> &'static Rcu {
-    DOMAIN.get_or_init(|| {
+    DOMAIN.get_or_build(|| {
         Rcu::builder()
             .name("urcu-memb")
             .build()

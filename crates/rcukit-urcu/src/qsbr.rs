@@ -39,10 +39,12 @@
 
 use crate::boundary::FFI;
 use rcukit::{Qsbr, QsbrThread};
+use rcukit_ffi::fork_once::ForkOnce;
 use std::cell::RefCell;
-use std::sync::OnceLock;
 
-static DOMAIN: OnceLock<Qsbr> = OnceLock::new();
+/// Built on first use; a child forked in the middle of the build builds it again (see
+/// `ForkOnce`): a `OnceLock` there waited for the parent's builder for ever.
+static DOMAIN: ForkOnce<Qsbr> = ForkOnce::new();
 
 /// The qsbr flavor's domain (built on first use).
 #[inline]
@@ -56,7 +58,7 @@ pub(crate) fn domain() -> &'static Qsbr {
 #[cold]
 #[inline(never)]
 fn build() -> &'static Qsbr {
-    DOMAIN.get_or_init(|| {
+    DOMAIN.get_or_build(|| {
         Qsbr::builder()
             .name("urcu-qsbr")
             .fenced_quiescent_states(true)

@@ -2,8 +2,8 @@
  * liburcu's ABI, one flavor at a time: compiled with -DQSBR for urcu_qsbr_*, without for
  * urcu_memb_*. Declarations come from urcu_abi.h (no liburcu header needed).
  *
- *   flavor gp | call | defer | poll | crdp | pointer | table | fork | thread-exit |
- *          barrier-while-reading | signal (memb)
+ *   flavor gp | call | defer | poll | crdp | pointer | table | fork | fork-first-use |
+ *          thread-exit | barrier-while-reading | signal (memb)
  */
 #include "check.h"
 #include "urcu_abi.h"
@@ -365,6 +365,60 @@ static void fork_test(void) {
     stop_readers();
 }
 
+/* --- fork-first-use: fork while another thread makes the flavor's first call, so that its
+ * domain is being built: the child must build it again, not wait for a builder it does not
+ * have. Each round in a fresh process (an arena) whose first call is the one under way, the
+ * fork a little later each round. */
+static void *first_call(void *arg) {
+    (void)arg;
+    F(register_thread)();
+    F(synchronize_rcu)();
+    F(unregister_thread)();
+    return NULL;
+}
+
+static int arena(int delay_us) {
+    pthread_t first;
+    CHECK(pthread_create(&first, NULL, first_call, NULL) == 0);
+    uint64_t end = now_ns() + (uint64_t)delay_us * 1000;
+    while (now_ns() < end) {
+    }
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(20); /* a hang is killed: the arena sees the signal */
+        F(register_thread)();
+        F(read_lock)();
+        F(read_unlock)();
+#ifdef QSBR
+        F(thread_offline)();
+#endif
+        F(synchronize_rcu)();
+        F(barrier)();
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(pthread_join(first, NULL) == 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+static void fork_first_use(void) {
+    int failed = 0;
+    for (int round = 0; round < 40; round++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) _exit(arena(round * 40));
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+            fprintf(stderr, "round %d: the child failed or hung\n", round);
+            failed++;
+        }
+    }
+    CHECK_EQ(failed, 0);
+}
+
 /* --- thread-exit: threads that read and exit, registered or not, leave grace periods free. */
 static void *short_reader(void *arg) {
     int unregister = arg != NULL;
@@ -494,6 +548,7 @@ int main(int argc, char **argv) {
     else if (strcmp(which, "pointer") == 0) pointer();
     else if (strcmp(which, "table") == 0) table();
     else if (strcmp(which, "fork") == 0) fork_test();
+    else if (strcmp(which, "fork-first-use") == 0) fork_first_use();
     else if (strcmp(which, "thread-exit") == 0) thread_exit();
     else if (strcmp(which, "barrier-while-reading") == 0) barrier_while_reading();
 #ifndef QSBR
