@@ -14,7 +14,9 @@
 //! `rcu_read_lock()`/`rcu_read_unlock()` cost nothing in QSBR and do nothing here either;
 //! `rcu_read_ongoing()` says whether the thread is online. `rcu_quiescent_state()`,
 //! `rcu_thread_offline()` and `rcu_thread_online()` act on the registration, and do nothing
-//! on a thread that is not registered.
+//! on a thread that is not registered. As in liburcu (whose quiescent state stores the grace
+//! period counter in the thread's record, which is what being online is), a quiescent state
+//! of an offline thread brings it online: a program that reads after it is protected.
 //!
 //! The domain has fenced quiescent states, as liburcu-qsbr's are (a full barrier around the
 //! store): a program written for liburcu already pays that per quiescent state, and a
@@ -198,10 +200,11 @@ pub extern "C" fn urcu_qsbr_quiescent_state() {
     FFI.guarded_fast(
         || "urcu_qsbr_quiescent_state",
         || {
-            with_me(|me| {
-                if let Some(me) = me {
-                    me.quiescent_state();
-                }
+            with_me(|me| match me {
+                Some(me) if me.is_online() => me.quiescent_state(),
+                // liburcu's quiescent state is the store that makes a thread online.
+                Some(me) => me.online(),
+                None => {}
             })
         },
     )

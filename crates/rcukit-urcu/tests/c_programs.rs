@@ -128,6 +128,13 @@ fn memb_signal_handlers_read_protected() {
     passes(Flavor::Memb, "signal");
 }
 
+/// As in liburcu, a quiescent state of an offline QSBR thread brings it online. (It stayed
+/// offline, and the reads that followed were unprotected.)
+#[test]
+fn qsbr_a_quiescent_state_brings_an_offline_thread_online() {
+    passes(Flavor::Qsbr, "qs-online");
+}
+
 #[test]
 fn memb_barrier_inside_a_read_section_reports_and_returns() {
     let ran = run_flavor(Flavor::Memb, "barrier-while-reading");

@@ -3,7 +3,7 @@
  * urcu_memb_*. Declarations come from urcu_abi.h (no liburcu header needed).
  *
  *   flavor gp | call | defer | poll | crdp | pointer | table | fork | fork-first-use |
- *          thread-exit | barrier-while-reading | signal (memb)
+ *          thread-exit | barrier-while-reading | signal (memb) | qs-online (qsbr)
  */
 #include "check.h"
 #include "urcu_abi.h"
@@ -537,6 +537,20 @@ static void signal_sections(void) {
 }
 #endif
 
+#ifdef QSBR
+/* --- qs-online: as in liburcu, a quiescent state of an offline thread brings it online (its
+ * reads after it are protected). */
+static void quiescent_state_comes_online(void) {
+    F(register_thread)();
+    F(thread_offline)();
+    CHECK_EQ(F(read_ongoing)(), 0);
+    F(quiescent_state)();
+    CHECK_EQ(F(read_ongoing)(), 1);
+    F(thread_offline)();
+    F(unregister_thread)();
+}
+#endif
+
 int main(int argc, char **argv) {
     CHECK(argc == 2);
     const char *which = argv[1];
@@ -553,6 +567,8 @@ int main(int argc, char **argv) {
     else if (strcmp(which, "barrier-while-reading") == 0) barrier_while_reading();
 #ifndef QSBR
     else if (strcmp(which, "signal") == 0) signal_sections();
+#else
+    else if (strcmp(which, "qs-online") == 0) quiescent_state_comes_online();
 #endif
     else {
         fprintf(stderr, "unknown test '%s'\n", which);
