@@ -6,9 +6,8 @@
 //! liburcu-qsbr is one process-wide domain; here it is one `rcukit::Qsbr` (named
 //! `urcu-qsbr`). A thread's registration is a `QsbrThread` kept in a thread-local: made by
 //! `rcu_register_thread()` (online from then on, as in liburcu), dropped by
-//! `rcu_unregister_thread()`, and dropped by the thread-local's destructor if the thread exits
-//! registered (liburcu would keep a dangling registry entry; here the thread simply stops
-//! being waited for). Registering twice, or unregistering a thread that is not registered,
+//! `rcu_unregister_thread()`, and dropped when the thread exits registered (liburcu would keep
+//! a dangling registry entry; here the thread simply stops being waited for). Registering twice, or unregistering a thread that is not registered,
 //! aborts, as liburcu's assertions do.
 //!
 //! `rcu_read_lock()`/`rcu_read_unlock()` cost nothing in QSBR and do nothing here either;
@@ -43,6 +42,7 @@ use crate::boundary::FFI;
 use rcukit::{Qsbr, QsbrThread};
 use rcukit_ffi::fork_once::ForkOnce;
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 
 /// Built on first use; a child forked in the middle of the build builds it again (see
 /// `ForkOnce`): a `OnceLock` there waited for the parent's builder for ever.
@@ -70,12 +70,56 @@ fn build() -> &'static Qsbr {
 }
 
 thread_local! {
-    /// The calling thread's registration, if it registered.
-    static ME: RefCell<Option<QsbrThread<'static>>> = const { RefCell::new(None) };
+    /// The calling thread's registration, if it registered. Without a destructor
+    /// (`ManuallyDrop`): glibc runs Rust's thread-local destructors before the thread's
+    /// `pthread_key` destructors, and a program's key destructor may still read, unregister or
+    /// register, as it may with liburcu. A registration left at exit is dropped by
+    /// [`EXIT_KEY`]'s destructor instead.
+    static ME: ManuallyDrop<RefCell<Option<QsbrThread<'static>>>> =
+        const { ManuallyDrop::new(RefCell::new(None)) };
 }
 
-/// Run `f` on the calling thread's registration, if it has one (in a thread-local destructor
-/// after the registration is gone, it has none).
+/// A key whose value is set while the thread is registered: its destructor drops a
+/// registration the thread left at exit. It first lets one round of the thread's key
+/// destructors go by (setting its value again), so that the program's own destructors of that
+/// round run registered, then drops it in the next round. (A registration made or kept past
+/// the last round the C library runs, `PTHREAD_DESTRUCTOR_ITERATIONS`, stays: grace periods
+/// would then wait for it, as liburcu's wait for a thread that exits registered.)
+static EXIT_KEY: ForkOnce<libc::pthread_key_t> = ForkOnce::new();
+
+/// `EXIT_KEY`'s values: registered, and registered with one round of destructors gone by.
+const REGISTERED: usize = 1;
+const LAST_ROUND: usize = 2;
+
+fn exit_key() -> libc::pthread_key_t {
+    *EXIT_KEY.get_or_build(|| {
+        let mut key = 0;
+        // SAFETY: `key` is written by the call; `drop_left_registration` lives for ever.
+        let r = unsafe { libc::pthread_key_create(&mut key, Some(drop_left_registration)) };
+        assert_eq!(r, 0, "pthread_key_create failed ({r})");
+        key
+    })
+}
+
+/// Set `EXIT_KEY`'s value for the calling thread.
+fn set_exit_value(value: usize) {
+    // SAFETY: a key created by `exit_key`; the value is a number, never dereferenced.
+    unsafe { libc::pthread_setspecific(exit_key(), value as *const libc::c_void) };
+}
+
+/// `EXIT_KEY`'s destructor (see there).
+unsafe extern "C" fn drop_left_registration(value: *mut libc::c_void) {
+    FFI.guarded("urcu_qsbr thread exit", || {
+        if value as usize == REGISTERED {
+            set_exit_value(LAST_ROUND);
+            return;
+        }
+        let left = ME.try_with(|me| me.try_borrow_mut().ok().and_then(|mut me| me.take()));
+        drop(left);
+    })
+}
+
+/// Run `f` on the calling thread's registration, if it has one.
 #[inline]
 fn with_me<R>(f: impl FnOnce(Option<&mut QsbrThread<'static>>) -> R) -> R {
     let mut f = Some(f);
@@ -161,6 +205,7 @@ fn register_if_not() -> bool {
             return false;
         }
         *me = Some(domain().register());
+        set_exit_value(REGISTERED);
         true
     })
     .unwrap_or(false)
@@ -185,7 +230,10 @@ pub extern "C" fn urcu_qsbr_unregister_thread() {
     FFI.guarded("urcu_qsbr_unregister_thread", || {
         let registration = ME.try_with(|me| me.borrow_mut().take()).ok().flatten();
         match registration {
-            Some(registration) => drop(registration),
+            Some(registration) => {
+                set_exit_value(0);
+                drop(registration)
+            }
             None => FFI.misuse(
                 "urcu_qsbr_unregister_thread",
                 "the calling thread is not registered",

@@ -115,6 +115,7 @@ both_flavors! {
     the_flavor_table_works => "table",
     forked_children_work_with_and_without_the_hooks => "fork",
     a_child_forked_during_the_first_call_builds_the_domain_again => "fork-first-use",
+    pthread_key_destructors_run_registered => "key-destructor",
     exited_threads_hold_no_grace_period => "thread-exit",
     barrier_while_reading => "barrier-while-reading",
 }

@@ -3,7 +3,7 @@
  * urcu_memb_*. Declarations come from urcu_abi.h (no liburcu header needed).
  *
  *   flavor gp | call | defer | poll | crdp | pointer | table | fork | fork-first-use |
- *          thread-exit | barrier-while-reading | signal (memb) | qs-online (qsbr)
+ *          key-destructor | thread-exit | barrier-while-reading | signal (memb) | qs-online (qsbr)
  */
 #include "check.h"
 #include "urcu_abi.h"
@@ -419,6 +419,44 @@ static void fork_first_use(void) {
     CHECK_EQ(failed, 0);
 }
 
+/* --- key-destructor: a thread's pthread_key destructors run registered, as with liburcu
+ * (glibc runs them after Rust's thread-local destructors): they read protected, unregister,
+ * and may register again, and unregister or leave that registration for the thread's exit. */
+static pthread_key_t key;
+static atomic_int destructors_done;
+
+static void key_destructor_body(void *value) {
+    (void)value;
+    F(read_lock)();
+    CHECK_EQ(F(read_ongoing)(), 1);
+    read_once();
+    F(read_unlock)();
+    F(unregister_thread)();
+    F(register_thread)();
+    F(unregister_thread)();
+    F(register_thread)(); /* left registered: unregistered at exit all the same */
+    atomic_fetch_add(&destructors_done, 1);
+}
+
+static void *keyed_thread(void *arg) {
+    (void)arg;
+    F(register_thread)();
+    CHECK(pthread_setspecific(key, (void *)1) == 0);
+    return NULL;
+}
+
+static void key_destructors(void) {
+    current = fresh();
+    CHECK(pthread_key_create(&key, key_destructor_body) == 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_t thread;
+        CHECK(pthread_create(&thread, NULL, keyed_thread, NULL) == 0);
+        CHECK(pthread_join(thread, NULL) == 0);
+    }
+    CHECK_EQ(atomic_load(&destructors_done), 4);
+    F(synchronize_rcu)(); /* no thread was left registered */
+}
+
 /* --- thread-exit: threads that read and exit, registered or not, leave grace periods free. */
 static void *short_reader(void *arg) {
     int unregister = arg != NULL;
@@ -563,6 +601,7 @@ int main(int argc, char **argv) {
     else if (strcmp(which, "table") == 0) table();
     else if (strcmp(which, "fork") == 0) fork_test();
     else if (strcmp(which, "fork-first-use") == 0) fork_first_use();
+    else if (strcmp(which, "key-destructor") == 0) key_destructors();
     else if (strcmp(which, "thread-exit") == 0) thread_exit();
     else if (strcmp(which, "barrier-while-reading") == 0) barrier_while_reading();
 #ifndef QSBR
