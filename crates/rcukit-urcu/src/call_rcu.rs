@@ -19,7 +19,9 @@
 //! callback goes to the domain's workers whichever descriptor is selected, the flags
 //! (`URCU_CALL_RCU_RT`) and CPU affinity are recorded and not applied, and
 //! `get_call_rcu_thread()` returns a thread that runs this flavor's callbacks (a worker seen
-//! running one; it runs a callback once to find one if none has run yet). Callbacks queued by
+//! running one, noted before each callback runs, so also from inside the first; it runs a
+//! callback once to find one if none has run yet, and returns 0, with a message, where it
+//! cannot wait for that: inside a memb read-side critical section). Callbacks queued by
 //! one thread run in order; liburcu also orders callbacks of different threads that share a
 //! descriptor, rcukit does not.
 //!
@@ -39,7 +41,7 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_ulong, c_void};
 use std::mem::size_of;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// liburcu's `struct rcu_head`.
 #[repr(C)]
@@ -127,19 +129,25 @@ fn set_errno(value: c_int) {
 ///
 /// `data` is a head queued by [`call_rcu`], whose function was set, and valid until it runs.
 unsafe fn run_head<F: Flavor>(data: *mut ()) {
+    let head = data.cast::<rcu_head>();
+    // SAFETY: the head is valid until its function runs; the function is read first, since
+    // the call may free or reuse the head.
+    if let Some(func) = unsafe { (*head).func } {
+        // SAFETY: a C callback that accepts its own head.
+        run_callback::<F>(|| unsafe { func(head) });
+    }
+}
+
+/// Run `f`, a callback of flavor `F` (`call_rcu`'s or `defer_rcu`'s), noting its thread as one
+/// that runs this flavor's callbacks (for `get_call_rcu_thread()`, also from inside `f`).
+pub(crate) fn run_callback<F: Flavor>(f: impl FnOnce()) {
     let worker = &WORKERS[F::INDEX];
     // SAFETY: `pthread_self` has no preconditions.
     let me = unsafe { libc::pthread_self() } as usize;
     if worker.load(Ordering::Relaxed) != me {
         worker.store(me, Ordering::Relaxed);
     }
-    let head = data.cast::<rcu_head>();
-    // SAFETY: the head is valid until its function runs; the function is read first, since
-    // the call may free or reuse the head.
-    if let Some(func) = unsafe { (*head).func } {
-        // SAFETY: a C callback that accepts its own head.
-        F::in_callback(|| unsafe { func(head) });
-    }
+    F::in_callback(f);
 }
 
 /// `call_rcu(head, func)`.
@@ -306,11 +314,22 @@ pub(crate) fn current<F: Flavor>() -> *mut call_rcu_data {
 /// `get_call_rcu_thread(crdp)`: a thread that runs this flavor's callbacks.
 pub(crate) fn worker_thread<F: Flavor>() -> libc::pthread_t {
     let worker = &WORKERS[F::INDEX];
-    if worker.load(Ordering::Relaxed) == 0 {
-        // SAFETY: `record_worker` ignores its data; running it anywhere, once, is sound.
-        unsafe { F::call_raw(record_worker::<F>, null_mut(), 0) };
-        F::barrier();
+    if worker.load(Ordering::Relaxed) != 0 {
+        return worker.load(Ordering::Relaxed) as libc::pthread_t;
     }
+    if !F::may_wait_for_callbacks() {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        FFI.warn_once(
+            &WARNED,
+            "get_call_rcu_thread() called within a read-side critical section before any \
+             callback of this flavor has run: no callback thread is known yet, and finding one \
+             waits for a grace period; it returns 0",
+        );
+        return 0;
+    }
+    // SAFETY: `record_worker` ignores its data; running it anywhere, once, is sound.
+    unsafe { F::call_raw(record_worker::<F>, null_mut(), 0) };
+    F::barrier();
     worker.load(Ordering::Relaxed) as libc::pthread_t
 }
 

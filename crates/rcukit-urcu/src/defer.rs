@@ -32,7 +32,7 @@ unsafe fn run_deferred<F: Flavor>(data: *mut ()) {
     let deferred = unsafe { Box::from_raw(data.cast::<Deferred>()) };
     // SAFETY: the C caller's function and argument, called once after a grace period, as
     // `defer_rcu` promises.
-    F::in_callback(|| unsafe { (deferred.fct)(deferred.p) });
+    crate::call_rcu::run_callback::<F>(|| unsafe { (deferred.fct)(deferred.p) });
 }
 
 /// `defer_rcu(fct, p)`.

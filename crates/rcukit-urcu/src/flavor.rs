@@ -28,6 +28,10 @@ pub(crate) trait Flavor: 'static {
     /// liburcu's `rcu_barrier()` for this flavor: wait for every callback queued before.
     fn barrier();
 
+    /// May the calling thread wait for this flavor's callbacks (not inside one of its
+    /// read-side critical sections, whose grace period they would wait for)?
+    fn may_wait_for_callbacks() -> bool;
+
     /// A cookie for which a normal grace period has been requested.
     fn start_poll() -> GpCookie;
 
@@ -72,6 +76,10 @@ impl Flavor for Memb {
         memb::domain().barrier();
     }
 
+    fn may_wait_for_callbacks() -> bool {
+        !memb::is_reading()
+    }
+
     fn start_poll() -> GpCookie {
         memb::domain().start_poll()
     }
@@ -100,6 +108,10 @@ impl Flavor for Qsbr {
 
     fn barrier() {
         qsbr::offline_while(|| qsbr::domain().barrier());
+    }
+
+    fn may_wait_for_callbacks() -> bool {
+        true // an online thread goes offline around the wait
     }
 
     fn start_poll() -> GpCookie {

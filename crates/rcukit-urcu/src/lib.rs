@@ -60,13 +60,19 @@
 //!   expedited grace period that covers them; the number is not a grace-period count.
 //! * **`defer_rcu`** never blocks (liburcu's may run a grace period when its queue is full)
 //!   and allocates a small record per call; the defer barriers wait for every callback of the
-//!   flavor.
+//!   flavor. Deferred functions run on the same callback threads as `call_rcu`'s callbacks
+//!   (liburcu's run on a defer thread of their own), so a defer barrier, or
+//!   `rcu_defer_unregister_thread()`, from a `call_rcu` callback would wait for its own thread
+//!   and aborts, as `rcu_barrier()` there does; liburcu's completes.
 //! * **`fork()`**: the fork hooks are not needed; callbacks queued before a fork run in the
 //!   parent only (liburcu's child hook runs the child's copies too).
 //! * **Misuse**: `synchronize_rcu()` (memb) inside a read-side critical section aborts with
 //!   rcukit's explanation (liburcu deadlocks); `rcu_barrier()` from a callback aborts
 //!   (liburcu deadlocks); `rcu_barrier()` inside a read-side critical section prints an
 //!   error and returns, as liburcu does; an unlock without a lock aborts.
+//!   `get_call_rcu_thread()` there, before any callback of the flavor has run, prints an error
+//!   and returns 0 (finding a callback thread waits for one to run a callback; liburcu's
+//!   threads exist from the start).
 //! * **Callbacks run** on rcukit's callback workers, once a normal *or* an expedited grace
 //!   period covers them; QSBR callbacks run online, as on liburcu's call_rcu threads.
 //! * **Domains**: the memb and qsbr flavors are two rcukit domains of this library's own,
@@ -75,7 +81,7 @@
 //!
 //! ## Layers
 //!
-//! [`boundary`] and [`fork_lock`] at the bottom; [`memb`] and [`qsbr`] (the domains and the
+//! [`boundary`], [`fork_lock`] and `rcukit_ffi`'s `ForkOnce` at the bottom; [`memb`] and [`qsbr`] (the domains and the
 //! per-thread state); [`flavor`] (what both flavors offer the shared code); [`call_rcu`],
 //! `defer` and [`poll`] (the shared code, generic over the flavor); [`exports`] (the
 //! per-flavor symbols and tables); [`pointer`](mod@pointer) and [`futex`] stand alone.

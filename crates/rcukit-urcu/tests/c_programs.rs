@@ -116,6 +116,7 @@ both_flavors! {
     forked_children_work_with_and_without_the_hooks => "fork",
     a_child_forked_during_the_first_call_builds_the_domain_again => "fork-first-use",
     pthread_key_destructors_run_registered => "key-destructor",
+    the_callback_thread_asked_from_the_first_callback_is_its_own => "get-thread",
     exited_threads_hold_no_grace_period => "thread-exit",
     barrier_while_reading => "barrier-while-reading",
 }
@@ -134,6 +135,22 @@ fn memb_signal_handlers_read_protected() {
 #[test]
 fn qsbr_a_quiescent_state_brings_an_offline_thread_online() {
     passes(Flavor::Qsbr, "qs-online");
+}
+
+/// `get_call_rcu_thread()` within a memb read-side critical section, before any callback ran:
+/// 0 and a message naming that call (it asked for a barrier, refused with a message naming
+/// `rcu_barrier()`, which the program never called).
+#[test]
+fn memb_callback_thread_asked_while_reading_before_any_callback_reports_and_returns() {
+    let ran = run_flavor(Flavor::Memb, "get-thread-reading");
+    ran.assert_success("flavor (memb) get-thread-reading");
+    assert!(
+        ran.stderr
+            .contains("get_call_rcu_thread() called within a read-side critical section")
+            && !ran.stderr.contains("rcu_barrier()"),
+        "stderr:\n{}",
+        ran.stderr
+    );
 }
 
 #[test]

@@ -3,7 +3,8 @@
  * urcu_memb_*. Declarations come from urcu_abi.h (no liburcu header needed).
  *
  *   flavor gp | call | defer | poll | crdp | pointer | table | fork | fork-first-use |
- *          key-destructor | thread-exit | barrier-while-reading | signal (memb) | qs-online (qsbr)
+ *          key-destructor | get-thread | thread-exit | barrier-while-reading |
+ *          signal, get-thread-reading (memb) | qs-online (qsbr)
  */
 #include "check.h"
 #include "urcu_abi.h"
@@ -457,6 +458,38 @@ static void key_destructors(void) {
     F(synchronize_rcu)(); /* no thread was left registered */
 }
 
+/* --- get-thread: get_call_rcu_thread() from the first callback that ever runs, a deferred
+ * one, returns a callback thread (that one) instead of waiting for callbacks from inside one;
+ * in memb, from within a read-side critical section before any callback ran, it returns 0
+ * (finding one would wait for a grace period) instead of waiting for ever. */
+static atomic_int got_thread;
+
+static void ask_thread(void *p) {
+    (void)p;
+    pthread_t t = F(get_call_rcu_thread)(F(get_default_call_rcu_data)());
+    CHECK(pthread_equal(t, pthread_self()));
+    atomic_store(&got_thread, 1);
+}
+
+static void get_thread(void) {
+    F(register_thread)();
+    F(defer_rcu)(ask_thread, NULL);
+    F(defer_barrier)();
+    CHECK_EQ(atomic_load(&got_thread), 1);
+    F(unregister_thread)();
+}
+
+#ifndef QSBR
+static void get_thread_reading(void) {
+    F(register_thread)();
+    F(read_lock)();
+    CHECK(F(get_call_rcu_thread)(F(get_default_call_rcu_data)()) == 0);
+    F(read_unlock)();
+    CHECK(F(get_call_rcu_thread)(F(get_default_call_rcu_data)()) != 0);
+    F(unregister_thread)();
+}
+#endif
+
 /* --- thread-exit: threads that read and exit, registered or not, leave grace periods free. */
 static void *short_reader(void *arg) {
     int unregister = arg != NULL;
@@ -602,10 +635,12 @@ int main(int argc, char **argv) {
     else if (strcmp(which, "fork") == 0) fork_test();
     else if (strcmp(which, "fork-first-use") == 0) fork_first_use();
     else if (strcmp(which, "key-destructor") == 0) key_destructors();
+    else if (strcmp(which, "get-thread") == 0) get_thread();
     else if (strcmp(which, "thread-exit") == 0) thread_exit();
     else if (strcmp(which, "barrier-while-reading") == 0) barrier_while_reading();
 #ifndef QSBR
     else if (strcmp(which, "signal") == 0) signal_sections();
+    else if (strcmp(which, "get-thread-reading") == 0) get_thread_reading();
 #else
     else if (strcmp(which, "qs-online") == 0) quiescent_state_comes_online();
 #endif
