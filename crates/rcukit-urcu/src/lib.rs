@@ -81,10 +81,11 @@
 //!
 //! ## Layers
 //!
-//! [`boundary`], [`fork_lock`] and `rcukit_ffi`'s `ForkOnce` at the bottom; [`memb`] and [`qsbr`] (the domains and the
-//! per-thread state); [`flavor`] (what both flavors offer the shared code); [`call_rcu`],
-//! `defer` and [`poll`] (the shared code, generic over the flavor); [`exports`] (the
-//! per-flavor symbols and tables); [`pointer`](mod@pointer) and [`futex`] stand alone.
+//! [`boundary`], [`fork_lock`] and `rcukit_ffi`'s `ForkOnce` at the bottom; [`memb`] and
+//! [`qsbr`] (the domains and the per-thread state); [`flavor`] (what both flavors offer the
+//! shared code); [`call_rcu`], `defer` and [`poll`] (the shared code, generic over the
+//! flavor); [`exports`] (the per-flavor symbols and tables); [`pointer`](mod@pointer) and
+//! [`futex`] stand alone.
 
 #![allow(non_camel_case_types)]
 
