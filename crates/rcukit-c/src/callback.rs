@@ -63,7 +63,8 @@ pub(crate) unsafe fn prepare(
     head.cast()
 }
 
-/// Call `func(head)` on a callback worker after a grace period. Never blocks, never allocates.
+/// Call `func(head)` on a callback worker after a grace period. Never waits for a grace
+/// period, never allocates (a flood gives way to the workers, as `Rcu::call` says).
 ///
 /// # Safety
 ///

@@ -357,8 +357,9 @@ pub unsafe extern "C" fn rcukit_qsbr_cond_synchronize_expedited(
     })
 }
 
-/// Call `func(head)` on a callback worker after a grace period. Never blocks (fine from online
-/// threads), never allocates.
+/// Call `func(head)` on a callback worker after a grace period. Never waits for a grace period
+/// (fine from online threads), never allocates (a flood gives way to the workers, as
+/// `Rcu::call` says).
 ///
 /// # Safety
 ///

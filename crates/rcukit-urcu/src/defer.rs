@@ -4,7 +4,8 @@
 //! the calling thread, with a `synchronize_rcu()`, when the queue is full) runs after a grace
 //! period; the thread must be registered with `rcu_defer_register_thread()`. Here each
 //! `defer_rcu` is one callback on the flavor's callback workers: `fct(p)` runs after a grace
-//! period, in the flavor's callback context, and `defer_rcu` never blocks. It allocates one
+//! period, in the flavor's callback context, and `defer_rcu` never waits for a grace period
+//! (a flood gives way to the workers, as `call_rcu` does). It allocates one
 //! small record per call (the function and its argument; a callback carries one word) where
 //! liburcu appends to a preallocated queue. Registration is not needed and always succeeds;
 //! the barriers wait for every callback of the flavor (a superset of liburcu's, which wait

@@ -58,7 +58,7 @@
 //!   the flavor's callbacks; callbacks are ordered per queueing thread, not per descriptor.
 //! * **Polling cookies** are tickets for rcukit cookies, which expire on the first normal or
 //!   expedited grace period that covers them; the number is not a grace-period count.
-//! * **`defer_rcu`** never blocks (liburcu's may run a grace period when its queue is full)
+//! * **`defer_rcu`** never waits for a grace period (liburcu's may run one when its queue is full)
 //!   and allocates a small record per call; the defer barriers wait for every callback of the
 //!   flavor. Deferred functions run on the same callback threads as `call_rcu`'s callbacks
 //!   (liburcu's run on a defer thread of their own), so a defer barrier, or

@@ -311,13 +311,14 @@ impl Qsbr {
         self.rcu.cond_synchronize_expedited(cookie);
     }
 
-    /// Run `f` on a callback worker after a grace period. Never blocks: fine from online
-    /// threads.
+    /// Run `f` on a callback worker after a grace period. Never waits for a grace period:
+    /// fine from online threads (in a flood, an online thread gives way to the workers by
+    /// yielding its CPU, never by pausing: see [`Rcu::call`]).
     pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
         self.rcu.call(f);
     }
 
-    /// Drop `value` after a grace period. Never blocks.
+    /// Drop `value` after a grace period. Never waits for a grace period.
     pub fn retire<T: Send + 'static>(&self, value: Box<T>) {
         self.rcu.retire(value);
     }
@@ -335,7 +336,8 @@ impl Qsbr {
 
     /// Call `run(data)` on a callback worker after a grace period, accounting `bytes` (clamped
     /// to 1 TiB): the type-erased variant of [`call`](Qsbr::call), which allocates nothing
-    /// (an intrusive callback head can carry a foreign function pointer). Never blocks.
+    /// (an intrusive callback head can carry a foreign function pointer). Never waits for a grace
+    /// period (a flood gives way as [`call`](Qsbr::call)'s does).
     ///
     /// # Safety
     ///

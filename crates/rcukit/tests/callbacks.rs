@@ -739,3 +739,56 @@ fn without_expedited_callbacks_a_retiring_thread_tries_no_grace_period() {
     rcu.barrier();
     assert_eq!(c.dropped(), 20_000);
 }
+
+/// Callbacks a producer queued past the point where it gives way (262,144 pending in its
+/// shard; past four times that it pauses): with the only worker held up by a callback, the
+/// producer still finishes (its pauses end whether the worker catches up or not), counts its
+/// giving way, and nothing is lost once the worker goes on.
+#[test]
+fn a_producer_far_ahead_of_a_held_up_worker_gives_way_and_loses_nothing() {
+    let rcu = Rcu::builder().callback_workers(1).build().unwrap();
+    let hold = Arc::new(AtomicBool::new(true));
+    let held = Arc::clone(&hold);
+    rcu.call(move || {
+        while held.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let ran = Arc::new(AtomicUsize::new(0));
+    let n = 1_200_000;
+    for _ in 0..n {
+        let ran = Arc::clone(&ran);
+        rcu.call(move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    let stats = rcu.stats();
+    assert!(stats.producers_gave_way > 0, "{stats:?}");
+    hold.store(false, Ordering::Release);
+    rcu.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), n);
+}
+
+/// A flood of callbacks queued by a callback (on the domain's worker) does not give way: the
+/// worker would only wait for itself.
+#[test]
+fn a_worker_queueing_a_flood_does_not_give_way() {
+    let rcu = Arc::new(Rcu::builder().callback_workers(1).build().unwrap());
+    let ran = Arc::new(AtomicUsize::new(0));
+    let n = 400_000;
+    {
+        let (inner, ran) = (Arc::clone(&rcu), Arc::clone(&ran));
+        rcu.call(move || {
+            for _ in 0..n {
+                let ran = Arc::clone(&ran);
+                inner.call(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        });
+    }
+    rcu.barrier(); // the flood was queued ...
+    rcu.barrier(); // ... and has run
+    assert_eq!(ran.load(Ordering::Relaxed), n);
+    assert_eq!(rcu.stats().producers_gave_way, 0);
+}

@@ -179,7 +179,8 @@ extern "C" {
 // The version of rcukit this library was built from ("0.1.0"; a static string).
 const char *rcukit_version(void);
 
-// Call `func(head)` on a callback worker after a grace period. Never blocks, never allocates.
+// Call `func(head)` on a callback worker after a grace period. Never waits for a grace
+// period, never allocates (a flood gives way to the workers, as `Rcu::call` says).
 //
 // # Safety
 //
@@ -588,8 +589,9 @@ void rcukit_qsbr_cond_synchronize(const struct rcukit_qsbr *qsbr, struct rcukit_
 void rcukit_qsbr_cond_synchronize_expedited(const struct rcukit_qsbr *qsbr,
                                             struct rcukit_cookie cookie);
 
-// Call `func(head)` on a callback worker after a grace period. Never blocks (fine from online
-// threads), never allocates.
+// Call `func(head)` on a callback worker after a grace period. Never waits for a grace period
+// (fine from online threads), never allocates (a flood gives way to the workers, as
+// `Rcu::call` says).
 //
 // # Safety
 //

@@ -55,6 +55,7 @@ pub(crate) struct CallbackStats {
     pub(crate) panics: u64,
     pub(crate) run_by_producers: u64,
     pub(crate) abandoned: u64,
+    pub(crate) producers_gave_way: u64,
 }
 
 /// The callback machinery of one domain.
@@ -68,6 +69,8 @@ pub(crate) struct Callbacks {
     /// [`hand_back`](crate::docs::internal::callbacks::hand_back) batches (those they ran from
     /// their own lists are counted in their producer counters).
     pub(crate) run_by_producers: AtomicU64,
+    /// Times a producer gave way to a worker far behind it (see `producer`: "Floods").
+    pub(crate) producers_gave_way: AtomicU64,
     shutdown: AtomicBool,
     /// The domain is being dropped: workers expedite everything (see `Rcu::drop`).
     draining: AtomicBool,
@@ -103,6 +106,7 @@ impl Callbacks {
             released_by_expedited: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             run_by_producers: AtomicU64::new(0),
+            producers_gave_way: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             domain,
@@ -208,6 +212,7 @@ impl Callbacks {
             released_by_expedited: self.released_by_expedited.load(Relaxed),
             panics: self.panics.load(Relaxed),
             run_by_producers: self.run_by_producers.load(Relaxed),
+            producers_gave_way: self.producers_gave_way.load(Relaxed),
             ..CallbackStats::default()
         };
         for shard in self.shards.iter() {

@@ -11,7 +11,20 @@ use crate::seq::GpCookie;
 use crate::sync::fork;
 use crate::sync::lock;
 use std::ptr::NonNull;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// Callbacks pending in a shard beyond which a producer that queues more gives way to its
+/// worker ("Floods" in the module docs).
+pub(crate) const GIVE_WAY_BACKLOG: u64 = if cfg!(rcukit_small) { 64 } else { 1 << 18 };
+
+/// The longest pause of a producer far ahead of its worker, per
+/// [`NUDGE_EVERY`](super::intake::NUDGE_EVERY) entries.
+const MOST_PAUSE: Duration = Duration::from_millis(1);
+
+/// How long a pausing producer sleeps before it looks at the backlog again.
+const PAUSE_STEP: Duration = Duration::from_micros(50);
 #[cfg(not(rcukit_loom))]
 use {
     super::invoke::{drops_must_wait, Few},
@@ -76,8 +89,10 @@ struct SealFacts {
 /// What `push` does once it has let go of the thread-local table.
 #[cfg(not(rcukit_loom))]
 enum After {
-    /// Queued on the intake of this shard (valid while the domain lives).
-    Intake(*const Shard),
+    /// Queued on the intake of this shard (valid while the domain lives); whether the entry
+    /// started a block of [`NUDGE_EVERY`](super::intake::NUDGE_EVERY) (the producer then looks
+    /// at the shard's backlog: see "Floods" in the module docs).
+    Intake(*const Shard, bool),
     /// Kept in the local list; after a seal there is more to do, and the ready callbacks
     /// taken from the list into the caller's `Few` (marked `dropping`) are to be dropped.
     Local {
@@ -91,7 +106,8 @@ enum After {
 }
 
 impl Callbacks {
-    /// Queue a callback. Never blocks, never waits for a grace period.
+    /// Queue a callback. Never waits for a grace period (a flood gives way: see "Floods" in
+    /// the module docs).
     #[inline]
     pub(crate) fn push<P: GpPort>(&self, gp: &P, callback: Callback) {
         // Loom runs every execution of a model on one OS thread, so a thread-local would carry
@@ -146,14 +162,46 @@ impl Callbacks {
                     self.after_seal(gp, seal);
                 }
             }
-            Some(After::Intake(shard)) => {
+            Some(After::Intake(shard, nudged)) => {
                 // SAFETY: the shard belongs to this domain, which is alive.
                 let shard = unsafe { &*shard };
+                if nudged {
+                    self.give_way_if_far_ahead(gp, shard);
+                }
                 if drop_only && self.config.retire_on_producers && shard.hand_back.queued() > 0 {
                     self.run_ready_batch(gp, shard);
                 }
             }
             None => {}
+        }
+    }
+
+    /// A producer that has queued another [`NUDGE_EVERY`](super::intake::NUDGE_EVERY) entries
+    /// on `shard` gives way to its worker if the shard's callbacks are far behind ("Floods" in
+    /// the module docs): it yields its CPU once past [`GIVE_WAY_BACKLOG`], and past four times
+    /// that it pauses until the backlog is back under twice it, for at most [`MOST_PAUSE`].
+    /// Not on the domain's own workers, and no pause inside a read-side critical section of
+    /// the domain (the workers' grace periods would wait for it).
+    #[cold]
+    #[inline(never)]
+    fn give_way_if_far_ahead<P: GpPort>(&self, gp: &P, shard: &Shard) {
+        if self.on_worker_thread() {
+            return;
+        }
+        let mut pending = shard.pending();
+        if pending <= GIVE_WAY_BACKLOG {
+            return;
+        }
+        self.producers_gave_way.fetch_add(1, Relaxed);
+        if pending <= 4 * GIVE_WAY_BACKLOG || gp.is_reading_here() {
+            std::thread::yield_now();
+            return;
+        }
+        let start = Instant::now();
+        while pending > 2 * GIVE_WAY_BACKLOG && start.elapsed() < MOST_PAUSE {
+            shard.wake();
+            std::thread::sleep(PAUSE_STEP);
+            pending = shard.pending();
         }
     }
 
@@ -197,7 +245,7 @@ impl Callbacks {
         }
         let nudge = slot.producer.push(&shard.intake, Work::Callback(callback));
         shard.wake_if_sleeping(nudge, self.config.fence);
-        After::Intake(slot.shard)
+        After::Intake(slot.shard, nudge)
     }
 
     /// Add a drop-only callback to this thread's local list (see [`local`]), and take up to

@@ -346,6 +346,11 @@ impl Shard {
         }
     }
 
+    /// Callbacks queued on this shard and not yet run (nor abandoned).
+    pub(crate) fn pending(&self) -> u64 {
+        self.counts().pending
+    }
+
     /// The producers of this shard (for its worker's steals).
     pub(crate) fn producers(&self) -> Vec<Arc<ProducerShared>> {
         lock(&self.producers).live.clone()

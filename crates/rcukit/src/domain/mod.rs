@@ -421,20 +421,32 @@ impl Rcu {
             .run_until(cookie.expedited, &inner.core, &inner.event);
     }
 
-    /// Run `f` on a callback worker after a grace period. Never blocks and never waits for a
-    /// grace period; `f` runs once every reader that might see what the caller removed before
-    /// this call has finished. Closures queued by one thread run in the order queued, each
-    /// after every object that thread [`retire`](Rcu::retire)d before it.
+    /// Run `f` on a callback worker after a grace period. Never waits for a grace period, a
+    /// lock or another thread; `f` runs once every reader that might see what the caller
+    /// removed before this call has finished. Closures queued by one thread run in the order
+    /// queued, each after every object that thread [`retire`](Rcu::retire)d before it.
+    ///
+    /// # Floods
+    ///
+    /// A thread that queues callbacks far faster than the workers run them gives way to them,
+    /// so that what is pending stays bounded where producers outnumber the CPUs: past 262,144
+    /// callbacks pending in its shard it yields its CPU once every 1,024 calls, and past four
+    /// times that it pauses, for at most a millisecond every 1,024 calls, until they are back
+    /// under twice that ([`Stats::producers_gave_way`] counts both). Only a yield inside a
+    /// read-side critical section of the domain (or online in a QSBR domain), whose grace
+    /// periods the workers wait for; nothing on the domain's own workers.
     pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
         self.inner
             .callbacks
             .push(&*self.inner, Callback::from_fn(f));
     }
 
-    /// Drop `value` after a grace period (the kernel's `kfree_rcu`). Never blocks. By default
-    /// the calling thread keeps `value` and drops it in a later `retire` once the grace
-    /// period has ended (see [`RcuBuilder::retire_on_producers`]); objects are not ordered
-    /// against closures queued before them with [`call`](Rcu::call).
+    /// Drop `value` after a grace period (the kernel's `kfree_rcu`). Never waits for a grace
+    /// period. By default the calling thread keeps `value` and drops it in a later `retire`
+    /// once the grace period has ended (see [`RcuBuilder::retire_on_producers`]); objects are
+    /// not ordered against closures queued before them with [`call`](Rcu::call). Objects that
+    /// go to the workers instead (without `retire_on_producers`, or from a worker) give way to
+    /// them in a flood as [`call`](Rcu::call)'s closures do.
     ///
     /// # Thread exit
     ///
@@ -553,6 +565,7 @@ impl Rcu {
             callbacks_run_by_producers: cb.run_by_producers,
             callbacks_abandoned: cb.abandoned,
             readers_gave_way: inner.core.give_way.gave_way(),
+            producers_gave_way: cb.producers_gave_way,
         }
     }
 }

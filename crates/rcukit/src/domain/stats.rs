@@ -59,4 +59,8 @@ pub struct Stats {
     /// [`QsbrBuilder::readers_give_way`](crate::QsbrBuilder::readers_give_way)); 0 for other
     /// domains.
     pub readers_gave_way: u64,
+    /// Times a thread that queued callbacks far faster than the domain's workers ran them gave
+    /// way to them: a yield of its CPU, or a pause of up to a millisecond, per 1,024 callbacks
+    /// queued while over 262,144 were pending (see [`Rcu::call`](crate::Rcu::call)).
+    pub producers_gave_way: u64,
 }
