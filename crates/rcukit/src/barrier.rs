@@ -83,7 +83,8 @@ fn detected() -> Support {
 #[cfg(all(target_os = "linux", not(any(rcukit_loom, miri))))]
 fn detect() -> Support {
     use rustix::thread::{membarrier, membarrier_query, MembarrierCommand, MembarrierQuery};
-    if std::env::var_os("RCUKIT_NO_MEMBARRIER").is_some() {
+    // Set to anything but "0" or nothing: `=0` and `=` leave membarrier on.
+    if std::env::var_os("RCUKIT_NO_MEMBARRIER").is_some_and(|v| !v.is_empty() && v != "0") {
         return Support {
             private_expedited: false,
             global: false,

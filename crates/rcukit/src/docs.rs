@@ -598,6 +598,21 @@ pub mod limitations {
     //! on one of the domain's grace-period threads panics, as a wait inside a guard does: it
     //! could wait for that very thread).
     //!
+    //! # Signal handlers
+    //!
+    //! A signal handler may read a domain through a [`ThreadReader`](crate::ThreadReader) its
+    //! thread made beforehand, and use containers under that guard;
+    //! [`Rcu::read`](crate::Rcu::read) is not for handlers (it finds the thread's record
+    //! through caches the interrupted code may be changing, and allocates at thread exit).
+    //! Nothing else (writes, waits, `call`, `retire`) is async-signal-safe.
+    //!
+    //! # Floods of callbacks
+    //!
+    //! `call` and `retire` never wait for a grace period, but a thread that queues callbacks
+    //! far faster than the domain's workers run them gives way to them: it yields its CPU, and
+    //! past a million pending in its shard pauses for up to a millisecond every 1,024 calls
+    //! (see "Floods" in [`Rcu::call`](crate::Rcu::call)).
+    //!
     //! # Reclamation that interrupts other threads
     //!
     //! A thread that retires quickly tries an expedited grace period itself every 2,048 objects

@@ -708,3 +708,38 @@ fn every_kind_of_grace_period_that_sleeps_on_a_reader_ends_after_it_leaves() {
         );
     }
 }
+
+/// `RCUKIT_NO_MEMBARRIER` turns membarrier off when set to a value, and not when set to `0` or
+/// to nothing (it used to for any value at all). Each setting in a child process (the test
+/// binary again, running only this test), where the first domain detects the system's support.
+#[cfg(target_os = "linux")]
+#[test]
+fn no_membarrier_set_to_zero_or_nothing_leaves_membarrier_on() {
+    const CHILD: &str = "RCUKIT_TEST_FENCE_CHILD";
+    const NAME: &str = "no_membarrier_set_to_zero_or_nothing_leaves_membarrier_on";
+    if std::env::var_os(CHILD).is_some() {
+        println!("fence={:?}", Rcu::new().fence_kind());
+        return;
+    }
+    if Rcu::new().fence_kind() != FenceKind::Membarrier {
+        return; // no membarrier here (or turned off for the whole run): nothing to tell apart
+    }
+    for (value, expected) in [
+        ("0", FenceKind::Membarrier),
+        ("", FenceKind::Membarrier),
+        ("1", FenceKind::SeqCst),
+        ("yes", FenceKind::SeqCst),
+    ] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env("RCUKIT_NO_MEMBARRIER", value)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&format!("fence={expected:?}")),
+            "RCUKIT_NO_MEMBARRIER={value:?}: {stdout}"
+        );
+    }
+}

@@ -829,3 +829,30 @@ impl Drop for DropCount {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+/// `Stats::owned_sections` while another thread opens and closes owned sections as fast as it
+/// can: a snapshot taken while it runs may count the sections opened while it was taken, but
+/// never wraps around. (Read locks first, a section opened and closed between the two loads
+/// made the count wrap around to nearly 2^64.)
+#[test]
+fn owned_sections_never_wraps_around() {
+    let rcu = Arc::new(Rcu::new());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (rcu, stop) = (rcu.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                drop(rcu.read_owned());
+            }
+        })
+    };
+    for _ in 0..100_000 {
+        let open = rcu.stats().owned_sections;
+        assert!(
+            open < 1 << 32,
+            "{open} owned sections counted, one at most open"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+}

@@ -235,7 +235,8 @@ impl Rcu {
     /// The first read of a thread registers its reader record (a short lock); after that the
     /// outermost `read()` is a load of the domain's epoch, a store to the thread's own record
     /// and the light barrier (a compiler fence with membarrier), and dropping the guard is one
-    /// store.
+    /// store. Not from a signal handler: read there through a
+    /// [`ThreadReader`](crate::ThreadReader) made beforehand (see its "Signal handlers").
     #[inline]
     pub fn read(&self) -> Guard<'_> {
         // SAFETY: `self.inner` owns the line and is held for as long as `self` is borrowed.

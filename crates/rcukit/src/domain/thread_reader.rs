@@ -32,6 +32,16 @@ use std::marker::PhantomData;
 /// drop(reader);
 /// ```
 ///
+/// # Signal handlers
+///
+/// A signal handler reads through a handle its thread made beforehand (kept in a thread-local
+/// initialized before the signals come): its [`read`](ThreadReader::read) and the guard's drop
+/// touch the thread's record and nothing else, wherever the handler interrupts the thread's own
+/// sections. [`Rcu::read`] is not for handlers: it finds the record through per-thread
+/// caches that the interrupted code may be updating (two words stored one at a time, an index
+/// being replaced), so a handler's section could be counted in another domain's record, or a
+/// freed index probed; and once the thread's table is gone, at thread exit, it allocates.
+///
 /// # Thread exit
 ///
 /// A handle kept in a thread-local (of the global domain, or another `'static` one) keeps

@@ -376,10 +376,18 @@ impl Registry {
 
     /// Owned sections opened and not yet closed (statistics).
     pub(crate) fn owned_open(&self) -> u64 {
-        let records = self.records.lock();
-        records.iter().fold(self.owned_residue.open(), |sum, r| {
-            sum.wrapping_add(r.owned.open())
-        })
+        // Per phase, the unlocks first (`Acquire`: each pairs with its unlock's `Release`,
+        // after which its lock is counted), then the locks: never fewer locks than unlocks.
+        // (Locks first, a section opened and closed between the two loads made the difference
+        // wrap around. One record's counts may differ either way: a section opened on one
+        // thread may close on another.)
+        (0..2)
+            .map(|phase| {
+                let unlocks = self.owned_total(Side::Unlocks, phase);
+                let locks = self.owned_total(Side::Locks, phase);
+                locks.saturating_sub(unlocks)
+            })
+            .sum()
     }
 
     pub(crate) fn register(&self, record: Arc<ReaderRecord>) {

@@ -70,12 +70,6 @@ impl OwnedCounts {
             }
         }
     }
-
-    /// Opened minus closed, over both phases (for statistics; not a drain).
-    pub(crate) fn open(&self) -> u64 {
-        let total = |side| self.load(side, 0).wrapping_add(self.load(side, 1));
-        total(Side::Locks).wrapping_sub(total(Side::Unlocks))
-    }
 }
 
 /// A grace period's variant of the owned-section wait: only the loom model's busted variant
