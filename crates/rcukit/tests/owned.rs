@@ -455,37 +455,46 @@ fn awaiting_a_grace_period_inside_a_guard_panics() {
     drop(guard);
 }
 
+/// A domain that reports stalls after 100 ms, and its stall reports so far (each "reader /
+/// advice").
+fn stall_reporting_domain() -> (Arc<Rcu>, Arc<Mutex<Vec<String>>>) {
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let seen = reports.clone();
+    let rcu = Rcu::builder()
+        .stall_timeout(Duration::from_millis(100))
+        .on_report(move |r: &Report| {
+            if let Report::Stall(s) = r {
+                seen.lock()
+                    .unwrap()
+                    .push(s.reader.clone() + " / " + s.advice);
+            }
+        })
+        .build()
+        .unwrap();
+    (Arc::new(rcu), reports)
+}
+
+/// The stall reports once there is one (30 s at most: a guard against none, not a timing).
+fn first_stalls(reports: &Mutex<Vec<String>>) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reports.lock().unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    reports.lock().unwrap().clone()
+}
+
 /// Waiting while holding an owned guard cannot be refused (the guard is not tied to the
 /// thread), so the grace period reports the stall and names the owned sections.
 #[test]
 fn waiting_under_ones_own_owned_guard_is_reported_as_a_stall() {
     watchdog(Duration::from_secs(60), || {
-        let reports = Arc::new(Mutex::new(Vec::new()));
-        let rcu = Arc::new({
-            let reports = reports.clone();
-            Rcu::builder()
-                .stall_timeout(Duration::from_millis(100))
-                .on_report(move |r: &Report| {
-                    if let Report::Stall(s) = r {
-                        reports
-                            .lock()
-                            .unwrap()
-                            .push(s.reader.clone() + " / " + s.advice);
-                    }
-                })
-                .build()
-                .unwrap()
-        });
+        let (rcu, reports) = stall_reporting_domain();
         let guard = rcu.read_owned();
         let waiter = {
             let rcu = rcu.clone();
             std::thread::spawn(move || rcu.synchronize_expedited())
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while reports.lock().unwrap().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let seen = reports.lock().unwrap().clone();
+        let seen = first_stalls(&reports);
         assert!(
             seen.iter()
                 .any(|r| r.contains("1 owned read-side") && r.contains("OwnedGuard")),
@@ -503,28 +512,12 @@ fn waiting_under_ones_own_owned_guard_is_reported_as_a_stall() {
 #[test]
 fn a_snapshot_left_in_a_value_retired_to_its_domain_is_reported_as_a_stall() {
     watchdog(Duration::from_secs(60), || {
-        let reports = Arc::new(Mutex::new(Vec::new()));
-        let rcu = Arc::new({
-            let reports = reports.clone();
-            Rcu::builder()
-                .stall_timeout(Duration::from_millis(100))
-                .on_report(move |r: &Report| {
-                    if let Report::Stall(s) = r {
-                        reports.lock().unwrap().push(s.advice.to_string());
-                    }
-                })
-                .build()
-                .unwrap()
-        });
+        let (rcu, reports) = stall_reporting_domain();
         let config = Arc::new(RcuCell::with_domain(1u32, rcu.clone()));
         let session = RcuCell::with_domain(Some(config.clone().snapshot_owned()), rcu.clone());
         session.store(None); // retires the value that holds the snapshot
         let cookie = rcu.start_poll();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while reports.lock().unwrap().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let seen = reports.lock().unwrap().clone();
+        let seen = first_stalls(&reports);
         assert!(
             seen.iter()
                 .any(|a| a.contains("kept inside a value retired")),
