@@ -56,44 +56,29 @@ fn a_value_listed_twice_is_an_error_and_bad_settings_make_no_output_directory() 
     let out = never.to_str().unwrap();
     for (args, needle) in [
         (
-            &["conntrack", "--maps", "papaya,rcu-hashmap,papaya"][..],
+            "conntrack --maps papaya,rcu-hashmap,papaya",
             "--maps lists papaya twice",
         ),
         (
-            &["conntrack", "--packet-threads", "1,1"][..],
+            "conntrack --packet-threads 1,1",
             "--packet-threads lists 1 twice",
         ),
         (
-            &["percpu", "--thread-counts", "2,1,2"][..],
+            "percpu --thread-counts 2,1,2",
             "--thread-counts lists 2 twice",
         ),
+        ("peers --parts read,read", "--parts lists read twice"),
+        ("peers --read-threads 1,1", "--read-threads lists 1 twice"),
+        ("peers --shape-readers 2,2", "--shape-readers lists 2 twice"),
+        ("callbacks --delays 1ms,1ms", "--delays lists 1ms twice"),
         (
-            &["peers", "--parts", "read,read"][..],
-            "--parts lists read twice",
-        ),
-        (
-            &["peers", "--read-threads", "1,1"][..],
-            "--read-threads lists 1 twice",
-        ),
-        (
-            &["peers", "--shape-readers", "2,2"][..],
-            "--shape-readers lists 2 twice",
-        ),
-        (
-            &["callbacks", "--delays", "1ms,1ms"][..],
-            "--delays lists 1ms twice",
-        ),
-        (
-            &["callbacks", "--exp-intervals", "1ms,1ms"][..],
+            "callbacks --exp-intervals 1ms,1ms",
             "--exp-intervals lists 1ms twice",
         ),
-        (
-            &["capture", "--rates", "1e6,1000000"][..],
-            "--rates lists 1000000 twice",
-        ),
-        (&["netfilter", "--readers", "0"][..], "--readers"),
+        ("capture --rates 1e6,1000000", "--rates lists 1000000 twice"),
+        ("netfilter --readers 0", "--readers"),
     ] {
-        let mut all = args.to_vec();
+        let mut all: Vec<&str> = args.split(' ').collect();
         all.extend(["--no-progress", "--out", out]);
         assert_fails(&all, needle);
         assert!(!never.exists(), "{all:?} made its output directory");

@@ -514,8 +514,8 @@ fn a_snapshot_left_in_a_value_retired_to_its_domain_is_reported_as_a_stall() {
     watchdog(Duration::from_secs(60), || {
         let (rcu, reports) = stall_reporting_domain();
         let config = Arc::new(RcuCell::with_domain(1u32, rcu.clone()));
-        let session = RcuCell::with_domain(Some(config.clone().snapshot_owned()), rcu.clone());
-        session.store(None); // retires the value that holds the snapshot
+        let holder = RcuCell::with_domain(Some(config.clone().snapshot_owned()), rcu.clone());
+        holder.store(None); // retires the value that holds the snapshot
         let cookie = rcu.start_poll();
         let seen = first_stalls(&reports);
         assert!(
@@ -524,7 +524,7 @@ fn a_snapshot_left_in_a_value_retired_to_its_domain_is_reported_as_a_stall() {
             "{seen:?}"
         );
         assert!(!rcu.poll(&cookie), "the grace period cannot end");
-        std::mem::forget((session, config, rcu));
+        std::mem::forget((holder, config, rcu));
     });
 }
 
