@@ -221,7 +221,9 @@ impl Producer {
         if self.chunk.is_null() || self.filled == CHUNK_LEN {
             self.start_chunk(intake);
             self.chunks = self.chunks.wrapping_add(1);
-            nudge = self.chunks % (NUDGE_EVERY / CHUNK_LEN) == 1;
+            // The first chunk of every `NUDGE_EVERY / CHUNK_LEN` (every one when they are
+            // equal, as under `rcukit_small`).
+            nudge = self.chunks.wrapping_sub(1) % (NUDGE_EVERY / CHUNK_LEN) == 0;
         }
         let i = self.filled;
         // SAFETY: we own the chunk's producer share and slot `i` has not been published, so

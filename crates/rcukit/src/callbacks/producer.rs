@@ -20,11 +20,20 @@ use std::time::{Duration, Instant};
 pub(crate) const GIVE_WAY_BACKLOG: u64 = if cfg!(rcukit_small) { 64 } else { 1 << 18 };
 
 /// The longest pause of a producer far ahead of its worker, per
-/// [`NUDGE_EVERY`](super::intake::NUDGE_EVERY) entries.
-const MOST_PAUSE: Duration = Duration::from_millis(1);
+/// [`NUDGE_EVERY`](super::intake::NUDGE_EVERY) entries (which `rcukit_small` makes 4: its
+/// pauses are as much shorter, so that a flood there is no slower per callback).
+const MOST_PAUSE: Duration = if cfg!(rcukit_small) {
+    Duration::from_micros(4)
+} else {
+    Duration::from_millis(1)
+};
 
 /// How long a pausing producer sleeps before it looks at the backlog again.
-const PAUSE_STEP: Duration = Duration::from_micros(50);
+const PAUSE_STEP: Duration = if cfg!(rcukit_small) {
+    Duration::from_micros(1)
+} else {
+    Duration::from_micros(50)
+};
 #[cfg(not(rcukit_loom))]
 use {
     super::invoke::{drops_must_wait, Few},
