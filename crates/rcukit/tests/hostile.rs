@@ -1399,3 +1399,58 @@ fn a_waiting_cell_write_refused_under_its_lock_and_a_guard_drops_what_it_was_giv
         });
     });
 }
+
+/// A write's closure that waits for a grace period of the container's domain panics, naming
+/// the writer lock, and the containers stay usable: a thread that reads the domain and waits
+/// for that writer lock inside its section (a flat map's iteration, `Debug` or `Clone`, any
+/// write under a guard) would hold the grace period back for ever. (With such a thread it
+/// hung; without one the wait ended and this test failed.)
+#[test]
+fn a_grace_period_waited_for_under_a_containers_writer_lock_panics() {
+    watchdog(Duration::from_secs(60), || {
+        let rcu = Arc::new(Rcu::new());
+        let map: rcukit::RcuFlatMap<u32, u32, std::collections::hash_map::RandomState, Arc<Rcu>> =
+            rcukit::RcuFlatMap::new_in(rcu.clone());
+        map.insert(1, 1);
+        let cell = RcuCell::with_domain(1u32, rcu.clone());
+        let waits: [(&str, &dyn Fn()); 4] = [
+            ("synchronize()", &|| rcu.synchronize()),
+            ("synchronize_expedited()", &|| rcu.synchronize_expedited()),
+            ("cond_synchronize()", &|| {
+                rcu.cond_synchronize(&rcu.start_poll())
+            }),
+            ("cond_synchronize_expedited()", &|| {
+                rcu.cond_synchronize_expedited(&rcu.start_poll())
+            }),
+        ];
+        for (what, wait) in waits {
+            let in_map = catch_unwind(AssertUnwindSafe(|| {
+                map.update(&1, |v| {
+                    wait();
+                    v + 1
+                })
+            }));
+            let in_cell = catch_unwind(AssertUnwindSafe(|| {
+                cell.update(|v| {
+                    wait();
+                    v + 1
+                })
+            }));
+            for outcome in [in_map.map(|_| ()), in_cell.map(|_| ())] {
+                let err = outcome.expect_err(what);
+                let msg = err.downcast_ref::<String>().expect("a formatted message");
+                assert!(
+                    msg.contains(what) && msg.contains("writer lock"),
+                    "{what}: {msg}"
+                );
+            }
+        }
+        // Both still work, and a wait after the write is fine.
+        map.update(&1, |v| v + 1);
+        cell.update(|v| v + 1);
+        rcu.synchronize();
+        let guard = rcu.read();
+        assert_eq!(map.get(&1, &guard), Some(&2));
+        assert_eq!(*cell.load(&guard), 2);
+    });
+}

@@ -275,7 +275,24 @@ impl Rcu {
         reader::is_reading(self.inner.key(), &self.inner.core.registry)
     }
 
+    /// [`assert_not_reading`](Self::assert_not_reading), and not while the thread holds a
+    /// container's writer lock: a reader of the domain may wait for that lock (a flat map's
+    /// iteration, `Debug` or `Clone`, any write made under a guard) while the grace period
+    /// waits for that reader.
     #[track_caller]
+    pub(crate) fn assert_may_wait(&self, what: &str) {
+        self.assert_not_reading(what);
+        if crate::sync::fork_lock::held_here() {
+            panic!(
+                "rcukit: {what} called while this thread holds a container's writer lock (in \
+                 the user code that a write of an RcuCell, RcuList or RcuFlatMap runs under \
+                 it); a reader that waits for that lock inside a read-side critical section \
+                 would hold the grace period back for ever. Wait after the write, or defer the \
+                 work with call()/retire()."
+            );
+        }
+    }
+
     pub(crate) fn assert_not_reading(&self, what: &str) {
         if crate::report::in_hook() {
             panic!(
@@ -313,11 +330,15 @@ impl Rcu {
     ///
     /// # Panics
     ///
-    /// If called inside a read-side critical section of this domain, or on one of its
-    /// grace-period threads (from the `Waker` of a future woken there): it would deadlock.
+    /// If called inside a read-side critical section of this domain, on one of its
+    /// grace-period threads (from the `Waker` of a future woken there), or while the thread
+    /// holds a container's writer lock (in the closure of an [`RcuCell`](crate::RcuCell),
+    /// [`RcuList`](crate::RcuList) or [`RcuFlatMap`](crate::RcuFlatMap) write, where a reader
+    /// waiting for that lock inside its section would hold the grace period back): it would
+    /// deadlock.
     #[track_caller]
     pub fn synchronize(&self) {
-        self.assert_not_reading("synchronize()");
+        self.assert_may_wait("synchronize()");
         let cookie = self.inner.get_state();
         self.wait_for_cookie(&cookie);
     }
@@ -337,11 +358,15 @@ impl Rcu {
     ///
     /// # Panics
     ///
-    /// If called inside a read-side critical section of this domain, or on one of its
-    /// grace-period threads (from the `Waker` of a future woken there): it would deadlock.
+    /// If called inside a read-side critical section of this domain, on one of its
+    /// grace-period threads (from the `Waker` of a future woken there), or while the thread
+    /// holds a container's writer lock (in the closure of an [`RcuCell`](crate::RcuCell),
+    /// [`RcuList`](crate::RcuList) or [`RcuFlatMap`](crate::RcuFlatMap) write, where a reader
+    /// waiting for that lock inside its section would hold the grace period back): it would
+    /// deadlock.
     #[track_caller]
     pub fn synchronize_expedited(&self) {
-        self.assert_not_reading("synchronize_expedited()");
+        self.assert_may_wait("synchronize_expedited()");
         let inner = &*self.inner;
         inner.check_fork();
         inner.exp.synchronize(&inner.core, &inner.event);
@@ -388,15 +413,16 @@ impl Rcu {
     ///
     /// # Panics
     ///
-    /// Inside a read-side critical section of this domain, or if `cookie` came from another
-    /// domain.
+    /// Inside a read-side critical section of this domain, while the thread holds a
+    /// container's writer lock (see [`synchronize`](Rcu::synchronize)), or if `cookie` came
+    /// from another domain.
     #[track_caller]
     pub fn cond_synchronize(&self, cookie: &GpCookie) {
         self.inner.check_cookie(cookie);
         if self.poll(cookie) {
             return;
         }
-        self.assert_not_reading("cond_synchronize()");
+        self.assert_may_wait("cond_synchronize()");
         self.wait_for_cookie(cookie);
     }
 
@@ -406,15 +432,16 @@ impl Rcu {
     ///
     /// # Panics
     ///
-    /// Inside a read-side critical section of this domain, or if `cookie` came from another
-    /// domain.
+    /// Inside a read-side critical section of this domain, while the thread holds a
+    /// container's writer lock (see [`synchronize`](Rcu::synchronize)), or if `cookie` came
+    /// from another domain.
     #[track_caller]
     pub fn cond_synchronize_expedited(&self, cookie: &GpCookie) {
         self.inner.check_cookie(cookie);
         if self.poll(cookie) {
             return;
         }
-        self.assert_not_reading("cond_synchronize_expedited()");
+        self.assert_may_wait("cond_synchronize_expedited()");
         let inner = &*self.inner;
         inner.check_fork();
         inner
