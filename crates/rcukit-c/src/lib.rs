@@ -100,9 +100,13 @@
 //!   (it would wait for itself). A callback must not unwind or `longjmp` out of its call. A
 //!   barrier waits for the callbacks queued before it on its own domain only: two callbacks
 //!   of two domains that each wait for the other domain's barrier wait for ever.
-//! * **Signal handlers** may open read-side critical sections (guards, reader handles, and
-//!   liburcu's memb `rcu_read_lock`), wherever the signal interrupts the thread, once the
-//!   thread has read that domain before (its first read makes its record, which allocates).
+//! * **Signal handlers** may open read-side critical sections through a reader handle the
+//!   thread made beforehand (`rcukit_reader_new`, or liburcu's memb `rcu_read_lock` on a
+//!   registered thread), wherever the signal interrupts the thread: such a section touches the
+//!   thread's record and nothing else. Not with `rcukit_read_lock`: it finds the record through
+//!   per-thread caches that the interrupted code may be changing (a handler could probe a
+//!   freed index, or count its section in another domain's record), and at thread exit it
+//!   allocates.
 //! * **Owned sections and `fork()`**: an owned section open on another thread when the process
 //!   forks stays open in the child, which has no thread to end it: the child's grace periods
 //!   of that domain then wait for ever.

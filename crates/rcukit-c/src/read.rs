@@ -123,9 +123,10 @@ fn not_locked_here(what: &'static str, marker: usize) -> ! {
 
 /// Enter a read-side critical section of `domain` and return its guard. Nestable; no
 /// registration is needed. The outermost lock of a thread is a load, a store to the thread's
-/// own reader record and a compiler fence (with membarrier). A signal handler may lock too,
-/// wherever the signal interrupts the thread, once the thread has read `domain` before (its
-/// first read makes its record, which allocates).
+/// own reader record and a compiler fence (with membarrier). Not from a signal handler: lock
+/// a reader handle made beforehand there (`rcukit_reader_new`), whose sections touch only the
+/// thread's record; this lookup goes through per-thread caches the interrupted code may be
+/// changing.
 ///
 /// # Safety
 ///

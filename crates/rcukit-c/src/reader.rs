@@ -144,7 +144,9 @@ pub extern "C" fn rcukit_reader_words_version() -> u32 {
 /// The calling thread's reader of `domain`: lock and unlock it (on this thread) for read-side
 /// critical sections that skip the lookup `rcukit_read_lock` makes each time. Free it with
 /// `rcukit_reader_free`, on this thread, before the thread exits and before the domain is
-/// freed.
+/// freed. Its sections are the ones a signal handler of the thread may open (made before the
+/// signals come: making it allocates): they touch the thread's record and nothing else,
+/// wherever the signal interrupts the thread.
 ///
 /// # Safety
 ///

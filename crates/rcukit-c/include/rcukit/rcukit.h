@@ -617,9 +617,10 @@ void rcukit_qsbr_stats(const struct rcukit_qsbr *qsbr, struct rcukit_stats *stat
 
 // Enter a read-side critical section of `domain` and return its guard. Nestable; no
 // registration is needed. The outermost lock of a thread is a load, a store to the thread's
-// own reader record and a compiler fence (with membarrier). A signal handler may lock too,
-// wherever the signal interrupts the thread, once the thread has read `domain` before (its
-// first read makes its record, which allocates).
+// own reader record and a compiler fence (with membarrier). Not from a signal handler: lock
+// a reader handle made beforehand there (`rcukit_reader_new`), whose sections touch only the
+// thread's record; this lookup goes through per-thread caches the interrupted code may be
+// changing.
 //
 // # Safety
 //
@@ -664,7 +665,9 @@ uint32_t rcukit_reader_words_version(void);
 // The calling thread's reader of `domain`: lock and unlock it (on this thread) for read-side
 // critical sections that skip the lookup `rcukit_read_lock` makes each time. Free it with
 // `rcukit_reader_free`, on this thread, before the thread exits and before the domain is
-// freed.
+// freed. Its sections are the ones a signal handler of the thread may open (made before the
+// signals come: making it allocates): they touch the thread's record and nothing else,
+// wherever the signal interrupts the thread.
 //
 // # Safety
 //

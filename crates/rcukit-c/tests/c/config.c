@@ -12,7 +12,12 @@ int main(void) {
     CHECK(strcmp(rcukit_status_str(RCUKIT_ALREADY_BUILT), "the global domain is already built") == 0);
     CHECK(strcmp(rcukit_status_str(99), "unknown status") == 0);
 
-    /* The global domain takes a configuration before its first use, and only then. */
+    /* The global domain takes a configuration before its first use, and only then. A domain
+     * made and freed before that does not use it (freeing one builds no global domain). */
+    rcukit_domain *early = rcukit_domain_new(NULL);
+    CHECK(early != NULL);
+    rcukit_synchronize(early);
+    rcukit_domain_free(early);
     rcukit_config *config = rcukit_config_new();
     CHECK(rcukit_config_set_name(config, "my-global") == RCUKIT_OK);
     CHECK(rcukit_global_init(config) == RCUKIT_OK);

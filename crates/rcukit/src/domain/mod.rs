@@ -262,9 +262,10 @@ impl Rcu {
         OwnedGuard::enter(&self.inner, self.is_global())
     }
 
-    /// Is this the global domain (which is never dropped)?
+    /// Is this the process's global domain ([`Rcu::global`], which is never dropped)? Asking
+    /// builds nothing: before the global domain's first use, every domain answers false.
     #[inline]
-    fn is_global(&self) -> bool {
+    pub fn is_global(&self) -> bool {
         GLOBAL
             .get()
             .is_some_and(|global| std::ptr::eq(global, self))
