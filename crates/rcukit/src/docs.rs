@@ -611,7 +611,9 @@ pub mod limitations {
     //! `call` and `retire` never wait for a grace period, but a thread that queues callbacks
     //! far faster than the domain's workers run them gives way to them: it yields its CPU, and
     //! past a million pending in its shard pauses for up to a millisecond every 1,024 calls
-    //! (see "Floods" in [`Rcu::call`](crate::Rcu::call)).
+    //! (see "Floods" in [`Rcu::call`](crate::Rcu::call)). That bounds a flood from threads
+    //! outside read-side critical sections; from threads inside one, or online in a QSBR
+    //! domain, whose pauses hold the grace periods back too, it only slows its growth.
     //!
     //! # Reclamation that interrupts other threads
     //!

@@ -312,8 +312,8 @@ impl Qsbr {
     }
 
     /// Run `f` on a callback worker after a grace period. Never waits for a grace period:
-    /// fine from online threads (in a flood, an online thread gives way to the workers by
-    /// yielding its CPU, never by pausing: see [`Rcu::call`]).
+    /// fine from online threads (in a flood, a thread gives way to the workers: see
+    /// [`Rcu::call`]).
     pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
         self.rcu.call(f);
     }

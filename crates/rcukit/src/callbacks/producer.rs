@@ -175,7 +175,7 @@ impl Callbacks {
                 // SAFETY: the shard belongs to this domain, which is alive.
                 let shard = unsafe { &*shard };
                 if nudged {
-                    self.give_way_if_far_ahead(gp, shard);
+                    self.give_way_if_far_ahead(shard);
                 }
                 if drop_only && self.config.retire_on_producers && shard.hand_back.queued() > 0 {
                     self.run_ready_batch(gp, shard);
@@ -189,11 +189,10 @@ impl Callbacks {
     /// on `shard` gives way to its worker if the shard's callbacks are far behind ("Floods" in
     /// the module docs): it yields its CPU once past [`GIVE_WAY_BACKLOG`], and past four times
     /// that it pauses until the backlog is back under twice it, for at most [`MOST_PAUSE`].
-    /// Not on the domain's own workers, and no pause inside a read-side critical section of
-    /// the domain (the workers' grace periods would wait for it).
+    /// Not on the domain's own workers.
     #[cold]
     #[inline(never)]
-    fn give_way_if_far_ahead<P: GpPort>(&self, gp: &P, shard: &Shard) {
+    fn give_way_if_far_ahead(&self, shard: &Shard) {
         if self.on_worker_thread() {
             return;
         }
@@ -202,7 +201,7 @@ impl Callbacks {
             return;
         }
         self.producers_gave_way.fetch_add(1, Relaxed);
-        if pending <= 4 * GIVE_WAY_BACKLOG || gp.is_reading_here() {
+        if pending <= 4 * GIVE_WAY_BACKLOG {
             std::thread::yield_now();
             return;
         }

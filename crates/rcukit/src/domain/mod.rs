@@ -461,9 +461,10 @@ impl Rcu {
     /// so that what is pending stays bounded where producers outnumber the CPUs: past 262,144
     /// callbacks pending in its shard it yields its CPU once every 1,024 calls, and past four
     /// times that it pauses, for at most a millisecond every 1,024 calls, until they are back
-    /// under twice that ([`Stats::producers_gave_way`] counts both). Only a yield inside a
-    /// read-side critical section of the domain (or online in a QSBR domain), whose grace
-    /// periods the workers wait for; nothing on the domain's own workers.
+    /// under twice that ([`Stats::producers_gave_way`] counts both). A pause inside a
+    /// read-side critical section (or online, in a QSBR domain) holds the next grace period
+    /// back by as much, so a flood from such threads only grows more slowly. Nothing on the
+    /// domain's own workers.
     pub fn call<F: FnOnce() + Send + 'static>(&self, f: F) {
         self.inner
             .callbacks
