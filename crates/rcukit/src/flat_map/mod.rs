@@ -73,7 +73,8 @@ where
 }
 
 // As std's maps: unwind-safe when the entries are (a panic in the user's code under a write
-// leaves the map as it was, but an entry's own state is the entry's affair).
+// leaves the map as it was, or for `retain` with the removals made so far, a consistent map
+// either way; an entry's own state is the entry's affair).
 impl<K, V, S, D> std::panic::RefUnwindSafe for RcuFlatMap<K, V, S, D>
 where
     K: Clone + Send + std::panic::RefUnwindSafe + 'static,
@@ -561,6 +562,10 @@ where
 
     /// Keep only the entries for which `keep(key, value)` holds (`keep` runs under the map's
     /// writer lock, once per entry; it must not write to this map, which panics).
+    ///
+    /// Not all or nothing: if `keep` panics, the entries it refused so far are removed and
+    /// the others stay, as with std's `retain`; and if a `Clone` panics in the smaller table
+    /// that `retain` may then build, every removal it made stays made, in the table it had.
     pub fn retain<F: FnMut(&K, &V) -> bool>(&self, keep: F) {
         let mut keep = self.refuse_reentry(keep);
         let mut lock = self.lock_checked();
