@@ -123,6 +123,25 @@ fn compute_inserts_updates_removes_and_aborts() {
 }
 
 #[test]
+fn a_pinned_handle_offers_the_maps_value_taking_writes() {
+    common::each_config(|rcu| {
+        let map: Map<u32, u32> = RcuHashMap::with_domain(rcu);
+        let pinned = map.pin();
+        assert_eq!(pinned.get_or_insert(1, 10), &10);
+        assert_eq!(
+            pinned.get_or_insert(1, 20),
+            &10,
+            "present: the value given is dropped"
+        );
+        assert_eq!(pinned.update_or_insert(2, |v| v + 1, 5), &5);
+        assert_eq!(pinned.update_or_insert(2, |v| v + 1, 5), &6);
+        assert_eq!(pinned.remove_entry(&2), Some((&2, &6)));
+        assert_eq!(pinned.remove_entry(&2), None);
+        assert_eq!((pinned.len(), pinned.get(&1)), (1, Some(&10)));
+    });
+}
+
+#[test]
 fn the_whole_map_traits_hasher_clone_eq_extend() {
     common::each_config(|rcu| {
         let mut a: Map<u32, String> = RcuHashMap::with_domain(rcu);

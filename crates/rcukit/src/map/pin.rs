@@ -196,6 +196,11 @@ where
         &self.map.get_or_put(key, make, &*self.guard, self).value
     }
 
+    /// See [`RcuHashMap::get_or_insert`].
+    pub fn get_or_insert(&self, key: K, value: V) -> &V {
+        self.get_or_insert_with(key, || value)
+    }
+
     /// See [`RcuHashMap::remove`]; the entry is retired when this handle drops.
     pub fn remove<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<&V>
     where
@@ -204,6 +209,16 @@ where
         self.map
             .remove_where(key, |_, _| true, &*self.guard, self, None)
             .map(|n| &n.value)
+    }
+
+    /// See [`RcuHashMap::remove_entry`]; the entry is retired when this handle drops.
+    pub fn remove_entry<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<(&K, &V)>
+    where
+        K: Borrow<Q>,
+    {
+        self.map
+            .remove_where(key, |_, _| true, &*self.guard, self, None)
+            .map(|n| (&n.key, &n.value))
     }
 
     /// See [`RcuHashMap::remove_if`].
@@ -250,6 +265,15 @@ where
     {
         self.map
             .update_or_insert_in(key, update, insert, &*self.guard, self)
+    }
+
+    /// See [`RcuHashMap::update_or_insert`].
+    #[track_caller]
+    pub fn update_or_insert<U>(&self, key: K, update: U, value: V) -> &V
+    where
+        U: FnMut(&V) -> V,
+    {
+        self.update_or_insert_with(key, update, || value)
     }
 
     /// See [`RcuHashMap::iter`].
