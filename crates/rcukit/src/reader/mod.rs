@@ -170,8 +170,9 @@ impl ReaderRecord {
             self.thread.to_string()
         } else if self.thread.has_exited() {
             format!(
-                "{}, which has EXITED with it still open (a guard or handle leaked with \
-                 mem::forget?): no grace period will ever end",
+                "{}, which has EXITED with it still open (a guard or handle never dropped, as \
+                 with mem::forget, or a C thread that exited holding a read lock or registered \
+                 online): no grace period will ever end",
                 self.thread
             )
         } else {
