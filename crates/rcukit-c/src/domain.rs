@@ -102,7 +102,9 @@ pub unsafe extern "C" fn rcukit_domain_new(config: *const rcukit_config) -> *mut
 ///
 /// `domain` is NULL or came from `rcukit_domain_new`, is freed once, and no guard, call or
 /// callback uses it afterwards (a callback of the domain may free it: the rest of its
-/// callbacks then run on that worker).
+/// callbacks then run on that worker, after the free, so none of them may queue another
+/// callback on it, read it or wait for it: a chain of callbacks that re-queue themselves
+/// must be stopped before the free).
 #[no_mangle]
 pub unsafe extern "C" fn rcukit_domain_free(domain: *mut rcukit_domain) {
     FFI.guarded("rcukit_domain_free", || {

@@ -409,7 +409,9 @@ struct rcukit_domain *rcukit_domain_new(const struct rcukit_config *config);
 //
 // `domain` is NULL or came from `rcukit_domain_new`, is freed once, and no guard, call or
 // callback uses it afterwards (a callback of the domain may free it: the rest of its
-// callbacks then run on that worker).
+// callbacks then run on that worker, after the free, so none of them may queue another
+// callback on it, read it or wait for it: a chain of callbacks that re-queue themselves
+// must be stopped before the free).
 void rcukit_domain_free(struct rcukit_domain *domain);
 
 // A unique, never reused identifier of the domain.
