@@ -66,9 +66,16 @@ pub(crate) unsafe fn help_move<K, V>(
             // Moving a bucket into a larger table waits for cache misses on the nodes whose
             // hints do not tell their new bucket (they are read for their hashes); asking for
             // those nodes of the bucket ahead now lets the misses overlap. Into a table no
-            // larger, a move reads no node (see `move_bucket`).
-            if gained > 0 && index + PREFETCH_AHEAD < end {
-                prefetch_unhinted(old.bucket(index + PREFETCH_AHEAD), gained);
+            // larger, a move reads no node (see `move_bucket`). The bucket ahead may lie past
+            // this run: claims are consecutive, so it is most often this thread's next one
+            // (with 8 buckets a write, stopping at the run's end left half of them unasked).
+            if gained > 0 && index + PREFETCH_AHEAD < old.len() {
+                let ahead = index + PREFETCH_AHEAD;
+                prefetch_unhinted(old.bucket(ahead), gained);
+                // The two buckets of `new` most of that bucket's entries go to (the only two
+                // when the table doubles): the mover locks and fills them.
+                prefetch(new.bucket(ahead));
+                prefetch(new.bucket(ahead | 1 << old.bits()));
             }
             // SAFETY: forwarded; `index` was claimed by this thread alone.
             unsafe { move_bucket(old, new, index, busted_mark_first) };
@@ -98,6 +105,8 @@ fn prefetch_unhinted<N>(bucket: &line::Line<N>, gained: u32) {
     let lanes = &bucket.lanes;
     let state = bucket.seq();
     let tags = lanes.tags.load(Relaxed);
+    // Its overflow line, whose lanes the move reads too (null: nothing asked).
+    prefetch(lanes.overflow.load(Relaxed));
     for lane in 0..LANES {
         if line::lane_tag(tags, lane) != 0
             && hint::grown(line::hint_in(state, lane), gained).is_none()
