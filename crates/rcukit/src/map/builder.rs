@@ -87,7 +87,7 @@ impl<S, D> MapBuilder<S, D> {
     }
 
     /// Shrink when entries fall below this many per bucket (default 0.25, a sixteenth of the
-    /// default maximum; 0 disables shrinking; below half the maximum).
+    /// default maximum; 0 disables shrinking; at most a quarter of the maximum).
     pub fn min_load_factor(mut self, load: f32) -> Self {
         self.min_load = load;
         self
@@ -142,11 +142,15 @@ impl<S, D> MapBuilder<S, D> {
                 format!("{} is outside 0.1..=16", self.max_load),
             ));
         }
-        if !(self.min_load >= 0.0 && self.min_load < self.max_load / 2.0) {
+        // A doubling halves the load and a halving doubles it: with the minimum at most a
+        // quarter of the maximum, a table just grown (or shrunk) is a factor of two inside both
+        // limits, so a few writes back and forth at a limit never resize it again and again.
+        if !(self.min_load >= 0.0 && self.min_load <= self.max_load / 4.0) {
             return Err(Error::invalid(
                 "min_load_factor",
                 format!(
-                    "{} must be at least 0 and below half the maximum ({})",
+                    "{} must be at least 0 and at most a quarter of the maximum ({}), so \
+                     that a table just resized is well inside both limits",
                     self.min_load, self.max_load
                 ),
             ));
