@@ -70,12 +70,7 @@ pub(crate) unsafe fn help_move<K, V>(
             // this run: claims are consecutive, so it is most often this thread's next one
             // (with 8 buckets a write, stopping at the run's end left half of them unasked).
             if gained > 0 && index + PREFETCH_AHEAD < old.len() {
-                let ahead = index + PREFETCH_AHEAD;
-                prefetch_unhinted(old.bucket(ahead), gained);
-                // The two buckets of `new` most of that bucket's entries go to (the only two
-                // when the table doubles): the mover locks and fills them.
-                prefetch(new.bucket(ahead));
-                prefetch(new.bucket(ahead | 1 << old.bits()));
+                prefetch_ahead(old, new, index + PREFETCH_AHEAD, gained);
             }
             // SAFETY: forwarded; `index` was claimed by this thread alone.
             unsafe { move_bucket(old, new, index, busted_mark_first) };
@@ -96,6 +91,16 @@ pub(crate) unsafe fn help_move<K, V>(
     } else {
         Moved::Nothing
     }
+}
+
+/// Ask for what moving bucket `ahead` of `old` into the larger `new` will read: its unhinted
+/// nodes, and the two buckets of `new` most of its entries go to (the only two when the table
+/// doubles), which the mover locks and fills.
+#[inline(always)]
+fn prefetch_ahead<K, V>(old: &Table<K, V>, new: &Table<K, V>, ahead: usize, gained: u32) {
+    prefetch_unhinted(old.bucket(ahead), gained);
+    prefetch(new.bucket(ahead));
+    prefetch(new.bucket(ahead | 1 << old.bits()));
 }
 
 /// Ask for the nodes of `bucket`'s first line whose hints know fewer than `gained` bits (a
