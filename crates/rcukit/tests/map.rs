@@ -419,12 +419,12 @@ fn a_writer_refuses_a_guard_of_another_domain() {
 fn the_table_grows_and_shrinks_with_the_load() {
     common::each_config(|rcu| {
         let map: Map<u64, u64> = RcuHashMap::with_domain(rcu);
-        assert_eq!(map.capacity(), 16);
+        assert_eq!(map.buckets(), 16);
         let n = scale(20_000, 300) as u64;
         for i in 0..n {
             map.pin().insert(i, i);
         }
-        let grown = map.capacity();
+        let grown = map.buckets();
         assert!(grown as f64 >= n as f64 / MAX_LOAD / 2.0, "grew to {grown}");
         for i in 0..n {
             assert!(map.pin().remove(&i).is_some());
@@ -435,14 +435,35 @@ fn the_table_grows_and_shrinks_with_the_load() {
             map.pin().insert(i, i);
             map.pin().remove(&i);
         }
-        assert_eq!(map.capacity(), 16, "shrank back");
+        assert_eq!(map.buckets(), 16, "shrank back");
     });
     let big: RcuHashMap<u64, u64> = RcuHashMap::with_capacity(1000);
-    let floor = big.capacity();
+    let floor = big.buckets();
     assert!(floor as f64 * MAX_LOAD >= 1000.0, "{floor} buckets");
     big.pin().insert(1, 1);
     big.pin().remove(&1);
-    assert_eq!(big.capacity(), floor, "never below the capacity asked for");
+    assert_eq!(big.buckets(), floor, "never below the capacity asked for");
+    // `capacity` counts entries, as std's does: at least what was asked for.
+    for load in [0.5f32, 1.0, 3.0, 4.0, 7.5, 16.0] {
+        for n in [0, 1, 5, 100, 1000, 4097, 100_000] {
+            let map = RcuHashMap::builder()
+                .max_load_factor(load)
+                .min_load_factor(0.0)
+                .capacity(n)
+                .build::<u64, u64>()
+                .unwrap();
+            let c = map.capacity();
+            assert!(c >= n, "made for {n} at load {load}: capacity {c}");
+            assert_eq!(c, (map.buckets() as f64 * f64::from(load)) as usize);
+            map.reserve(3 * n);
+            assert!(
+                map.capacity() >= 3 * n,
+                "reserved {}: {}",
+                3 * n,
+                map.capacity()
+            );
+        }
+    }
 }
 
 #[test]

@@ -179,9 +179,17 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         self.len() == 0
     }
 
-    /// The number of buckets of the current table (the newest one while a resize is under
-    /// way): the map grows when `len()` passes `max_load_factor` times this.
+    /// How many entries the map holds before its table grows, as `std`'s maps count their
+    /// capacity: `max_load_factor` times the [`buckets`](Self::buckets) of the current table
+    /// (the newest one while a resize is under way). A map made or [`reserve`](Self::reserve)d
+    /// for `n` entries has a capacity of at least `n`.
     pub fn capacity(&self) -> usize {
+        self.limits_for(self.buckets()).above
+    }
+
+    /// The number of buckets of the current table (the newest one while a resize is under
+    /// way), a power of two: the map grows when `len()` passes `max_load_factor` times this.
+    pub fn buckets(&self) -> usize {
         let guard = self.domain().read();
         // SAFETY: the guard keeps the current table and its successors alive.
         let mut table = unsafe { &*self.root.load(Acquire) };
