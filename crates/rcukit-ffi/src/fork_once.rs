@@ -14,17 +14,57 @@
 //! child's is never its parent's, so the mark cannot be mistaken in either direction. A build
 //! that panics gives its mark back, and the next caller builds.
 //!
+//! The mark also names the builder thread (a number each thread takes from a process-wide
+//! counter on its first build). A thread that finds its own mark has re-entered its own build:
+//! the build called back into it, or a signal handler interrupted the build and asked for the
+//! value (a C program's handler calling `rcu_read_lock` while the thread's first call is
+//! building the domain). Waiting would wait for itself for ever, so it panics with that
+//! explanation instead; at the C boundary the panic becomes an abort that names the function.
+//! (The report allocates: a handler that interrupted the builder inside the allocator can
+//! still stop there, as any handler that allocates can.)
+//! Both halves of the mark are stored in one atomic word, so no interruption can see a mark
+//! half written. A child keeps the number of the thread that forked it, but a different
+//! process id, so the re-entry check never mistakes a parent's build for its own.
+//!
 //! The value is leaked: a `ForkOnce` is for statics.
 
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
-use std::sync::atomic::{AtomicI32, AtomicPtr};
+use std::cell::Cell;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
 
 /// A value built once per process (see the module docs).
 pub struct ForkOnce<T> {
     /// The value, once built (a leaked box).
     value: AtomicPtr<T>,
-    /// The process id of the process whose thread builds it; 0 while nobody does.
-    builder: AtomicI32,
+    /// Who builds it: the process id in the high half, the thread's number (see
+    /// [`thread_number`]) in the low half; 0 while nobody does.
+    builder: AtomicU64,
+}
+
+/// The numbers threads take for their marks; 0 is never handed out.
+static THREAD_NUMBERS: AtomicU32 = AtomicU32::new(1);
+
+thread_local! {
+    /// This thread's number, 0 until its first build.
+    static THREAD_NUMBER: Cell<u32> = const { Cell::new(0) };
+}
+
+/// This thread's number, distinct from every other thread's of this process. Only an atomic
+/// add and a thread-local cell: safe in a signal handler.
+fn thread_number() -> u32 {
+    THREAD_NUMBER.with(|n| {
+        if n.get() == 0 {
+            n.set(THREAD_NUMBERS.fetch_add(1, Relaxed));
+        }
+        n.get()
+    })
+}
+
+/// The mark of this thread of this process.
+fn my_mark() -> u64 {
+    // SAFETY: `getpid` has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    (u64::from(pid) << 32) | u64::from(thread_number())
 }
 
 impl<T> Default for ForkOnce<T> {
@@ -38,7 +78,7 @@ impl<T> ForkOnce<T> {
     pub const fn new() -> Self {
         ForkOnce {
             value: AtomicPtr::new(std::ptr::null_mut()),
-            builder: AtomicI32::new(0),
+            builder: AtomicU64::new(0),
         }
     }
 
@@ -58,10 +98,17 @@ impl<T> ForkOnce<T> {
             if let Some(value) = self.get() {
                 return value;
             }
-            // SAFETY: `getpid` has no preconditions.
-            let me = unsafe { libc::getpid() };
+            let me = my_mark();
             let mark = self.builder.load(Acquire);
             if mark == me {
+                panic!(
+                    "the library's first use on this thread re-entered itself: a signal \
+                     handler (or the setup itself) called into the library while this thread \
+                     was setting it up; make a first call outside the handler (for example \
+                     register the thread) before installing it"
+                );
+            }
+            if mark >> 32 == me >> 32 {
                 // Another thread of this process builds it.
                 std::thread::yield_now();
                 continue;
@@ -74,7 +121,7 @@ impl<T> ForkOnce<T> {
                 continue;
             }
             /// Gives the mark back however the build ends.
-            struct Unmark<'a>(&'a AtomicI32);
+            struct Unmark<'a>(&'a AtomicU64);
             impl Drop for Unmark<'_> {
                 fn drop(&mut self) {
                     self.0.store(0, Release);
@@ -130,8 +177,38 @@ mod tests {
     fn a_build_left_by_another_process_is_taken_over() {
         static ONCE: ForkOnce<u64> = ForkOnce::new();
         // SAFETY: `getpid` has no preconditions.
-        let other = unsafe { libc::getpid() } + 1;
-        ONCE.builder.store(other, Release);
+        let other = unsafe { libc::getpid() } as u32 + 1;
+        // The parent's builder may have had this thread's number (the thread that forked).
+        ONCE.builder.store(
+            (u64::from(other) << 32) | u64::from(thread_number()),
+            Release,
+        );
         assert_eq!(*ONCE.get_or_build(|| 5), 5);
+    }
+
+    /// A build that asks for its own value (as a signal handler interrupting the build does)
+    /// is told so, rather than waiting for itself for ever.
+    #[test]
+    fn a_build_that_re_enters_itself_panics() {
+        static ONCE: ForkOnce<u64> = ForkOnce::new();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let outcome =
+                std::panic::catch_unwind(|| *ONCE.get_or_build(|| *ONCE.get_or_build(|| 1) + 1));
+            let message = outcome.err().and_then(|e| {
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            });
+            done.send(message).unwrap();
+        });
+        // A hang here is the defect; the minute is only how long it is waited for.
+        let message = finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the re-entered build waited for itself");
+        let message = message.expect("the re-entered build panicked");
+        assert!(message.contains("re-entered itself"), "{message}");
+        // The mark was given back: the next caller builds.
+        assert_eq!(*ONCE.get_or_build(|| 9), 9);
     }
 }
