@@ -419,19 +419,20 @@ pub struct QsbrThread<'a> {
 
 impl<'a> QsbrThread<'a> {
     /// Announce a quiescent state: the thread holds no reference to data protected by this
-    /// domain at this point. One `Acquire` load of the domain's epoch and one `Release` store
-    /// to the thread's record, then a full fence (none with
+    /// domain at this point. One `Acquire` load of the domain's epoch and, only if it moved
+    /// since the thread's last announcement, one `Release` store to the thread's record, a
+    /// full fence (none with
     /// [`fenced_quiescent_states(false)`](QsbrBuilder::fenced_quiescent_states); the module
-    /// docs say why the grace period needs none), and two relaxed loads: whether a sleeping
-    /// grace period asked to be woken, and whether one that has long waited for other threads
-    /// asks this thread to give way, in which case it yields its CPU once for that grace period
-    /// ([`readers_give_way`](QsbrBuilder::readers_give_way)). No read-modify-write. Does
-    /// nothing while offline.
+    /// docs say why the grace period needs none) and a relaxed load of whether a sleeping
+    /// grace period asked to be woken; then a relaxed load of whether one that has long waited
+    /// for other threads asks this thread to give way, in which case it yields its CPU once for
+    /// that grace period ([`readers_give_way`](QsbrBuilder::readers_give_way)). No
+    /// read-modify-write. Does nothing while offline.
     #[inline]
     pub fn quiescent_state(&mut self) {
         if self.online {
             let side = self.read_side;
-            let e = reader::qsbr::announce_quiescent_state(&self.record, &side.epoch, self.fenced);
+            let e = reader::qsbr::quiescent_state(&self.record, &side.epoch, self.fenced);
             if give_way::give_way(&side.give_way, e, &mut self.gave_way_to) {
                 self.qsbr.inner().core.give_way.count();
             }

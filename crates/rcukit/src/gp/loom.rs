@@ -208,11 +208,11 @@ fn expedited_piggyback_is_sound() {
 
 mod qsbr_model {
     use super::*;
-    use crate::reader::qsbr::{announce_quiescent_state, come_online, go_offline};
+    use crate::reader::qsbr::{announce_quiescent_state, come_online, go_offline, quiescent_state};
 
     /// The QSBR litmus test. The reader starts offline, comes online (N1-N3), reads `x` then
-    /// `y`, announces a quiescent state and goes offline; the updater writes `x`, runs a grace
-    /// period and writes `y`. Seeing `y == 1` but `x == 0` would mean the grace period missed
+    /// `y`, announces a quiescent state (which stores nothing if the epoch has not moved) and
+    /// goes offline; the updater writes `x`, runs a grace period and writes `y`. Seeing `y == 1` but `x == 0` would mean the grace period missed
     /// the reader's online stretch.
     fn litmus(online: fn(&ReaderRecord, &AtomicU64)) {
         loom::model(move || {
@@ -226,7 +226,7 @@ mod qsbr_model {
                     online(&record, &d.core.read_side.epoch);
                     let r1 = x.load(Relaxed);
                     let r2 = y.load(Relaxed);
-                    announce_quiescent_state(&record, &d.core.read_side.epoch, false);
+                    quiescent_state(&record, &d.core.read_side.epoch, false);
                     go_offline(&record, false);
                     (r1, r2)
                 })

@@ -116,12 +116,31 @@ pub(crate) fn announce_quiescent_state(
     fenced: bool,
 ) -> u64 {
     let e = epoch.load(Acquire);
+    store_quiescent_state(record, e, fenced);
+    e
+}
+
+/// A quiescent state of an online thread: Q1, and Q2-Q3 only if the epoch moved since the
+/// thread's last announcement (if it did not, the record holds that epoch already). Returns
+/// the epoch the record holds.
+#[inline]
+pub(crate) fn quiescent_state(record: &ReaderRecord, epoch: &AtomicU64, fenced: bool) -> u64 {
+    let e = epoch.load(Acquire);
+    // Only this thread stores to its record while it is online.
+    if e != record.ctr.load(Relaxed) {
+        store_quiescent_state(record, e, fenced);
+    }
+    e
+}
+
+/// Q2-Q3 for the epoch `e` read at Q1.
+#[inline]
+fn store_quiescent_state(record: &ReaderRecord, e: u64, fenced: bool) {
     record.ctr.store(e, Release);
     if fenced {
         fence(SeqCst);
     }
     record.wake.after_leaving(); // Q3
-    e
 }
 
 /// F1: stop being waited for (`fenced` as for a quiescent state).
