@@ -9,7 +9,9 @@
 //! liburcu and, with `LD_LIBRARY_PATH` pointing at the installed `liburcu-rcukit`, on rcukit.
 //! Every round runs every (flavor, shape) on both libraries back to back, in an order that
 //! alternates between rounds; each pair gives a ratio rcukit/liburcu for reads/s and grace
-//! periods/s, and the table shows the medians over the rounds with their spread.
+//! periods/s, and the table shows the medians over the rounds with their spread. The qsbr
+//! flavor also runs with a quiescent state after every read (one reader, alone and beside a
+//! writer), where the reads/s ratio is mostly what a quiescent state costs.
 
 use rcukit_c_harness as harness;
 use std::path::{Path, PathBuf};
@@ -31,9 +33,17 @@ struct Rates {
 /// One (flavor, shape) measured on both libraries, round by round.
 struct Series {
     flavor: Flavor,
-    shape: (u32, u32),
+    shape: Shape,
     liburcu: Vec<Rates>,
     rcukit: Vec<Rates>,
+}
+
+/// Readers, writers, and how many reads a QSBR reader makes per quiescent state.
+#[derive(Clone, Copy)]
+struct Shape {
+    readers: u32,
+    writers: u32,
+    qs_every: u32,
 }
 
 fn build(flavor: Flavor) -> PathBuf {
@@ -48,7 +58,7 @@ fn build(flavor: Flavor) -> PathBuf {
     harness::compile(name, &[source], &args)
 }
 
-fn run(program: &Path, readers: u32, writers: u32, millis: u64, on_rcukit: bool) -> Rates {
+fn run(program: &Path, shape: Shape, millis: u64, on_rcukit: bool) -> Rates {
     let env: Vec<(&str, String)> = if on_rcukit {
         vec![(
             "LD_LIBRARY_PATH",
@@ -57,7 +67,12 @@ fn run(program: &Path, readers: u32, writers: u32, millis: u64, on_rcukit: bool)
     } else {
         Vec::new()
     };
-    let args = [readers.to_string(), writers.to_string(), millis.to_string()];
+    let args = [
+        shape.readers.to_string(),
+        shape.writers.to_string(),
+        millis.to_string(),
+        shape.qs_every.to_string(),
+    ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let ran = harness::run(program, &args, &env, Duration::from_secs(60 + millis / 100));
     ran.assert_success("urcu_shape");
@@ -86,6 +101,9 @@ fn median(values: &[f64]) -> f64 {
 }
 
 fn ratio_cell(ratios: &[f64]) -> String {
+    if ratios.iter().any(|r| !r.is_finite()) {
+        return "-".to_string(); // no writer, no grace periods
+    }
     let (lo, hi) = ratios
         .iter()
         .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
@@ -119,10 +137,21 @@ fn main() {
         (Flavor::Memb, build(Flavor::Memb)),
         (Flavor::Qsbr, build(Flavor::Qsbr)),
     ];
-    let shapes = [(1u32, 1u32), (2, 1)];
+    let shape = |readers, writers, qs_every| Shape {
+        readers,
+        writers,
+        qs_every,
+    };
+    let shapes = [shape(1, 1, 1024), shape(2, 1, 1024)];
+    // What a quiescent state costs: one after every read, with and without grace periods.
+    let per_read = [shape(1, 0, 1), shape(1, 1, 1)];
     let mut results: Vec<Series> = Vec::new();
     for (flavor, _) in &programs {
-        for shape in shapes {
+        let extra = match flavor {
+            Flavor::Memb => &[][..],
+            Flavor::Qsbr => &per_read[..],
+        };
+        for &shape in shapes.iter().chain(extra) {
             results.push(Series {
                 flavor: *flavor,
                 shape,
@@ -140,17 +169,21 @@ fn main() {
         } in results.iter_mut()
         {
             let program = &programs.iter().find(|(f, _)| f == flavor).expect("built").1;
-            let (readers, writers) = *shape;
+            let Shape {
+                readers,
+                writers,
+                qs_every,
+            } = *shape;
             let rcukit_first = round % 2 == 1;
-            let first = run(program, readers, writers, millis, rcukit_first);
-            let second = run(program, readers, writers, millis, !rcukit_first);
+            let first = run(program, *shape, millis, rcukit_first);
+            let second = run(program, *shape, millis, !rcukit_first);
             let (on_liburcu, on_rcukit) = if rcukit_first {
                 (second, first)
             } else {
                 (first, second)
             };
             eprintln!(
-                "round {} {flavor:?} {readers}r+{writers}w: reads/s {} vs {}, grace periods/s {} vs {} (liburcu vs rcukit)",
+                "round {} {flavor:?} {readers}r+{writers}w qs/{qs_every}: reads/s {} vs {}, grace periods/s {} vs {} (liburcu vs rcukit)",
                 round + 1,
                 human(on_liburcu.reads),
                 human(on_rcukit.reads),
@@ -162,12 +195,16 @@ fn main() {
         }
     }
     println!(
-        "| flavor | readers + writers | reads/s liburcu | reads/s rcukit | reads/s rcukit/liburcu | grace periods/s liburcu | grace periods/s rcukit | grace periods/s rcukit/liburcu |"
+        "| flavor | readers + writers (reads per quiescent state) | reads/s liburcu | reads/s rcukit | reads/s rcukit/liburcu | grace periods/s liburcu | grace periods/s rcukit | grace periods/s rcukit/liburcu |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     for Series {
         flavor,
-        shape: (readers, writers),
+        shape: Shape {
+            readers,
+            writers,
+            qs_every,
+        },
         liburcu,
         rcukit,
     } in &results
@@ -185,10 +222,14 @@ fn main() {
             .map(|(l, r)| r.grace_periods / l.grace_periods)
             .collect();
         println!(
-            "| {} | {readers} + {writers} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {readers} + {writers}{} | {} | {} | {} | {} | {} | {} |",
             match flavor {
                 Flavor::Memb => "memb",
                 Flavor::Qsbr => "qsbr",
+            },
+            match flavor {
+                Flavor::Memb => String::new(),
+                Flavor::Qsbr => format!(" ({qs_every})"),
             },
             human(reads(liburcu)),
             human(reads(rcukit)),

@@ -2,11 +2,11 @@
  * A benchmark shaped like liburcu's test_urcu: N reader threads and M writer threads for a
  * fixed duration. A reader enters a read-side critical section, dereferences the shared
  * pointer and checks the value behind it, and leaves (QSBR readers announce a quiescent state
- * every 1024 reads); a writer publishes a new value, waits for a grace period with
- * synchronize_rcu() and frees the old one. Written against liburcu's headers without
+ * every 1024 reads, or every QS_EVERY, a power of two); a writer publishes a new value, waits
+ * for a grace period with synchronize_rcu() and frees the old one. Written against liburcu's headers without
  * _LGPL_SOURCE, so that one binary runs on liburcu or, through LD_LIBRARY_PATH, on rcukit.
  *
- *   urcu_shape READERS WRITERS MILLISECONDS
+ *   urcu_shape READERS WRITERS MILLISECONDS [QS_EVERY]
  * prints: reads=R grace_periods=G seconds=S
  */
 #ifdef QSBR
@@ -24,6 +24,7 @@
 static int *shared;
 static atomic_int go;
 static atomic_int stop;
+static unsigned long long qs_mask = 1023;
 
 struct counts {
     unsigned long long n;
@@ -45,7 +46,7 @@ static void *reader(void *arg) {
         rcu_read_unlock();
         n++;
 #ifdef QSBR
-        if ((n & 1023) == 0) rcu_quiescent_state();
+        if ((n & qs_mask) == 0) rcu_quiescent_state();
 #endif
     }
     mine->n = n;
@@ -79,9 +80,17 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s READERS WRITERS MILLISECONDS\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s READERS WRITERS MILLISECONDS [QS_EVERY]\n", argv[0]);
         return 2;
+    }
+    if (argc == 5) {
+        long every = atol(argv[4]);
+        if (every <= 0 || (every & (every - 1)) != 0) {
+            fprintf(stderr, "urcu_shape: QS_EVERY must be a power of two\n");
+            return 2;
+        }
+        qs_mask = (unsigned long long)every - 1;
     }
     int nr_readers = atoi(argv[1]), nr_writers = atoi(argv[2]);
     long ms = atol(argv[3]);
