@@ -147,7 +147,26 @@ pub(crate) fn run_callback<F: Flavor>(f: impl FnOnce()) {
     if worker.load(Ordering::Relaxed) != me {
         worker.store(me, Ordering::Relaxed);
     }
+    /// Clears the mark however the callback ends.
+    struct Leave(bool);
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            let _ = IN_CALLBACK.try_with(|c| c.set(self.0));
+        }
+    }
+    let was = IN_CALLBACK.try_with(|c| c.replace(true)).unwrap_or(false);
+    let _leave = Leave(was);
     F::in_callback(f);
+}
+
+thread_local! {
+    /// Is this thread running a callback of either flavor (`run_callback`)?
+    static IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Is the calling thread running a callback (in which it may not wait for callbacks)?
+pub(crate) fn in_callback() -> bool {
+    IN_CALLBACK.try_with(|c| c.get()).unwrap_or(false)
 }
 
 /// `call_rcu(head, func)`.

@@ -28,6 +28,13 @@ pub(crate) trait Flavor: 'static {
     /// liburcu's `rcu_barrier()` for this flavor: wait for every callback queued before.
     fn barrier();
 
+    /// Callbacks of this flavor queued and not yet run.
+    fn callbacks_pending() -> u64;
+
+    /// Run `f`, a wait, where the calling thread holds no grace period of this flavor back
+    /// (a registered qsbr thread goes offline around it).
+    fn waiting<R>(f: impl FnOnce() -> R) -> R;
+
     /// May the calling thread wait for this flavor's callbacks (not inside one of its
     /// read-side critical sections, whose grace period they would wait for)?
     fn may_wait_for_callbacks() -> bool;
@@ -76,6 +83,14 @@ impl Flavor for Memb {
         memb::domain().barrier();
     }
 
+    fn callbacks_pending() -> u64 {
+        memb::domain().stats().callbacks_pending
+    }
+
+    fn waiting<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
     fn may_wait_for_callbacks() -> bool {
         !memb::is_reading()
     }
@@ -108,6 +123,14 @@ impl Flavor for Qsbr {
 
     fn barrier() {
         qsbr::offline_while(|| qsbr::domain().barrier());
+    }
+
+    fn callbacks_pending() -> u64 {
+        qsbr::domain().stats().callbacks_pending
+    }
+
+    fn waiting<R>(f: impl FnOnce() -> R) -> R {
+        qsbr::offline_while(f)
     }
 
     fn may_wait_for_callbacks() -> bool {

@@ -109,6 +109,7 @@ both_flavors! {
     grace_periods_protect_readers => "gp",
     call_rcu_frees_after_readers_and_barrier_waits => "call",
     defer_rcu_runs_after_a_grace_period => "defer",
+    a_defer_rcu_flood_waits_only_where_it_may => "defer-flood",
     one_word_poll_cookies => "poll",
     call_rcu_data_functions_keep_liburcus_contract => "crdp",
     pointer_helpers => "pointer",

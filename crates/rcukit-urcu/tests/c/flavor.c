@@ -2,7 +2,7 @@
  * liburcu's ABI, one flavor at a time: compiled with -DQSBR for urcu_qsbr_*, without for
  * urcu_memb_*. Declarations come from urcu_abi.h (no liburcu header needed).
  *
- *   flavor gp | call | defer | poll | crdp | pointer | table | fork | fork-first-use |
+ *   flavor gp | call | defer | defer-flood | poll | crdp | pointer | table | fork | fork-first-use |
  *          key-destructor | get-thread | thread-exit | barrier-while-reading |
  *          signal, get-thread-reading (memb) | qs-online (qsbr)
  */
@@ -167,6 +167,65 @@ static void defer(void) {
     F(defer_barrier)();
     F(defer_exit)();
     stop_readers();
+}
+
+/* --- defer-flood: a thread that defers many calls waits for the backlog now and then, but
+ * never where it may not wait or for what it holds. Inside a read-side critical section
+ * (memb: its deferred calls cannot run until it leaves; qsbr: online), from a callback, and
+ * while it holds a lock that a queued callback waits for, a flood of defer_rcu returns. */
+enum { FLOOD = 6 * 4096 };
+static atomic_int flood_ran;
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+
+static void count_flood(void *p) {
+    (void)p;
+    atomic_fetch_add(&flood_ran, 1);
+}
+
+static void flood(void) {
+    for (int i = 0; i < FLOOD; i++) F(defer_rcu)(count_flood, NULL);
+}
+
+static void flood_from_a_callback(struct rcu_head *head) {
+    flood();
+    free(head);
+}
+
+static void wait_for_the_lock(struct rcu_head *head) {
+    pthread_mutex_lock(&held);
+    pthread_mutex_unlock(&held);
+    free(head);
+}
+
+static struct rcu_head *head_for_a_callback(void) {
+    struct rcu_head *head = malloc(sizeof *head);
+    CHECK(head != NULL);
+    return head;
+}
+
+static void defer_flood(void) {
+    F(register_thread)();
+    CHECK_EQ(F(defer_register_thread)(), 0);
+    F(read_lock)();
+    flood();
+    F(read_unlock)();
+    F(defer_barrier)();
+    CHECK_EQ(atomic_load(&flood_ran), FLOOD);
+
+    F(call_rcu)(head_for_a_callback(), flood_from_a_callback);
+    F(barrier)();
+    F(defer_barrier)();
+    CHECK_EQ(atomic_load(&flood_ran), 2 * FLOOD);
+
+    pthread_mutex_lock(&held);
+    F(call_rcu)(head_for_a_callback(), wait_for_the_lock);
+    flood();
+    pthread_mutex_unlock(&held);
+    F(defer_barrier)();
+    F(barrier)();
+    CHECK_EQ(atomic_load(&flood_ran), 3 * FLOOD);
+    F(defer_unregister_thread)();
+    F(unregister_thread)();
 }
 
 /* --- poll: one-word cookies. */
@@ -628,6 +687,7 @@ int main(int argc, char **argv) {
     if (strcmp(which, "gp") == 0) gp();
     else if (strcmp(which, "call") == 0) call();
     else if (strcmp(which, "defer") == 0) defer();
+    else if (strcmp(which, "defer-flood") == 0) defer_flood();
     else if (strcmp(which, "poll") == 0) poll_cookies();
     else if (strcmp(which, "crdp") == 0) crdp();
     else if (strcmp(which, "pointer") == 0) pointer();
