@@ -11,7 +11,9 @@
 //! alternates between rounds; each pair gives a ratio rcukit/liburcu for reads/s and grace
 //! periods/s, and the table shows the medians over the rounds with their spread. The qsbr
 //! flavor also runs with a quiescent state after every read (one reader, alone and beside a
-//! writer), where the reads/s ratio is mostly what a quiescent state costs.
+//! writer), where the reads/s ratio is mostly what a quiescent state costs. A second table
+//! floods `defer_rcu` (the memb program built with `-DDEFER`: writers defer the old value's
+//! `free` and never wait): deferred calls per second and the process's peak resident memory.
 
 use rcukit_c_harness as harness;
 use std::path::{Path, PathBuf};
@@ -21,13 +23,18 @@ use std::time::Duration;
 enum Flavor {
     Memb,
     Qsbr,
+    /// memb, its writers deferring the old value's `free` with `defer_rcu`.
+    MembDefer,
 }
 
 /// One run's rates.
 #[derive(Clone, Copy, Debug, Default)]
 struct Rates {
     reads: f64,
+    /// Deferred calls for `MembDefer`.
     grace_periods: f64,
+    /// The process's peak resident memory.
+    max_rss_mib: f64,
 }
 
 /// One (flavor, shape) measured on both libraries, round by round.
@@ -53,6 +60,10 @@ fn build(flavor: Flavor) -> PathBuf {
         Flavor::Qsbr => (
             "urcu_shape-qsbr",
             vec!["-DQSBR".to_string(), "-lurcu-qsbr".to_string()],
+        ),
+        Flavor::MembDefer => (
+            "urcu_shape-defer",
+            vec!["-DDEFER".to_string(), "-lurcu".to_string()],
         ),
     };
     harness::compile(name, &[source], &args)
@@ -86,6 +97,7 @@ fn run(program: &Path, shape: Shape, millis: u64, on_rcukit: bool) -> Rates {
     Rates {
         reads: field("reads") / seconds,
         grace_periods: field("grace_periods") / seconds,
+        max_rss_mib: field("max_rss_kib") / 1024.0,
     }
 }
 
@@ -136,6 +148,7 @@ fn main() {
     let programs = [
         (Flavor::Memb, build(Flavor::Memb)),
         (Flavor::Qsbr, build(Flavor::Qsbr)),
+        (Flavor::MembDefer, build(Flavor::MembDefer)),
     ];
     let shape = |readers, writers, qs_every| Shape {
         readers,
@@ -145,13 +158,16 @@ fn main() {
     let shapes = [shape(1, 1, 1024), shape(2, 1, 1024)];
     // What a quiescent state costs: one after every read, with and without grace periods.
     let per_read = [shape(1, 0, 1), shape(1, 1, 1)];
+    // A flood of deferred calls: writers that never wait.
+    let floods = [shape(2, 1, 1024), shape(1, 2, 1024), shape(2, 4, 1024)];
     let mut results: Vec<Series> = Vec::new();
     for (flavor, _) in &programs {
-        let extra = match flavor {
-            Flavor::Memb => &[][..],
-            Flavor::Qsbr => &per_read[..],
+        let these = match flavor {
+            Flavor::Memb => &shapes[..],
+            Flavor::Qsbr => &[shapes, per_read][..].concat(),
+            Flavor::MembDefer => &floods[..],
         };
-        for &shape in shapes.iter().chain(extra) {
+        for &shape in these {
             results.push(Series {
                 flavor: *flavor,
                 shape,
@@ -183,60 +199,80 @@ fn main() {
                 (first, second)
             };
             eprintln!(
-                "round {} {flavor:?} {readers}r+{writers}w qs/{qs_every}: reads/s {} vs {}, grace periods/s {} vs {} (liburcu vs rcukit)",
+                "round {} {flavor:?} {readers}r+{writers}w qs/{qs_every}: reads/s {} vs {}, grace periods (or deferred calls)/s {} vs {}, peak RSS {:.1} vs {:.1} MiB (liburcu vs rcukit)",
                 round + 1,
                 human(on_liburcu.reads),
                 human(on_rcukit.reads),
                 human(on_liburcu.grace_periods),
-                human(on_rcukit.grace_periods)
+                human(on_rcukit.grace_periods),
+                on_liburcu.max_rss_mib,
+                on_rcukit.max_rss_mib
             );
             liburcu.push(on_liburcu);
             rcukit.push(on_rcukit);
         }
     }
+    print_grace_periods(results.iter().filter(|s| s.flavor != Flavor::MembDefer));
+    println!();
+    print_floods(results.iter().filter(|s| s.flavor == Flavor::MembDefer));
+}
+
+/// Round-by-round ratios rcukit/liburcu of `figure`.
+fn ratios(series: &Series, figure: impl Fn(&Rates) -> f64) -> Vec<f64> {
+    let pairs = series.liburcu.iter().zip(&series.rcukit);
+    pairs.map(|(l, r)| figure(r) / figure(l)).collect()
+}
+
+/// The median over the rounds of `figure`.
+fn med(runs: &[Rates], figure: impl Fn(&Rates) -> f64) -> f64 {
+    median(&runs.iter().map(figure).collect::<Vec<_>>())
+}
+
+fn print_grace_periods<'a>(results: impl Iterator<Item = &'a Series>) {
     println!(
         "| flavor | readers + writers (reads per quiescent state) | reads/s liburcu | reads/s rcukit | reads/s rcukit/liburcu | grace periods/s liburcu | grace periods/s rcukit | grace periods/s rcukit/liburcu |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for Series {
-        flavor,
-        shape: Shape {
+    for series in results {
+        let Shape {
             readers,
             writers,
             qs_every,
-        },
-        liburcu,
-        rcukit,
-    } in &results
-    {
-        let reads = |v: &[Rates]| median(&v.iter().map(|r| r.reads).collect::<Vec<_>>());
-        let gps = |v: &[Rates]| median(&v.iter().map(|r| r.grace_periods).collect::<Vec<_>>());
-        let read_ratios: Vec<f64> = liburcu
-            .iter()
-            .zip(rcukit)
-            .map(|(l, r)| r.reads / l.reads)
-            .collect();
-        let gp_ratios: Vec<f64> = liburcu
-            .iter()
-            .zip(rcukit)
-            .map(|(l, r)| r.grace_periods / l.grace_periods)
-            .collect();
+        } = series.shape;
+        let (name, per_qs) = match series.flavor {
+            Flavor::Qsbr => ("qsbr", format!(" ({qs_every})")),
+            _ => ("memb", String::new()),
+        };
+        let (l, r) = (&series.liburcu, &series.rcukit);
         println!(
-            "| {} | {readers} + {writers}{} | {} | {} | {} | {} | {} | {} |",
-            match flavor {
-                Flavor::Memb => "memb",
-                Flavor::Qsbr => "qsbr",
-            },
-            match flavor {
-                Flavor::Memb => String::new(),
-                Flavor::Qsbr => format!(" ({qs_every})"),
-            },
-            human(reads(liburcu)),
-            human(reads(rcukit)),
-            ratio_cell(&read_ratios),
-            human(gps(liburcu)),
-            human(gps(rcukit)),
-            ratio_cell(&gp_ratios)
+            "| {name} | {readers} + {writers}{per_qs} | {} | {} | {} | {} | {} | {} |",
+            human(med(l, |r| r.reads)),
+            human(med(r, |r| r.reads)),
+            ratio_cell(&ratios(series, |r| r.reads)),
+            human(med(l, |r| r.grace_periods)),
+            human(med(r, |r| r.grace_periods)),
+            ratio_cell(&ratios(series, |r| r.grace_periods))
+        );
+    }
+}
+
+fn print_floods<'a>(results: impl Iterator<Item = &'a Series>) {
+    println!(
+        "| memb, `defer_rcu` flood: readers + writers | deferred calls/s liburcu | rcukit | rcukit/liburcu | peak RSS liburcu | rcukit | rcukit/liburcu |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for series in results {
+        let (l, r) = (&series.liburcu, &series.rcukit);
+        println!(
+            "| {} + {} | {} | {} | {} | {:.1} MiB | {:.1} MiB | {} |",
+            series.shape.readers,
+            series.shape.writers,
+            human(med(l, |r| r.grace_periods)),
+            human(med(r, |r| r.grace_periods)),
+            ratio_cell(&ratios(series, |r| r.grace_periods)),
+            med(l, |r| r.max_rss_mib),
+            med(r, |r| r.max_rss_mib),
+            ratio_cell(&ratios(series, |r| r.max_rss_mib))
         );
     }
 }

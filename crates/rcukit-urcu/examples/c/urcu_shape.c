@@ -3,22 +3,29 @@
  * fixed duration. A reader enters a read-side critical section, dereferences the shared
  * pointer and checks the value behind it, and leaves (QSBR readers announce a quiescent state
  * every 1024 reads, or every QS_EVERY, a power of two); a writer publishes a new value, waits
- * for a grace period with synchronize_rcu() and frees the old one. Written against liburcu's headers without
- * _LGPL_SOURCE, so that one binary runs on liburcu or, through LD_LIBRARY_PATH, on rcukit.
+ * for a grace period with synchronize_rcu() and frees the old one (built with -DDEFER, memb
+ * only: hands the old one to defer_rcu(free) instead, a flood of deferred calls). Written
+ * against liburcu's headers without _LGPL_SOURCE, so that one binary runs on liburcu or,
+ * through LD_LIBRARY_PATH, on rcukit.
  *
  *   urcu_shape READERS WRITERS MILLISECONDS [QS_EVERY]
- * prints: reads=R grace_periods=G seconds=S
+ * prints: reads=R grace_periods=G seconds=S max_rss_kib=K (G counts the deferred calls with
+ * -DDEFER; K is the process's peak resident memory)
  */
 #ifdef QSBR
 #include <urcu-qsbr.h>
 #else
 #include <urcu.h>
 #endif
+#ifdef DEFER
+#include <urcu-defer.h>
+#endif
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static int *shared;
@@ -59,17 +66,29 @@ static void *writer(void *arg) {
     unsigned long long n = 0;
     while (!atomic_load_explicit(&go, memory_order_acquire)) {
     }
+#ifdef DEFER
+    rcu_register_thread();
+    if (rcu_defer_register_thread() != 0) abort();
+#endif
     while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
         int *fresh = malloc(sizeof *fresh);
         if (fresh == NULL) abort();
         *fresh = 8;
         int *old = rcu_xchg_pointer(&shared, fresh);
+#ifdef DEFER
+        if (old != NULL) defer_rcu(free, old);
+#else
         synchronize_rcu();
         if (old != NULL) *old = 0;
         free(old);
+#endif
         n++;
     }
     mine->n = n;
+#ifdef DEFER
+    rcu_defer_unregister_thread();
+    rcu_unregister_thread();
+#endif
     return NULL;
 }
 
@@ -115,6 +134,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nr_readers; i++) total_reads += reads[i].n;
     for (int i = 0; i < nr_writers; i++) total_writes += writes[i].n;
     free(shared);
-    printf("reads=%llu grace_periods=%llu seconds=%.6f\n", total_reads, total_writes, seconds);
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    printf("reads=%llu grace_periods=%llu seconds=%.6f max_rss_kib=%ld\n", total_reads,
+           total_writes, seconds, usage.ru_maxrss);
     return 0;
 }
