@@ -6,7 +6,10 @@
 //! `defer_rcu` is one callback on the flavor's callback workers: `fct(p)` runs after a grace
 //! period, in the flavor's callback context. It allocates one small record per call (the
 //! function and its argument; a callback carries one word) where liburcu appends to a
-//! preallocated queue.
+//! preallocated queue. Registration is not needed and always succeeds; the barriers wait for
+//! every callback of the flavor (a superset of liburcu's, which wait for the deferred work of
+//! all threads, or of the calling thread); unregistering waits for them too, as liburcu's
+//! flushes the thread's queue.
 //!
 //! # A flood
 //!
@@ -22,10 +25,7 @@
 //! holds, and a qsbr callback runs online, so either wait could wait for ever where a sleep
 //! only costs time. It does not look inside a memb read-side critical section (its own
 //! section holds the grace periods back) or in a callback (the worker is what drains the
-//! backlog). `docs/benchmarks.md` has the figures. Registration is not needed and always succeeds;
-//! the barriers wait for every callback of the flavor (a superset of liburcu's, which wait
-//! for the deferred work of all threads, or of the calling thread); unregistering waits for
-//! them too, as liburcu's flushes the thread's queue.
+//! backlog). `docs/benchmarks.md` has the figures.
 
 use crate::boundary::FFI;
 use crate::flavor::Flavor;

@@ -22,9 +22,9 @@
 //! own lock or unlock it interrupts, provided the thread has read once before (the first read
 //! makes the thread's record). A handler that interrupts the program's very first call, while
 //! its thread builds the domain, cannot be served (the domain is half built): it aborts with
-//! that explanation rather than wait for its own thread (`ForkOnce`). The depth is 1 exactly while an announced guard stands for
-//! the section: the outermost lock makes the guard (which announces the section), then
-//! stores depth 1, then puts the guard in its slot; the outermost unlock takes the guard out
+//! that explanation rather than wait for its own thread (`ForkOnce`). The depth is 1 exactly
+//! while an announced guard stands for the section: the outermost lock makes the guard
+//! (which announces the section), then stores depth 1, then puts the guard in its slot; the outermost unlock takes the guard out
 //! of its slot, stores depth 0, then drops the guard; compiler fences keep those steps in
 //! that order. A handler that finds depth 1 only counts, and is covered by that guard; one
 //! that finds 0 makes and drops a guard of its own in the slot, which is empty then and

@@ -19,9 +19,9 @@
 //!
 //! The domain has fenced quiescent states, as liburcu-qsbr's are (a full barrier around the
 //! store, paid, as there, only by a quiescent state that finds a new grace period counter): a
-//! program written for liburcu already pays that, and a
-//! `synchronize_rcu()` that sleeps until a reader wakes it then pairs a fence of its own with
-//! it instead of interrupting every CPU with `membarrier`.
+//! program written for liburcu already pays that, and a `synchronize_rcu()` that sleeps until
+//! a reader wakes it then pairs a fence of its own with it instead of interrupting every CPU
+//! with `membarrier`.
 //!
 //! # Waiting while online
 //!
