@@ -382,17 +382,17 @@ fn a_capacity_past_the_largest_table_is_refused_and_changes_nothing() {
     for k in 0..100 {
         map.pin().insert(k, k * 10);
     }
-    let capacity = map.capacity();
+    let capacity = map.buckets();
     for additional in [usize::MAX, usize::MAX / 2, 1 << 60] {
         common::support::assert_panics_with("capacity overflow", || map.reserve(additional));
-        assert_eq!((map.len(), map.capacity()), (100, capacity));
+        assert_eq!((map.len(), map.buckets()), (100, capacity));
     }
     // No floor was left behind: the map still shrinks to fit.
     for k in 0..90 {
         map.pin().remove(&k);
     }
     map.shrink_to_fit();
-    assert!(map.capacity() <= capacity);
+    assert!(map.buckets() <= capacity);
     let pinned = map.pin();
     assert!((90..100).all(|k| pinned.get(&k) == Some(&(k * 10))));
 }
@@ -460,7 +460,7 @@ fn the_table_grows_and_shrinks_with_the_load() {
                 map.capacity() >= 3 * n,
                 "reserved {}: {}",
                 3 * n,
-                map.capacity()
+                map.buckets()
             );
         }
     }
@@ -472,7 +472,7 @@ fn reserve_grows_at_once_and_shrink_to_fit_lets_go() {
         let map: Map<u64, u64> = RcuHashMap::with_domain(rcu);
         let room = scale(10_000, 1_000);
         map.reserve(room);
-        let reserved = map.capacity();
+        let reserved = map.buckets();
         assert!(
             reserved as f64 * MAX_LOAD >= room as f64,
             "{reserved} buckets"
@@ -481,13 +481,9 @@ fn reserve_grows_at_once_and_shrink_to_fit_lets_go() {
             map.pin().insert(i, i);
             map.pin().remove(&(i / 2));
         }
-        assert_eq!(
-            map.capacity(),
-            reserved,
-            "no shrink below the reserved room"
-        );
+        assert_eq!(map.buckets(), reserved, "no shrink below the reserved room");
         map.shrink_to_fit();
-        let fit = map.capacity();
+        let fit = map.buckets();
         assert!(
             fit < reserved && fit as f64 * MAX_LOAD >= map.len() as f64,
             "{fit}"
@@ -509,6 +505,7 @@ fn reserve_and_shrink_to_fit_racing_resizes_started_by_writers_keep_their_promis
     let wanted = (room as f64 / MAX_LOAD).ceil() as usize;
     let stop = AtomicBool::new(false);
     let short = thread::scope(|s| {
+        let _stop = common::support::StopOnDrop(&stop);
         for w in 1..=4u64 {
             let (map, stop) = (&map, &stop);
             s.spawn(move || {
@@ -530,7 +527,7 @@ fn reserve_and_shrink_to_fit_racing_resizes_started_by_writers_keep_their_promis
         let mut short = None;
         for round in 0..scale(100, 3) {
             map.reserve(room);
-            let buckets = map.capacity();
+            let buckets = map.buckets();
             if buckets < wanted {
                 short = Some((round, buckets, map.len()));
                 break;
@@ -550,9 +547,9 @@ fn reserve_and_shrink_to_fit_racing_resizes_started_by_writers_keep_their_promis
     // The writers are gone, and each emptied what it filled: the last `reserve`'s floor holds
     // through every resize they started after it.
     assert!(map.is_empty());
-    assert!(map.capacity() >= wanted, "{} buckets", map.capacity());
+    assert!(map.buckets() >= wanted, "{} buckets", map.buckets());
     map.shrink_to_fit();
-    assert!(map.capacity() < wanted, "{} buckets", map.capacity());
+    assert!(map.buckets() < wanted, "{} buckets", map.buckets());
 }
 
 /// Entries carried through resizes of several doublings at once, both ways, and then grown
@@ -580,7 +577,7 @@ fn entries_are_found_after_resizes_of_many_doublings_both_ways_then_single_grows
         }
         map.shrink_to_fit(); // several halvings at once
         all_there(&map, 0..n / 8, "a shrink_to_fit");
-        let fit = map.capacity();
+        let fit = map.buckets();
         // Checked every few inserts, so before each misplaced node is next read (which would
         // put it right again).
         for k in n / 8..n * 4 {
@@ -589,7 +586,7 @@ fn entries_are_found_after_resizes_of_many_doublings_both_ways_then_single_grows
                 all_there(&map, 0..k + 1, "single grows");
             }
         }
-        assert!(map.capacity() >= fit * 16, "grew one doubling at a time");
+        assert!(map.buckets() >= fit * 16, "grew one doubling at a time");
         all_there(&map, 0..n * 4, "the grows");
     });
 }
@@ -980,6 +977,7 @@ fn keys_present_throughout_are_always_found_across_grow_and_shrink_cycles() {
         let stop = AtomicBool::new(false);
         let lookups = AtomicUsize::new(0);
         thread::scope(|s| {
+            let _stop = common::support::StopOnDrop(&stop);
             for r in 0..2 {
                 let (map, stop, lookups) = (&map, &stop, &lookups);
                 s.spawn(move || {
@@ -1013,7 +1011,7 @@ fn keys_present_throughout_are_always_found_across_grow_and_shrink_cycles() {
                 for k in 0..churn {
                     map.pin().insert(stable + k, cycle as u64);
                 }
-                largest = largest.max(map.capacity());
+                largest = largest.max(map.buckets());
                 for k in 0..churn {
                     assert!(map.pin().remove(&(stable + k)).is_some());
                 }
@@ -1021,7 +1019,7 @@ fn keys_present_throughout_are_always_found_across_grow_and_shrink_cycles() {
                     map.pin().insert(u64::MAX - k, 0);
                     map.pin().remove(&(u64::MAX - k));
                 }
-                assert!(map.capacity() <= 2048, "shrank back: {}", map.capacity());
+                assert!(map.buckets() <= 2048, "shrank back: {}", map.buckets());
             }
             stop.store(true, Relaxed);
             let entries = (stable + churn) as f64;
@@ -1053,6 +1051,7 @@ fn readers_outlive_large_tables_grown_into_and_shrunk_out_of() {
         }
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
+            let _stop = common::support::StopOnDrop(&stop);
             for r in 0..2 {
                 let (map, stop) = (&map, &stop);
                 s.spawn(move || {
@@ -1072,9 +1071,9 @@ fn readers_outlive_large_tables_grown_into_and_shrunk_out_of() {
             let (room, large) = (scale(600_000, 2_000), scale(131_072, 512));
             for _ in 0..scale(4, 2) {
                 map.reserve(room);
-                assert!(map.capacity() >= large, "{}", map.capacity());
+                assert!(map.buckets() >= large, "{}", map.buckets());
                 map.shrink_to_fit();
-                assert!(map.capacity() < large, "{}", map.capacity());
+                assert!(map.buckets() < large, "{}", map.buckets());
             }
             stop.store(true, Relaxed);
         });
@@ -1093,6 +1092,7 @@ fn values_replaced_under_readers_are_whole_versions() {
         }
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
+            let _stop = common::support::StopOnDrop(&stop);
             let reader = s.spawn(|| {
                 let mut k = 0;
                 while !stop.load(Relaxed) {
@@ -2098,9 +2098,9 @@ fn a_panicking_retain_retires_what_it_removed() {
 /// `base` (which the caller's entries never use).
 fn grow_and_shrink(map: &Map<u64, u64>, base: u64, cycles: usize) {
     for _ in 0..cycles {
-        let start = map.capacity();
+        let start = map.buckets();
         let mut k = base;
-        while map.capacity() < 16 * start {
+        while map.buckets() < 16 * start {
             map.pin().insert(k, 0);
             k += 1;
         }

@@ -1,6 +1,7 @@
 //! Small helpers several test binaries share: the process's resident set, the wait for it
 //! to come down and for kept mappings to go, the proptest configuration for Miri, the
-//! message of a caught panic, and a watchdog that turns a hang into a failure.
+//! message of a caught panic, a watchdog that turns a hang into a failure, and a flag raised
+//! however a scope ends.
 
 use proptest::test_runner::Config as ProptestConfig;
 
@@ -119,5 +120,16 @@ pub(crate) fn watchdog<R: Send + 'static>(
             Err(payload) => std::panic::resume_unwind(payload),
         },
         Err(RecvTimeoutError::Timeout) => panic!("hung: did not finish within {limit:?}"),
+    }
+}
+
+/// Raises its flag when dropped, also while a failed assertion unwinds: threads of a
+/// `thread::scope` that run until the flag is raised then stop, and the scope reports the
+/// failure instead of waiting for them for ever.
+pub(crate) struct StopOnDrop<'a>(pub(crate) &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
