@@ -1,5 +1,7 @@
 //! Behaviour of `call`, `retire` and `barrier`: nothing early, nothing lost, nothing twice.
 
+mod common;
+
 use rcukit::Rcu;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -222,13 +224,7 @@ fn barrier_race(retire: bool) {
             });
         }
         // Stop the producers even if an assertion below fails, so the scope can end.
-        struct StopOnDrop<'a>(&'a AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-        let _stop = StopOnDrop(&stop);
+        let _stop = common::support::StopOnDrop(&stop);
         // 1.5 s and at least four barriers, however slow a loaded machine makes them.
         let deadline = Instant::now() + Duration::from_millis(1500);
         while Instant::now() < deadline || barriers < 4 {

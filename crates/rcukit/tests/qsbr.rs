@@ -1,6 +1,8 @@
 //! QSBR domain: API, misuse panics, the stall report for a silent online thread, and a stress
 //! test with online/offline and registration churn over every wait path.
 
+mod common;
+
 use rcukit::Qsbr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -507,7 +509,7 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
     };
     std::thread::scope(|s| {
         // Whatever happens below (a failed assertion too), the threads end.
-        let _stop = StopOnDrop(&stop);
+        let _stop = common::support::StopOnDrop(&stop);
         // H: online, silent but for the quiescent states it is told to announce.
         let stop_ref = &stop;
         let h_returned_ref = &h_returned;
@@ -576,13 +578,4 @@ fn give_way_script(qsbr: &Qsbr, give_way: bool) {
             assert_eq!(after_second, 0, "gave way with readers_give_way(false)");
         }
     });
-}
-
-/// Sets the flag when dropped, also while unwinding.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Release);
-    }
 }
