@@ -1590,6 +1590,174 @@ fn a_closure_whose_bucket_changed_runs_again_with_the_newest_entry() {
     });
 }
 
+/// A key whose `Eq` writes the map: every comparison the walk of a keyed write makes bumps a
+/// counter kept in the map itself, at most `budget` times (then it only compares, so that a
+/// write that would retry for ever ends instead of hanging the run).
+mod eq_writes {
+    use rcukit::RcuHashMap;
+    use std::cell::{Cell, RefCell};
+    use std::hash::{BuildHasher, Hash, Hasher};
+    use std::sync::Arc;
+
+    /// Every key hashes alike: one bucket holds them all, so a write of any key changes the
+    /// bucket of every other.
+    #[derive(Clone, Default)]
+    pub(crate) struct OneBucket;
+
+    pub(crate) struct Zero;
+
+    impl Hasher for Zero {
+        fn finish(&self) -> u64 {
+            0
+        }
+        fn write(&mut self, _: &[u8]) {}
+    }
+
+    impl BuildHasher for OneBucket {
+        type Hasher = Zero;
+        fn build_hasher(&self) -> Zero {
+            Zero
+        }
+    }
+
+    pub(crate) type KeyMap = RcuHashMap<Key, u64, OneBucket>;
+
+    /// The counter's key.
+    pub(crate) const COUNTER: Key = Key(u64::MAX);
+
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct Key(pub(crate) u64);
+
+    impl Hash for Key {
+        fn hash<H: Hasher>(&self, state: &mut H) {
+            state.write_u64(self.0);
+        }
+    }
+
+    thread_local! {
+        /// The map a comparison counts itself in, and how many more times it may.
+        static COUNT_IN: RefCell<Option<(Arc<KeyMap>, u32)>> = const { RefCell::new(None) };
+        static COMPARING: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Count comparisons in `map` (at most `budget` of them) while `f` runs.
+    pub(crate) fn counting<R>(map: &Arc<KeyMap>, budget: u32, f: impl FnOnce() -> R) -> R {
+        COUNT_IN.with(|c| *c.borrow_mut() = Some((Arc::clone(map), budget)));
+        let r = f();
+        COUNT_IN.with(|c| *c.borrow_mut() = None);
+        r
+    }
+
+    impl PartialEq for Key {
+        fn eq(&self, other: &Key) -> bool {
+            if !COMPARING.with(|c| c.replace(true)) {
+                let map = COUNT_IN.with(|c| match &mut *c.borrow_mut() {
+                    Some((map, left)) if *left > 0 => {
+                        *left -= 1;
+                        Some(Arc::clone(map))
+                    }
+                    _ => None,
+                });
+                if let Some(map) = map {
+                    map.pin().update_or_insert(COUNTER, |n| n + 1, 1);
+                }
+                COMPARING.with(|c| c.set(false));
+            }
+            self.0 == other.0
+        }
+    }
+
+    impl Eq for Key {}
+}
+
+/// A key whose `Eq` writes the key's own bucket on every comparison makes every attempt of a
+/// keyed write stale: each write (not only the read-modify-writes) panics with the cause once
+/// 64 attempts in a row were undone that way, instead of retrying for ever, and the map stays
+/// usable. An `Eq` that writes another map's bucket lets every write complete. (Before
+/// writes watched the walk, each of these calls retried until the comparisons' budget ran
+/// out, and with no budget for ever, its memory growing with every attempt.)
+#[test]
+fn a_key_whose_eq_writes_its_own_bucket_panics_instead_of_running_for_ever() {
+    use eq_writes::{counting, Key, KeyMap, COUNTER};
+    use rcukit::map::Operation;
+    common::support::watchdog(Duration::from_secs(120), || {
+        let map = Arc::new(KeyMap::with_hasher(eq_writes::OneBucket));
+        map.pin().insert(Key(1), 1);
+        map.pin().insert(COUNTER, 0);
+        type Call = Box<dyn Fn(&KeyMap)>;
+        let calls: Vec<(&str, Call)> = vec![
+            (
+                "insert",
+                Box::new(|m| assert!(m.pin().insert(Key(1), 2).is_some())),
+            ),
+            (
+                "insert",
+                Box::new(|m| assert!(m.pin().insert(Key(2), 2).is_none())),
+            ),
+            (
+                "try_insert",
+                Box::new(|m| assert!(m.pin().try_insert(Key(1), 2).is_err())),
+            ),
+            (
+                "get_or_insert",
+                Box::new(|m| assert_eq!(m.pin().get_or_insert(Key(3), 3), &3)),
+            ),
+            (
+                "remove",
+                Box::new(|m| assert!(m.pin().remove(&Key(1)).is_some())),
+            ),
+            (
+                "remove",
+                Box::new(|m| assert!(m.pin().remove(&Key(9)).is_none())),
+            ),
+            (
+                "remove_entry",
+                Box::new(|m| assert!(m.pin().remove_entry(&Key(1)).is_some())),
+            ),
+            (
+                "remove_if",
+                Box::new(|m| assert!(m.pin().remove_if(&Key(1), |_, _| true).is_some())),
+            ),
+            (
+                "update",
+                Box::new(|m| assert!(m.pin().update(&Key(1), |v| v + 1).is_some())),
+            ),
+            (
+                "compute",
+                Box::new(|m| {
+                    let pinned = m.pin();
+                    let done = pinned.compute(Key(1), |_| Operation::<u64, ()>::Insert(5));
+                    assert!(matches!(done, Compute::Updated { .. }));
+                }),
+            ),
+        ];
+        for (what, call) in &calls {
+            let payload = catch_unwind(AssertUnwindSafe(|| counting(&map, 10_000, || call(&map))))
+                .expect_err(what);
+            let msg = common::support::panic_message(payload);
+            assert!(
+                msg.contains(&format!("RcuHashMap::{what}:")) && msg.contains("run for ever"),
+                "{what}: {msg}"
+            );
+        }
+        // Usable, and holding what it held (each panicking call changed nothing but the
+        // counter): key 1 and the counter.
+        assert_eq!(map.pin().get(&Key(1)), Some(&1));
+        assert_eq!(map.len(), 2);
+        // Counting in another map: the writes' buckets stay as their walks saw them.
+        let elsewhere = Arc::new(KeyMap::with_hasher(eq_writes::OneBucket));
+        counting(&elsewhere, 10_000, || {
+            let m = map.pin();
+            assert_eq!(m.insert(Key(1), 2), Some(&1));
+            assert!(m.try_insert(Key(2), 2).is_ok());
+            assert_eq!(m.update(&Key(2), |v| v + 1), Some(&3));
+            assert_eq!(m.remove(&Key(2)), Some(&3));
+        });
+        assert!(elsewhere.pin().get(&COUNTER).is_some_and(|&n| n > 0));
+        assert_eq!(map.pin().get(&Key(1)), Some(&2));
+    });
+}
+
 /// User code of a read-modify-write that changes the key's own bucket on every run (here it
 /// writes the key itself, directly or from a read-modify-write of another map nested in it)
 /// would make every run's decision stale for ever: the call panics with the cause once 64

@@ -10,9 +10,9 @@
 //! the key, and the closure may run more than once (as `AtomicU64::fetch_update`'s does).
 
 use super::node::Node;
-use super::own_writes::{Undone, Watch};
+use super::own_writes::Undone;
 use super::table;
-use super::write::{link, OwnedNode, Sink};
+use super::write::{link, watched_locate, OwnedNode, Sink};
 use super::RcuHashMap;
 use crate::compute::{Compute, Operation};
 use crate::domain_ref::DomainRef;
@@ -58,10 +58,10 @@ where
             self.repair_if_forked();
             let table = self.table(guard);
             // SAFETY: protected by the guard.
-            let spot = unsafe { table::locate(table, hash, &mut |x| key.as_ref() == Some(x)) };
+            let (spot, watch) =
+                unsafe { watched_locate(table, hash, &mut |x| key.as_ref() == Some(x)) };
             // SAFETY: a published node found under the guard, alive for 'g.
             let current = unsafe { spot.found.as_ref() };
-            let watch = Watch::new(spot.bucket_id());
             match watch.run(|| f(current.map(entry), rejected.take())) {
                 Operation::Abort(t) if spot.unchanged() => return Compute::Aborted(t),
                 Operation::Remove if current.is_none() && spot.unchanged() => {
@@ -190,9 +190,9 @@ where
 }
 
 /// Read-modify-write under the caller's guard. Each panics if `guard` belongs to another
-/// domain than the map's, and if its closure changes the key's own bucket (it writes the
-/// map) on 64 runs in a row, which would keep it retrying for ever (see "Where user code
-/// runs" in the [map's docs](RcuHashMap)).
+/// domain than the map's, and if its closure or the key's `Eq` changes the key's own bucket
+/// (it writes the map) on 64 attempts in a row, which would keep it retrying for ever (see
+/// "Where user code runs" in the [map's docs](RcuHashMap)).
 impl<K, V, S, D> RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,

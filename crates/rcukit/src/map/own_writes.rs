@@ -1,24 +1,34 @@
-//! Read-modify-writes that undo themselves: a [`compute`](super::RcuHashMap::compute),
-//! [`update`](super::RcuHashMap::update) or [`remove_if`](super::RcuHashMap::remove_if) whose
-//! own user code writes the bucket of the key it works on, on every run.
+//! Writes that undo themselves: a keyed write whose own user code writes the bucket of the
+//! key it works on, on every attempt. The user code is the key's `Eq`, which the walk that
+//! finds the key runs for every entry of the bucket whose tag matches, and for a
+//! read-modify-write ([`compute`](super::RcuHashMap::compute),
+//! [`update`](super::RcuHashMap::update), [`remove_if`](super::RcuHashMap::remove_if)) its
+//! closure.
 //!
-//! A read-modify-write runs its user code with no lock held and applies the decision only if
-//! the key's bucket did not change meanwhile (claim 4 of the [map's essay](super)); if it did,
-//! it runs again with the newest entry. Writers on other threads only delay it: each retry
-//! follows a write that was applied. But user code that itself writes that bucket (inserts a
-//! key that lands there, removes one, or drops a value whose `Drop` does) changes it on every
-//! run, so no run's decision can ever be applied, and the call would run for ever, growing
-//! the values of its discarded attempts.
+//! A write runs that user code with no lock held and applies its decision only if the key's
+//! bucket did not change meanwhile (claim 4 of the [map's essay](super)); if it did, it tries
+//! again with the newest entry. Writers on other threads only delay it: each retry follows a
+//! write that was applied. But user code that itself writes that bucket (an `Eq` that counts
+//! comparisons in a key there, a closure that inserts a key that lands there or removes one,
+//! a value whose `Drop` does) changes it on every attempt, so no attempt's decision can ever
+//! be applied, and the call would run for ever, growing the values of its discarded attempts
+//! and the entries its user code retires under the caller's guard.
 //!
-//! To tell the two apart, an attempt *watches* its bucket while the user code runs: a record
-//! on the attempt's stack frame, pushed on a chain of this thread's watches (nested
-//! read-modify-writes, made by user code, push theirs above it). Every change of a bucket on
-//! this thread (under its lock, or an empty bucket marked moved) marks the records on the
-//! chain that watch that bucket. An attempt that then fails to apply its decision, with its
-//! record marked, was undone by its own thread; a change made by another thread never marks
-//! it. After [`LIMIT`] such attempts in a row the call panics with the cause, instead of
-//! looping. User code that writes the bucket only on its first runs (an insert-if-absent of a
-//! neighbouring key) settles long before that.
+//! To tell the two apart, an attempt *watches* its bucket while its user code runs: a record
+//! on the attempt's stack frame, pushed on a chain of this thread's watches (nested writes,
+//! made by user code, push theirs above it). Every change of a bucket on this thread (under
+//! its lock, or an empty bucket marked moved) marks the records on the chain that watch that
+//! bucket. An attempt that then fails to apply its decision, with its record marked, was
+//! undone by its own thread; a change made by another thread never marks it. After [`LIMIT`]
+//! such attempts in a row the call panics with the cause, instead of looping. User code that
+//! writes the bucket only on its first attempts (an insert-if-absent of a neighbouring key)
+//! settles long before that.
+//!
+//! An attempt watches the key's bucket in the table it starts from, and then the bucket its
+//! walk ended in ([`Watch::follow`]): they differ while a resize moves the key's bucket, and a
+//! change the walk made to the newer one is then missed, so that attempt resets the count.
+//! That delays the panic by at most the attempts of one resize: every write helps the resize
+//! on, so it finishes after a bounded number of them, and the key's bucket then stays put.
 //!
 //! Cost: a bucket change reads one thread-local pointer, null unless user code of a
 //! read-modify-write is running on the thread. Under loom, whose threads share the process's
@@ -33,7 +43,7 @@ pub(crate) const LIMIT: u32 = 64;
 /// One attempt's record of the bucket it watches.
 pub(crate) struct Watch {
     /// The bucket (its first line's address).
-    bucket: *const (),
+    bucket: Cell<*const ()>,
     /// Set by a change of `bucket` on this thread while the record is on the chain.
     changed: Cell<bool>,
     /// The record below on the chain (null at the bottom).
@@ -50,7 +60,7 @@ impl Watch {
     /// A record for `bucket`, not yet on the chain.
     pub(crate) fn new(bucket: *const ()) -> Watch {
         Watch {
-            bucket,
+            bucket: Cell::new(bucket),
             changed: Cell::new(false),
             below: Cell::new(ptr::null()),
         }
@@ -78,6 +88,12 @@ impl Watch {
         user()
     }
 
+    /// Watch `bucket` from now on (the bucket the attempt's walk ended in); a mark already
+    /// made stays.
+    pub(crate) fn follow(&self, bucket: *const ()) {
+        self.bucket.set(bucket);
+    }
+
     /// Whether this thread changed the bucket while the record was on the chain.
     pub(crate) fn changed(&self) -> bool {
         self.changed.get()
@@ -93,7 +109,7 @@ pub(crate) fn note_change(bucket: *const ()) {
             // SAFETY: a record on the chain lives in the frame of a `Watch::run` that is still
             // running on this thread (it takes the record off before it returns or unwinds).
             let watch = unsafe { &*at };
-            if watch.bucket == bucket {
+            if watch.bucket.get() == bucket {
                 watch.changed.set(true);
             }
             at = watch.below.get();
@@ -122,10 +138,10 @@ impl Undone {
         self.in_a_row += 1;
         if self.in_a_row >= LIMIT {
             panic!(
-                "rcukit: RcuHashMap::{what}: its user code changed the bucket of the key it \
-                 works on in each of its last {LIMIT} runs (it writes the map itself, or drops a \
-                 value whose Drop does), so no run's decision can be applied: it would run for \
-                 ever"
+                "rcukit: RcuHashMap::{what}: its user code (the key's Eq, or the closure) changed \
+                 the bucket of the key it works on in each of its last {LIMIT} attempts (it \
+                 writes the map itself, or drops a value whose Drop does), so no attempt's \
+                 decision can be applied: it would run for ever"
             );
         }
     }

@@ -170,18 +170,26 @@ where
     }
 
     /// See [`RcuHashMap::insert`]; the replaced value is retired when this handle drops.
+    #[track_caller]
     pub fn insert(&self, key: K, value: V) -> Option<&V> {
         let hash = self.map.hasher.hash_one(&key);
-        match self.map.put(hash, key, value, true, &*self.guard, self) {
+        match self
+            .map
+            .put(hash, key, value, true, &*self.guard, self, "insert")
+        {
             Put::Replaced { old, .. } => Some(&old.value),
             Put::Inserted(_) | Put::Occupied { .. } => None,
         }
     }
 
     /// See [`RcuHashMap::try_insert`].
+    #[track_caller]
     pub fn try_insert(&self, key: K, value: V) -> Result<&V, OccupiedError<'_, V>> {
         let hash = self.map.hasher.hash_one(&key);
-        match self.map.put(hash, key, value, false, &*self.guard, self) {
+        match self
+            .map
+            .put(hash, key, value, false, &*self.guard, self, "try_insert")
+        {
             Put::Inserted(node) => Ok(&node.value),
             Put::Occupied { current, value, .. } => Err(OccupiedError {
                 current: &current.value,
@@ -192,32 +200,36 @@ where
     }
 
     /// See [`RcuHashMap::get_or_insert_with`].
+    #[track_caller]
     pub fn get_or_insert_with<F: FnOnce() -> V>(&self, key: K, make: F) -> &V {
         &self.map.get_or_put(key, make, &*self.guard, self).value
     }
 
     /// See [`RcuHashMap::get_or_insert`].
+    #[track_caller]
     pub fn get_or_insert(&self, key: K, value: V) -> &V {
         self.get_or_insert_with(key, || value)
     }
 
     /// See [`RcuHashMap::remove`]; the entry is retired when this handle drops.
+    #[track_caller]
     pub fn remove<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<&V>
     where
         K: Borrow<Q>,
     {
         self.map
-            .remove_where(key, |_, _| true, &*self.guard, self, None)
+            .remove_where(key, |_, _| true, &*self.guard, self, "remove")
             .map(|n| &n.value)
     }
 
     /// See [`RcuHashMap::remove_entry`]; the entry is retired when this handle drops.
+    #[track_caller]
     pub fn remove_entry<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<(&K, &V)>
     where
         K: Borrow<Q>,
     {
         self.map
-            .remove_where(key, |_, _| true, &*self.guard, self, None)
+            .remove_where(key, |_, _| true, &*self.guard, self, "remove_entry")
             .map(|n| (&n.key, &n.value))
     }
 
@@ -230,7 +242,7 @@ where
         F: FnMut(&K, &V) -> bool,
     {
         self.map
-            .remove_where(key, condition, &*self.guard, self, Some("remove_if"))
+            .remove_where(key, condition, &*self.guard, self, "remove_if")
             .map(|n| (&n.key, &n.value))
     }
 

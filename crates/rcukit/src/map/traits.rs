@@ -91,7 +91,7 @@ where
             let guard = map.domain().read();
             for (key, value) in batch.pairs {
                 let hash = map.hasher.hash_one(&key);
-                drop(map.put(hash, key, value, true, &guard, &private));
+                drop(map.put(hash, key, value, true, &guard, &private, "from_iter"));
             }
             drop(guard);
             // SAFETY: the map is this function's alone, and every `put` (what borrowed from

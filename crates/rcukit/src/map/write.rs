@@ -64,7 +64,10 @@ where
     D: DomainRef,
 {
     /// Insert `key` (whose hash is `hash`) with `value`, replacing a present entry if
-    /// `replace`, under the caller's `guard`; what is unlinked goes to `sink`.
+    /// `replace`, under the caller's `guard`; what is unlinked goes to `sink`. `what` names the
+    /// method for the panic of a key whose `Eq` undoes every attempt (see `own_writes`).
+    #[track_caller]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn put<'g, G: ReadSection>(
         &'g self,
         hash: u64,
@@ -73,6 +76,7 @@ where
         replace: bool,
         guard: &'g G,
         sink: &impl Sink<K, V>,
+        what: &'static str,
     ) -> Put<'g, K, V> {
         let first = self.table(guard);
         // The bucket's line is usually a cache miss: ask for it before allocating the node, so
@@ -80,6 +84,7 @@ where
         // a line of a table the repair replaces).
         line::prefetch(first.bucket(first.index(hash)));
         let node = OwnedNode(Node::new(hash, key, value));
+        let mut undone = Undone::new();
         let (table, new, (old, len)) = loop {
             // Before each attempt: `Eq` may have forked in the last one (`after_fork`).
             self.repair_if_forked();
@@ -87,10 +92,12 @@ where
             // SAFETY: the node is ours until linked.
             let key = unsafe { &(*node.0).key };
             // SAFETY: nodes and tables are protected by the guard.
-            let spot = unsafe { table::locate(table, hash, &mut |k| k == key) };
+            let (spot, watch) = unsafe { watched_locate(table, hash, &mut |k| k == key) };
             if !replace && !spot.found.is_null() {
                 if !spot.unchanged() {
-                    continue; // the found node may have left the map meanwhile
+                    // The found node may have left the map meanwhile.
+                    undone.failed(&watch, what);
+                    continue;
                 }
                 let (_, value) = node.into_parts();
                 sink.take(None, self.help_resize(guard));
@@ -98,7 +105,10 @@ where
                 let current = unsafe { &*spot.found };
                 return Put::Occupied { current, value };
             }
-            let Some(locked) = spot.lock() else { continue };
+            let Some(locked) = spot.lock() else {
+                undone.failed(&watch, what);
+                continue;
+            };
             let new = node.publish();
             // SAFETY: validated lock; `new` is unpublished, with this hash; `found`: the old node.
             let linked = unsafe { link(locked, new, !spot.found.is_null(), &self.len) };
@@ -121,8 +131,8 @@ where
     /// Remove `key`'s entry if `condition` holds for it; returns the removed entry. The
     /// condition may run more than once (each time with the newest entry).
     ///
-    /// A condition that is user code is watched (see `own_writes`) under the method's name,
-    /// `watched`; `None` for the trivial condition of a plain removal.
+    /// The walk (the key's `Eq`) and the condition are watched (see `own_writes`); `what`
+    /// names the method for the panic of user code that undoes every attempt.
     #[track_caller]
     pub(crate) fn remove_where<'g, Q, G, F>(
         &'g self,
@@ -130,7 +140,7 @@ where
         mut condition: F,
         guard: &'g G,
         sink: &impl Sink<K, V>,
-        watched: Option<&'static str>,
+        what: &'static str,
     ) -> Option<&'g Node<K, V>>
     where
         K: Borrow<Q>,
@@ -145,34 +155,25 @@ where
             self.repair_if_forked();
             let table = self.table(guard);
             // SAFETY: protected by the guard.
-            let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
+            let (spot, watch) = unsafe { watched_locate(table, hash, &mut |k| k.borrow() == key) };
             if spot.found.is_null() {
                 if spot.unchanged() {
                     return None; // claim 4: absent
                 }
+                undone.failed(&watch, what);
                 continue;
             }
             // SAFETY: a published node, alive for 'g.
             let found = unsafe { &*spot.found };
-            let watch = watched.map(|_| Watch::new(spot.bucket_id()));
-            let qualifies = match &watch {
-                Some(watch) => watch.run(|| condition(&found.key, &found.value)),
-                None => condition(&found.key, &found.value),
-            };
-            let stale = |undone: &mut Undone| {
-                if let (Some(watch), Some(what)) = (&watch, watched) {
-                    undone.failed(watch, what);
-                }
-            };
-            if !qualifies {
+            if !watch.run(|| condition(&found.key, &found.value)) {
                 if spot.unchanged() {
                     return None; // the entry as it still is does not qualify
                 }
-                stale(&mut undone);
+                undone.failed(&watch, what);
                 continue;
             }
             let Some(locked) = spot.lock() else {
-                stale(&mut undone);
+                undone.failed(&watch, what);
                 continue;
             };
             // SAFETY: validated lock, and the spot found a node.
@@ -212,16 +213,16 @@ where
             self.repair_if_forked();
             let table = self.table(guard);
             // SAFETY: protected by the guard.
-            let spot = unsafe { table::locate(table, hash, &mut |k| k.borrow() == key) };
+            let (spot, watch) = unsafe { watched_locate(table, hash, &mut |k| k.borrow() == key) };
             if spot.found.is_null() {
                 if spot.unchanged() {
                     return None;
                 }
+                undone.failed(&watch, "update");
                 continue;
             }
             // SAFETY: the found node is protected by the guard.
             let old = unsafe { &*spot.found };
-            let watch = Watch::new(spot.bucket_id());
             let node = watch.run(|| OwnedNode(Node::new(hash, old.key.clone(), f(&old.value))));
             let Some(locked) = spot.lock() else {
                 discarded.push(node);
@@ -240,6 +241,7 @@ where
 
     /// The entry of `key`, inserting `make()` first if the key is absent: `make` runs at most
     /// once, and not at all if the key is present.
+    #[track_caller]
     pub(crate) fn get_or_put<'g, G, F>(
         &'g self,
         key: K,
@@ -256,13 +258,32 @@ where
         if let Some(node) = unsafe { table::find(self.table(guard), hash, |k| *k == key) } {
             return node;
         }
-        match self.put(hash, key, make(), false, guard, sink) {
+        match self.put(hash, key, make(), false, guard, sink, "get_or_insert") {
             Put::Inserted(node) => node,
             // Inserted by another thread meanwhile: theirs stands, ours is dropped.
             Put::Occupied { current, .. } => current,
             Put::Replaced { .. } => unreachable!("put without replace never replaces"),
         }
     }
+}
+
+/// [`table::locate`] with the key's bucket watched while the walk runs the key's `Eq` (see
+/// `own_writes`), and then the bucket the walk ended in: the spot, and the watch for the rest
+/// of the attempt.
+///
+/// # Safety
+///
+/// As for [`table::locate`].
+pub(crate) unsafe fn watched_locate<K, V>(
+    table: &Table<K, V>,
+    hash: u64,
+    matches: &mut impl FnMut(&K) -> bool,
+) -> (table::Spot<K, V>, Watch) {
+    let watch = Watch::new(std::ptr::from_ref(table.bucket(table.index(hash))).cast());
+    // SAFETY: forwarded to the caller.
+    let spot = watch.run(|| unsafe { table::locate(table, hash, matches) });
+    watch.follow(spot.bucket_id());
+    (spot, watch)
 }
 
 /// A node that is ours until published; freed if we unwind first.
@@ -314,9 +335,9 @@ impl<V: std::fmt::Debug> std::fmt::Display for OccupiedError<'_, V> {
 impl<V: std::fmt::Debug> std::error::Error for OccupiedError<'_, V> {}
 
 /// The keyed writers, under the caller's guard. Each panics if `guard` belongs to another
-/// domain than the map's; `update` and `remove_if` also panic if their closure changes the
-/// key's own bucket (it writes the map) on 64 runs in a row, which would keep them retrying
-/// for ever (see "Where user code runs" in the [map's docs](RcuHashMap)).
+/// domain than the map's, and if the key's `Eq` (or the closure of `update` and `remove_if`)
+/// changes the key's own bucket (it writes the map) on 64 attempts in a row, which would keep
+/// it retrying for ever (see "Where user code runs" in the [map's docs](RcuHashMap)).
 impl<K, V, S, D> RcuHashMap<K, V, S, D>
 where
     K: Hash + Eq + Send + 'static,
@@ -331,7 +352,7 @@ where
     #[track_caller]
     pub fn insert<'g, G: ReadSection>(&'g self, key: K, value: V, guard: &'g G) -> Option<&'g V> {
         let hash = self.hasher.hash_one(&key);
-        match self.put(hash, key, value, true, guard, self) {
+        match self.put(hash, key, value, true, guard, self, "insert") {
             Put::Replaced { old, .. } => Some(&old.value),
             Put::Inserted(_) | Put::Occupied { .. } => None,
         }
@@ -348,7 +369,7 @@ where
         guard: &'g G,
     ) -> Result<&'g V, OccupiedError<'g, V>> {
         let hash = self.hasher.hash_one(&key);
-        match self.put(hash, key, value, false, guard, self) {
+        match self.put(hash, key, value, false, guard, self, "try_insert") {
             Put::Inserted(node) => Ok(&node.value),
             Put::Occupied { current, value, .. } => Err(OccupiedError {
                 current: &current.value,
@@ -386,7 +407,7 @@ where
         Q: Hash + Eq + ?Sized,
         G: ReadSection,
     {
-        self.remove_where(key, |_, _| true, guard, self, None)
+        self.remove_where(key, |_, _| true, guard, self, "remove")
             .map(|n| &n.value)
     }
 
@@ -398,7 +419,7 @@ where
         Q: Hash + Eq + ?Sized,
         G: ReadSection,
     {
-        self.remove_where(key, |_, _| true, guard, self, None)
+        self.remove_where(key, |_, _| true, guard, self, "remove_entry")
             .map(|n| (&n.key, &n.value))
     }
 
@@ -419,7 +440,7 @@ where
         G: ReadSection,
         F: FnMut(&K, &V) -> bool,
     {
-        self.remove_where(key, condition, guard, self, Some("remove_if"))
+        self.remove_where(key, condition, guard, self, "remove_if")
             .map(|n| (&n.key, &n.value))
     }
 
