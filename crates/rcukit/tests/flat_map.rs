@@ -1380,3 +1380,17 @@ fn replaced_tables_are_freed_after_a_grace_period() {
     assert_eq!(stats.callbacks_queued, stats.callbacks_invoked, "{stats:?}");
     assert_eq!(stats.pending_bytes, 0, "{stats:?}");
 }
+
+/// A map with a hasher other than std's is made by `Default` too (as std's `HashMap` with any
+/// `S: Default`), with that hasher's default.
+#[test]
+fn a_map_with_any_default_hasher_is_default() {
+    type Hashed = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    let map: RcuFlatMap<u64, u64, Hashed> = Default::default();
+    for k in 0..100 {
+        map.insert(k, k + 1);
+    }
+    assert!((0..100).all(|k| map.get_copied(&k) == Some(k + 1)));
+    let plain: RcuFlatMap<u64, u64> = RcuFlatMap::default();
+    assert!(plain.is_empty());
+}

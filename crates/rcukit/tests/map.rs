@@ -2813,3 +2813,16 @@ fn a_shrinks_trim_request_leaves_the_writers_retired_objects_with_it() {
     drop(map);
     rcu.barrier();
 }
+
+/// A map with a hasher other than std's is made by `Default` too (as std's `HashMap` with any
+/// `S: Default`), with that hasher's default.
+#[test]
+fn a_map_with_any_default_hasher_is_default() {
+    let map: RcuHashMap<u64, u64, Clumpy> = Default::default();
+    for k in 0..100 {
+        map.pin().insert(k, k + 1);
+    }
+    assert!((0..100).all(|k| map.pin().get(&k) == Some(&(k + 1))));
+    let plain: RcuHashMap<u64, u64> = RcuHashMap::default();
+    assert!(plain.is_empty());
+}

@@ -109,9 +109,13 @@ impl<K: Clone + Send + 'static, V: Clone + Send + 'static> RcuFlatMap<K, V> {
     }
 }
 
-impl<K: Clone + Send + 'static, V: Clone + Send + 'static> Default for RcuFlatMap<K, V> {
+/// An empty map on the global domain with the hasher's default (as std's `HashMap` with any
+/// `S: Default`).
+impl<K: Clone + Send + 'static, V: Clone + Send + 'static, S: Default> Default
+    for RcuFlatMap<K, V, S>
+{
     fn default() -> Self {
-        Self::new()
+        Self::with_hasher(S::default())
     }
 }
 

@@ -115,9 +115,11 @@ impl<K, V> RcuHashMap<K, V> {
     }
 }
 
-impl<K, V> Default for RcuHashMap<K, V> {
+/// An empty map on the global domain with the hasher's default (as std's `HashMap` with any
+/// `S: Default`).
+impl<K, V, S: Default> Default for RcuHashMap<K, V, S> {
     fn default() -> Self {
-        Self::new()
+        Self::with_hasher(S::default())
     }
 }
 
