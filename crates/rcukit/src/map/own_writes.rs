@@ -58,6 +58,7 @@ thread_local! {
 
 impl Watch {
     /// A record for `bucket`, not yet on the chain.
+    #[inline]
     pub(crate) fn new(bucket: *const ()) -> Watch {
         Watch {
             bucket: Cell::new(bucket),
@@ -68,9 +69,11 @@ impl Watch {
 
     /// Run `user` (the attempt's user code) with this record on the chain. The record is taken
     /// off again when `user` returns or unwinds.
+    #[inline]
     pub(crate) fn run<R>(&self, user: impl FnOnce() -> R) -> R {
         struct Pop<'w>(&'w Watch);
         impl Drop for Pop<'_> {
+            #[inline]
             fn drop(&mut self) {
                 let _ = TOP.try_with(|top| top.set(self.0.below.get()));
             }
@@ -90,6 +93,7 @@ impl Watch {
 
     /// Watch `bucket` from now on (the bucket the attempt's walk ended in); a mark already
     /// made stays.
+    #[inline]
     pub(crate) fn follow(&self, bucket: *const ()) {
         self.bucket.set(bucket);
     }

@@ -274,6 +274,7 @@ where
 /// # Safety
 ///
 /// As for [`table::locate`].
+#[inline]
 pub(crate) unsafe fn watched_locate<K, V>(
     table: &Table<K, V>,
     hash: u64,
