@@ -75,8 +75,9 @@ where
     D: DomainRef,
 {
     /// Before a write: repair the map if the process forked since (see the module docs), or
-    /// wait while another thread of the child repairs it. An interrupted repair needs nothing
-    /// more: the rebuild starts again from the root, whichever table that is.
+    /// wait while another thread of the child repairs it. An interrupted repair (copied by a
+    /// fork, or one that panicked because the child could not start the domain's threads)
+    /// needs nothing more: the rebuild starts again from the root, whichever table that is.
     #[inline(always)]
     pub(super) fn repair_if_forked(&self) {
         // SAFETY: every other writer of the child waits for the repair (the stamp).
@@ -90,6 +91,9 @@ where
     ///
     /// No other thread writes the map meanwhile.
     unsafe fn rebuild_after_fork(&self) {
+        // The domain first: its repair panics if the child cannot start its threads, and
+        // then before this one changed anything (the old tables are retired at the end).
+        self.domain.rcu().inner().check_fork();
         let old = self.root.load(Acquire);
         // SAFETY: no thread writes the map; the tables reachable from the root are alive.
         let nodes = unsafe { table::exclusive_nodes(old, true) };

@@ -141,11 +141,31 @@ impl ForkStamp {
                 .compare_exchange(seen, now | REPAIRING, Acquire, Relaxed)
                 .is_ok()
             {
+                // A repair that panics (a thread the child cannot start) is left halfway: the
+                // stamp then says so (an earlier generation, marked), and the next use
+                // starts it again, told it was interrupted, instead of waiting for it for ever.
+                let unfinished = Unfinished {
+                    stamp: &self.0,
+                    back_to: seen | REPAIRING,
+                };
                 repair(seen & REPAIRING != 0);
+                std::mem::forget(unfinished);
                 self.0.store(now, Release);
                 return;
             }
         }
+    }
+}
+
+/// Puts a [`ForkStamp`] back to `back_to` if the repair unwinds.
+struct Unfinished<'s> {
+    stamp: &'s AtomicU64,
+    back_to: u64,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        self.stamp.store(self.back_to, Release);
     }
 }
 
