@@ -282,3 +282,102 @@ fn waits_begun_before_a_fork_end_in_the_child() {
         assert!(succeeded(status), "{wait}: the child failed ({status:#x})");
     }
 }
+
+/// The names of this process's threads (Linux: `/proc/self/task/*/comm`).
+#[cfg(target_os = "linux")]
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
+/// A child that cannot start every thread of a domain at its first use (here `RLIMIT_NPROC`
+/// lets it start one, the grace-period thread) panics there, as documented; once threads can
+/// be started again, the next use repairs what is left: a map's write completes (it waited
+/// for ever on the map's repair that the panic had left marked as running), and the domain
+/// starts only the threads it lacks (it started a second grace-period thread beside the
+/// first, and grace periods then ended while readers that began before them still read).
+/// Needs root, to make the child a user of its own whose thread count the limit governs.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_child_that_could_not_start_a_domains_threads_repairs_it_at_the_next_use() {
+    // SAFETY: a plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root, to give the child a user of its own");
+        return;
+    }
+    let rcu = Arc::new(
+        Rcu::builder()
+            .name("npr")
+            .callback_workers(1)
+            .build()
+            .unwrap(),
+    );
+    let map: rcukit::RcuHashMap<u64, u64, std::collections::hash_map::RandomState, Arc<Rcu>> =
+        rcukit::RcuHashMap::with_domain(Arc::clone(&rcu));
+    map.pin().insert(1, 1);
+    rcu.synchronize();
+    let status = fork_and_wait(|| {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a plain system call on this process.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) },
+            0
+        );
+        let hard = limit.rlim_max;
+        let set_nproc = |soft: libc::rlim_t| {
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            // SAFETY: a plain system call on this process.
+            let done = unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &limit) };
+            assert_eq!(done, 0, "{}", std::io::Error::last_os_error());
+        };
+        // A user no other process has: this child alone counts against its limit.
+        // SAFETY: plain system calls on this process.
+        let id = 40_000 + unsafe { libc::getpid() } as u32 % 20_000;
+        set_nproc(2); // this thread and one more
+                      // SAFETY: as above (root may change its ids; the limit is checked at thread start).
+        unsafe {
+            assert_eq!(libc::setgid(id), 0);
+            assert_eq!(libc::setuid(id), 0);
+        }
+        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            map.pin().insert(2, 2);
+        }));
+        let message = common::support::panic_message(first.expect_err("threads were refused"));
+        assert!(message.contains("cannot restart the threads"), "{message}");
+        set_nproc(hard);
+        map.pin().insert(3, 3);
+        // The refused write changed nothing; the later one stands.
+        assert_eq!(map.pin().get(&2), None);
+        assert_eq!(map.pin().get(&3), Some(&3));
+        assert_eq!(map.len(), 2);
+        // One thread of each kind (a new thread names itself as it starts: until then it
+        // has its creator's name).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let names = thread_names();
+            let count = |kind: &str| names.iter().filter(|n| *n == kind).count();
+            let kinds = ["npr-gp", "npr-exp", "npr-cb0"];
+            for kind in kinds {
+                assert!(count(kind) <= 1, "{kind} threads: {names:?}");
+            }
+            // And no other thread beside this one (a second of a kind not yet named).
+            if kinds.iter().all(|&kind| count(kind) == 1) && names.len() == kinds.len() + 1 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "threads: {names:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        exercise(&rcu);
+    });
+    let status = status.unwrap_or_else(|e| panic!("{e}"));
+    assert!(succeeded(status), "the child failed ({status:#x})");
+}

@@ -377,7 +377,7 @@ impl RcuBuilder {
             ),
             expedited_callbacks: self.expedited_callbacks,
             fork_generation: AtomicU64::new(fork::generation()),
-            fork_repair: Mutex::new(()),
+            fork_repair: Mutex::new(fork::generation()),
             threads: Mutex::new(Vec::new()),
             me: me.clone(),
             parking: super::owned::Parking::new(),

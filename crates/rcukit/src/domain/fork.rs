@@ -66,24 +66,29 @@ impl Inner {
     #[cold]
     #[inline(never)]
     fn repair_after_fork(&self) {
-        let _repair = lock(&self.fork_repair);
+        let mut reset_in = lock(&self.fork_repair);
         let generation = fork::generation();
         if self.fork_generation.load(Relaxed) == generation {
             return; // another thread did it
         }
         // Every entry point waits here, so nothing of this domain runs in this process but
         // readers and this repair; every internal lock is free (the fork handlers held them
-        // across the fork).
-        self.exp.after_fork();
-        self.core.owned.after_fork();
-        self.core
-            .registry
-            .retain(|record| Owner::is_alive(&record.owner));
-        self.callbacks.after_fork();
-        self.event.forget_listeners();
-        // Those threads do not exist here.
-        for thread in std::mem::take(&mut *lock(&self.threads)) {
-            thread.forget();
+        // across the fork). The state is reset once per fork: a repair that could not start
+        // every thread leaves those it started running (with the state they were started on),
+        // and the next one starts only the others.
+        if *reset_in != generation {
+            self.exp.after_fork();
+            self.core.owned.after_fork();
+            self.core
+                .registry
+                .retain(|record| Owner::is_alive(&record.owner));
+            self.callbacks.after_fork();
+            self.event.forget_listeners();
+            // Those threads do not exist here.
+            for thread in std::mem::take(&mut *lock(&self.threads)) {
+                thread.forget();
+            }
+            *reset_in = generation;
         }
         if let Err(e) = self.start_threads() {
             panic!(

@@ -48,8 +48,10 @@ pub(crate) struct Inner {
     /// The fork generation this domain's threads and state belong to (see
     /// [`fork`](crate::docs::internal::domain::fork)).
     pub(crate) fork_generation: AtomicU64,
-    /// Serializes the repair after a fork.
-    pub(crate) fork_repair: Mutex<()>,
+    /// Serializes the repair after a fork, and holds the fork generation whose state the
+    /// repair has reset (it starts the threads once that is done, and again until they all
+    /// start).
+    pub(crate) fork_repair: Mutex<u64>,
     /// The domain's threads, joined when it is dropped (replaced after a fork).
     pub(crate) threads: Mutex<Vec<crate::threads::Thread>>,
     /// This domain, for the threads it starts.
@@ -80,23 +82,40 @@ impl Inner {
     }
 
     /// Start the domain's threads: the normal grace-period thread, the expedited helper and
-    /// the callback workers.
+    /// the callback workers, in that order, skipping as many as are running already (a repair
+    /// after fork that could not start them all leaves the first ones running: starting one of
+    /// a kind twice would run two grace-period machines on one state).
     pub(super) fn start_threads(&self) -> Result<(), Error> {
+        type Body = Box<dyn FnOnce(&Inner) + Send>;
         let name = &self.name;
-        self.spawn("normal grace-period", format!("{name}-gp"), |inner| {
-            GP_THREAD_OF.with(|d| d.set(inner.id()));
-            inner.normal.run(&inner.core, &inner.event)
-        })?;
-        self.spawn("expedited helper", format!("{name}-exp"), |inner| {
-            GP_THREAD_OF.with(|d| d.set(inner.id()));
-            inner.exp.run_helper(&inner.core, &inner.event)
-        })?;
+        let mut threads: Vec<(&str, String, Body)> = vec![
+            (
+                "normal grace-period",
+                format!("{name}-gp"),
+                Box::new(|inner| {
+                    GP_THREAD_OF.with(|d| d.set(inner.id()));
+                    inner.normal.run(&inner.core, &inner.event)
+                }),
+            ),
+            (
+                "expedited helper",
+                format!("{name}-exp"),
+                Box::new(|inner| {
+                    GP_THREAD_OF.with(|d| d.set(inner.id()));
+                    inner.exp.run_helper(&inner.core, &inner.event)
+                }),
+            ),
+        ];
         for index in 0..self.callbacks.config.workers {
-            self.spawn(
+            threads.push((
                 "callback worker",
                 format!("{name}-cb{index}"),
-                move |inner| callbacks::worker::run(inner, &inner.callbacks, index),
-            )?;
+                Box::new(move |inner| callbacks::worker::run(inner, &inner.callbacks, index)),
+            ));
+        }
+        let running = lock(&self.threads).len();
+        for (what, thread_name, body) in threads.into_iter().skip(running) {
+            self.spawn(what, thread_name, body)?;
         }
         Ok(())
     }
