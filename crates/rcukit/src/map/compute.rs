@@ -59,7 +59,7 @@ where
             let table = self.table(guard);
             // SAFETY: protected by the guard.
             let (spot, watch) =
-                unsafe { watched_locate(table, hash, &mut |x| key.as_ref() == Some(x)) };
+                unsafe { watched_locate(table, hash, &mut |x| key.as_ref() == Some(x), &undone) };
             // SAFETY: a published node found under the guard, alive for 'g.
             let current = unsafe { spot.found.as_ref() };
             match watch.run(|| f(current.map(entry), rejected.take())) {

@@ -29,6 +29,9 @@
 //! change the walk made to the newer one is then missed, so that attempt resets the count.
 //! That delays the panic by at most the attempts of one resize: every write helps the resize
 //! on, so it finishes after a bounded number of them, and the key's bucket then stays put.
+//! The walk of a call's first attempt is not watched (the closure is): nearly every write
+//! succeeds at once, and pays nothing for the watch; a walk's `Eq` that undoes every attempt
+//! is then counted from the second one.
 //!
 //! Cost: a bucket change reads one thread-local pointer, null unless user code of a
 //! read-modify-write is running on the thread. Under loom, whose threads share the process's
@@ -71,24 +74,21 @@ impl Watch {
     /// off again when `user` returns or unwinds.
     #[inline]
     pub(crate) fn run<R>(&self, user: impl FnOnce() -> R) -> R {
-        struct Pop<'w>(&'w Watch);
-        impl Drop for Pop<'_> {
-            #[inline]
-            fn drop(&mut self) {
-                let _ = TOP.try_with(|top| top.set(self.0.below.get()));
-            }
-        }
+        let _on_chain = self.push();
+        user()
+    }
+
+    /// Put this record on the chain until the returned value drops (also on unwind).
+    #[inline]
+    pub(crate) fn push(&self) -> OnChain<'_> {
         if cfg!(rcukit_loom) {
-            return user();
+            return OnChain(None);
         }
-        let Ok(()) = TOP.try_with(|top| {
+        let pushed = TOP.try_with(|top| {
             self.below.set(top.get());
             top.set(self);
-        }) else {
-            return user();
-        };
-        let _pop = Pop(self);
-        user()
+        });
+        OnChain(pushed.is_ok().then_some(self))
     }
 
     /// Watch `bucket` from now on (the bucket the attempt's walk ended in); a mark already
@@ -101,6 +101,18 @@ impl Watch {
     /// Whether this thread changed the bucket while the record was on the chain.
     pub(crate) fn changed(&self) -> bool {
         self.changed.get()
+    }
+}
+
+/// A record on the chain ([`Watch::push`]); taken off when dropped.
+pub(crate) struct OnChain<'w>(Option<&'w Watch>);
+
+impl Drop for OnChain<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(watch) = self.0 {
+            let _ = TOP.try_with(|top| top.set(watch.below.get()));
+        }
     }
 }
 
@@ -121,20 +133,34 @@ pub(crate) fn note_change(bucket: *const ()) {
     });
 }
 
-/// The attempts of one read-modify-write call that its own thread undid, in a row.
+/// The attempts of one write call that its own thread undid, in a row.
 pub(crate) struct Undone {
     in_a_row: u32,
+    /// Whether an attempt of the call failed already.
+    retrying: bool,
 }
 
 impl Undone {
+    #[inline]
     pub(crate) fn new() -> Undone {
-        Undone { in_a_row: 0 }
+        Undone {
+            in_a_row: 0,
+            retrying: false,
+        }
+    }
+
+    /// Whether an attempt of the call failed already (the walks of the attempts after it are
+    /// watched: see [`watched_locate`](super::write::watched_locate)).
+    #[inline]
+    pub(crate) fn retrying(&self) -> bool {
+        self.retrying
     }
 
     /// An attempt of `what` (the method's name) could not apply its decision; `watch` was its
     /// record. Panics once [`LIMIT`] attempts in a row were undone by this thread.
     #[track_caller]
     pub(crate) fn failed(&mut self, watch: &Watch, what: &str) {
+        self.retrying = true;
         if !watch.changed() {
             self.in_a_row = 0;
             return;

@@ -92,7 +92,7 @@ where
             // SAFETY: the node is ours until linked.
             let key = unsafe { &(*node.0).key };
             // SAFETY: nodes and tables are protected by the guard.
-            let (spot, watch) = unsafe { watched_locate(table, hash, &mut |k| k == key) };
+            let (spot, watch) = unsafe { watched_locate(table, hash, &mut |k| k == key, &undone) };
             if !replace && !spot.found.is_null() {
                 if !spot.unchanged() {
                     // The found node may have left the map meanwhile.
@@ -155,7 +155,8 @@ where
             self.repair_if_forked();
             let table = self.table(guard);
             // SAFETY: protected by the guard.
-            let (spot, watch) = unsafe { watched_locate(table, hash, &mut |k| k.borrow() == key) };
+            let (spot, watch) =
+                unsafe { watched_locate(table, hash, &mut |k| k.borrow() == key, &undone) };
             if spot.found.is_null() {
                 if spot.unchanged() {
                     return None; // claim 4: absent
@@ -213,7 +214,8 @@ where
             self.repair_if_forked();
             let table = self.table(guard);
             // SAFETY: protected by the guard.
-            let (spot, watch) = unsafe { watched_locate(table, hash, &mut |k| k.borrow() == key) };
+            let (spot, watch) =
+                unsafe { watched_locate(table, hash, &mut |k| k.borrow() == key, &undone) };
             if spot.found.is_null() {
                 if spot.unchanged() {
                     return None;
@@ -267,9 +269,11 @@ where
     }
 }
 
-/// [`table::locate`] with the key's bucket watched while the walk runs the key's `Eq` (see
-/// `own_writes`), and then the bucket the walk ended in: the spot, and the watch for the rest
-/// of the attempt.
+/// [`table::locate`] for an attempt of a write whose earlier attempts `undone` counts: once
+/// one has failed, with the key's bucket watched while the walk runs the key's `Eq` (see
+/// `own_writes`; the first attempt, which nearly always succeeds, pays nothing for it). Then
+/// the watch follows the bucket the walk ended in. Returns the spot, and the watch for the
+/// rest of the attempt.
 ///
 /// # Safety
 ///
@@ -279,10 +283,13 @@ pub(crate) unsafe fn watched_locate<K, V>(
     table: &Table<K, V>,
     hash: u64,
     matches: &mut impl FnMut(&K) -> bool,
+    undone: &Undone,
 ) -> (table::Spot<K, V>, Watch) {
     let watch = Watch::new(std::ptr::from_ref(table.bucket(table.index(hash))).cast());
+    let on_chain = undone.retrying().then(|| watch.push());
     // SAFETY: forwarded to the caller.
-    let spot = watch.run(|| unsafe { table::locate(table, hash, matches) });
+    let spot = unsafe { table::locate(table, hash, matches) };
+    drop(on_chain);
     watch.follow(spot.bucket_id());
     (spot, watch)
 }
