@@ -34,7 +34,7 @@
 //! is then counted from the second one.
 //!
 //! Cost: a bucket change reads one thread-local pointer, null unless user code of a
-//! read-modify-write is running on the thread. Under loom, whose threads share the process's
+//! read-modify-write, or the walk of a write's retry, is running on the thread. Under loom, whose threads share the process's
 //! thread-locals, nothing is watched.
 
 use std::cell::Cell;

@@ -218,7 +218,7 @@ where
         K: Borrow<Q>,
     {
         self.map
-            .remove_where(key, |_, _| true, &*self.guard, self, "remove")
+            .remove_where(key, |_, _| true, false, &*self.guard, self, "remove")
             .map(|n| &n.value)
     }
 
@@ -229,7 +229,7 @@ where
         K: Borrow<Q>,
     {
         self.map
-            .remove_where(key, |_, _| true, &*self.guard, self, "remove_entry")
+            .remove_where(key, |_, _| true, false, &*self.guard, self, "remove_entry")
             .map(|n| (&n.key, &n.value))
     }
 
@@ -242,7 +242,7 @@ where
         F: FnMut(&K, &V) -> bool,
     {
         self.map
-            .remove_where(key, condition, &*self.guard, self, "remove_if")
+            .remove_where(key, condition, true, &*self.guard, self, "remove_if")
             .map(|n| (&n.key, &n.value))
     }
 

@@ -131,13 +131,16 @@ where
     /// Remove `key`'s entry if `condition` holds for it; returns the removed entry. The
     /// condition may run more than once (each time with the newest entry).
     ///
-    /// The walk (the key's `Eq`) and the condition are watched (see `own_writes`); `what`
+    /// The walk (the key's `Eq`) is watched (see `own_writes`), and so is the condition when
+    /// it is user code (`user_condition`; not the trivial one of a plain removal); `what`
     /// names the method for the panic of user code that undoes every attempt.
     #[track_caller]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn remove_where<'g, Q, G, F>(
         &'g self,
         key: &Q,
         mut condition: F,
+        user_condition: bool,
         guard: &'g G,
         sink: &impl Sink<K, V>,
         what: &'static str,
@@ -166,7 +169,12 @@ where
             }
             // SAFETY: a published node, alive for 'g.
             let found = unsafe { &*spot.found };
-            if !watch.run(|| condition(&found.key, &found.value)) {
+            let qualifies = if user_condition {
+                watch.run(|| condition(&found.key, &found.value))
+            } else {
+                condition(&found.key, &found.value)
+            };
+            if !qualifies {
                 if spot.unchanged() {
                     return None; // the entry as it still is does not qualify
                 }
@@ -415,7 +423,7 @@ where
         Q: Hash + Eq + ?Sized,
         G: ReadSection,
     {
-        self.remove_where(key, |_, _| true, guard, self, "remove")
+        self.remove_where(key, |_, _| true, false, guard, self, "remove")
             .map(|n| &n.value)
     }
 
@@ -427,7 +435,7 @@ where
         Q: Hash + Eq + ?Sized,
         G: ReadSection,
     {
-        self.remove_where(key, |_, _| true, guard, self, "remove_entry")
+        self.remove_where(key, |_, _| true, false, guard, self, "remove_entry")
             .map(|n| (&n.key, &n.value))
     }
 
@@ -448,7 +456,7 @@ where
         G: ReadSection,
         F: FnMut(&K, &V) -> bool,
     {
-        self.remove_where(key, condition, guard, self, "remove_if")
+        self.remove_where(key, condition, true, guard, self, "remove_if")
             .map(|n| (&n.key, &n.value))
     }
 
