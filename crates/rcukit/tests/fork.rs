@@ -283,16 +283,6 @@ fn waits_begun_before_a_fork_end_in_the_child() {
     }
 }
 
-/// The names of this process's threads (Linux: `/proc/self/task/*/comm`).
-#[cfg(target_os = "linux")]
-fn thread_names() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|n| n.trim().to_string())
-        .collect()
-}
-
 /// A child that cannot start every thread of a domain at its first use (here `RLIMIT_NPROC`
 /// lets it start one, the grace-period thread) panics there, as documented; once threads can
 /// be started again, the next use repairs what is left: a map's write completes (it waited
@@ -363,7 +353,7 @@ fn a_child_that_could_not_start_a_domains_threads_repairs_it_at_the_next_use() {
         // has its creator's name).
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
-            let names = thread_names();
+            let names = common::support::thread_names();
             let count = |kind: &str| names.iter().filter(|n| *n == kind).count();
             let kinds = ["npr-gp", "npr-exp", "npr-cb0"];
             for kind in kinds {

@@ -34,12 +34,19 @@ pub(crate) fn wait_until_no_mapping_is_kept() {
 
 /// Whether a thread of this process is named `name` (Linux).
 fn thread_named(name: &str) -> bool {
+    thread_names().iter().any(|n| n == name)
+}
+
+/// The names of this process's threads (Linux: `/proc/self/task/*/comm`; none elsewhere).
+pub(crate) fn thread_names() -> Vec<String> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return false;
+        return Vec::new();
     };
-    tasks.flatten().any(|task| {
-        std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim_end() == name)
-    })
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .map(|comm| comm.trim_end().to_string())
+        .collect()
 }
 
 /// `bytes` in MiB, for messages.
