@@ -21,9 +21,10 @@
 //! building the domain). Waiting would wait for itself for ever, so it panics with that
 //! explanation instead; at the C boundary the panic becomes an abort that names the function.
 //! (The report allocates: a handler that interrupted the builder inside the allocator can
-//! still stop there, as any handler that allocates can.) Both halves of the mark are stored in one atomic word, so no interruption can see a mark
-//! half written. A child keeps the number of the thread that forked it, but a different
-//! process id, so the re-entry check never mistakes a parent's build for its own.
+//! still stop there, as any handler that allocates can.) Both halves of the mark are stored
+//! in one atomic word, so no interruption can see a mark half written. A child keeps the
+//! number of the thread that forked it, but a different process id, so the re-entry check
+//! never mistakes a parent's build for its own.
 //!
 //! The value is leaked: a `ForkOnce` is for statics.
 

@@ -78,7 +78,8 @@ impl Watch {
         user()
     }
 
-    /// Put this record on the chain until the returned value drops (also on unwind).
+    /// Put this record on the chain until the returned value drops (also on unwind). The
+    /// value must be dropped, never forgotten: `note_change` reads the records on the chain.
     #[inline]
     pub(crate) fn push(&self) -> OnChain<'_> {
         if cfg!(rcukit_loom) {
@@ -122,8 +123,9 @@ pub(crate) fn note_change(bucket: *const ()) {
     let _ = TOP.try_with(|top| {
         let mut at = top.get();
         while !at.is_null() {
-            // SAFETY: a record on the chain lives in the frame of a `Watch::run` that is still
-            // running on this thread (it takes the record off before it returns or unwinds).
+            // SAFETY: a record on the chain is borrowed by an `OnChain` of this thread that
+            // has not dropped yet (`push`'s contract: it is never forgotten), which takes the
+            // record off before the record's frame returns or unwinds.
             let watch = unsafe { &*at };
             if watch.bucket.get() == bucket {
                 watch.changed.set(true);
