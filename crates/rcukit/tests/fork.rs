@@ -67,12 +67,11 @@ fn child(global: &'static Rcu, own: &Arc<Rcu>, alone: Rcu, grandchild: bool) {
         exercise(&alone);
         // A thread born in the child uses the domains too.
         let own2 = own.clone();
-        std::thread::spawn(move || {
+        common::fork::spawn(move || {
             exercise(Rcu::global());
             exercise(&own2);
         })
-        .join()
-        .unwrap();
+        .join();
         let stats = own.stats();
         assert_eq!(stats.callbacks_pending, 0, "{stats:?}");
         if grandchild {

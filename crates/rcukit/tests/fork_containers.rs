@@ -241,14 +241,14 @@ fn a_child_forked_from_a_flat_map_write_finishes_it() {
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
             let map = map.clone();
-            other = Some(std::thread::spawn(move || map.insert(2, 200)));
+            other = Some(common::fork::spawn(move || map.insert(2, 200)));
         }
         v + 1
     });
     if pid == 0 {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             assert_eq!(updated, Some(101));
-            assert_eq!(other.take().unwrap().join().unwrap(), None);
+            assert_eq!(other.take().unwrap().join(), None);
             assert_eq!(map.get_copied(&2), Some(200));
             assert_eq!(map.insert(3, 300), None);
             assert_eq!(map.len(), 3);
@@ -315,7 +315,7 @@ fn a_child_forked_from_a_clone_in_a_flat_map_rebuild_finishes_it() {
             if forked == 0 {
                 let map = map.clone();
                 *other.lock().unwrap() =
-                    Some(std::thread::spawn(move || map.insert(u64::MAX, Hooked(1))));
+                    Some(common::fork::spawn(move || map.insert(u64::MAX, Hooked(1))));
             }
         }
     };
@@ -326,7 +326,7 @@ fn a_child_forked_from_a_clone_in_a_flat_map_rebuild_finishes_it() {
     if forked == 0 {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let writer = other.lock().unwrap().take().unwrap();
-            assert_eq!(writer.join().unwrap(), None);
+            assert_eq!(writer.join(), None);
             assert_eq!(map.get_cloned(&last), Some(Hooked(value_of(last))));
             assert_eq!(map.get_cloned(&u64::MAX), Some(Hooked(1)));
             for k in CHILD.start..CHILD.start + 5_000 {
@@ -676,10 +676,8 @@ fn forking_write(map: &ForkMap, round: u64) -> Option<u64> {
                 fork_site::fork_if_armed(fork_site::CLOSURE);
                 if fork_site::pid() == 0 && !started {
                     started = true;
-                    std::thread::scope(|s| {
-                        s.spawn(|| {
-                            map.pin().insert(ForkKey(SAME_BUCKET[0]), 0);
-                        });
+                    common::fork::on_a_thread(|| {
+                        map.pin().insert(ForkKey(SAME_BUCKET[0]), 0);
                     });
                 }
                 v + 6
@@ -855,12 +853,10 @@ fn a_child_forked_by_an_online_qsbr_thread_keeps_its_registration() {
             });
             assert_eq!(flat.get(&1, &me), Some(&value_of(1)));
             me.quiescent_state();
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    let mut other = qsbr.register();
-                    assert_eq!(flat.get(&2, &other), Some(&value_of(2)));
-                    other.quiescent_state();
-                });
+            common::fork::on_a_thread(|| {
+                let mut other = qsbr.register();
+                assert_eq!(flat.get(&2, &other), Some(&value_of(2)));
+                other.quiescent_state();
             });
             me.offline_while(|| qsbr.synchronize());
         });

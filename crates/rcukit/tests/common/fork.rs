@@ -60,3 +60,84 @@ pub(crate) fn child_round(round: u64, limit: Duration, stop: &AtomicBool, body: 
         "round {round}: the child failed ({status:#x})"
     );
 }
+
+/// A thread that a forked child started with [`spawn`]; [`join`](ChildThread::join) waits for
+/// it.
+pub(crate) struct ChildThread<R> {
+    id: libc::pthread_t,
+    returns: std::marker::PhantomData<R>,
+}
+
+/// Start `body` on a new thread, in a forked child. A `std` thread takes a lock of the standard
+/// library as it starts and as it exits; a child forked while any other thread of the parent
+/// was starting or exiting (another test's, the test harness's own) inherits that lock held,
+/// and `std::thread::spawn` there waits for it for ever (see `rcukit::docs::limitations`).
+/// This thread is started with `pthread_create` and takes no such lock.
+pub(crate) fn spawn<R: Send + 'static>(
+    body: impl FnOnce() -> R + Send + 'static,
+) -> ChildThread<R> {
+    // SAFETY: `body` borrows nothing.
+    unsafe { spawn_unchecked(body) }
+}
+
+/// Run `body` on a new thread started as [`spawn`] starts it, and wait for it; as with a scoped
+/// thread, `body` may borrow from the caller. A panic in `body` resumes here.
+pub(crate) fn on_a_thread<R: Send>(body: impl FnOnce() -> R + Send) -> R {
+    // SAFETY: the thread is joined before this returns, so it ends before anything it borrows.
+    unsafe { spawn_unchecked(body) }.join()
+}
+
+/// [`spawn`] for a body that may borrow.
+///
+/// # Safety
+///
+/// The thread must be joined before anything `body` borrows ends.
+unsafe fn spawn_unchecked<'a, R: Send + 'a>(
+    body: impl FnOnce() -> R + Send + 'a,
+) -> ChildThread<R> {
+    let body: Box<dyn FnOnce() -> R + Send + 'a> = Box::new(body);
+    // SAFETY: only the lifetime changes; the caller joins the thread before `'a` ends.
+    let body: Box<dyn FnOnce() -> R + Send + 'static> = unsafe { std::mem::transmute(body) };
+    let data = Box::into_raw(Box::new(body));
+    // SAFETY: `start::<R>` takes back the box it is given, once; on failure it is ours again.
+    unsafe {
+        let mut id: libc::pthread_t = std::mem::zeroed();
+        let r = libc::pthread_create(&mut id, std::ptr::null(), start::<R>, data.cast());
+        if r != 0 {
+            drop(Box::from_raw(data));
+            panic!(
+                "pthread_create failed: {}",
+                std::io::Error::from_raw_os_error(r)
+            );
+        }
+        ChildThread {
+            id,
+            returns: std::marker::PhantomData,
+        }
+    }
+}
+
+/// The thread's entry: runs the body and returns its outcome, boxed, to `pthread_join`.
+extern "C" fn start<R>(data: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: `data` is the box that `spawn_unchecked` leaked for this thread alone.
+    let body = unsafe { Box::from_raw(data.cast::<Box<dyn FnOnce() -> R + Send>>()) };
+    let outcome: std::thread::Result<R> =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    Box::into_raw(Box::new(outcome)).cast()
+}
+
+impl<R> ChildThread<R> {
+    /// Wait for the thread to end; what its body returned, or its panic resumed here.
+    pub(crate) fn join(self) -> R {
+        let mut returned = std::ptr::null_mut();
+        // SAFETY: a joinable thread of ours, joined once (`join` takes `self`).
+        let r = unsafe { libc::pthread_join(self.id, &mut returned) };
+        assert_eq!(r, 0, "pthread_join failed");
+        // SAFETY: what `start::<R>` returned: a leaked box of the body's outcome.
+        let outcome = unsafe { Box::from_raw(returned.cast::<std::thread::Result<R>>()) };
+        match *outcome {
+            Ok(value) => value,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+}
