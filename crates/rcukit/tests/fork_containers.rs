@@ -69,11 +69,9 @@ fn child(hash: &RcuHashMap<u64, u64>, flat: &FlatQsbr, qsbr: &Arc<Qsbr>) {
     qsbr.barrier();
     hash.domain().barrier();
     // A thread of the child's own reads too.
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let me = qsbr.register();
-            check_stable(&me);
-        });
+    common::fork::on_a_thread(|| {
+        let me = qsbr.register();
+        check_stable(&me);
     });
     let mut me = qsbr.register();
     check_stable(&me);
