@@ -370,3 +370,16 @@ fn a_child_that_could_not_start_a_domains_threads_repairs_it_at_the_next_use() {
     let status = status.unwrap_or_else(|e| panic!("{e}"));
     assert!(succeeded(status), "the child failed ({status:#x})");
 }
+
+/// A child that does not exit in time is killed, and the failure says what its threads were
+/// doing (so that a hang in CI can be told apart from a slow child, and located, from the log).
+#[test]
+fn a_hung_child_is_killed_and_its_threads_reported() {
+    let report = fork_within(Duration::from_millis(300), || loop {
+        std::thread::sleep(Duration::from_secs(1));
+    })
+    .unwrap_err();
+    assert!(report.contains("the child hung"), "{report}");
+    // Its one thread, with a state (sleeping, or still on its way there on a loaded machine).
+    assert_eq!(report.matches("': state ").count(), 1, "{report}");
+}

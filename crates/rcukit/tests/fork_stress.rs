@@ -78,7 +78,13 @@ fn arena(delay: Duration) -> i32 {
     match outcome {
         Ok(status) if succeeded(status) => 0,
         Ok(_) => 2,
-        Err(_) => 4,
+        Err(hung) => {
+            // Straight to the process's stderr: `eprintln!` writes to the test's output capture, and
+            // the arena's copy of it is lost when the arena exits.
+            let _ =
+                std::io::Write::write_all(&mut std::io::stderr(), format!("{hung}\n").as_bytes());
+            4
+        }
     }
 }
 

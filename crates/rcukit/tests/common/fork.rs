@@ -1,5 +1,7 @@
 //! Running code in a forked child under a deadline: a child that hangs is killed and reported,
-//! so no debugger is needed to tell a hang from a slow child.
+//! so no debugger is needed to tell a hang from a slow child. The report says what the child's
+//! threads were doing: their states and kernel wait channels, and their stacks where `gdb` is
+//! installed and may attach.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -28,14 +30,87 @@ pub(crate) fn wait_within(pid: libc::pid_t, limit: Duration) -> Result<i32, Stri
             return Ok(status);
         }
         if Instant::now() > deadline {
+            let doing = what_it_was_doing(pid);
             // SAFETY: killing and reaping our own child.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
                 libc::waitpid(pid, &mut status, 0);
             }
-            return Err(format!("the child hung (no exit within {limit:?})"));
+            return Err(format!(
+                "the child hung (no exit within {limit:?}); its threads:\n{doing}"
+            ));
         }
         std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// What the threads of the hung process `pid` are doing: each one's name, state and kernel
+/// wait channel, then their stacks as `gdb` prints them (if it is installed and may attach).
+fn what_it_was_doing(pid: libc::pid_t) -> String {
+    let mut out = String::new();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
+    for task in tasks.into_iter().flatten().flatten() {
+        let dir = task.path();
+        let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+        let stat = read("stat");
+        // The state follows the name, which is in parentheses and may hold anything.
+        let state = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|rest| rest.split(' ').next());
+        out += &format!(
+            "  thread {} '{}': state {}, waiting in {}\n",
+            task.file_name().to_string_lossy(),
+            read("comm").trim_end(),
+            state.unwrap_or("?"),
+            read("wchan"),
+        );
+    }
+    out + &stacks(pid)
+}
+
+/// The stacks of `pid`'s threads from `gdb` (given a minute), or why there are none.
+fn stacks(pid: libc::pid_t) -> String {
+    let gdb = std::process::Command::new("gdb")
+        .args([
+            "-batch",
+            "-nx",
+            "-p",
+            &pid.to_string(),
+            "-ex",
+            "thread apply all bt",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut gdb) = gdb else {
+        return "  (no stacks: gdb is not installed)\n".to_string();
+    };
+    // Read on another thread, so that a long output cannot block gdb.
+    let mut pipe = gdb.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut pipe, &mut text);
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while gdb.try_wait().ok().flatten().is_none() {
+        if Instant::now() > deadline {
+            let _ = gdb.kill();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let text = reader.join().unwrap_or_default();
+    let frames: String = String::from_utf8_lossy(&text)
+        .lines()
+        .filter(|line| line.starts_with("Thread ") || line.starts_with('#'))
+        .map(|line| format!("  {line}\n"))
+        .collect();
+    if frames.is_empty() {
+        "  (no stacks: gdb could not attach)\n".to_string()
+    } else {
+        frames
     }
 }
 
