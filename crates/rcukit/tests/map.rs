@@ -1758,6 +1758,55 @@ fn a_key_whose_eq_writes_its_own_bucket_panics_instead_of_running_for_ever() {
     });
 }
 
+/// Only a write's own thread counts toward the limit of undone attempts: a read-modify-write
+/// whose closure another thread's write of the same bucket undoes on each of its first 100
+/// runs (more than the limit of 64) retries every time, without a panic, and applies its
+/// 101st decision. (Counting every undone attempt, whoever undid it, panics at the 64th run.)
+#[test]
+fn a_read_modify_write_that_other_threads_undo_again_and_again_retries_without_a_panic() {
+    use eq_writes::{Key, KeyMap};
+    use std::sync::mpsc;
+    common::support::watchdog(Duration::from_secs(120), || {
+        let map = Arc::new(KeyMap::with_hasher(eq_writes::OneBucket));
+        map.pin().insert(Key(0), 0);
+        let (ask, asked) = mpsc::channel::<()>();
+        let (done, written) = mpsc::channel::<()>();
+        // Another thread: one write of the bucket (every key shares it) per request.
+        let other = {
+            let map = Arc::clone(&map);
+            thread::spawn(move || {
+                let mut present = false;
+                for () in asked {
+                    let m = map.pin();
+                    if present {
+                        m.remove(&Key(99));
+                    } else {
+                        m.insert(Key(99), 0);
+                    }
+                    present = !present;
+                    done.send(()).unwrap();
+                }
+            })
+        };
+        let mut runs = 0u64;
+        let pinned = map.pin();
+        let outcome = pinned.compute(Key(0), |entry| {
+            runs += 1;
+            if runs <= 100 {
+                ask.send(()).unwrap();
+                written.recv().unwrap();
+            }
+            Operation::<u64, ()>::Insert(entry.map_or(0, |(_, v)| v + runs))
+        });
+        assert!(matches!(outcome, Compute::Updated { .. }));
+        assert_eq!(runs, 101);
+        assert_eq!(pinned.get(&Key(0)), Some(&101));
+        drop(pinned);
+        drop(ask);
+        other.join().unwrap();
+    });
+}
+
 /// User code of a read-modify-write that changes the key's own bucket on every run (here it
 /// writes the key itself, directly or from a read-modify-write of another map nested in it)
 /// would make every run's decision stale for ever: the call panics with the cause once 64
