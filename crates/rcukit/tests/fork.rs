@@ -66,12 +66,10 @@ fn child(global: &'static Rcu, own: &Arc<Rcu>, alone: Rcu, grandchild: bool) {
         exercise(own);
         exercise(&alone);
         // A thread born in the child uses the domains too.
-        let own2 = own.clone();
-        common::fork::spawn(move || {
+        common::fork::on_a_thread(|| {
             exercise(Rcu::global());
-            exercise(&own2);
-        })
-        .join();
+            exercise(own);
+        });
         let stats = own.stats();
         assert_eq!(stats.callbacks_pending, 0, "{stats:?}");
         if grandchild {

@@ -98,6 +98,8 @@ fn stacks(pid: libc::pid_t) -> String {
     while gdb.try_wait().ok().flatten().is_none() {
         if Instant::now() > deadline {
             let _ = gdb.kill();
+            let _ = gdb.wait();
+            break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
