@@ -196,6 +196,26 @@ impl<N> Line<N> {
         marked
     }
 
+    /// Set the index hint of lane `lane` of the first line, without the lock or a version
+    /// bump: for a bucket of a larger table that one mover alone fills, before any walker can
+    /// reach it (see [`Table::fill`](super::table::Table::fill)).
+    #[inline]
+    pub(crate) fn set_hint_unwatched(&self, lane: usize, hint: u64) {
+        let state = self.state.load(Relaxed);
+        self.state.store(with_hint(state, lane, hint), Relaxed);
+    }
+
+    /// Debug builds check that nobody but the filling mover has reached the bucket: it is
+    /// neither locked, changing nor moved, and its version was never bumped.
+    #[inline]
+    pub(crate) fn debug_assert_unreached(&self) {
+        debug_assert_eq!(
+            self.state.load(Relaxed) & (LOCKED | CHANGING | MOVED | !(VERSION - 1)),
+            0,
+            "a bucket of a table being grown into was reached before its source moved"
+        );
+    }
+
     /// Take the bucket's lock (`Acquire`: the holder sees every earlier holder's stores).
     pub(crate) fn lock(&self) -> LineLock<'_, N> {
         let mut backoff = Backoff::new();

@@ -95,7 +95,7 @@ pub(crate) unsafe fn help_move<K, V>(
 
 /// Ask for what moving bucket `ahead` of `old` into the larger `new` will read: its unhinted
 /// nodes, and the two buckets of `new` most of its entries go to (the only two when the table
-/// doubles), which the mover locks and fills.
+/// doubles), which the mover fills.
 #[inline(always)]
 fn prefetch_ahead<K, V>(old: &Table<K, V>, new: &Table<K, V>, ahead: usize, gained: u32) {
     prefetch_unhinted(old.bucket(ahead), gained);
@@ -149,6 +149,7 @@ unsafe fn move_bucket<K, V>(
     // One change of the old bucket for the whole move, ending with `MOVED` in the same store:
     // a writer never sees a half-moved bucket with a settled state (claims 4 and 5).
     let state = lock.seq();
+    let grows = new.bits() > old.bits();
     lock.change_marking(MOVED, || {
         // SAFETY: under the old bucket's lock its lines are its own and alive.
         for (lanes, lane, p) in unsafe { table::occupied(bucket) } {
@@ -165,10 +166,17 @@ unsafe fn move_bucket<K, V>(
                 unsafe { (new.index((*p).hash), line::tag_of((*p).hash)) }
             );
             let target = new.bucket(target);
-            // Lock order: an old table's bucket before a newer table's (writers hold one lock).
-            let new_lock = target.lock();
-            // SAFETY: `target` is `new`'s bucket for the node's hash, locked by us.
-            unsafe { new.place(target, &new_lock, p, tag, hint) };
+            if grows {
+                // SAFETY: `target` is `new`'s bucket for the node's hash; `new` is larger, so
+                // bucket `index`, locked by us, is its only source.
+                unsafe { new.fill(target, p, tag, hint) };
+            } else {
+                // Lock order: an old table's bucket before a newer table's (writers hold one
+                // lock).
+                let new_lock = target.lock();
+                // SAFETY: `target` is `new`'s bucket for the node's hash, locked by us.
+                unsafe { new.place(target, &new_lock, p, tag, hint) };
+            }
         }
     });
 }

@@ -193,11 +193,7 @@ impl<K, V> Table<K, V> {
         // SAFETY: under the lock the bucket's lines are its own (caller's contract).
         match unsafe { free_lane(&bucket.lanes) } {
             Ok((line, lane)) => {
-                let fill = || {
-                    line.slots[lane].store(node, Release);
-                    let tags = line.tags.load(Relaxed);
-                    line.tags.store(line::with_lane(tags, lane, tag), Release);
-                };
+                let fill = || fill_lane(line, lane, node, tag);
                 if ptr::eq(line, &bucket.lanes) {
                     lock.change_hinting(lane, hint, fill);
                 } else {
@@ -207,14 +203,60 @@ impl<K, V> Table<K, V> {
             Err(last) => {
                 // Taken before the change begins: nothing can fail inside it. No reader reaches
                 // the line before the link's `Release` store publishes it, filled.
-                let fresh = self.overflow.take();
-                fresh.slots[0].store(node, Relaxed);
-                fresh.tags.store(line::with_lane(0, 0, tag), Relaxed);
-                let fresh = ptr::from_ref(fresh).cast_mut();
+                let fresh = self.overflow_line_with(node, tag);
                 lock.change(|| last.overflow.store(fresh, Release));
             }
         }
     }
+
+    /// [`place`](Self::place) without the bucket's lock, its sequence count or the thread's
+    /// watches: for a bucket of a table larger than the one being moved into it, whose only
+    /// source is the old bucket that the caller holds locked and marks `MOVED` after this
+    /// (claim 3): no writer or reader reaches `bucket` through the old table before that mark,
+    /// and none starts from this table before it is current.
+    ///
+    /// # Safety
+    ///
+    /// As for [`place`](Self::place), with the old bucket's lock held instead of this one's,
+    /// and this table larger than the old one.
+    pub(crate) unsafe fn fill(
+        &self,
+        bucket: &Line<Node<K, V>>,
+        node: *mut Node<K, V>,
+        tag: u64,
+        hint: u64,
+    ) {
+        bucket.debug_assert_unreached();
+        // SAFETY: the mover alone writes the bucket (caller's contract).
+        match unsafe { free_lane(&bucket.lanes) } {
+            Ok((line, lane)) => {
+                fill_lane(line, lane, node, tag);
+                if ptr::eq(line, &bucket.lanes) {
+                    bucket.set_hint_unwatched(lane, hint);
+                }
+            }
+            Err(last) => last
+                .overflow
+                .store(self.overflow_line_with(node, tag), Release),
+        }
+    }
+
+    /// A fresh overflow line of this table holding `node` (tag `tag`) in its first lane, to be
+    /// linked (published) with a `Release` store.
+    fn overflow_line_with(&self, node: *mut Node<K, V>, tag: u64) -> *mut Lanes<Node<K, V>> {
+        let fresh = self.overflow.take();
+        fresh.slots[0].store(node, Relaxed);
+        fresh.tags.store(line::with_lane(0, 0, tag), Relaxed);
+        ptr::from_ref(fresh).cast_mut()
+    }
+}
+
+/// Put `node` with tag `tag` into the free lane `lane` of `line`: the pointer, then the tag
+/// (both `Release`, claim 2).
+fn fill_lane<N>(line: &Lanes<N>, lane: usize, node: *mut N, tag: u64) {
+    line.slots[lane].store(node, Release);
+    let tags = line.tags.load(Relaxed);
+    line.tags.store(line::with_lane(tags, lane, tag), Release);
 }
 
 /// A free lane of `bucket` (a zero tag), or its last line if there is none.
