@@ -200,7 +200,7 @@ impl<N> Line<N> {
     /// bump: for a bucket of a larger table that one mover alone fills, before any walker can
     /// reach it (see [`Table::fill`](super::table::Table::fill)).
     #[inline]
-    pub(crate) fn set_hint_unwatched(&self, lane: usize, hint: u64) {
+    pub(crate) fn set_hint_unlocked(&self, lane: usize, hint: u64) {
         let state = self.state.load(Relaxed);
         self.state.store(with_hint(state, lane, hint), Relaxed);
     }

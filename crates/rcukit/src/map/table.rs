@@ -232,7 +232,7 @@ impl<K, V> Table<K, V> {
             Ok((line, lane)) => {
                 fill_lane(line, lane, node, tag);
                 if ptr::eq(line, &bucket.lanes) {
-                    bucket.set_hint_unwatched(lane, hint);
+                    bucket.set_hint_unlocked(lane, hint);
                 }
             }
             Err(last) => last
