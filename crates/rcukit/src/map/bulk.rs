@@ -231,11 +231,13 @@ where
         let mut unlinked = Unlinked::new(self);
         let guard = self.domain().read();
         let mut table: *const Table<K, V> = self.table(&guard);
+        let mut from: Option<&Table<K, V>> = None;
         while !table.is_null() {
             // SAFETY: protected by the guard.
             let t = unsafe { &*table };
-            // SAFETY: as above.
-            unsafe { table::detach_all(t, &mut unlinked.nodes) };
+            // SAFETY: as above; `from` is the table whose `next` is `t`.
+            unsafe { table::detach_all(t, from, &mut unlinked.nodes) };
+            from = Some(t);
             table = t.next.load(Acquire);
         }
         self.len.fetch_sub(unlinked.nodes.len(), Relaxed);

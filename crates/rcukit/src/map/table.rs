@@ -213,7 +213,8 @@ impl<K, V> Table<K, V> {
     /// watches: for a bucket of a table larger than the one being moved into it, whose only
     /// source is the old bucket that the caller holds locked and marks `MOVED` after this
     /// (claim 3): no writer or reader reaches `bucket` through the old table before that mark,
-    /// and none starts from this table before it is current.
+    /// none starts from this table before it is current, and `clear` leaves the bucket alone
+    /// until then ([`detach_all`]).
     ///
     /// # Safety
     ///
@@ -580,14 +581,35 @@ pub(crate) unsafe fn unlink_exact<K, V>(
 }
 
 /// Empty every bucket of `table` that is still its own (not moved), collecting the nodes.
+/// `from` is the table whose buckets move into `table`, when the walk reached `table` as its
+/// successor (`clear` walks the current table and then every newer one).
+///
+/// A bucket of a table larger than `from` is filled by the mover of its one source bucket
+/// without its own lock (claim 3): until that source is `MOVED`, the mover alone may write
+/// it. So such a bucket is left alone while its source has not moved. Nothing is lost by
+/// that: the bucket then holds only what the mover is bringing from its source, and the
+/// walk emptied that source when it passed it (a bucket is marked `MOVED` once, for good, and
+/// a walk that met it locked waited for its lock), so those entries were inserted after the
+/// walk had passed, as entries inserted during a `clear` may stay. The `Acquire` load that
+/// sees the source `MOVED` makes the mover's fills visible; it writes the bucket no more.
 ///
 /// # Safety
 ///
-/// As for [`find`].
-pub(crate) unsafe fn detach_all<K, V>(table: &Table<K, V>, out: &mut Vec<*mut Node<K, V>>) {
-    for bucket in table.buckets.iter() {
+/// As for [`find`]; `from`, when given, is the table whose `next` is `table`.
+pub(crate) unsafe fn detach_all<K, V>(
+    table: &Table<K, V>,
+    from: Option<&Table<K, V>>,
+    out: &mut Vec<*mut Node<K, V>>,
+) {
+    let filled_unlocked = from.filter(|from| table.bits() > from.bits());
+    for (index, bucket) in table.buckets.iter().enumerate() {
         if bucket.seq() & MOVED != 0 || bucket.is_empty() {
             continue; // moved for good, or empty (entries inserted meanwhile may stay)
+        }
+        if let Some(from) = filled_unlocked {
+            if from.bucket(index & from.mask).seq() & MOVED == 0 {
+                continue; // its mover may be filling it (above)
+            }
         }
         let lock = bucket.lock();
         if lock.seq() & MOVED != 0 {
@@ -680,6 +702,72 @@ mod tests {
         assert_eq!(old.shrunk_away(10), Some(old.bytes() + 190 * node));
         // More entries now than when it was made: only its lines count.
         assert_eq!(old.shrunk_away(300), Some(old.bytes()));
+    }
+
+    /// A clear that reaches the table being grown into leaves a bucket alone while its mover
+    /// fills it without its lock (the source not yet `MOVED`), and empties it once the source
+    /// has moved. Emptying it meanwhile raced the mover's unlocked stores (and debug builds
+    /// then assert in the mover's next fill that nobody reached the bucket).
+    #[test]
+    fn a_clear_leaves_a_bucket_to_the_mover_filling_it() {
+        use super::super::by_hand;
+        let root: by_hand::Root = AtomicPtr::new(Box::into_raw(Table::new(2)));
+        // Two entries of the old table's bucket 0, both for bucket 0 of the larger table.
+        assert!(by_hand::insert(&root, 0, 10, 10).is_none());
+        assert!(by_hand::insert(&root, 4, 14, 14).is_none());
+        let old = by_hand::current(&root);
+        let new_ptr = Box::into_raw(Table::<u64, u64>::new(4));
+        old.next.store(new_ptr, Release);
+        // SAFETY: freed at the end of the test only.
+        let new = unsafe { &*new_ptr };
+        let source = old.bucket(0);
+        // SAFETY: the source is alive and no other thread changes it.
+        let nodes: Vec<_> = unsafe { occupied(source) }.map(|(_, _, p)| p).collect();
+        assert_eq!(nodes.len(), 2);
+        let fill = |p: *mut Node<u64, u64>| {
+            // SAFETY: a node of the source, which this thread holds locked (below).
+            let hash = unsafe { (*p).hash };
+            // SAFETY: `new` is larger than `old`, and its bucket 0's one source is locked.
+            unsafe {
+                new.fill(
+                    new.bucket(0),
+                    p,
+                    line::tag_of(hash),
+                    hint::of_hash(hash, new.bits()),
+                )
+            };
+        };
+        // The mover: the source locked, its first entry filled into the larger table.
+        let lock = source.lock();
+        fill(nodes[0]);
+        let mut out = Vec::new();
+        // SAFETY: both tables alive; `old.next` is `new`.
+        unsafe { detach_all(new, Some(old), &mut out) };
+        assert!(
+            out.is_empty(),
+            "a bucket whose source has not moved was emptied"
+        );
+        // The mover goes on, undisturbed, and marks the source moved.
+        fill(nodes[1]);
+        lock.change_marking(MOVED, || {});
+        drop(lock);
+        // SAFETY: as above.
+        unsafe { detach_all(new, Some(old), &mut out) };
+        out.sort();
+        let mut expected = nodes.clone();
+        expected.sort();
+        assert_eq!(
+            out, expected,
+            "once its source moved, the bucket is emptied"
+        );
+        // SAFETY: nothing reaches the nodes or the tables any more; each is freed once.
+        unsafe {
+            for p in nodes {
+                drop(Box::from_raw(p));
+            }
+            drop(Box::from_raw(root.load(Relaxed)));
+            drop(Box::from_raw(new_ptr));
+        }
     }
 
     #[test]
