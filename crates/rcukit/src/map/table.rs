@@ -584,14 +584,20 @@ pub(crate) unsafe fn unlink_exact<K, V>(
 /// `from` is the table whose buckets move into `table`, when the walk reached `table` as its
 /// successor (`clear` walks the current table and then every newer one).
 ///
-/// A bucket of a table larger than `from` is filled by the mover of its one source bucket
-/// without its own lock (claim 3): until that source is `MOVED`, the mover alone may write
-/// it. So such a bucket is left alone while its source has not moved. Nothing is lost by
-/// that: the bucket then holds only what the mover is bringing from its source, and the
-/// walk emptied that source when it passed it (a bucket is marked `MOVED` once, for good, and
-/// a walk that met it locked waited for its lock), so those entries were inserted after the
-/// walk had passed, as entries inserted during a `clear` may stay. The `Acquire` load that
-/// sees the source `MOVED` makes the mover's fills visible; it writes the bucket no more.
+/// In a successor, only the entries whose bucket in `from` is `MOVED` are taken, as a writer
+/// reaches the successor only through a `MOVED` bucket (claim 3). An entry that a mover has
+/// placed while its source is not yet `MOVED` is still in the source's lanes, where lookups
+/// find it: retired now, it could be freed while a lookup that starts later still reads it
+/// there. Nothing is lost by leaving it: the walk passed that source before, and a bucket is
+/// marked `MOVED` once, for good (a walk that met it locked waited for its lock), so the
+/// walk emptied it then, and what it holds now was inserted after that, as entries inserted
+/// during a `clear` may stay. The `Acquire` load that sees the source `MOVED` makes the
+/// mover's stores visible.
+///
+/// A successor larger than `from` is filled without its buckets' locks: each bucket has one
+/// source, whose mover alone writes it until the source is `MOVED`. Such a bucket is not even
+/// locked before then. Into a table no larger, movers place entries under the bucket's lock,
+/// and the bucket is taken with its entries whose source moved.
 ///
 /// # Safety
 ///
@@ -601,13 +607,14 @@ pub(crate) unsafe fn detach_all<K, V>(
     from: Option<&Table<K, V>>,
     out: &mut Vec<*mut Node<K, V>>,
 ) {
-    let filled_unlocked = from.filter(|from| table.bits() > from.bits());
+    let moved = |from: &Table<K, V>, index: usize| from.bucket(index).seq() & MOVED != 0;
+    let grown_from = from.filter(|from| table.bits() > from.bits());
     for (index, bucket) in table.buckets.iter().enumerate() {
         if bucket.seq() & MOVED != 0 || bucket.is_empty() {
             continue; // moved for good, or empty (entries inserted meanwhile may stay)
         }
-        if let Some(from) = filled_unlocked {
-            if from.bucket(index & from.mask).seq() & MOVED == 0 {
+        if let Some(from) = grown_from {
+            if !moved(from, index & from.mask) {
                 continue; // its mover may be filling it (above)
             }
         }
@@ -615,12 +622,20 @@ pub(crate) unsafe fn detach_all<K, V>(
         if lock.seq() & MOVED != 0 {
             continue;
         }
+        // In a successor no larger, entries still on their way are left to their movers.
+        let ours = |p: *mut Node<K, V>| match from {
+            // SAFETY: a node of the locked bucket, alive.
+            Some(from) if grown_from.is_none() => moved(from, from.index(unsafe { (*p).hash })),
+            _ => true,
+        };
         // SAFETY: under the lock the bucket is ours to change, and alive.
-        let mut entries = unsafe { occupied(bucket) }.peekable();
+        let mut entries = unsafe { occupied(bucket) }
+            .filter(|&(_, _, p)| ours(p))
+            .peekable();
         if entries.peek().is_none() {
-            // Overflow lines whose lanes were all emptied: nothing to change, and a change
-            // would make every write of the bucket that is between its walk and its lock
-            // walk again for nothing.
+            // Overflow lines whose lanes were all emptied, or only entries still on their way:
+            // nothing to change, and a change would make every write of the bucket that is
+            // between its walk and its lock walk again for nothing.
             continue;
         }
         lock.change(|| {
@@ -763,6 +778,66 @@ mod tests {
         // SAFETY: nothing reaches the nodes or the tables any more; each is freed once.
         unsafe {
             for p in nodes {
+                drop(Box::from_raw(p));
+            }
+            drop(Box::from_raw(root.load(Relaxed)));
+            drop(Box::from_raw(new_ptr));
+        }
+    }
+
+    /// A clear that reaches the smaller table being shrunk into takes only the entries whose
+    /// source bucket has moved: one placed while its source is still being moved is still in
+    /// the source's lanes, where a lookup that starts after its retirement would read it.
+    #[test]
+    fn a_clear_leaves_an_entry_whose_source_has_not_moved_in_a_smaller_table() {
+        use super::super::by_hand;
+        let root: by_hand::Root = AtomicPtr::new(Box::into_raw(Table::new(4)));
+        // Entries of the old table's buckets 0 and 2, both for bucket 0 of the smaller table.
+        assert!(by_hand::insert(&root, 0, 10, 10).is_none());
+        assert!(by_hand::insert(&root, 2, 12, 12).is_none());
+        let old = by_hand::current(&root);
+        let new_ptr = Box::into_raw(Table::<u64, u64>::new(2));
+        old.next.store(new_ptr, Release);
+        // SAFETY: freed at the end of the test only.
+        let new = unsafe { &*new_ptr };
+        // SAFETY: the buckets are alive and no other thread changes them.
+        let node_of = |index: usize| unsafe { occupied(old.bucket(index)) }.next().unwrap().2;
+        let (x, w) = (node_of(0), node_of(2));
+        let place = |p: *mut Node<u64, u64>| {
+            // SAFETY: a node of a source bucket this thread holds locked (below).
+            let hash = unsafe { (*p).hash };
+            let target = new.bucket(new.index(hash));
+            let lock = target.lock();
+            // SAFETY: `target` is `new`'s bucket for the node's hash, locked here.
+            unsafe {
+                new.place(
+                    target,
+                    &lock,
+                    p,
+                    line::tag_of(hash),
+                    hint::of_hash(hash, new.bits()),
+                )
+            };
+        };
+        // Bucket 2 moves whole; bucket 0's mover has placed its entry but not yet marked it.
+        let lock = old.bucket(2).lock();
+        place(w);
+        lock.change_marking(MOVED, || {});
+        drop(lock);
+        let lock = old.bucket(0).lock();
+        place(x);
+        let mut out = Vec::new();
+        // SAFETY: both tables alive; `old.next` is `new`.
+        unsafe { detach_all(new, Some(old), &mut out) };
+        assert_eq!(out, [w], "only the entry whose source moved");
+        lock.change_marking(MOVED, || {});
+        drop(lock);
+        // SAFETY: as above.
+        unsafe { detach_all(new, Some(old), &mut out) };
+        assert_eq!(out, [w, x], "the rest once its source moved");
+        // SAFETY: nothing reaches the nodes or the tables any more; each is freed once.
+        unsafe {
+            for p in [x, w] {
                 drop(Box::from_raw(p));
             }
             drop(Box::from_raw(root.load(Relaxed)));
