@@ -601,7 +601,12 @@ pub mod limitations {
     //! # Signal handlers
     //!
     //! A signal handler may read a domain through a [`ThreadReader`](crate::ThreadReader) its
-    //! thread made beforehand, and use containers under that guard;
+    //! thread made beforehand, and read containers under that guard: an `RcuCell`'s value, an
+    //! `RcuList`'s or an `RcuFlatMap`'s iteration, a map's lookups (`get`, `get_key_value`,
+    //! `contains_key`). Not an [`RcuHashMap`](crate::RcuHashMap)'s iteration (`iter`, `keys`,
+    //! `values`): it keeps a record of the buckets it walked, which allocates, and a handler
+    //! that interrupted the allocator would wait for its lock for ever. Nor `get_cloned` or
+    //! `get_copied`, which take a guard of their own.
     //! [`Rcu::read`](crate::Rcu::read) is not for handlers (it finds the thread's record
     //! through caches the interrupted code may be changing, and allocates at thread exit).
     //! Nothing else (writes, waits, `call`, `retire`) is async-signal-safe.

@@ -270,6 +270,10 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
     /// across resizes (see [`Iter`]); an entry replaced meanwhile is yielded once too, with
     /// its old value or its new one. Entries inserted or removed meanwhile may or may not be
     /// (a key removed and inserted again is two entries, and may be yielded twice).
+    ///
+    /// An iteration allocates (its record of the buckets each step walked), so unlike a
+    /// lookup it is not for a signal handler (see "Signal handlers" in
+    /// [`docs::limitations`](crate::docs::limitations)).
     #[track_caller]
     pub fn iter<'g, G: ReadSection>(&'g self, guard: &'g G) -> Iter<'g, K, V> {
         domain_ref::check_guard("RcuHashMap", guard, self.domain.rcu());
