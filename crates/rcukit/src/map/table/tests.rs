@@ -1,7 +1,55 @@
 //! Unit tests of the tables: their counts, their layout, and `detach_all` beside a mover.
 
+use super::super::by_hand;
 use super::*;
 use crate::sync::{on_lines_apart, span_of};
+
+/// A table of `old` buckets holding keys with `hashes` (each key its hash plus 10), and its
+/// successor of `new` buckets installed: a resize about to move. Frees both tables and the
+/// nodes given when dropped.
+struct ResizeUnderWay {
+    root: by_hand::Root,
+    new: *mut Table<u64, u64>,
+    nodes: Vec<*mut Node<u64, u64>>,
+}
+
+impl ResizeUnderWay {
+    fn start(old: usize, hashes: [u64; 2], new: usize) -> Self {
+        let root: by_hand::Root = AtomicPtr::new(Box::into_raw(Table::new(old)));
+        for hash in hashes {
+            assert!(by_hand::insert(&root, hash, hash + 10, hash + 10).is_none());
+        }
+        let new = Box::into_raw(Table::new(new));
+        by_hand::current(&root).next.store(new, Release);
+        ResizeUnderWay {
+            root,
+            new,
+            nodes: Vec::new(),
+        }
+    }
+
+    fn old(&self) -> &Table<u64, u64> {
+        by_hand::current(&self.root)
+    }
+
+    fn successor(&self) -> &Table<u64, u64> {
+        // SAFETY: freed only when `self` drops.
+        unsafe { &*self.new }
+    }
+}
+
+impl Drop for ResizeUnderWay {
+    fn drop(&mut self) {
+        // SAFETY: nothing reaches the nodes or the tables any more; each is freed once.
+        unsafe {
+            for &p in &self.nodes {
+                drop(Box::from_raw(p));
+            }
+            drop(Box::from_raw(self.root.load(Relaxed)));
+            drop(Box::from_raw(self.new));
+        }
+    }
+}
 
 #[test]
 fn a_table_shrunk_away_counts_its_lines_and_the_entries_it_lost() {
@@ -22,16 +70,9 @@ fn a_table_shrunk_away_counts_its_lines_and_the_entries_it_lost() {
 /// then assert in the mover's next fill that nobody reached the bucket).
 #[test]
 fn a_clear_leaves_a_bucket_to_the_mover_filling_it() {
-    use super::super::by_hand;
-    let root: by_hand::Root = AtomicPtr::new(Box::into_raw(Table::new(2)));
     // Two entries of the old table's bucket 0, both for bucket 0 of the larger table.
-    assert!(by_hand::insert(&root, 0, 10, 10).is_none());
-    assert!(by_hand::insert(&root, 4, 14, 14).is_none());
-    let old = by_hand::current(&root);
-    let new_ptr = Box::into_raw(Table::<u64, u64>::new(4));
-    old.next.store(new_ptr, Release);
-    // SAFETY: freed at the end of the test only.
-    let new = unsafe { &*new_ptr };
+    let mut resize = ResizeUnderWay::start(2, [0, 4], 4);
+    let (old, new) = (resize.old(), resize.successor());
     let source = old.bucket(0);
     // SAFETY: the source is alive and no other thread changes it.
     let nodes: Vec<_> = unsafe { occupied(source) }.map(|(_, _, p)| p).collect();
@@ -72,14 +113,7 @@ fn a_clear_leaves_a_bucket_to_the_mover_filling_it() {
         out, expected,
         "once its source moved, the bucket is emptied"
     );
-    // SAFETY: nothing reaches the nodes or the tables any more; each is freed once.
-    unsafe {
-        for p in nodes {
-            drop(Box::from_raw(p));
-        }
-        drop(Box::from_raw(root.load(Relaxed)));
-        drop(Box::from_raw(new_ptr));
-    }
+    resize.nodes = nodes;
 }
 
 /// A clear that reaches the smaller table being shrunk into takes only the entries whose
@@ -87,16 +121,9 @@ fn a_clear_leaves_a_bucket_to_the_mover_filling_it() {
 /// the source's lanes, where a lookup that starts after its retirement would read it.
 #[test]
 fn a_clear_leaves_an_entry_whose_source_has_not_moved_in_a_smaller_table() {
-    use super::super::by_hand;
-    let root: by_hand::Root = AtomicPtr::new(Box::into_raw(Table::new(4)));
     // Entries of the old table's buckets 0 and 2, both for bucket 0 of the smaller table.
-    assert!(by_hand::insert(&root, 0, 10, 10).is_none());
-    assert!(by_hand::insert(&root, 2, 12, 12).is_none());
-    let old = by_hand::current(&root);
-    let new_ptr = Box::into_raw(Table::<u64, u64>::new(2));
-    old.next.store(new_ptr, Release);
-    // SAFETY: freed at the end of the test only.
-    let new = unsafe { &*new_ptr };
+    let mut resize = ResizeUnderWay::start(4, [0, 2], 2);
+    let (old, new) = (resize.old(), resize.successor());
     // SAFETY: the buckets are alive and no other thread changes them.
     let node_of = |index: usize| unsafe { occupied(old.bucket(index)) }.next().unwrap().2;
     let (x, w) = (node_of(0), node_of(2));
@@ -132,14 +159,7 @@ fn a_clear_leaves_an_entry_whose_source_has_not_moved_in_a_smaller_table() {
     // SAFETY: as above.
     unsafe { detach_all(new, Some(old), &mut out) };
     assert_eq!(out, [w, x], "the rest once its source moved");
-    // SAFETY: nothing reaches the nodes or the tables any more; each is freed once.
-    unsafe {
-        for p in [x, w] {
-            drop(Box::from_raw(p));
-        }
-        drop(Box::from_raw(root.load(Relaxed)));
-        drop(Box::from_raw(new_ptr));
-    }
+    resize.nodes = vec![x, w];
 }
 
 #[test]
