@@ -23,7 +23,7 @@
 use crate::config::Config;
 use crate::flavor::{Flavor, UpdateKind};
 use crate::handoff::Inbox;
-use crate::map::{MapTorture, MAP_WRITERS};
+use crate::map::{ClearRace, MapTorture, MAP_WRITERS};
 use crate::reader::owned;
 use crate::report::{Progress, Report};
 use crate::shared::Shared;
@@ -222,6 +222,27 @@ fn start_threads<F: Flavor>(
             threads.others.push((format!("map writer {i}"), writer));
         }
     }
+    if threads
+        .shared
+        .map
+        .as_ref()
+        .is_some_and(|m| m.clear_race.is_some())
+    {
+        let seed = rng.u64(..);
+        let grower = threads.spawn("torture-clear-race-grower".into(), move |s| {
+            clear_race(s).grow(&s.stop, seed)
+        })?;
+        threads
+            .others
+            .push(("the clear race's grower".into(), grower));
+        let seed = rng.u64(..);
+        let clearer = threads.spawn("torture-clear-race-clearer".into(), move |s| {
+            clear_race(s).clear_and_look(&s.stop, seed)
+        })?;
+        threads
+            .others
+            .push(("the clear race's clearer".into(), clearer));
+    }
     for slot in 0..config.readers {
         threads.spawn_reader(slot, rng, config.faults)?;
     }
@@ -230,6 +251,15 @@ fn start_threads<F: Flavor>(
         threads.others.push(("the fault injector".into(), injector));
     }
     Ok(())
+}
+
+/// The run's clear race (a `map` run's; see `map::clear_race`).
+fn clear_race<F: Flavor>(shared: &Shared<F>) -> &ClearRace {
+    shared
+        .map
+        .as_ref()
+        .and_then(|m| m.clear_race.as_ref())
+        .expect("a map run with a clear race")
 }
 
 fn supervise<F: Flavor>(

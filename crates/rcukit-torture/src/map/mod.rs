@@ -48,6 +48,11 @@
 //!   `retain` that keeps everything while the table is large, racing the readers' held
 //!   iterations and the other writer's resizes: it must visit each stable key exactly once. They record the capacities they
 //!   see (`capacity()` after each step).
+//! * **The clear race** (`map` runs, [`clear_race`]). The map above is cleared only at the
+//!   end, since its stable keys must stay. A second `RcuHashMap` on the same domain, outside
+//!   these books, is grown and emptied by one thread in bursts while another `clear()`s it
+//!   every 0.1-1 ms, so that clears walk tables being resized into; its own books (every value
+//!   dropped once, none found dead by the clearer's lookups) count as map errors.
 //! * **The end.** After the run, the writers' keys are marked removed and the map is
 //!   `clear()`ed; after `barrier()` and [`PIPE_LEN`] grace periods every value must have been
 //!   dropped exactly once and every element be back in the free list.
@@ -58,10 +63,13 @@
 //! at once, removed values with them. Readers then see ages past 1, and the run must report
 //! FAILURE.
 
+mod clear_race;
 mod report;
 mod section;
 mod under_test;
 
+pub(crate) use clear_race::ClearRace;
+pub use clear_race::ClearRaceReport;
 pub use report::MapReport;
 pub(crate) use section::{MapLocal, MapSection};
 pub use under_test::MapKind;
@@ -363,6 +371,8 @@ pub(crate) struct MapTorture {
     pub(crate) counters: MapCounters,
     pub(crate) busted: bool,
     pub(crate) handoff: Mutex<Handoff>,
+    /// The clear race, in the `map` runs (see `clear_race`).
+    pub(crate) clear_race: Option<ClearRace>,
 }
 
 impl MapTorture {
@@ -373,6 +383,12 @@ impl MapTorture {
         domain: MapDomain,
         busted: bool,
     ) -> Result<MapTorture, rcukit::Error> {
+        let clear_race = match &domain {
+            MapDomain::Rcu(domain) if kind == MapKind::Hash => {
+                Some(ClearRace::new(Arc::clone(domain))?)
+            }
+            _ => None,
+        };
         let map = MapUnderTest::new(kind, domain, busted)?;
         let values = Arc::new(Values {
             pool: Pool::new(VALUE_POOL),
@@ -409,13 +425,14 @@ impl MapTorture {
                 live,
                 removed: Vec::new(),
             }),
+            clear_race,
         })
     }
 
     /// Whether a value's `Drop` found an error (the readers' and writers' errors raise the
     /// engine's flag directly).
     pub(crate) fn failed(&self) -> bool {
-        self.values.failed.load(Relaxed)
+        self.values.failed.load(Relaxed) || self.clear_race.as_ref().is_some_and(ClearRace::failed)
     }
 
     pub(crate) fn observe_capacity(&self) {
@@ -465,6 +482,9 @@ pub(crate) fn burst_base(writer: usize) -> u64 {
 /// The end of a map run, after every thread stopped and the callbacks drained: remove what is
 /// left, let the map drop it, age every element to the end of the pipe, and check the books.
 pub(crate) fn finish<F: Flavor>(flavor: &F, m: &MapTorture, problems: &mut Vec<String>) {
+    if let Some(race) = &m.clear_race {
+        race.finish(problems);
+    }
     let Handoff { live, mut removed } = std::mem::take(&mut *m.handoff.lock());
     check_live(m, &live, problems);
     m.map.clear();

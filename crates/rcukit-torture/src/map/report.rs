@@ -1,7 +1,7 @@
 //! What a map run reports: its counters, histograms and problems, as the run's report prints
 //! them.
 
-use super::{MapKind, MapTorture};
+use super::{ClearRaceReport, MapKind, MapTorture};
 use crate::counters::BUCKETS;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -102,6 +102,8 @@ pub struct MapReport {
     pub cycles: u64,
     /// Largest `len()` seen.
     pub len_max: u64,
+    /// The clear race (`map` runs only; see `map::clear_race`).
+    pub clear_race: Option<ClearRaceReport>,
     /// The first few errors of the map writers, in words.
     pub notes: Vec<String>,
 }
@@ -157,6 +159,7 @@ impl MapReport {
             shrinks: l(&c.shrinks),
             cycles: l(&c.cycles),
             len_max: l(&c.len_max),
+            clear_race: m.clear_race.as_ref().map(|race| race.report()),
             notes: v.notes.lock().clone(),
         }
     }
@@ -167,8 +170,8 @@ impl MapReport {
     }
 
     /// Every map error: Map Pipe, stable-key misses, mismatched values, free elements found,
-    /// wrong results, values dropped while in the map or twice, clones of dropped values, and
-    /// the value pool's circulation past the freeing age.
+    /// wrong results, values dropped while in the map or twice, clones of dropped values, the
+    /// value pool's circulation past the freeing age, and the clear race's errors.
     pub fn errors(&self) -> u64 {
         self.pipe_errors()
             + self.stable_misses
@@ -181,5 +184,6 @@ impl MapReport {
             + self.double_drops
             + self.dead_clones
             + self.circulation[BUCKETS - 1]
+            + self.clear_race.map_or(0, |race| race.errors)
     }
 }

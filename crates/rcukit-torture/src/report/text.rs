@@ -359,7 +359,16 @@ fn write_map_writes(f: &mut fmt::Formatter<'_>, p: &str, m: &MapReport) -> fmt::
         m.waits,
         m.alloc_failures,
         m.result_errors
-    )
+    )?;
+    if let Some(race) = m.clear_race {
+        writeln!(
+            f,
+            "{p} map clear race: clear {} beside a growing and shrinking writer; values {} \
+             (dropped {}), found by lookups and checked alive {}; errors {}",
+            race.clears, race.values, race.drops, race.found, race.errors
+        )?;
+    }
+    Ok(())
 }
 
 /// The error notes and the two histograms of a map run's report.
