@@ -29,8 +29,8 @@ use crate::report::{Progress, Report};
 use crate::shared::Shared;
 use crate::{faults, map, map_writer, reader, updater, writer};
 use fastrand::Rng;
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -222,33 +222,42 @@ fn start_threads<F: Flavor>(
             threads.others.push((format!("map writer {i}"), writer));
         }
     }
-    if threads
-        .shared
-        .map
-        .as_ref()
-        .is_some_and(|m| m.clear_race.is_some())
-    {
-        let seed = rng.u64(..);
-        let grower = threads.spawn("torture-clear-race-grower".into(), move |s| {
-            clear_race(s).grow(&s.stop, seed)
-        })?;
-        threads
-            .others
-            .push(("the clear race's grower".into(), grower));
-        let seed = rng.u64(..);
-        let clearer = threads.spawn("torture-clear-race-clearer".into(), move |s| {
-            clear_race(s).clear_and_look(&s.stop, seed)
-        })?;
-        threads
-            .others
-            .push(("the clear race's clearer".into(), clearer));
-    }
+    start_clear_race(threads, rng)?;
     for slot in 0..config.readers {
         threads.spawn_reader(slot, rng, config.faults)?;
     }
     if config.faults {
         let injector = threads.spawn("torture-faults".into(), |s| faults::run(s))?;
         threads.others.push(("the fault injector".into(), injector));
+    }
+    Ok(())
+}
+
+/// What a thread of the clear race runs: the race, the run's stop flag, a seed.
+type RaceRole = fn(&ClearRace, &AtomicBool, u64);
+
+/// The clear race's two threads, in a `map` run (see `map::clear_race`).
+fn start_clear_race<F: Flavor>(threads: &mut Threads<F>, rng: &mut Rng) -> std::io::Result<()> {
+    if threads
+        .shared
+        .map
+        .as_ref()
+        .is_none_or(|m| m.clear_race.is_none())
+    {
+        return Ok(());
+    }
+    let roles: [(&str, RaceRole); 2] = [
+        ("grower", ClearRace::grow),
+        ("clearer", ClearRace::clear_and_look),
+    ];
+    for (role, run) in roles {
+        let seed = rng.u64(..);
+        let handle = threads.spawn(format!("torture-clear-race-{role}"), move |s| {
+            run(clear_race(s), &s.stop, seed)
+        })?;
+        threads
+            .others
+            .push((format!("the clear race's {role}"), handle));
     }
     Ok(())
 }

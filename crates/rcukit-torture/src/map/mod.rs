@@ -48,7 +48,7 @@
 //!   `retain` that keeps everything while the table is large, racing the readers' held
 //!   iterations and the other writer's resizes: it must visit each stable key exactly once. They record the capacities they
 //!   see (`capacity()` after each step).
-//! * **The clear race** (`map` runs, [`clear_race`]). The map above is cleared only at the
+//! * **The clear race** (`map` runs, `map/clear_race.rs`). The map above is cleared only at the
 //!   end, since its stable keys must stay. A second `RcuHashMap` on the same domain, outside
 //!   these books, is grown and emptied by one thread in bursts while another `clear()`s it
 //!   every 0.1-1 ms, so that clears walk tables being resized into; its own books (every value
