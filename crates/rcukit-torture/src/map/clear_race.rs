@@ -143,7 +143,12 @@ impl ClearRace {
 
     /// Whether an error has been seen so far.
     pub(crate) fn failed(&self) -> bool {
-        self.books.double_drops.load(Relaxed) + self.books.dead_reads.load(Relaxed) > 0
+        self.errors() > 0
+    }
+
+    /// Values dropped twice, and values found dead or under another key.
+    fn errors(&self) -> u64 {
+        self.books.double_drops.load(Relaxed) + self.books.dead_reads.load(Relaxed)
     }
 
     /// The grower's loop, until `stop`.
@@ -241,7 +246,7 @@ impl ClearRace {
             values: b.made.load(Relaxed),
             drops: b.dropped.load(Relaxed),
             found: b.found.load(Relaxed),
-            errors: b.double_drops.load(Relaxed) + b.dead_reads.load(Relaxed),
+            errors: self.errors(),
         }
     }
 }
