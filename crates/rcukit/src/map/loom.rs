@@ -1,10 +1,11 @@
 //! loom models of the map's tables (run with `RUSTFLAGS="--cfg rcukit_loom"`; see README):
 //! a lookup racing an insert, a removal and a resize step; a lookup racing the reuse of a lane
 //! and the move of a bucket with an overflow line; an iteration racing resizes, and racing a
-//! resize and a replacement; an insert racing the lock-free move of an empty bucket. The real
-//! table code runs (its atomics and locks come from `sync.rs`, driven as in `by_hand.rs`);
-//! reclamation is left out (unlinked nodes are freed when the model ends), since the domain's
-//! own models cover grace periods.
+//! resize and a replacement; an insert racing the lock-free move of an empty bucket; `clear`'s
+//! step in the table a grow or a shrink moves into, racing the mover. The real table code
+//! runs (its atomics and locks come from `sync.rs`, driven as in `by_hand.rs`); reclamation is
+//! left out (unlinked nodes are freed when the model ends), since the domain's own models
+//! cover grace periods.
 
 use super::by_hand::{self, current, insert, Root};
 use super::iter::Iter;
@@ -12,6 +13,7 @@ use super::moves::{self, Moved};
 use super::table::{self, Node, Table};
 use crate::sync::AtomicPtr;
 use loom::thread;
+use std::ptr;
 use std::sync::atomic::Ordering::Acquire;
 use std::sync::{Arc, Mutex};
 
@@ -321,4 +323,106 @@ fn loom_map_lookup_racing_lane_reuse_and_the_move_of_an_overflow_line() {
         // SAFETY: the old table, no longer the root; its nodes moved on.
         drop(unsafe { Box::from_raw(finished) });
     });
+}
+
+/// `clear`'s step in a successor table racing the mover that fills it. The old table of `old`
+/// buckets holds keys with `hashes` (each key its hash plus 10), and its successor of `new`
+/// buckets is installed: entries inserted into the old table after `clear`'s walk had emptied
+/// it, as the walk reaches the successor. A mover moves the old table while the clearer
+/// empties the successor (`table::detach_all`) and then looks up each entry it took: a lookup
+/// that starts after the take must not reach the entry (it is retired then), and no entry may
+/// be lost or taken twice (each is either taken or still in the map, never both). The busted
+/// twin calls `detach_all` without the table it came from, as if every bucket of the
+/// successor were its own: the step then takes entries whose source has not moved. The mover
+/// runs on the model's own thread and the clearer on a spawned one, as in the models above:
+/// with the roles swapped, loom ran this model through one interleaving only, and the busted
+/// twin passed.
+fn clear_step_racing_a_mover(old: usize, hashes: [u64; 2], new: usize, busted_no_from: bool) {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = model.preemption_bound.or(Some(2));
+    model.check(move || {
+        let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(old))));
+        let mut all = Vec::new();
+        for hash in hashes {
+            assert!(insert(&root, hash, hash + 10, hash + 10).is_none());
+            // SAFETY: nothing is freed before the model ends.
+            let node = unsafe { table::find(current(&root), hash, |k| *k == hash + 10) };
+            all.push(ptr::from_ref(node.expect("just inserted")) as usize);
+        }
+        let new = Box::into_raw(Table::<u64, u64>::new(new)) as usize;
+        let from = root.load(Acquire);
+        // SAFETY: alive; the model's tables are freed when it ends.
+        unsafe { &*from }
+            .next
+            .store(new as *mut _, std::sync::atomic::Ordering::Release);
+        let from = from as usize;
+        let clearer = {
+            let root = root.clone();
+            thread::spawn(move || {
+                let mut taken = Vec::new();
+                // SAFETY: nothing is freed before the model ends; `from`'s `next` is `new`.
+                unsafe {
+                    let from = (!busted_no_from).then(|| &*(from as *const Table<u64, u64>));
+                    table::detach_all(&*(new as *const Table<u64, u64>), from, &mut taken);
+                }
+                for &p in &taken {
+                    // SAFETY: taken nodes are freed only when the model ends.
+                    let (hash, key) = unsafe { ((*p).hash, (*p).key) };
+                    // SAFETY: as above.
+                    let found = unsafe { table::find(current(&root), hash, |k| *k == key) };
+                    assert!(
+                        !found.is_some_and(|n| ptr::eq(n, p)),
+                        "a lookup that started after the take reached a taken entry"
+                    );
+                }
+                taken.into_iter().map(|p| p as usize).collect::<Vec<_>>()
+            })
+        };
+        // SAFETY: nothing is freed before the model ends; `from` came from the root.
+        let finished = match unsafe { moves::help_move(&root, from as *mut _, old, false) } {
+            Moved::Finished(old) => old,
+            _ => unreachable!("a budget of every bucket: this thread finishes"),
+        };
+        let taken = clearer.join().unwrap();
+        // SAFETY: the model is over: nobody else uses the map.
+        let left = unsafe { table::take_all(root.load(Acquire), false) };
+        let mut accounted: Vec<usize> = left.into_iter().map(|p| p as usize).collect();
+        accounted.extend(&taken);
+        accounted.sort_unstable();
+        all.sort_unstable();
+        assert_eq!(accounted, all, "each entry taken or left, once");
+        // SAFETY: each node is freed once (checked just above); the old table's nodes moved on.
+        unsafe {
+            for p in all {
+                drop(Box::from_raw(p as *mut Node<u64, u64>));
+            }
+            drop(Box::from_raw(finished));
+        }
+    });
+}
+
+/// A grow: keys with hashes 0 and 2 share bucket 0 of the 1-bucket table and of the 2-bucket
+/// successor, which the mover fills without its lock.
+#[test]
+fn loom_map_clear_step_racing_a_grow() {
+    clear_step_racing_a_mover(1, [0, 2], 2, false);
+}
+
+#[test]
+#[should_panic(expected = "reached a taken entry")]
+fn loom_map_busted_clear_step_racing_a_grow_is_caught() {
+    clear_step_racing_a_mover(1, [0, 2], 2, true);
+}
+
+/// A shrink: keys with hashes 0 and 1, in buckets 0 and 1 of the 2-bucket table, meet in the
+/// 1-bucket successor, which the mover changes under its lock.
+#[test]
+fn loom_map_clear_step_racing_a_shrink() {
+    clear_step_racing_a_mover(2, [0, 1], 1, false);
+}
+
+#[test]
+#[should_panic(expected = "reached a taken entry")]
+fn loom_map_busted_clear_step_racing_a_shrink_is_caught() {
+    clear_step_racing_a_mover(2, [0, 1], 1, true);
 }
