@@ -302,7 +302,13 @@ fn handback_barrier(late_barrier: bool, counted: bool) {
         };
         let returned = Arc::new(AtomicUsize::new(0));
         if late_barrier {
-            worker_until(&|list| list.is_empty());
+            // Until the object has entered the list and left it again (a fresh list is empty
+            // before the worker's first pass takes the object from the intake).
+            let entered = std::cell::Cell::new(false);
+            worker_until(&|list| {
+                entered.set(entered.get() || !list.is_empty());
+                entered.get() && list.is_empty()
+            });
         }
         let caller = spawn_barrier_caller(&fake, &freed, &returned);
         worker_until(&|_| returned.load(Relaxed) == 1);
