@@ -333,10 +333,15 @@ fn loom_map_lookup_racing_lane_reuse_and_the_move_of_an_overflow_line() {
 /// that starts after the take must not reach the entry (it is retired then), and no entry may
 /// be lost or taken twice (each is either taken or still in the map, never both). The busted
 /// twin calls `detach_all` without the table it came from, as if every bucket of the
-/// successor were its own: the step then takes entries whose source has not moved. The mover
-/// runs on the model's own thread and the clearer on a spawned one, as in the models above:
-/// with the roles swapped, loom ran this model through one interleaving only, and the busted
-/// twin passed.
+/// successor were its own: the step then takes entries whose source has not moved.
+///
+/// The mover runs on the model's own thread and the clearer on a spawned one. With the roles
+/// swapped, loom 0.7 ran the model through one interleaving and the busted twin passed: the
+/// clearer's loads of the successor's words came first, and the mover's later load and store
+/// of each word hid them from loom's race detection (tokio-rs/loom#392; see "Loom models" in
+/// `docs/reliability.md`). The whole walk (the current table too) racing an insert as well
+/// needs three preemptions to reach the busted interleaving, past what runs in minutes; the
+/// step models cover `detach_all`'s part of it.
 fn clear_step_racing_a_mover(old: usize, hashes: [u64; 2], new: usize, busted_no_from: bool) {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = model.preemption_bound.or(Some(2));
