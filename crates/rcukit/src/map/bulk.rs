@@ -2,7 +2,7 @@
 //! `clear`, `reserve` and `shrink_to_fit`; and the resize policy they share with the keyed
 //! writers.
 
-use super::moves::{self, Moved};
+use super::moves::{self, Busted, Moved};
 use super::table::{self, Limits, Node, Table};
 use super::{buckets_to_hold, Policy, RcuHashMap, MAX_BUCKETS, MIN_BUCKETS};
 use crate::domain_ref::DomainRef;
@@ -131,7 +131,7 @@ impl<K, V, S, D: DomainRef> RcuHashMap<K, V, S, D> {
         }
         // SAFETY: the guard (of this domain: every caller checked it or took it from
         // `self.domain()`) protects the current table and what it reaches.
-        match unsafe { moves::help_move(&self.root, self.root.load(Acquire), budget, false) } {
+        match unsafe { moves::help_move(&self.root, self.root.load(Acquire), budget, Busted::No) } {
             Moved::Finished(old) => {
                 // SAFETY: protected by the guard, as above.
                 let new = unsafe { &*self.root.load(Acquire) };

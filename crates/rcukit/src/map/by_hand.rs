@@ -48,7 +48,7 @@ pub(crate) unsafe fn resize(root: &Root, buckets: usize) -> *mut Table<u64, u64>
         .next
         .store(Box::into_raw(Table::new(buckets)), Release);
     // SAFETY: `old` came from the root and is alive; its successor was installed just above.
-    match unsafe { moves::help_move(root, old, usize::MAX, false) } {
+    match unsafe { moves::help_move(root, old, usize::MAX, moves::Busted::No) } {
         Moved::Finished(old) => old,
         _ => unreachable!("an unlimited budget finishes the move"),
     }

@@ -196,6 +196,26 @@ impl<N> Line<N> {
         marked
     }
 
+    /// [`mark_moved_if_empty`](Self::mark_moved_if_empty) that looks at the lanes before it
+    /// reads the state: the loom model's broken mover. An insert that locks, fills and unlocks
+    /// the bucket between the two reads leaves a state that the exchange then swaps for
+    /// `MOVED`, and the insert is lost.
+    #[cfg(rcukit_loom)]
+    pub(crate) fn busted_mark_moved_if_empty_checked_first(&self) -> bool {
+        let empty = self.is_empty();
+        let state = self.state.load(Acquire);
+        let marked = empty
+            && state & (LOCKED | CHANGING | MOVED) == 0
+            && self
+                .state
+                .compare_exchange(state, state.wrapping_add(VERSION) | MOVED, Release, Relaxed)
+                .is_ok();
+        if marked {
+            own_writes::note_change(ptr::from_ref(self).cast());
+        }
+        marked
+    }
+
     /// Set the index hint of lane `lane` of the first line, without the lock or a version
     /// bump: for a bucket of a larger table that one mover alone fills, before any walker can
     /// reach it (see [`Table::fill`](super::table::Table::fill)).

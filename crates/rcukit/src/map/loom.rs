@@ -9,7 +9,7 @@
 
 use super::by_hand::{self, current, insert, Root};
 use super::iter::Iter;
-use super::moves::{self, Moved};
+use super::moves::{self, Busted, Moved};
 use super::table::{self, Node, Table};
 use crate::sync::AtomicPtr;
 use loom::thread;
@@ -83,7 +83,12 @@ fn lookup_racing_a_resize_step(busted_mark_first: bool) {
         };
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        match unsafe { moves::help_move(&root, old, 2, busted_mark_first) } {
+        let busted = if busted_mark_first {
+            Busted::MarkFirst
+        } else {
+            Busted::No
+        };
+        match unsafe { moves::help_move(&root, old, 2, busted) } {
             Moved::Finished(old) => unlinked.lock().unwrap().tables.push(old as usize),
             _ => unreachable!("two buckets, budget two: this thread finishes"),
         }
@@ -237,12 +242,18 @@ fn loom_map_busted_iteration_racing_a_replacement_is_caught() {
 /// An insert into an empty bucket racing the mover that marks that bucket moved without its
 /// lock (one compare-exchange, claim 5): key 2 (hash 2: bucket 0 of 2, bucket 2 of 4) must
 /// be in the map once both are done, and a reader that looks it up after the insert returned
-/// must find it.
-#[test]
-fn loom_map_insert_racing_the_move_of_an_empty_bucket() {
+/// must find it. The busted twin looks at the bucket's lanes before its state
+/// ([`Busted::EmptyBeforeState`]).
+///
+/// The model's thread yields once the writer is spawned, so that the writer runs first in
+/// loom's first interleaving. Without the yield the mover runs first, the writer's stores to
+/// the bucket each follow its own load of the same word, and loom 0.7 does not try the
+/// writer between the mover's reads (tokio-rs/loom#392): the model explored 208
+/// interleavings and the busted twin passed. With it, 893, and the twin fails.
+fn insert_racing_the_move_of_an_empty_bucket(busted: Busted) {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(3);
-    model.check(|| {
+    model.check(move || {
         let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(2))));
         let new = Box::into_raw(Table::new(4));
         current(&root)
@@ -255,9 +266,10 @@ fn loom_map_insert_racing_the_move_of_an_empty_bucket() {
                 assert_eq!(lookup(&root, 2, 2), Some(20), "an inserted key missed");
             })
         };
+        thread::yield_now();
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        let finished = match unsafe { moves::help_move(&root, old, 2, false) } {
+        let finished = match unsafe { moves::help_move(&root, old, 2, busted) } {
             Moved::Finished(old) => old,
             _ => unreachable!("two buckets, budget two: this thread finishes"),
         };
@@ -268,6 +280,17 @@ fn loom_map_insert_racing_the_move_of_an_empty_bucket() {
         // SAFETY: the old table, no longer the root; its nodes (if any) moved on.
         drop(unsafe { Box::from_raw(finished) });
     });
+}
+
+#[test]
+fn loom_map_insert_racing_the_move_of_an_empty_bucket() {
+    insert_racing_the_move_of_an_empty_bucket(Busted::No);
+}
+
+#[test]
+#[should_panic(expected = "the insert was lost")]
+fn loom_map_busted_empty_bucket_checked_before_its_state_is_caught() {
+    insert_racing_the_move_of_an_empty_bucket(Busted::EmptyBeforeState);
 }
 
 /// One bucket of six entries: five in its line and one in an overflow line (keys 0, 2, ...,
@@ -306,7 +329,7 @@ fn loom_map_lookup_racing_lane_reuse_and_the_move_of_an_overflow_line() {
         };
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        let finished = match unsafe { moves::help_move(&root, old, 2, false) } {
+        let finished = match unsafe { moves::help_move(&root, old, 2, Busted::No) } {
             Moved::Finished(old) => old,
             _ => unreachable!("two buckets, budget two: this thread finishes"),
         };
@@ -384,7 +407,7 @@ fn clear_step_racing_a_mover(old: usize, hashes: [u64; 2], new: usize, busted_no
             })
         };
         // SAFETY: nothing is freed before the model ends; `from` came from the root.
-        let finished = match unsafe { moves::help_move(&root, from as *mut _, old, false) } {
+        let finished = match unsafe { moves::help_move(&root, from as *mut _, old, Busted::No) } {
             Moved::Finished(old) => old,
             _ => unreachable!("a budget of every bucket: this thread finishes"),
         };

@@ -25,9 +25,23 @@ const MAX_RUN: usize = 64;
 /// How many buckets ahead a mover asks for the nodes.
 const PREFETCH_AHEAD: usize = 4;
 
-/// Move up to `budget` buckets of `old` into `old.next`. With `busted_mark_first`, a bucket
-/// is marked `MOVED` *before* its entries are in the new table (the loom model's broken
-/// variant: a lookup then misses them).
+/// A mover broken on purpose, for the loom models' busted twins; the map itself passes
+/// [`Busted::No`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(not(rcukit_loom), allow(dead_code))]
+pub(crate) enum Busted {
+    /// The mover as written.
+    No,
+    /// A bucket is marked `MOVED` *before* its entries are in the new table: a lookup then
+    /// misses them.
+    MarkFirst,
+    /// An empty bucket is found empty before its state is read, so the compare-exchange that
+    /// marks it can succeed over an insert made in between: the insert is lost.
+    EmptyBeforeState,
+}
+
+/// Move up to `budget` buckets of `old` into `old.next` (`busted`: [`Busted::No`] but in the
+/// loom models' busted twins).
 ///
 /// # Safety
 ///
@@ -38,7 +52,7 @@ pub(crate) unsafe fn help_move<K, V>(
     root: &AtomicPtr<Table<K, V>>,
     old_ptr: *mut Table<K, V>,
     budget: usize,
-    busted_mark_first: bool,
+    busted: Busted,
 ) -> Moved<K, V> {
     // SAFETY: alive by the caller's contract.
     let old = unsafe { &*old_ptr };
@@ -73,7 +87,7 @@ pub(crate) unsafe fn help_move<K, V>(
                 prefetch_ahead(old, new, index + PREFETCH_AHEAD, gained);
             }
             // SAFETY: forwarded; `index` was claimed by this thread alone.
-            unsafe { move_bucket(old, new, index, busted_mark_first) };
+            unsafe { move_bucket(old, new, index, busted) };
         }
         moved_any = true;
         // AcqRel: the finisher's root store must carry every mover's copies (all the
@@ -129,23 +143,22 @@ fn prefetch_unhinted<N>(bucket: &line::Line<N>, gained: u32) {
 /// # Safety
 ///
 /// As for [`table::find`]; `new` is `old.next`; this thread claimed `index`.
-unsafe fn move_bucket<K, V>(
-    old: &Table<K, V>,
-    new: &Table<K, V>,
-    index: usize,
-    busted_mark_first: bool,
-) {
+unsafe fn move_bucket<K, V>(old: &Table<K, V>, new: &Table<K, V>, index: usize, busted: Busted) {
     let bucket = old.bucket(index);
-    if !busted_mark_first && bucket.mark_moved_if_empty() {
+    let marked_empty = match busted {
+        Busted::No => bucket.mark_moved_if_empty(),
+        #[cfg(rcukit_loom)]
+        Busted::EmptyBeforeState => bucket.busted_mark_moved_if_empty_checked_first(),
+        _ => false,
+    };
+    if marked_empty {
         return;
     }
     let lock = bucket.lock();
     #[cfg(rcukit_loom)]
-    if busted_mark_first {
+    if busted == Busted::MarkFirst {
         lock.mark_first(MOVED);
     }
-    #[cfg(not(rcukit_loom))]
-    let _ = busted_mark_first;
     // One change of the old bucket for the whole move, ending with `MOVED` in the same store:
     // a writer never sees a half-moved bucket with a settled state (claims 4 and 5).
     let state = lock.seq();
