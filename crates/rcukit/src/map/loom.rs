@@ -48,7 +48,7 @@ fn lookup(root: &Root, hash: u64, key: u64) -> Option<u64> {
 /// Keys 1 and 3 share bucket 1 of a 2-bucket table (hashes 1 and 3); a resize into 4 buckets
 /// separates them. A reader looks up key 1 (present throughout) while a mover moves the
 /// buckets and a writer removes key 3 and inserts key 5 (hash 5: bucket 1, then 1).
-fn lookup_racing_a_resize_step(busted_mark_first: bool) {
+fn lookup_racing_a_resize_step(busted: Busted) {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(2);
     model.check(move || {
@@ -83,11 +83,6 @@ fn lookup_racing_a_resize_step(busted_mark_first: bool) {
         };
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        let busted = if busted_mark_first {
-            Busted::MarkFirst
-        } else {
-            Busted::No
-        };
         match unsafe { moves::help_move(&root, old, 2, busted) } {
             Moved::Finished(old) => unlinked.lock().unwrap().tables.push(old as usize),
             _ => unreachable!("two buckets, budget two: this thread finishes"),
@@ -114,7 +109,7 @@ fn lookup_racing_a_resize_step(busted_mark_first: bool) {
 
 #[test]
 fn loom_map_lookup_racing_insert_remove_and_a_resize_step() {
-    lookup_racing_a_resize_step(false);
+    lookup_racing_a_resize_step(Busted::No);
 }
 
 /// The busted mover marks a bucket moved before its entries are in the new table: a lookup
@@ -123,7 +118,7 @@ fn loom_map_lookup_racing_insert_remove_and_a_resize_step() {
 #[test]
 #[should_panic(expected = "missed")]
 fn loom_map_busted_move_order_is_caught() {
-    lookup_racing_a_resize_step(true);
+    lookup_racing_a_resize_step(Busted::MarkFirst);
 }
 
 /// An iteration racing a grow that a shrink follows: keys 0, 1 and 3 (hashes 0, 1 and 3) are
