@@ -184,12 +184,15 @@ impl<N> Line<N> {
     /// a successful exchange proves the bucket was still empty when it became `MOVED`.
     pub(crate) fn mark_moved_if_empty(&self) -> bool {
         let state = self.state.load(Acquire);
-        let marked = state & (LOCKED | CHANGING | MOVED) == 0
-            && self.is_empty()
-            && self
-                .state
-                .compare_exchange(state, state.wrapping_add(VERSION) | MOVED, Release, Relaxed)
-                .is_ok();
+        state & (LOCKED | CHANGING | MOVED) == 0 && self.is_empty() && self.mark_moved_from(state)
+    }
+
+    /// Swap `state`, read settled, unlocked and unmoved, for the next version with `MOVED`.
+    fn mark_moved_from(&self, state: u64) -> bool {
+        let marked = self
+            .state
+            .compare_exchange(state, state.wrapping_add(VERSION) | MOVED, Release, Relaxed)
+            .is_ok();
         if marked {
             own_writes::note_change(ptr::from_ref(self).cast());
         }
@@ -204,16 +207,7 @@ impl<N> Line<N> {
     pub(crate) fn busted_mark_moved_if_empty_checked_first(&self) -> bool {
         let empty = self.is_empty();
         let state = self.state.load(Acquire);
-        let marked = empty
-            && state & (LOCKED | CHANGING | MOVED) == 0
-            && self
-                .state
-                .compare_exchange(state, state.wrapping_add(VERSION) | MOVED, Release, Relaxed)
-                .is_ok();
-        if marked {
-            own_writes::note_change(ptr::from_ref(self).cast());
-        }
-        marked
+        empty && state & (LOCKED | CHANGING | MOVED) == 0 && self.mark_moved_from(state)
     }
 
     /// Set the index hint of lane `lane` of the first line, without the lock or a version
