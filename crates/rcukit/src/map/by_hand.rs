@@ -36,6 +36,24 @@ pub(crate) fn insert(root: &Root, hash: u64, key: u64, value: u64) -> Option<*mu
     }
 }
 
+/// A root whose table of `buckets` buckets holds keys with `hashes`, each key and its value
+/// the hash plus 10.
+pub(crate) fn filled(buckets: usize, hashes: &[u64]) -> Root {
+    let root = AtomicPtr::new(Box::into_raw(Table::new(buckets)));
+    for &hash in hashes {
+        assert!(insert(&root, hash, hash + 10, hash + 10).is_none());
+    }
+    root
+}
+
+/// Install a new table of `buckets` buckets as the current table's successor (a resize about
+/// to move), and return it. The current table has none yet.
+pub(crate) fn install_successor(root: &Root, buckets: usize) -> *mut Table<u64, u64> {
+    let new = Box::into_raw(Table::new(buckets));
+    current(root).next.store(new, Release);
+    new
+}
+
 /// Resize the current table into a new one of `buckets` buckets, moving every bucket: the old
 /// table, no longer the root (its nodes moved on), for the caller to free.
 ///
@@ -44,9 +62,7 @@ pub(crate) fn insert(root: &Root, hash: u64, key: u64, value: u64) -> Option<*mu
 /// No other resize of `root` is under way.
 pub(crate) unsafe fn resize(root: &Root, buckets: usize) -> *mut Table<u64, u64> {
     let old = root.load(Acquire);
-    current(root)
-        .next
-        .store(Box::into_raw(Table::new(buckets)), Release);
+    install_successor(root, buckets);
     // SAFETY: `old` came from the root and is alive; its successor was installed just above.
     match unsafe { moves::help_move(root, old, usize::MAX, moves::Busted::No) } {
         Moved::Finished(old) => old,

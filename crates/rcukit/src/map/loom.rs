@@ -56,10 +56,7 @@ fn lookup_racing_a_resize_step(busted: Busted) {
         let unlinked = Arc::new(Mutex::new(Unlinked::default()));
         assert!(insert(&root, 3, 3, 30).is_none());
         assert!(insert(&root, 1, 1, 10).is_none());
-        let new = Box::into_raw(Table::new(4));
-        current(&root)
-            .next
-            .store(new, std::sync::atomic::Ordering::Release);
+        by_hand::install_successor(&root, 4);
 
         let reader = {
             let root = root.clone();
@@ -250,10 +247,7 @@ fn insert_racing_the_move_of_an_empty_bucket(busted: Busted) {
     model.preemption_bound = Some(3);
     model.check(move || {
         let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(2))));
-        let new = Box::into_raw(Table::new(4));
-        current(&root)
-            .next
-            .store(new, std::sync::atomic::Ordering::Release);
+        by_hand::install_successor(&root, 4);
         let writer = {
             let root = root.clone();
             thread::spawn(move || {
@@ -303,10 +297,7 @@ fn loom_map_lookup_racing_lane_reuse_and_the_move_of_an_overflow_line() {
         for key in (0..12).step_by(2) {
             assert!(insert(&root, key, key, key * 10).is_none());
         }
-        let new = Box::into_raw(Table::new(4));
-        current(&root)
-            .next
-            .store(new, std::sync::atomic::Ordering::Release);
+        by_hand::install_successor(&root, 4);
         let reader = {
             let root = root.clone();
             thread::spawn(move || {
@@ -364,21 +355,17 @@ fn clear_step_racing_a_mover(old: usize, hashes: [u64; 2], new: usize, busted_no
     let mut model = loom::model::Builder::new();
     model.preemption_bound = model.preemption_bound.or(Some(2));
     model.check(move || {
-        let root: Arc<Root> = Arc::new(AtomicPtr::new(Box::into_raw(Table::new(old))));
-        let mut all = Vec::new();
-        for hash in hashes {
-            assert!(insert(&root, hash, hash + 10, hash + 10).is_none());
-            // SAFETY: nothing is freed before the model ends.
-            let node = unsafe { table::find(current(&root), hash, |k| *k == hash + 10) };
-            all.push(ptr::from_ref(node.expect("just inserted")) as usize);
-        }
-        let new = Box::into_raw(Table::<u64, u64>::new(new)) as usize;
-        let from = root.load(Acquire);
-        // SAFETY: alive; the model's tables are freed when it ends.
-        unsafe { &*from }
-            .next
-            .store(new as *mut _, std::sync::atomic::Ordering::Release);
-        let from = from as usize;
+        let root = Arc::new(by_hand::filled(old, &hashes));
+        let mut all: Vec<usize> = hashes
+            .iter()
+            .map(|&hash| {
+                // SAFETY: nothing is freed before the model ends.
+                let node = unsafe { table::find(current(&root), hash, |k| *k == hash + 10) };
+                ptr::from_ref(node.expect("just inserted")) as usize
+            })
+            .collect();
+        let from = root.load(Acquire) as usize;
+        let new = by_hand::install_successor(&root, new) as usize;
         let clearer = {
             let root = root.clone();
             thread::spawn(move || {

@@ -15,12 +15,8 @@ struct ResizeUnderWay {
 
 impl ResizeUnderWay {
     fn start(old: usize, hashes: [u64; 2], new: usize) -> Self {
-        let root: by_hand::Root = AtomicPtr::new(Box::into_raw(Table::new(old)));
-        for hash in hashes {
-            assert!(by_hand::insert(&root, hash, hash + 10, hash + 10).is_none());
-        }
-        let new = Box::into_raw(Table::new(new));
-        by_hand::current(&root).next.store(new, Release);
+        let root = by_hand::filled(old, &hashes);
+        let new = by_hand::install_successor(&root, new);
         ResizeUnderWay {
             root,
             new,
