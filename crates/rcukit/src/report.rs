@@ -299,6 +299,35 @@ pub(crate) fn drop_each<T>(items: impl IntoIterator<Item = T>) {
     }
 }
 
+/// Values a call keeps to drop when it returns (those of attempts it retried), dropped then as
+/// [`drop_each`] drops them: however many of their `Drop`s panic, each value is dropped once,
+/// and only the first panic goes on (none, if the holder is dropped while the thread unwinds).
+/// A plain `Vec` would drop the rest while unwinding from the first panic, and a second panic
+/// there aborts the process.
+pub(crate) struct DropLater<T>(Vec<T>);
+
+impl<T> DropLater<T> {
+    pub(crate) fn new() -> DropLater<T> {
+        DropLater(Vec::new())
+    }
+
+    pub(crate) fn push(&mut self, value: T) {
+        self.0.push(value);
+    }
+}
+
+impl<T> Extend<T> for DropLater<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, values: I) {
+        self.0.extend(values);
+    }
+}
+
+impl<T> Drop for DropLater<T> {
+    fn drop(&mut self) {
+        drop_each(std::mem::take(&mut self.0));
+    }
+}
+
 /// Let a panic caught in a drop go on, unless this thread is already unwinding from another
 /// panic (the drop is part of that unwinding: a container dropped with the frame that
 /// panicked). A panic out of such a drop would abort the process, so the payload is then

@@ -2030,6 +2030,113 @@ fn a_discarded_update_attempt_whose_key_and_value_panic_in_drop_does_not_abort()
     assert_eq!(map.len(), 1);
 }
 
+type LoudMap = RcuHashMap<u32, Loud, RandomState, Arc<Rcu>>;
+
+/// `write`, a keyed read-modify-write of key 1 in a map that holds it, calls `attempt` once
+/// per attempt. The first two attempts write key 1 themselves, so the bucket changed and each
+/// is discarded, and they make values whose `Drop` panics; the third makes a quiet one. The
+/// two discarded values are dropped when the call returns: both are dropped, the first panic
+/// comes out of the call, and the process goes on. (Kept in a plain `Vec`, the second value's
+/// panic came while unwinding from the first's: an abort.)
+fn check_two_discarded_attempts_that_panic_in_drop(
+    write: impl FnOnce(&LoudMap, &mut dyn FnMut() -> Loud),
+) {
+    let map: LoudMap = RcuHashMap::with_domain(domain());
+    let drops = Arc::new(AtomicUsize::new(0));
+    map.pin().insert(1, Loud(false, Arc::clone(&drops)));
+    let mut runs = 0;
+    let mut attempt = || {
+        runs += 1;
+        if runs <= 2 {
+            map.pin().insert(1, Loud(false, Arc::clone(&drops)));
+            Loud(true, Arc::clone(&drops))
+        } else {
+            Loud(false, Arc::clone(&drops))
+        }
+    };
+    let written = catch_unwind(AssertUnwindSafe(|| write(&map, &mut attempt)));
+    assert!(written.is_err(), "the first panic comes out of the call");
+    assert_eq!(runs, 3);
+    // Dropped: the two discarded values, and the three replaced (twice by the attempts'
+    // own inserts, then by the write).
+    map.domain().barrier();
+    assert_eq!(drops.load(SeqCst), 5);
+    assert_eq!(map.len(), 1);
+    assert!(
+        !map.pin().get(&1).expect("present").0,
+        "the third attempt's value"
+    );
+}
+
+#[test]
+fn an_update_whose_discarded_attempts_panic_in_drop_does_not_abort() {
+    check_two_discarded_attempts_that_panic_in_drop(|map, attempt| {
+        map.pin().update(&1, |_| attempt());
+    });
+}
+
+#[test]
+fn a_compute_whose_discarded_inserts_panic_in_drop_does_not_abort() {
+    check_two_discarded_attempts_that_panic_in_drop(|map, attempt| {
+        map.pin()
+            .compute(1, |_| Operation::<Loud, ()>::Insert(attempt()));
+    });
+}
+
+#[test]
+fn a_compute_whose_discarded_aborts_panic_in_drop_does_not_abort() {
+    check_two_discarded_attempts_that_panic_in_drop(|map, attempt| {
+        map.pin().compute(1, |_| match attempt() {
+            loud @ Loud(true, _) => Operation::Abort(loud),
+            quiet => Operation::Insert(quiet),
+        });
+    });
+}
+
+#[test]
+fn an_update_or_insert_whose_discarded_updates_panic_in_drop_does_not_abort() {
+    check_two_discarded_attempts_that_panic_in_drop(|map, attempt| {
+        map.pin()
+            .update_or_insert_with(1, |_| attempt(), || unreachable!("the key is present"));
+    });
+}
+
+/// An `update_or_insert_with` whose maker ran for an attempt that was discarded (it wrote the
+/// absent key itself), and whose next attempt found the key and updated it instead, once more
+/// discarded: the maker's unused value and the discarded update are both dropped when the call
+/// returns, even though both of their `Drop`s panic. (The unused value was dropped while
+/// unwinding from the update's panic: an abort.)
+#[test]
+fn an_update_or_insert_whose_unused_made_value_and_discarded_update_panic_in_drop_does_not_abort() {
+    let map: LoudMap = RcuHashMap::with_domain(domain());
+    let drops = Arc::new(AtomicUsize::new(0));
+    let loud = |panics| Loud(panics, Arc::clone(&drops));
+    let mut updates = 0;
+    let written = catch_unwind(AssertUnwindSafe(|| {
+        map.pin().update_or_insert_with(
+            1,
+            |_| {
+                updates += 1;
+                if updates == 1 {
+                    map.pin().insert(1, loud(false));
+                    return loud(true);
+                }
+                loud(false)
+            },
+            || {
+                map.pin().insert(1, loud(false));
+                loud(true)
+            },
+        );
+    }));
+    assert!(written.is_err(), "the first panic comes out of the call");
+    assert_eq!(updates, 2);
+    // Dropped: the made value, the discarded update, and the two values replaced.
+    map.domain().barrier();
+    assert_eq!(drops.load(SeqCst), 4);
+    assert_eq!(map.len(), 1);
+}
+
 /// A write whose key's `Eq` panics frees the node it had made for the key as the panic
 /// unwinds; when that key's `Drop` panics too, its panic is dropped there and the first one
 /// comes out of the write. (The key's panic went on out of the node's drop while the first

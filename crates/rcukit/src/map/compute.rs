@@ -16,6 +16,7 @@ use super::write::{link, watched_locate, OwnedNode, Sink};
 use super::RcuHashMap;
 use crate::compute::{Compute, Operation};
 use crate::domain_ref::DomainRef;
+use crate::report::DropLater;
 use crate::ReadSection;
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering::Relaxed;
@@ -51,7 +52,7 @@ where
         let (hash, mut key, mut rejected) = (self.hasher.hash_one(&key), Some(key), None);
         // Results of aborts that had to be retried: dropped when the call returns, not while
         // it retries (as for rejected values: see `compute_dropping_late`).
-        let mut stale = Vec::new();
+        let mut stale = DropLater::new();
         let mut undone = Undone::new();
         loop {
             // Before each attempt: `Eq` or `f` may have forked (`after_fork`).
@@ -161,7 +162,7 @@ where
         let mut spare = None;
         let mut offered_spare = false;
         // Updated values of retried attempts, dropped when the call returns.
-        let mut discarded = Vec::new();
+        let mut discarded = DropLater::new();
         let op = |current: Option<(&K, &V)>, rejected: Option<V>| {
             if offered_spare {
                 spare = rejected; // the attempt that carried it was retried
@@ -179,6 +180,8 @@ where
             }
         };
         let done = self.compute_in(key, op, guard, sink, "update_or_insert");
+        // With them, the value `insert` made if the entry was then updated instead.
+        discarded.extend(spare);
         drop(discarded);
         match done {
             Compute::Inserted(_, v) | Compute::Updated { new: (_, v), .. } => v,
@@ -257,7 +260,7 @@ where
         G: ReadSection,
         F: FnMut(Option<(&K, &V)>) -> Operation<V, T>,
     {
-        let mut rejected = Vec::new();
+        let mut rejected = DropLater::new();
         let done = self.compute_in(
             key,
             |entry, r| {

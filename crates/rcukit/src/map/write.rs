@@ -23,6 +23,7 @@ use super::own_writes::{Undone, Watch};
 use super::table::{self, Table};
 use super::RcuHashMap;
 use crate::domain_ref::DomainRef;
+use crate::report::DropLater;
 use crate::ReadSection;
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -215,7 +216,7 @@ where
         // Values of attempts that had to be retried: dropped when the call returns, not while
         // it retries (a value whose `Drop` writes to the key's bucket would otherwise make
         // every attempt stale).
-        let mut discarded = Vec::new();
+        let mut discarded = DropLater::new();
         let mut undone = Undone::new();
         let (old, new) = loop {
             // Before each attempt: `Eq`, `Clone` or `f` may have forked (`after_fork`).
