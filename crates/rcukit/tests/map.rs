@@ -1287,9 +1287,10 @@ fn racing_inserts_of_absent_keys_agree_on_one_winner() {
 }
 
 /// Keys whose `Hash` gives a new value on every call and whose `Eq` says "equal" to every key,
-/// to none (not even itself) or the truth, written, read, iterated and retained by four threads
-/// at once: the map cannot find such keys again, but it must stay sound. Every value made is
-/// dropped exactly once, and an iteration yields exactly the entries the map counts.
+/// to none (not even itself) or the truth, written (by every keyed write, `Extend`, `clear`,
+/// `retain`, `reserve` and `shrink_to_fit`), read and iterated by four threads at once: the
+/// map cannot find such keys again, but it must stay sound. Every value made is dropped
+/// exactly once, and an iteration yields exactly the entries the map counts.
 #[test]
 fn keys_whose_hash_and_eq_lie_leave_the_map_sound() {
     use std::hash::Hash;
@@ -1338,14 +1339,30 @@ fn keys_whose_hash_and_eq_lie_leave_the_map_sound() {
                         for i in 0..per_thread {
                             let key = Liar((i * 7 + t) % 500);
                             let pinned = map.pin();
-                            match (i + t) % 8 {
+                            match (i + t) % 16 {
                                 0..=2 => drop(pinned.insert(key, value())),
                                 3 => drop(pinned.remove(&key)),
                                 4 => drop(pinned.get(&key)),
                                 5 => drop(pinned.try_insert(key, value())),
                                 6 => drop(pinned.get_or_insert_with(key, value)),
+                                7 => drop(pinned.compute(key, |entry| match entry {
+                                    Some(_) if i % 2 == 0 => Operation::<_, ()>::Remove,
+                                    _ => Operation::Insert(value()),
+                                })),
+                                8 => drop(pinned.update(&key, |_| value())),
+                                9 => drop(pinned.update_or_insert_with(key, |_| value(), value)),
+                                10 => drop(pinned.remove_if(&key, |_, v| v.0 == t)),
+                                11 if i % 50 == 11 => {
+                                    drop(pinned);
+                                    (&*map).extend((0..20).map(|j| (Liar(j), value())));
+                                }
+                                12 if i % 300 == 12 => map.clear(),
+                                13 if i % 100 == 13 => {
+                                    map.reserve(2_000);
+                                    map.shrink_to_fit();
+                                }
                                 _ if i % 200 == 7 => drop(map.retain(|k, _| k.0 % 5 != 0)),
-                                _ => assert!(pinned.iter().count() <= (4 * per_thread) as usize),
+                                _ => assert!(pinned.iter().count() <= (8 * per_thread) as usize),
                             }
                         }
                     });
