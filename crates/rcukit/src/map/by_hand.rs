@@ -3,7 +3,7 @@
 //! replacement, and a whole resize. Nothing here frees what it unlinks: the caller does, once
 //! nothing can reach it.
 
-use super::moves::{self, Moved};
+use super::moves::{self, Busted, Moved};
 use super::table::{self, Node, Table};
 use crate::sync::AtomicPtr;
 use std::sync::atomic::Ordering::{Acquire, Release};
@@ -64,8 +64,26 @@ pub(crate) unsafe fn resize(root: &Root, buckets: usize) -> *mut Table<u64, u64>
     let old = root.load(Acquire);
     install_successor(root, buckets);
     // SAFETY: `old` came from the root and is alive; its successor was installed just above.
-    match unsafe { moves::help_move(root, old, usize::MAX, moves::Busted::No) } {
+    unsafe { finish_move(root, old, usize::MAX, Busted::No) }
+}
+
+/// Move the buckets of `old` into its successor on this thread, with the mover `busted`
+/// ([`Busted::No`] but in the loom models' busted twins) and a `budget` of at least every
+/// bucket, so that this thread finishes the move: `old`, no longer the root (its nodes moved
+/// on), for the caller to free.
+///
+/// # Safety
+///
+/// `old` is the current table of `root`, with its successor installed; both stay alive.
+pub(crate) unsafe fn finish_move(
+    root: &Root,
+    old: *mut Table<u64, u64>,
+    budget: usize,
+    busted: Busted,
+) -> *mut Table<u64, u64> {
+    // SAFETY: forwarded.
+    match unsafe { moves::help_move(root, old, budget, busted) } {
         Moved::Finished(old) => old,
-        _ => unreachable!("an unlimited budget finishes the move"),
+        _ => unreachable!("a budget of every bucket: this thread finishes the move"),
     }
 }

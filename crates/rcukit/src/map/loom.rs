@@ -9,7 +9,7 @@
 
 use super::by_hand::{self, current, insert, Root};
 use super::iter::Iter;
-use super::moves::{self, Busted, Moved};
+use super::moves::Busted;
 use super::table::{self, Node, Table};
 use crate::sync::AtomicPtr;
 use loom::thread;
@@ -80,10 +80,8 @@ fn lookup_racing_a_resize_step(busted: Busted) {
         };
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        match unsafe { moves::help_move(&root, old, 2, busted) } {
-            Moved::Finished(old) => unlinked.lock().unwrap().tables.push(old as usize),
-            _ => unreachable!("two buckets, budget two: this thread finishes"),
-        }
+        let finished = unsafe { by_hand::finish_move(&root, old, 2, busted) };
+        unlinked.lock().unwrap().tables.push(finished as usize);
         reader.join().unwrap();
         writer.join().unwrap();
 
@@ -258,10 +256,7 @@ fn insert_racing_the_move_of_an_empty_bucket(busted: Busted) {
         thread::yield_now();
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        let finished = match unsafe { moves::help_move(&root, old, 2, busted) } {
-            Moved::Finished(old) => old,
-            _ => unreachable!("two buckets, budget two: this thread finishes"),
-        };
+        let finished = unsafe { by_hand::finish_move(&root, old, 2, busted) };
         writer.join().unwrap();
         assert_eq!(lookup(&root, 2, 2), Some(20), "the insert was lost");
         // SAFETY: the model is over: nobody else uses the map.
@@ -315,10 +310,7 @@ fn loom_map_lookup_racing_lane_reuse_and_the_move_of_an_overflow_line() {
         };
         let old = root.load(Acquire);
         // SAFETY: nothing is freed before the model ends; `old` came from the root.
-        let finished = match unsafe { moves::help_move(&root, old, 2, Busted::No) } {
-            Moved::Finished(old) => old,
-            _ => unreachable!("two buckets, budget two: this thread finishes"),
-        };
+        let finished = unsafe { by_hand::finish_move(&root, old, 2, Busted::No) };
         reader.join().unwrap();
         let removed = writer.join().unwrap();
         for key in [0, 4, 6, 8, 10, 12] {
@@ -389,10 +381,7 @@ fn clear_step_racing_a_mover(old: usize, hashes: [u64; 2], new: usize, busted_no
             })
         };
         // SAFETY: nothing is freed before the model ends; `from` came from the root.
-        let finished = match unsafe { moves::help_move(&root, from as *mut _, old, Busted::No) } {
-            Moved::Finished(old) => old,
-            _ => unreachable!("a budget of every bucket: this thread finishes"),
-        };
+        let finished = unsafe { by_hand::finish_move(&root, from as *mut _, old, Busted::No) };
         let taken = clearer.join().unwrap();
         // SAFETY: the model is over: nobody else uses the map.
         let left = unsafe { table::take_all(root.load(Acquire), false) };
