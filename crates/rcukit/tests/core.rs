@@ -4,7 +4,7 @@
 use rcukit::{Error, FenceKind, GpCookie, Rcu};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn domain() -> Rcu {
     Rcu::builder().build().unwrap()
@@ -552,20 +552,23 @@ fn a_thousand_concurrent_synchronize_calls_share_a_few_grace_periods() {
         .build()
         .unwrap();
     let n = 1000;
-    let arrived = Barrier::new(n + 1);
+    let entering = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     std::thread::scope(|s| {
         // A reader inside its section holds the first grace period, so that every caller
-        // arrives while one is in progress, however slowly a loaded machine starts them.
+        // arrives while one is in progress, however slowly a loaded machine starts them (the
+        // reader is held until every caller is at its call, not for a fixed time).
         let reader = rcu.read();
         for _ in 0..n {
             s.spawn(|| {
-                arrived.wait();
+                entering.fetch_add(1, Ordering::Relaxed);
                 rcu.synchronize();
                 done.fetch_add(1, Ordering::Relaxed);
             });
         }
-        arrived.wait();
+        while entering.load(Ordering::Relaxed) < n {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         std::thread::sleep(Duration::from_millis(100)); // the last callers enter synchronize()
         assert_eq!(done.load(Ordering::Relaxed), 0, "returned under a reader");
         drop(reader);
@@ -583,19 +586,22 @@ fn a_thousand_concurrent_synchronize_calls_share_a_few_grace_periods() {
 fn concurrent_expedited_callers_piggyback() {
     let rcu = domain();
     let n = 16;
-    let entered = Barrier::new(n + 1);
+    let entering = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     std::thread::scope(|s| {
-        // Hold a reader so that the first grace period cannot finish while the others arrive.
+        // Hold a reader so that the first grace period cannot finish while the others arrive
+        // (until every caller is at its call, however late a loaded machine starts it).
         let guard = rcu.read();
         for _ in 0..n {
             s.spawn(|| {
-                entered.wait();
+                entering.fetch_add(1, Ordering::Relaxed);
                 rcu.synchronize_expedited();
                 finished.fetch_add(1, Ordering::Relaxed);
             });
         }
-        entered.wait();
+        while entering.load(Ordering::Relaxed) < n {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(
             finished.load(Ordering::Relaxed),
@@ -623,7 +629,12 @@ fn a_long_reader_yields_one_stall_report_and_the_grace_period_completes() {
         s.spawn(|| {
             let _g = rcu.read();
             in_reader.wait();
-            std::thread::sleep(Duration::from_millis(400));
+            // Held until the stall has been reported, however late a loaded machine runs the
+            // grace periods that wait for it.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while rcu.stats().stalls == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         });
         in_reader.wait();
         // A normal and an expedited grace period both wait for the same stalled section.

@@ -773,7 +773,8 @@ fn readers_beside_rebuilds(map: InDomain) {
             std::thread::spawn(move || {
                 let mut n = 0u64;
                 let mut last = vec![0u64; STABLE as usize];
-                while !stop.load(Relaxed) {
+                // At least one pass, however late a loaded machine starts this thread.
+                while !stop.load(Relaxed) || n == 0 {
                     let guard = map.domain().read();
                     for k in 0..STABLE {
                         let v = *map

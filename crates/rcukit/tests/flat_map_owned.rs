@@ -446,7 +446,8 @@ fn readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes() {
         let rcu = Arc::new(Rcu::builder().fence(fence).build().unwrap());
         readers_beside_churn(map_on(&rcu), |map, stop| {
             let mut n = 0;
-            while !stop.load(Relaxed) {
+            // At least one pass, however late a loaded machine starts this thread.
+            while !stop.load(Relaxed) || n == 0 {
                 let guard = map.domain().read();
                 n += read_pass(|k| map.get(&k, &guard));
             }
@@ -465,7 +466,8 @@ fn qsbr_readers_read_owned_values_while_the_writer_rebuilds_replaces_and_removes
         readers_beside_churn(RcuFlatMap::new_in(Arc::new(qsbr)), |map, stop| {
             let mut me = map.domain().register();
             let mut n = 0;
-            while !stop.load(Relaxed) {
+            // At least one pass, however late a loaded machine starts this thread.
+            while !stop.load(Relaxed) || n == 0 {
                 n += read_pass(|k| map.get(&k, &me));
                 // No reference into the map is held here.
                 me.quiescent_state();

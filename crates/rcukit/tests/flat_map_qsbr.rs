@@ -162,7 +162,8 @@ fn readers_beside_rebuilds(qsbr: &Arc<Qsbr>) {
                 let mut n = 0u64;
                 let mut last = vec![0u64; STABLE as usize];
                 let mut pass = 0u64;
-                while !stop.load(Relaxed) {
+                // At least one pass, however late a loaded machine starts this thread.
+                while !stop.load(Relaxed) || pass == 0 {
                     // References from one pass, kept until its quiescent state.
                     let mut held = Vec::with_capacity(STABLE as usize);
                     for k in 0..STABLE {

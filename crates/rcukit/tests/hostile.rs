@@ -57,7 +57,8 @@ fn barrier_racing_barriers_and_floods_sees_every_earlier_retire() {
         let (mut barriers, mut early, mut worst) = (0u64, 0u64, 0u64);
         let mut retired = 0u64;
         let deadline = Instant::now() + Duration::from_secs(4);
-        while Instant::now() < deadline {
+        // At least a few barriers, however long the floods make each wait on a loaded machine.
+        while Instant::now() < deadline || barriers <= 10 {
             let k = 1 + barriers % 300;
             for _ in 0..k {
                 rcu.retire(Box::new(Counted(dropped.clone())));
@@ -1035,9 +1036,9 @@ fn a_waker_that_waits_for_a_grace_period_on_the_grace_period_thread_panics() {
     impl Wake for Waits {
         fn wake(self: Arc<Self>) {
             if self.1.swap(false, Ordering::SeqCst) {
-                let on_gp_thread = std::thread::current()
-                    .name()
-                    .is_some_and(|name| name.ends_with("-gp"));
+                // rcukit's threads are named for the kernel only (`std` does not know them).
+                let on_gp_thread = std::fs::read_to_string("/proc/thread-self/comm")
+                    .is_ok_and(|name| name.trim_end().ends_with("-gp"));
                 self.2.store(on_gp_thread, Ordering::SeqCst);
                 self.0.synchronize();
             }
@@ -1079,7 +1080,9 @@ fn a_waker_that_waits_for_a_grace_period_on_the_grace_period_thread_panics() {
             assert!(Instant::now() < deadline, "the waker was never woken");
             std::thread::sleep(Duration::from_millis(1));
         }
-        if state.2.load(Ordering::SeqCst) {
+        let on_gp_thread = state.2.load(Ordering::SeqCst);
+        println!("woken on the grace-period thread: {on_gp_thread}");
+        if on_gp_thread {
             while reports.load(Ordering::SeqCst) == 0 {
                 assert!(
                     Instant::now() < deadline,

@@ -49,14 +49,17 @@ fn a_drained_backlog_gives_its_memory_back() {
     let baseline = LIVE.load(Relaxed);
 
     let (hold, release) = std::sync::mpsc::channel::<()>();
+    let (entered, in_reader) = std::sync::mpsc::channel::<()>();
     let reader = {
         let rcu = rcu.clone();
         std::thread::spawn(move || {
             let _guard = rcu.read();
+            entered.send(()).unwrap();
             let _ = release.recv();
         })
     };
-    std::thread::sleep(Duration::from_millis(10));
+    // The backlog builds up behind the reader only once it is in its section.
+    in_reader.recv().unwrap();
     for _ in 0..5_000_000 {
         rcu.call(|| ()); // a zero-sized closure: rcukit's own memory only
     }

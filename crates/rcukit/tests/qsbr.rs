@@ -326,7 +326,8 @@ fn stress_with_churn_and_every_wait_path_in(fenced: bool) {
             let mut me = qsbr.register();
             let mut n = 0usize;
             let mut rng = seed | 1;
-            while !stop.load(Relaxed) && lifetime.map_or(true, |l| n < l) {
+            // At least one read, however late a loaded machine starts this thread.
+            while (!stop.load(Relaxed) || n == 0) && lifetime.map_or(true, |l| n < l) {
                 n += 1;
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
@@ -373,7 +374,7 @@ fn stress_with_churn_and_every_wait_path_in(fenced: bool) {
         let (body, stop) = (reader_body.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut k = 0u64;
-            while !stop.load(Relaxed) {
+            while !stop.load(Relaxed) || k == 0 {
                 k += 1;
                 let body = body.clone();
                 std::thread::spawn(move || body(k.wrapping_mul(0x2545_f491), Some(200)))
@@ -387,7 +388,8 @@ fn stress_with_churn_and_every_wait_path_in(fenced: bool) {
     let deadline = Instant::now() + Duration::from_millis(1500);
     let mut counts = [0u64; 7];
     let mut value = 0;
-    while Instant::now() < deadline {
+    // Every path at least once, however slow a loaded machine makes the grace periods.
+    while Instant::now() < deadline || counts.contains(&0) {
         value += 1;
         let node = new_node(value);
         let old_ptr = current.swap(node as *const Node as *mut Node, AcqRel);

@@ -149,7 +149,8 @@ fn stress(fence: FenceKind) {
         move |seed: u64, lifetime: Option<u64>| {
             let mut rng = seed | 1;
             let mut n = 0;
-            while !stop.load(Relaxed) && lifetime.map_or(true, |l| n < l) {
+            // At least one read, however late a loaded machine starts this thread.
+            while (!stop.load(Relaxed) || n == 0) && lifetime.map_or(true, |l| n < l) {
                 n += 1;
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
@@ -188,7 +189,7 @@ fn stress(fence: FenceKind) {
         let (body, stop) = (body.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut k = 0u64;
-            while !stop.load(Relaxed) {
+            while !stop.load(Relaxed) || k == 0 {
                 k += 1;
                 let body = body.clone();
                 std::thread::spawn(move || body(k.wrapping_mul(0x2545_f491), Some(300)))
@@ -201,7 +202,7 @@ fn stress(fence: FenceKind) {
     let mut graveyard = Vec::new();
     let deadline = Instant::now() + Duration::from_millis(1000);
     let mut generation = 0;
-    while Instant::now() < deadline {
+    while Instant::now() < deadline || generation == 0 {
         generation += 1;
         // `replace_box`, so the old table stays at the address readers might hold.
         let old = r.replace_box(Box::new(Table {

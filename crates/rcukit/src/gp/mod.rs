@@ -585,9 +585,10 @@ mod tests {
                 if !pin(cpu) {
                     return None;
                 }
-                std::thread::sleep(Duration::from_millis(5)); // the spinner shares the core
-                                                              // Rounds of 20 tries, each beside a control of 20 plain 20 µs spins: both meet
-                                                              // the same preemptions (other load on the machine), only a yield adds more.
+                // The spinner shares the core.
+                std::thread::sleep(Duration::from_millis(5));
+                // Rounds of 20 tries, each beside a control of 20 plain 20 µs spins: both meet
+                // the same preemptions (other load on the machine), only a yield adds more.
                 let (mut tries, mut control) = (0, 0);
                 for _ in 0..5 {
                     tries += switches_during(|| {
